@@ -1,0 +1,61 @@
+/**
+ * One error hierarchy for the whole product.
+ *
+ * Every error we raise on purpose is a `CertbrokerError` with a stable, closed `code`
+ * (`ERR_*`, owned by the domain that raises it) and a `status` that says how a server
+ * boundary must answer it. gRPC, HTTP and CNI adapters map `status` once, in one place;
+ * anything that is not a `CertbrokerError` is unexpected and becomes `internal` with a
+ * generic message while the cause goes to the log.
+ *
+ * Tests assert `code`, never `message`.
+ */
+
+/** How a boundary answers an error. Mirrors the gRPC canonical codes we actually use. */
+export type ErrorStatus =
+  | 'invalid-argument'
+  | 'unauthenticated'
+  | 'permission-denied'
+  | 'not-found'
+  | 'already-exists'
+  | 'failed-precondition'
+  | 'resource-exhausted'
+  | 'unavailable'
+  | 'deadline-exceeded'
+  | 'unimplemented'
+  | 'cancelled'
+  | 'internal';
+
+export interface CertbrokerErrorOptions {
+  readonly status: ErrorStatus;
+  readonly cause?: unknown;
+  /**
+   * Detail that is safe and useful for the caller. When absent, boundaries that must stay
+   * vague (authentication, authorization) send a generic message instead of `message`.
+   */
+  readonly publicMessage?: string;
+}
+
+export class CertbrokerError<Code extends string = string> extends Error {
+  readonly code: Code;
+  readonly status: ErrorStatus;
+  readonly publicMessage: string | undefined;
+
+  constructor(code: Code, message: string, options: CertbrokerErrorOptions) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.code = code;
+    this.status = options.status;
+    this.publicMessage = options.publicMessage;
+  }
+}
+
+export function isCertbrokerError(err: unknown): err is CertbrokerError {
+  return err instanceof CertbrokerError;
+}
+
+/** A short, loggable description of any thrown value (never a stack on a user-facing channel). */
+export function describeError(err: unknown): string {
+  if (err instanceof CertbrokerError) return `${err.code}: ${err.message}`;
+  if (err instanceof Error) return err.message;
+  return String(err);
+}

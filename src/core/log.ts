@@ -1,0 +1,87 @@
+/**
+ * Structured logs: one JSON object per line on stderr (stdout belongs to protocols such as
+ * CNI). Fields whose names look secret (token, key, password, authorization, jwt, csr bodies
+ * are fine) are replaced by `[redacted]` before anything is written, in addition to `Secret`
+ * values redacting themselves.
+ */
+
+export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
+
+const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40, silent: 100 };
+
+export type LogFields = Readonly<Record<string, unknown>>;
+
+export interface Logger {
+  debug(msg: string, fields?: LogFields): void;
+  info(msg: string, fields?: LogFields): void;
+  warn(msg: string, fields?: LogFields): void;
+  error(msg: string, fields?: LogFields): void;
+  child(fields: LogFields): Logger;
+  readonly level: LogLevel;
+}
+
+export interface LoggerOptions {
+  readonly level?: LogLevel;
+  readonly fields?: LogFields;
+  /** Where lines go; default process.stderr. Tests capture lines here. */
+  readonly sink?: (line: string) => void;
+  readonly now?: () => number;
+}
+
+const SECRET_FIELD = /(^|_|-|\b)(token|password|passwd|secret|authorization|private_?key|privatekey|jwt|bearer|key_?pem)$/i;
+
+export function isSecretFieldName(name: string): boolean {
+  return SECRET_FIELD.test(name);
+}
+
+function sanitize(value: unknown, depth: number): unknown {
+  if (value === null || value === undefined) return value;
+  if (typeof value === 'bigint') return value.toString();
+  if (value instanceof Error) {
+    const out: Record<string, unknown> = { message: value.message, name: value.name };
+    const code = (value as { code?: unknown }).code;
+    if (typeof code === 'string' || typeof code === 'number') out.code = code;
+    return out;
+  }
+  if (typeof value !== 'object') return value;
+  if (typeof (value as { toJSON?: unknown }).toJSON === 'function') {
+    return sanitize((value as { toJSON(): unknown }).toJSON(), depth);
+  }
+  if (depth > 6) return '[depth]';
+  if (Array.isArray(value)) return value.map((v) => sanitize(v, depth + 1));
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) {
+    out[k] = isSecretFieldName(k) ? '[redacted]' : sanitize(v, depth + 1);
+  }
+  return out;
+}
+
+export function parseLogLevel(raw: string | undefined, fallback: LogLevel = 'info'): LogLevel {
+  if (raw === undefined || raw === '') return fallback;
+  const v = raw.toLowerCase();
+  if (v === 'debug' || v === 'info' || v === 'warn' || v === 'error' || v === 'silent') return v;
+  throw new Error(`unknown log level ${JSON.stringify(raw)} (want debug|info|warn|error|silent)`);
+}
+
+export function createLogger(options: LoggerOptions = {}): Logger {
+  const level = options.level ?? 'info';
+  const base = options.fields ?? {};
+  const sink = options.sink ?? ((line: string) => process.stderr.write(line + '\n'));
+  const now = options.now ?? Date.now;
+  const emit = (lvl: Exclude<LogLevel, 'silent'>, msg: string, fields?: LogFields) => {
+    if (ORDER[lvl] < ORDER[level]) return;
+    const record = sanitize({ time: new Date(now()).toISOString(), level: lvl, msg, ...base, ...fields }, 0);
+    sink(JSON.stringify(record));
+  };
+  return {
+    level,
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
+    child: (fields) => createLogger({ level, fields: { ...base, ...fields }, sink, now }),
+  };
+}
+
+/** A logger that drops everything (tests that do not look at logs). */
+export const silentLogger: Logger = createLogger({ level: 'silent' });
