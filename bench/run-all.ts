@@ -1,0 +1,23 @@
+/**
+ * `npm run bench`: runs every compiled `*.bench.js` next to this file, one after another (never
+ * in parallel: they would measure each other), each in its own process.
+ */
+import { spawnSync } from 'node:child_process';
+import { readdirSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const files = readdirSync(here)
+  .filter((f) => f.endsWith('.bench.js'))
+  .sort();
+let failed = 0;
+for (const f of files) {
+  process.stdout.write(`\n=== ${f} ===\n`);
+  const r = spawnSync(process.execPath, [join(here, f), ...process.argv.slice(2)], { stdio: 'inherit' });
+  if (r.status !== 0) {
+    failed++;
+    process.stdout.write(`${f} exited with ${r.status ?? r.signal}\n`);
+  }
+}
+process.exitCode = failed === 0 ? 0 : 1;
