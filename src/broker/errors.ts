@@ -1,0 +1,52 @@
+/**
+ * The broker's error codes. Every error the broker raises on purpose is a `BrokerError` with one
+ * of these codes; the gRPC and HTTP boundaries map its `status` once (src/ops/grpc-errors.ts).
+ */
+import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
+
+export type BrokerErrorCode =
+  /** The identity was forgotten (last pod gone) while a caller waited for it. */
+  | 'ERR_IDENTITY_FORGOTTEN'
+  /** No usable certificate for the identity and the last fetch failed. */
+  | 'ERR_CERT_UNAVAILABLE'
+  /** The CA answered with a leaf that does not carry exactly the requested SPIFFE ID (ztunnel's SanError). */
+  | 'ERR_CA_SAN_MISMATCH'
+  /** The CA answered with something that is not a usable chain. */
+  | 'ERR_CA_BAD_RESPONSE'
+  /** The CA call failed (transport or gRPC status); `grpcCode` says which. */
+  | 'ERR_CA_CALL_FAILED'
+  /** The broker could not obtain its own token. */
+  | 'ERR_TOKEN_UNAVAILABLE'
+  /** The Broker API request did not carry `broker.spiffe.io: true`. */
+  | 'ERR_MISSING_BROKER_HEADER'
+  /** The workload reference is malformed or of an unsupported type. */
+  | 'ERR_WORKLOAD_REFERENCE_INVALID'
+  /** The referenced pod is not on this node (or not known yet). */
+  | 'ERR_WORKLOAD_NOT_FOUND'
+  /** The caller is not entitled to ask (not on the allow-list) or the pod gets no identity. */
+  | 'ERR_WORKLOAD_NOT_ENTITLED'
+  /** The caller presented no verifiable SVID. */
+  | 'ERR_CALLER_UNAUTHENTICATED'
+  /** The pod left the node or was replaced; the stream ends. */
+  | 'ERR_WORKLOAD_GONE'
+  /** JWT-SVID profile is administratively disabled. */
+  | 'ERR_JWT_PROFILE_DISABLED'
+  /** A pod registration from the CNI plugin was malformed. */
+  | 'ERR_REGISTRATION_INVALID'
+  /** The broker is shutting down. */
+  | 'ERR_SHUTTING_DOWN';
+
+export class BrokerError extends CertbrokerError<BrokerErrorCode> {
+  constructor(
+    code: BrokerErrorCode,
+    message: string,
+    options: { status: ErrorStatus; cause?: unknown; publicMessage?: string },
+  ) {
+    super(code, message, options);
+  }
+}
+
+/** True when `err` is an AbortError (our own cancellation), which is never worth logging as a failure. */
+export function isAbortError(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
+}

@@ -1,0 +1,276 @@
+/**
+ * The certificate manager against an in-memory CA client and a fake clock, in the spirit of
+ * ztunnel's manager tests: nothing here sleeps on real time.
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { Secret } from '../../src/core/secret.js';
+import { CertManager, type CertEvent } from '../../src/broker/cert-manager.js';
+import { BrokerError } from '../../src/broker/errors.js';
+import type { CaClient, WorkloadCert } from '../../src/broker/workload-cert.js';
+
+const HOUR = 3_600_000;
+const id = (sa: string) => `spiffe://cluster.local/ns/default/sa/${sa}`;
+
+interface Call {
+  readonly identity: string;
+  readonly signal: AbortSignal;
+  succeed(ttlMs?: number): void;
+  fail(message?: string): void;
+}
+
+/** An in-memory CA: every call waits until the test answers it (or answers at once in `auto` mode). */
+class ScriptedCa implements CaClient {
+  readonly calls: Call[] = [];
+  auto: 'succeed' | 'fail' | undefined;
+  #serial = 0;
+
+  constructor(private readonly clock: FakeClock) {}
+
+  fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert> {
+    return new Promise((resolve, reject) => {
+      const call: Call = {
+        identity,
+        signal,
+        succeed: (ttlMs = HOUR) => {
+          const now = this.clock.now();
+          resolve({
+            identity,
+            chainDer: [Buffer.from(`leaf-${identity}`)],
+            rootsDer: [Buffer.from('root')],
+            privateKey: new Secret(Buffer.from('key')),
+            serial: (++this.#serial).toString(16),
+            notBefore: now,
+            notAfter: now + ttlMs,
+          });
+        },
+        fail: (message = 'CA unavailable') => reject(new Error(message)),
+      };
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+      this.calls.push(call);
+      if (this.auto === 'succeed') call.succeed();
+      if (this.auto === 'fail') call.fail();
+    });
+  }
+
+  last(): Call {
+    const c = this.calls.at(-1);
+    assert.ok(c, 'expected a CA call');
+    return c;
+  }
+}
+
+function setup(opts: { concurrency?: number; rng?: () => number } = {}) {
+  const clock = new FakeClock();
+  const ca = new ScriptedCa(clock);
+  const manager = new CertManager({
+    ca,
+    clock,
+    rng: opts.rng ?? (() => 0.5),
+    maxConcurrentFetches: opts.concurrency ?? 8,
+    forgetGraceMs: 30_000,
+  });
+  return { clock, ca, manager };
+}
+
+describe('CertManager', () => {
+  it('fetches in priority order with concurrency 1, upgrading a queued identity', async () => {
+    const { ca, manager } = setup({ concurrency: 1 });
+    manager.retain(id('first'), 'pod-1', 'warmup');
+    assert.equal(ca.calls.length, 1, 'first fetch starts at once');
+    manager.retain(id('bg'), 'pod-2', 'background');
+    manager.retain(id('warm'), 'pod-3', 'warmup');
+    manager.retain(id('urgent'), 'pod-4', 'background');
+    const urgent = manager.waitForCert(id('urgent')); // upgrades background -> realtime
+    assert.equal(manager.queued, 3);
+    assert.equal(ca.calls.length, 1, 'concurrency 1: nothing else in flight');
+
+    for (let i = 0; i < 4; i++) {
+      ca.calls[i]!.succeed();
+      await flushMicrotasks();
+    }
+    assert.deepEqual(
+      ca.calls.map((c) => c.identity),
+      [id('first'), id('urgent'), id('warm'), id('bg')],
+    );
+    assert.equal((await urgent).identity, id('urgent'));
+    assert.equal(manager.peakInFlight, 1);
+  });
+
+  it('shares one CA call between 4 concurrent requests for one identity', async () => {
+    const { ca, manager } = setup();
+    manager.retain(id('shared'), 'pod-a');
+    manager.retain(id('shared'), 'pod-b');
+    const waits = [1, 2, 3, 4].map(() => manager.waitForCert(id('shared')));
+    assert.equal(ca.calls.length, 1);
+    ca.last().succeed();
+    const certs = await Promise.all(waits);
+    assert.equal(ca.calls.length, 1);
+    assert.ok(certs.every((c) => c === certs[0]), 'all four got the same certificate');
+    assert.equal(manager.status(id('shared'))?.state, 'ready');
+  });
+
+  it('makes no CA call before half-life and exactly one after it', async () => {
+    const { clock, ca, manager } = setup({ rng: () => 0.5 });
+    manager.retain(id('rot'), 'pod-1');
+    ca.last().succeed(HOUR);
+    await manager.waitForCert(id('rot'));
+    await clock.waitForTimers(1);
+    assert.equal(manager.status(id('rot'))?.nextAttemptAt, clock.now() + HOUR / 2);
+
+    await clock.advance(HOUR / 2 - 1);
+    assert.equal(ca.calls.length, 1, 'no refresh before half-life');
+    await clock.advance(1);
+    assert.equal(ca.calls.length, 2, 'one refresh at half-life');
+    assert.equal(ca.last().identity, id('rot'));
+  });
+
+  it('notifies subscribers with the new certificate on rotation', async () => {
+    const { clock, ca, manager } = setup();
+    manager.retain(id('sub'), 'pod-1');
+    ca.last().succeed();
+    const first = await manager.waitForCert(id('sub'));
+    const events: CertEvent[] = [];
+    manager.subscribe(id('sub'), (e) => events.push(e));
+    await clock.advance(HOUR / 2);
+    ca.last().succeed();
+    await flushMicrotasks();
+    assert.equal(events.length, 1);
+    const ev = events[0]!;
+    assert.equal(ev.type, 'updated');
+    assert.notEqual(ev.type === 'updated' ? ev.cert.serial : '', first.serial);
+    assert.equal(manager.current(id('sub'))?.serial, ev.type === 'updated' ? ev.cert.serial : '');
+  });
+
+  it('forgets an identity while its fetch is still queued: no CA call, waiters rejected', async () => {
+    const { clock, ca, manager } = setup({ concurrency: 1 });
+    manager.retain(id('blocker'), 'pod-1');
+    manager.retain(id('gone'), 'pod-2');
+    const waiting = manager.waitForCert(id('gone'));
+    const rejected = assert.rejects(waiting, (err: unknown) => err instanceof BrokerError && err.code === 'ERR_IDENTITY_FORGOTTEN');
+    const events: CertEvent[] = [];
+    manager.subscribe(id('gone'), (e) => events.push(e));
+    manager.release(id('gone'), 'pod-2');
+
+    await clock.advance(29_999);
+    assert.equal(manager.status(id('gone'))?.state, 'pending', 'still tracked within the grace period');
+    await clock.advance(1);
+    await rejected;
+    assert.equal(manager.status(id('gone')), undefined);
+    assert.deepEqual(events, [{ type: 'forgotten' }]);
+
+    ca.last().succeed();
+    await flushMicrotasks();
+    assert.deepEqual(
+      ca.calls.map((c) => c.identity),
+      [id('blocker')],
+      'the forgotten identity never reached the CA',
+    );
+  });
+
+  it('aborts an in-flight fetch when the identity is forgotten, and a new pod within the grace period keeps it', async () => {
+    const { clock, ca, manager } = setup();
+    manager.retain(id('a'), 'pod-1');
+    const call = ca.last();
+    manager.release(id('a'), 'pod-1');
+    await clock.advance(10_000);
+    manager.retain(id('a'), 'pod-2'); // back within the grace period
+    await clock.advance(60_000);
+    assert.equal(call.signal.aborted, false);
+    assert.ok(manager.status(id('a')));
+
+    manager.release(id('a'), 'pod-2');
+    await clock.advance(30_000);
+    assert.equal(call.signal.aborted, true, 'in-flight CA call cancelled');
+    assert.equal(manager.size, 0);
+  });
+
+  it('backs off exponentially per identity and resets the backoff after a success', async () => {
+    const { clock, ca, manager } = setup({ rng: () => 0.5 });
+    manager.retain(id('flaky'), 'pod-1');
+    const delays: number[] = [];
+    const failOnce = async () => {
+      ca.last().fail();
+      await flushMicrotasks();
+      const st = manager.status(id('flaky'))!;
+      delays.push(st.nextAttemptAt! - clock.now());
+      const before = ca.calls.length;
+      await clock.advance(st.nextAttemptAt! - clock.now());
+      assert.equal(ca.calls.length, before + 1, 'retried when the backoff elapsed');
+    };
+    await failOnce();
+    await failOnce();
+    await failOnce();
+    assert.deepEqual(delays, [500, 1000, 2000]);
+    assert.equal(manager.status(id('flaky'))?.consecutiveFailures, 3);
+
+    ca.last().succeed(HOUR);
+    await flushMicrotasks();
+    assert.equal(manager.status(id('flaky'))?.consecutiveFailures, 0);
+    await clock.advance(HOUR / 2); // refresh
+    delays.length = 0;
+    await failOnce();
+    assert.deepEqual(delays, [500], 'backoff starts over after a success');
+  });
+
+  it('keeps serving the old certificate while refreshes fail, until it expires', async () => {
+    const { clock, ca, manager } = setup({ rng: () => 0.5 });
+    manager.retain(id('steady'), 'pod-1');
+    ca.last().succeed(HOUR);
+    const original = await manager.waitForCert(id('steady'));
+    await clock.advance(HOUR / 2);
+    ca.last().fail();
+    await flushMicrotasks();
+    const st = manager.status(id('steady'))!;
+    assert.equal(st.state, 'failed');
+    assert.equal(manager.current(id('steady')), original, 'old cert still served');
+    assert.equal(await manager.waitForCert(id('steady')), original, 'consumers get it without waiting');
+
+    // The CA stays down; the cert eventually expires and is no longer served.
+    ca.auto = 'fail';
+    await clock.advance(HOUR / 2);
+    assert.equal(manager.current(id('steady')), undefined);
+    ca.auto = undefined;
+    const waiting = manager.waitForCert(id('steady'));
+    await clock.advance(manager.status(id('steady'))!.nextAttemptAt! - clock.now());
+    ca.last().succeed();
+    assert.notEqual((await waiting).serial, original.serial);
+  });
+
+  it('rejects waiters with ERR_CERT_UNAVAILABLE when the first fetch fails, and recovers later', async () => {
+    const { clock, ca, manager } = setup();
+    manager.retain(id('new'), 'pod-1');
+    const waiting = manager.waitForCert(id('new'));
+    ca.last().fail();
+    await assert.rejects(waiting, (err: unknown) => err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE');
+    await clock.advance(500);
+    ca.last().succeed();
+    await flushMicrotasks();
+    assert.equal(manager.status(id('new'))?.state, 'ready');
+  });
+
+  it('honours a shorter lifetime imposed by the CA', async () => {
+    const { clock, ca, manager } = setup({ rng: () => 0.5 });
+    manager.retain(id('short'), 'pod-1');
+    ca.last().succeed(10 * 60_000);
+    await flushMicrotasks();
+    await clock.advance(5 * 60_000 - 1);
+    assert.equal(ca.calls.length, 1);
+    await clock.advance(1);
+    assert.equal(ca.calls.length, 2);
+  });
+
+  it('counts identities by state and cancels everything on stop', async () => {
+    const { ca, manager } = setup();
+    manager.retain(id('x'), 'p1');
+    manager.retain(id('y'), 'p2');
+    ca.calls[0]!.succeed();
+    await flushMicrotasks();
+    assert.deepEqual(manager.countByState(), { pending: 1, ready: 1, failed: 0 });
+    const waiting = manager.waitForCert(id('y'));
+    manager.stop();
+    await assert.rejects(waiting, (err: unknown) => err instanceof BrokerError && err.code === 'ERR_SHUTTING_DOWN');
+    assert.equal(ca.calls[1]!.signal.aborted, true);
+  });
+});

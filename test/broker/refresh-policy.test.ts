@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { backoff, refreshAt } from '../../src/broker/refresh-policy.js';
+import { KeyedPriorityQueue } from '../../src/broker/priority-queue.js';
+
+const almostOne = () => 0.999_999;
+
+describe('refreshAt', () => {
+  const cert = { notBefore: 1_000_000, notAfter: 1_000_000 + 3_600_000 };
+  it('is the half-life with a centred rng', () => {
+    assert.equal(refreshAt(cert, () => 0.5), 1_000_000 + 1_800_000);
+  });
+  it('stays within ±10 % of the half-life at the rng boundaries', () => {
+    assert.equal(refreshAt(cert, () => 0), 1_000_000 + 1_620_000);
+    const high = refreshAt(cert, almostOne);
+    assert.ok(high < 1_000_000 + 1_980_000 && high > 1_000_000 + 1_979_999, String(high));
+  });
+  it('measures from notBefore, so a backdated certificate refreshes earlier', () => {
+    const backdated = { notBefore: 0, notAfter: 600_000 };
+    assert.equal(refreshAt(backdated, () => 0.5), 300_000);
+  });
+});
+
+describe('backoff', () => {
+  it('starts at 500 ms and doubles', () => {
+    assert.deepEqual(
+      [0, 1, 2, 3].map((n) => backoff(n, () => 0.5)),
+      [500, 1000, 2000, 4000],
+    );
+  });
+  it('spreads ±20 %', () => {
+    assert.equal(backoff(0, () => 0), 400);
+    const high = backoff(0, almostOne);
+    assert.ok(high > 599.99 && high < 600, String(high));
+  });
+  it('never exceeds 150 s, jitter included, even for huge attempt counts', () => {
+    assert.equal(backoff(30, almostOne), 150_000);
+    assert.equal(backoff(1_000, () => 0), 120_000);
+    assert.equal(backoff(8, () => 0), 102_400);
+    assert.equal(backoff(9, () => 0.5), 150_000);
+  });
+});
+
+describe('KeyedPriorityQueue', () => {
+  it('orders by priority, FIFO within a priority, upgrades but never downgrades', () => {
+    const q = new KeyedPriorityQueue<string>();
+    q.push('a', 'background');
+    q.push('b', 'warmup');
+    q.push('c', 'background');
+    q.push('d', 'warmup');
+    assert.equal(q.push('c', 'realtime'), true);
+    assert.equal(q.push('b', 'background'), false, 'no downgrade');
+    assert.equal(q.size, 4);
+    assert.equal(q.priorityOf('c'), 'realtime');
+    const out: string[] = [];
+    for (let k = q.pop(); k !== undefined; k = q.pop()) out.push(k);
+    assert.deepEqual(out, ['c', 'b', 'd', 'a']);
+  });
+  it('skips deleted keys', () => {
+    const q = new KeyedPriorityQueue<string>();
+    q.push('a', 'warmup');
+    q.push('b', 'warmup');
+    q.delete('a');
+    assert.equal(q.pop(), 'b');
+    assert.equal(q.pop(), undefined);
+    assert.equal(q.size, 0);
+  });
+});
