@@ -1,0 +1,41 @@
+/** install-cni: puts the istio-cni plugin on a node and keeps it there. */
+export { InstallError, type InstallErrorCode } from './errors.js';
+export { isJsonObject, jsonEqual, type JsonObject, type JsonValue } from './json.js';
+export {
+  buildPluginEntry,
+  PLUGIN_CNI_VERSION,
+  PLUGIN_NAME,
+  PLUGIN_TYPE,
+  type PluginEntryOptions,
+  type PluginLogLevel,
+} from './plugin-entry.js';
+export {
+  chainPlugin,
+  chainState,
+  classifyNetworkConfig,
+  parseNetworkConfig,
+  renderNetworkConfig,
+  unchainPlugin,
+  WRAPPED_LIST_CNI_VERSION,
+  WRAPPED_LIST_NAME,
+  type ChainState,
+  type NetworkConfig,
+} from './conflist.js';
+export {
+  CNI_CONFIG_EXTENSIONS,
+  hasCniConfigExtension,
+  selectPrimaryConfig,
+  unloadableReason,
+  type ConfigDirEntry,
+  type PrimarySelection,
+  type PrimarySelectionOptions,
+} from './primary-config.js';
+export {
+  apiServerUrl,
+  buildKubeconfig,
+  renderKubeconfig,
+  KUBECONFIG_CLUSTER,
+  KUBECONFIG_CONTEXT,
+  KUBECONFIG_USER,
+  type KubeconfigInputs,
+} from './kubeconfig.js';
