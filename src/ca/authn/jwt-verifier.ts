@@ -1,0 +1,100 @@
+/**
+ * Authentication by verifying the service-account JWT locally against the cluster's OIDC
+ * discovery document and JWKS (for a CA that runs outside the cluster). Checks the signature
+ * with keys from the JWKS, the issuer, the audience, `exp`/`nbf`, and the algorithm against an
+ * allow-list (unsecured `alg: none` and HMAC algorithms are never accepted).
+ */
+import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import type { Clock } from '../../core/clock.js';
+import type { Secret } from '../../core/secret.js';
+import { parseServiceAccountUser, type Caller } from '../caller.js';
+import { CaError, authnError } from '../errors.js';
+import type { Authenticator } from './authenticator.js';
+import { tokenCacheKey, type TokenCache } from './token-cache.js';
+
+/** Asymmetric JWS algorithms Kubernetes may sign service-account tokens with. */
+export const SUPPORTED_JWT_ALGORITHMS: readonly string[] = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
+export const DEFAULT_JWT_ALGORITHMS: readonly string[] = ['RS256', 'ES256'];
+
+export interface JwtAuthenticatorOptions {
+  readonly clusterId: string;
+  readonly issuer: string;
+  readonly audiences: readonly string[];
+  readonly algorithms: readonly string[];
+  /** Resolves the verification key (jose's createRemoteJWKSet result, or a lazy wrapper). */
+  readonly keys: JWTVerifyGetKey;
+  readonly clock: Clock;
+  readonly cache: TokenCache;
+  readonly clockToleranceSeconds?: number;
+}
+
+interface KubernetesClaims {
+  readonly namespace?: unknown;
+  readonly pod?: { readonly name?: unknown; readonly uid?: unknown };
+  readonly serviceaccount?: { readonly name?: unknown };
+}
+
+export class JwtAuthenticator implements Authenticator {
+  readonly kind = 'jwt' as const;
+  readonly #o: JwtAuthenticatorOptions;
+
+  constructor(options: JwtAuthenticatorOptions) {
+    for (const alg of options.algorithms) {
+      if (!SUPPORTED_JWT_ALGORITHMS.includes(alg)) throw new TypeError(`JWT algorithm ${alg} is not allowed (allowed: ${SUPPORTED_JWT_ALGORITHMS.join(',')})`);
+    }
+    this.#o = options;
+  }
+
+  async authenticate(token: Secret<string>): Promise<Caller> {
+    const key = tokenCacheKey(`jwt\0${this.#o.clusterId}`, token.reveal());
+    const cached = this.#o.cache.get(key);
+    if (cached) return cached;
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token.reveal(), this.#o.keys, {
+        issuer: this.#o.issuer,
+        audience: [...this.#o.audiences],
+        algorithms: [...this.#o.algorithms],
+        currentDate: new Date(this.#o.clock.now()),
+        clockTolerance: this.#o.clockToleranceSeconds ?? 0,
+        requiredClaims: ['exp', 'sub', 'iss', 'aud'],
+      }));
+    } catch (err) {
+      throw mapJoseError(err);
+    }
+    const caller = callerFromClaims(payload, this.#o.clusterId);
+    this.#o.cache.put(key, caller);
+    return caller;
+  }
+}
+
+function mapJoseError(err: unknown): CaError {
+  if (err instanceof CaError) return err;
+  if (err instanceof joseErrors.JWTExpired) return authnError('ERR_CA_TOKEN_EXPIRED', 'JWT has expired', err);
+  if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'aud') {
+    return authnError('ERR_CA_TOKEN_AUDIENCE', 'JWT audience does not match', err);
+  }
+  if (err instanceof joseErrors.JWKSTimeout || (err instanceof Error && err.name === 'TypeError' && /fetch/i.test(err.message))) {
+    return authnError('ERR_CA_AUTHN_BACKEND', 'JWKS could not be fetched', err);
+  }
+  const code = (err as { code?: unknown }).code;
+  return authnError('ERR_CA_TOKEN_INVALID', `JWT rejected${typeof code === 'string' ? ` (${code})` : ''}`, err);
+}
+
+/** Pure: verified Kubernetes service-account claims to a Caller. */
+export function callerFromClaims(payload: JWTPayload, clusterId: string): Caller {
+  const sa = parseServiceAccountUser(typeof payload.sub === 'string' ? payload.sub : '');
+  if (!sa) throw authnError('ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT', 'JWT subject is not a service account');
+  const k8s = (payload['kubernetes.io'] ?? {}) as KubernetesClaims;
+  const podName = typeof k8s.pod?.name === 'string' ? k8s.pod.name : undefined;
+  const podUid = typeof k8s.pod?.uid === 'string' ? k8s.pod.uid : undefined;
+  return {
+    namespace: sa.namespace,
+    serviceAccount: sa.serviceAccount,
+    ...(podName !== undefined ? { podName } : {}),
+    ...(podUid !== undefined ? { podUid } : {}),
+    clusterId,
+    authenticator: 'jwt',
+    ...(typeof payload.exp === 'number' ? { expiresAtMs: payload.exp * 1000 } : {}),
+  };
+}

@@ -1,0 +1,78 @@
+/**
+ * OIDC discovery for a Kubernetes service-account issuer: fetch
+ * `<issuer>/.well-known/openid-configuration`, check its `issuer`, and build jose's remote JWKS
+ * from `jwks_uri`. The HTTPS fetch trusts a given CA bundle and may send a bearer token (the
+ * apiserver serves discovery to authenticated callers unless anonymous access is granted).
+ * Discovery runs lazily on the first verification and is retried after a failure.
+ */
+import { request } from 'node:https';
+import { createRemoteJWKSet, customFetch, type FetchImplementation, type JWTVerifyGetKey } from 'jose';
+import type { Secret } from '../../core/secret.js';
+import { authnError } from '../errors.js';
+
+export interface OidcDiscoveryOptions {
+  readonly issuer: string;
+  /** Skip discovery and use this JWKS URL directly. */
+  readonly jwksUri?: string;
+  /** PEM roots for the HTTPS fetches; default: Node's built-in roots. */
+  readonly caPem?: string;
+  readonly bearerToken?: () => Secret<string> | undefined;
+  readonly timeoutMs?: number;
+}
+
+/** A fetch over node:https with our own trust roots (jose calls it for the JWKS). */
+export function httpsFetch(options: { readonly caPem?: string; readonly bearerToken?: () => Secret<string> | undefined; readonly timeoutMs?: number }): FetchImplementation {
+  return (url, init) =>
+    new Promise<Response>((resolve, reject) => {
+      const headers: Record<string, string> = { accept: 'application/json' };
+      init.headers.forEach((v, k) => (headers[k] = v));
+      const token = options.bearerToken?.();
+      if (token) headers.authorization = `Bearer ${token.reveal()}`;
+      const req = request(
+        url,
+        { method: 'GET', headers, ...(options.caPem ? { ca: options.caPem } : {}), signal: init.signal, timeout: options.timeoutMs ?? 5000 },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size > 1 << 20) req.destroy(new Error('response too large'));
+            else chunks.push(c);
+          });
+          res.on('end', () => resolve(new Response(Buffer.concat(chunks), { status: res.statusCode ?? 500 })));
+          res.on('error', reject);
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('request timed out')));
+      req.on('error', reject);
+      req.end();
+    });
+}
+
+/** A JWTVerifyGetKey that discovers the JWKS on first use. */
+export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
+  const fetchImpl = httpsFetch(options);
+  let keys: Promise<JWTVerifyGetKey> | undefined;
+  const resolveKeys = async (): Promise<JWTVerifyGetKey> => {
+    const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, fetchImpl));
+    return createRemoteJWKSet(new URL(jwksUri), { [customFetch]: fetchImpl, timeoutDuration: options.timeoutMs ?? 5000 });
+  };
+  return async (header, token) => {
+    keys ??= resolveKeys().catch((err: unknown) => {
+      keys = undefined;
+      throw authnError('ERR_CA_AUTHN_BACKEND', 'OIDC discovery failed', err);
+    });
+    const getKey = await keys;
+    return getKey(header, token);
+  };
+}
+
+async function discoverJwksUri(issuer: string, fetchImpl: FetchImplementation): Promise<string> {
+  const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+  const res = await fetchImpl(url, { headers: new Headers(), method: 'GET', redirect: 'manual', signal: AbortSignal.timeout(5000) });
+  if (res.status !== 200) throw new Error(`OIDC discovery ${url} answered HTTP ${res.status}`);
+  const doc = (await res.json()) as { issuer?: unknown; jwks_uri?: unknown };
+  if (doc.issuer !== issuer) throw new Error(`OIDC discovery issuer ${String(doc.issuer)} does not match ${issuer}`);
+  if (typeof doc.jwks_uri !== 'string') throw new Error('OIDC discovery document has no jwks_uri');
+  return doc.jwks_uri;
+}

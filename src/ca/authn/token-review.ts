@@ -1,0 +1,112 @@
+/**
+ * Authentication by Kubernetes TokenReview (`spec.audiences` = the CA's audiences). Successful
+ * reviews are cached by token hash for a short time and never past the token's `exp`
+ * (istiod's one-review-per-CSR is a known source of apiserver throttling); concurrent reviews
+ * of the same token share one request.
+ *
+ * The review itself is a `TokenReviewer` function so this logic stays free of the Kubernetes
+ * client; `kube-token-reviewer.ts` adapts @kubernetes/client-node.
+ */
+import type { Clock } from '../../core/clock.js';
+import type { Secret } from '../../core/secret.js';
+import { parseServiceAccountUser, type Caller } from '../caller.js';
+import { CaError, authnError } from '../errors.js';
+import { unverifiedJwtExpiryMs, type Authenticator } from './authenticator.js';
+import { tokenCacheKey, type TokenCache } from './token-cache.js';
+
+export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
+export const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
+
+export interface TokenReviewResult {
+  readonly authenticated: boolean;
+  readonly username?: string;
+  readonly extra?: Readonly<Record<string, readonly string[]>>;
+  readonly audiences?: readonly string[];
+  readonly error?: string;
+}
+
+export type TokenReviewer = (token: Secret<string>, audiences: readonly string[]) => Promise<TokenReviewResult>;
+
+export interface TokenReviewAuthenticatorOptions {
+  readonly clusterId: string;
+  readonly audiences: readonly string[];
+  readonly reviewer: TokenReviewer;
+  readonly cache: TokenCache;
+  readonly clock: Clock;
+  /** Called with 'hit' or 'miss' for metrics. */
+  readonly onCacheLookup?: (result: 'hit' | 'miss') => void;
+}
+
+export class TokenReviewAuthenticator implements Authenticator {
+  readonly kind = 'tokenreview' as const;
+  readonly #o: TokenReviewAuthenticatorOptions;
+  readonly #inflight = new Map<string, Promise<Caller>>();
+
+  constructor(options: TokenReviewAuthenticatorOptions) {
+    this.#o = options;
+  }
+
+  async authenticate(token: Secret<string>): Promise<Caller> {
+    const key = tokenCacheKey(this.#o.clusterId, token.reveal());
+    const cached = this.#o.cache.get(key);
+    if (cached && cached.authenticator === this.kind) {
+      this.#o.onCacheLookup?.('hit');
+      return cached;
+    }
+    this.#o.onCacheLookup?.('miss');
+    const pending = this.#inflight.get(key);
+    if (pending) return pending;
+    const p = this.#review(token).finally(() => this.#inflight.delete(key));
+    this.#inflight.set(key, p);
+    const caller = await p;
+    this.#o.cache.put(key, caller);
+    return caller;
+  }
+
+  async #review(token: Secret<string>): Promise<Caller> {
+    let result: TokenReviewResult;
+    try {
+      result = await this.#o.reviewer(token, this.#o.audiences);
+    } catch (err) {
+      if (err instanceof CaError) throw err;
+      throw authnError('ERR_CA_AUTHN_BACKEND', 'TokenReview request failed', err);
+    }
+    return callerFromReview(result, {
+      clusterId: this.#o.clusterId,
+      audiences: this.#o.audiences,
+      nowMs: this.#o.clock.now(),
+      expiresAtMs: unverifiedJwtExpiryMs(token.reveal()),
+    });
+  }
+}
+
+/** Pure: a TokenReview status to a Caller, or the reason it is not one. */
+export function callerFromReview(
+  result: TokenReviewResult,
+  context: { readonly clusterId: string; readonly audiences: readonly string[]; readonly nowMs: number; readonly expiresAtMs: number | undefined },
+): Caller {
+  if (!result.authenticated) {
+    throw authnError('ERR_CA_TOKEN_INVALID', `TokenReview: not authenticated${result.error ? ` (${result.error})` : ''}`);
+  }
+  if (result.audiences !== undefined && result.audiences.length > 0 && context.audiences.length > 0) {
+    if (!result.audiences.some((a) => context.audiences.includes(a))) {
+      throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${result.audiences.join(',')} do not include ${context.audiences.join(',')}`);
+    }
+  }
+  if (context.expiresAtMs !== undefined && context.expiresAtMs <= context.nowMs) {
+    throw authnError('ERR_CA_TOKEN_EXPIRED', 'token has expired');
+  }
+  const sa = parseServiceAccountUser(result.username ?? '');
+  if (!sa) throw authnError('ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT', `TokenReview: user ${JSON.stringify(result.username ?? '')} is not a service account`);
+  const podName = result.extra?.[POD_NAME_EXTRA]?.[0];
+  const podUid = result.extra?.[POD_UID_EXTRA]?.[0];
+  return {
+    namespace: sa.namespace,
+    serviceAccount: sa.serviceAccount,
+    ...(podName !== undefined ? { podName } : {}),
+    ...(podUid !== undefined ? { podUid } : {}),
+    clusterId: context.clusterId,
+    authenticator: 'tokenreview',
+    ...(context.expiresAtMs !== undefined ? { expiresAtMs: context.expiresAtMs } : {}),
+  };
+}

@@ -1,0 +1,58 @@
+/**
+ * The CA's error codes. Authentication and authorization failures all answer UNAUTHENTICATED
+ * with a generic message (as istiod does); their precise code goes to the log and to the
+ * `reason` label of the request counter, never to the caller.
+ */
+import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
+
+/** Authentication failures (who is calling). */
+export type CaAuthnCode =
+  | 'ERR_CA_NO_TOKEN'
+  | 'ERR_CA_UNKNOWN_CLUSTER'
+  | 'ERR_CA_TOKEN_INVALID'
+  | 'ERR_CA_TOKEN_EXPIRED'
+  | 'ERR_CA_TOKEN_AUDIENCE'
+  | 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT'
+  | 'ERR_CA_AUTHN_BACKEND';
+
+/** Authorization failures (may this caller have this identity). */
+export type CaAuthzCode =
+  | 'ERR_CA_NODE_NOT_TRUSTED'
+  | 'ERR_CA_IDENTITY_INVALID'
+  | 'ERR_CA_CALLER_NOT_POD_BOUND'
+  | 'ERR_CA_CALLER_POD_MISSING'
+  | 'ERR_CA_CALLER_POD_UID_MISMATCH'
+  | 'ERR_CA_CALLER_POD_SA_MISMATCH'
+  | 'ERR_CA_NO_POD_ON_NODE'
+  | 'ERR_CA_POD_INDEX_NOT_SYNCED';
+
+export type CaErrorCode =
+  | CaAuthnCode
+  | CaAuthzCode
+  /** What the caller sees for every authn/authz failure. */
+  | 'ERR_CA_UNAUTHENTICATED'
+  | 'ERR_CA_CSR_INVALID'
+  | 'ERR_CA_CSR_SIGNATURE'
+  | 'ERR_CA_TTL_INVALID'
+  | 'ERR_CA_TTL_OVER_MAX'
+  | 'ERR_CA_METADATA_INVALID'
+  | 'ERR_CA_SIGNER_NOT_READY'
+  | 'ERR_CA_SIGNING_FAILED'
+  | 'ERR_CA_SIGNER_MATERIAL_INVALID';
+
+export class CaError extends CertbrokerError<CaErrorCode> {}
+
+const AUTH_STATUS: ErrorStatus = 'unauthenticated';
+
+export function authnError(code: CaAuthnCode, message: string, cause?: unknown): CaError {
+  return new CaError(code, message, { status: AUTH_STATUS, cause });
+}
+
+export function authzError(code: CaAuthzCode, message: string): CaError {
+  return new CaError(code, message, { status: AUTH_STATUS });
+}
+
+/** Every UNAUTHENTICATED error leaves the server as this one code, with the generic message. */
+export function publicAuthError(): CaError {
+  return new CaError('ERR_CA_UNAUTHENTICATED', 'authentication failed', { status: AUTH_STATUS });
+}

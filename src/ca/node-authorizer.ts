@@ -1,0 +1,84 @@
+/**
+ * The CA's impersonation check, as istiod's node authorizer does it. A trusted node agent
+ * (e.g. `istio-system/ztunnel`) may ask for the identity of a workload only when such a
+ * workload runs on the agent's own node:
+ *
+ * 1. the caller's service account is in the trusted node-agent list;
+ * 2. the requested identity is `spiffe://<td>/ns/<ns>/sa/<sa>` in our trust domain;
+ * 3. the caller's token is bound to a pod, that pod exists with the same UID and runs as the
+ *    caller's service account;
+ * 4. at least one non-failed pod of the requested service account is scheduled on the caller
+ *    pod's node.
+ *
+ * Pure: plain data in, the requested identity out, or a coded CaError (status unauthenticated).
+ */
+import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
+import type { Caller } from './caller.js';
+import { authzError } from './errors.js';
+import type { PodIndex } from './pod-index.js';
+
+export interface NodeAuthorizerOptions {
+  /** `namespace/serviceaccount` entries; empty = nobody may impersonate. */
+  readonly trustedNodeAccounts: readonly string[];
+  /** Trust domains accepted in the requested identity (the first is ours; the rest aliases). */
+  readonly trustDomains: readonly string[];
+  readonly pods: PodIndex;
+}
+
+export class NodeAuthorizer {
+  readonly #trusted: ReadonlySet<string>;
+  readonly #trustDomains: ReadonlySet<string>;
+  readonly #pods: PodIndex;
+
+  constructor(options: NodeAuthorizerOptions) {
+    this.#trusted = new Set(options.trustedNodeAccounts);
+    this.#trustDomains = new Set(options.trustDomains);
+    this.#pods = options.pods;
+  }
+
+  /** Returns the impersonated identity when `caller` may have it; throws a CaError otherwise. */
+  authorize(caller: Caller, requestedIdentity: string): KubernetesIdentity {
+    const callerAccount = `${caller.namespace}/${caller.serviceAccount}`;
+    if (!this.#trusted.has(callerAccount)) {
+      throw authzError('ERR_CA_NODE_NOT_TRUSTED', `caller ${callerAccount} is not a trusted node agent`);
+    }
+    let requested: KubernetesIdentity;
+    try {
+      requested = parseKubernetesIdentity(requestedIdentity);
+    } catch (err) {
+      const code = (err as { code?: string }).code ?? 'invalid';
+      throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
+    }
+    if (!this.#trustDomains.has(requested.trustDomain)) {
+      throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.trustDomain} is not served by this CA`);
+    }
+    if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
+    if (caller.podName === undefined || caller.podUid === undefined || caller.podName === '' || caller.podUid === '') {
+      throw authzError('ERR_CA_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
+    }
+    const callerPod = this.#pods.getPod(caller.namespace, caller.podName);
+    if (!callerPod) {
+      throw authzError('ERR_CA_CALLER_POD_MISSING', `caller pod ${caller.namespace}/${caller.podName} not found`);
+    }
+    if (callerPod.uid !== caller.podUid) {
+      throw authzError('ERR_CA_CALLER_POD_UID_MISMATCH', `caller pod ${caller.namespace}/${caller.podName} has a different UID than the token`);
+    }
+    if (callerPod.serviceAccountName !== caller.serviceAccount) {
+      throw authzError(
+        'ERR_CA_CALLER_POD_SA_MISMATCH',
+        `caller pod ${caller.namespace}/${caller.podName} runs as ${callerPod.serviceAccountName}, token says ${caller.serviceAccount}`,
+      );
+    }
+    const nodeName = callerPod.nodeName;
+    const candidates = nodeName === ''
+      ? []
+      : this.#pods.podsOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
+    if (!candidates.some((p) => p.phase !== 'Failed' && p.phase !== 'Succeeded')) {
+      throw authzError(
+        'ERR_CA_NO_POD_ON_NODE',
+        `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`,
+      );
+    }
+    return requested;
+  }
+}

@@ -1,0 +1,89 @@
+/**
+ * What the node authorizer needs to know about pods, as a small interface over plain data.
+ * The real implementation is a Kubernetes informer (`pod-informer.ts`); tests use
+ * `InMemoryPodIndex`.
+ */
+
+export interface PodInfo {
+  readonly namespace: string;
+  readonly name: string;
+  readonly uid: string;
+  readonly serviceAccountName: string;
+  /** Empty while unscheduled. */
+  readonly nodeName: string;
+  /** Pending | Running | Succeeded | Failed | Unknown */
+  readonly phase: string;
+}
+
+export interface PodIndex {
+  /** True once the initial list is complete. */
+  readonly synced: boolean;
+  getPod(namespace: string, name: string): PodInfo | undefined;
+  /** Pods with this (namespace, serviceAccountName, nodeName). */
+  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[];
+}
+
+function saNodeKey(namespace: string, serviceAccountName: string, nodeName: string): string {
+  return `${namespace}\0${serviceAccountName}\0${nodeName}`;
+}
+
+/**
+ * A PodIndex over a map, kept up to date with `upsert`/`remove`. Used directly by unit tests
+ * and as the store behind the informer adapter.
+ */
+export class InMemoryPodIndex implements PodIndex {
+  readonly #byName = new Map<string, PodInfo>();
+  readonly #bySaNode = new Map<string, Map<string, PodInfo>>();
+  #synced: boolean;
+
+  constructor(options: { readonly synced?: boolean } = {}) {
+    this.#synced = options.synced ?? true;
+  }
+
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  markSynced(synced = true): void {
+    this.#synced = synced;
+  }
+
+  get size(): number {
+    return this.#byName.size;
+  }
+
+  upsert(pod: PodInfo): void {
+    this.remove(pod.namespace, pod.name);
+    const nameKey = `${pod.namespace}/${pod.name}`;
+    this.#byName.set(nameKey, pod);
+    const k = saNodeKey(pod.namespace, pod.serviceAccountName, pod.nodeName);
+    let bucket = this.#bySaNode.get(k);
+    if (!bucket) this.#bySaNode.set(k, (bucket = new Map()));
+    bucket.set(nameKey, pod);
+  }
+
+  remove(namespace: string, name: string): void {
+    const nameKey = `${namespace}/${name}`;
+    const old = this.#byName.get(nameKey);
+    if (!old) return;
+    this.#byName.delete(nameKey);
+    const k = saNodeKey(old.namespace, old.serviceAccountName, old.nodeName);
+    const bucket = this.#bySaNode.get(k);
+    bucket?.delete(nameKey);
+    if (bucket && bucket.size === 0) this.#bySaNode.delete(k);
+  }
+
+  clear(): void {
+    this.#byName.clear();
+    this.#bySaNode.clear();
+  }
+
+  getPod(namespace: string, name: string): PodInfo | undefined {
+    return this.#byName.get(`${namespace}/${name}`);
+  }
+
+  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
+    const bucket = this.#bySaNode.get(saNodeKey(key.namespace, key.serviceAccountName, key.nodeName));
+    return bucket ? [...bucket.values()] : [];
+  }
+}
