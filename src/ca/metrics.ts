@@ -1,0 +1,40 @@
+/**
+ * The CA's Prometheus metrics, on a registry of its own (served by the ops endpoint).
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export type RequestOutcome = 'issued' | 'denied' | 'invalid' | 'unavailable' | 'error';
+
+export class CaMetrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'certbroker_ca_requests_total',
+    help: 'CreateCertificate requests by outcome and reason (an ERR_* code, or "ok")',
+    labelNames: ['outcome', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly signingSeconds = new Histogram({
+    name: 'certbroker_ca_signing_duration_seconds',
+    help: 'Time to sign a certificate (CSR parse and verify, leaf build, sign, PEM)',
+    buckets: [0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
+  readonly tokenReviewCache = new Counter({
+    name: 'certbroker_ca_token_review_cache_total',
+    help: 'TokenReview cache lookups by result (hit|miss)',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+  readonly signerReady = new Gauge({
+    name: 'certbroker_ca_signer_ready',
+    help: '1 when the signer has usable material',
+    registers: [this.registry],
+  });
+
+  constructor(options: { readonly defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+    // Make the cache counters visible at 0 before the first request.
+    this.tokenReviewCache.inc({ result: 'hit' }, 0);
+    this.tokenReviewCache.inc({ result: 'miss' }, 0);
+  }
+}

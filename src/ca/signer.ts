@@ -1,0 +1,54 @@
+/**
+ * The `Signer` interface: the only thing the CA server knows about signing. Integrators add
+ * signers (an HSM, a cloud CA, cert-manager) by implementing it. Two come with certbroker:
+ * `SelfSignedSigner` (root persisted in the `istio-ca-secret` Secret) and `CacertsSigner`
+ * (Istio's plug-in `cacerts` directory).
+ */
+
+export interface SignRequest {
+  /** PEM PKCS#10 CSR; its signature must verify, its subject and SANs are ignored. */
+  readonly csrPem: string;
+  /** The one URI SAN the leaf carries. */
+  readonly spiffeId: string;
+  /** Lifetime wanted, already checked against the TTL policy. */
+  readonly ttlSeconds: number;
+}
+
+export interface SignedChain {
+  /** Leaf first, then each intermediate one per element, root bundle last (may hold several roots). */
+  readonly certChain: readonly string[];
+  /** Hex serial and notAfter of the leaf, for logs. */
+  readonly serialHex: string;
+  readonly notAfterMs: number;
+}
+
+export interface Signer {
+  /** What the signer is, for logs and /readyz ("self-signed", "cacerts:/etc/cacerts"). */
+  readonly description: string;
+  /** True once signing material is loaded and usable. */
+  readonly ready: boolean;
+  /** Why not ready (for /readyz), undefined when ready. */
+  readonly notReadyReason: string | undefined;
+  /** The PEM roots clients should trust (more than one during a root rotation). */
+  roots(): readonly string[];
+  /**
+   * Issues a leaf for `request`. Throws a CertbrokerError: invalid-argument for a bad CSR,
+   * unavailable when not ready, internal when signing fails.
+   */
+  sign(request: SignRequest): Promise<SignedChain>;
+  /**
+   * Issues a serving certificate for the CA itself (DNS SANs, no SPIFFE ID), with its own key.
+   * Returns the chain (leaf first, intermediates, no roots) and the PEM key.
+   */
+  issueServingCertificate(request: { readonly dnsNames: readonly string[]; readonly ttlSeconds: number }): Promise<ServingCertificate>;
+  /** Registers a callback for material changes (rotation); returns an unsubscribe function. */
+  onChange(listener: () => void): () => void;
+  /** Stops watchers and worker threads. */
+  close(): Promise<void>;
+}
+
+export interface ServingCertificate {
+  readonly certChainPem: string;
+  readonly privateKeyPem: import('../core/secret.js').Secret<string>;
+  readonly notAfterMs: number;
+}
