@@ -1,0 +1,116 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NodeAuthorizer } from '../../src/ca/node-authorizer.js';
+import { InMemoryPodIndex, type PodInfo } from '../../src/ca/pod-index.js';
+import type { Caller } from '../../src/ca/caller.js';
+
+const TD = 'cluster.local';
+
+function pod(p: Partial<PodInfo> & Pick<PodInfo, 'name' | 'namespace'>): PodInfo {
+  return { uid: `${p.name}-uid`, serviceAccountName: 'default', nodeName: 'node-a', phase: 'Running', ...p };
+}
+
+function setup(trusted: readonly string[] = ['istio-system/ztunnel']) {
+  const pods = new InMemoryPodIndex();
+  pods.upsert(pod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccountName: 'ztunnel', nodeName: 'node-a' }));
+  const authz = new NodeAuthorizer({ trustedNodeAccounts: trusted, trustDomains: [TD], pods });
+  const caller: Caller = {
+    namespace: 'istio-system',
+    serviceAccount: 'ztunnel',
+    podName: 'ztunnel-a',
+    podUid: 'ztunnel-a-uid',
+    clusterId: 'Kubernetes',
+    authenticator: 'tokenreview',
+  };
+  return { pods, authz, caller };
+}
+
+const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
+
+function code(fn: () => unknown): string | undefined {
+  try {
+    fn();
+    return undefined;
+  } catch (err) {
+    return (err as { code?: string }).code;
+  }
+}
+
+test('pod of the requested SA on the caller node: allowed', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  const id = authz.authorize(caller, SLEEP);
+  assert.equal(id.namespace, 'default');
+  assert.equal(id.serviceAccount, 'sleep');
+  assert.equal(id.id, SLEEP);
+});
+
+test('empty trusted list denies everyone', () => {
+  const { pods, authz, caller } = setup([]);
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
+});
+
+test('no pod of the requested SA anywhere: denied', () => {
+  const { authz, caller } = setup();
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+});
+
+test('pod only on another node: denied; pods on both nodes: allowed', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-b', serviceAccountName: 'sleep', nodeName: 'node-b' }));
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-a', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
+});
+
+test('failed or completed pods do not count', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Failed' }));
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-2', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Succeeded' }));
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-3', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Pending' }));
+  assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
+});
+
+test('a pod that moves off the node stops counting (index follows updates and deletes)', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
+  pods.remove('default', 'sleep-1');
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+});
+
+test('requested identity must be a Kubernetes SPIFFE ID in our trust domain', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  for (const bad of ['sleep', 'https://cluster.local/ns/default/sa/sleep', `spiffe://${TD}/sa/sleep`, `spiffe://${TD}/ns/default/sa/sleep/x`, 'spiffe://other.domain/ns/default/sa/sleep', `spiffe://${TD}/ns/Default/sa/sleep`]) {
+    assert.equal(code(() => authz.authorize(caller, bad)), 'ERR_CA_IDENTITY_INVALID', bad);
+  }
+});
+
+test('caller pod checks: missing, UID mismatch, SA mismatch, not pod-bound', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  assert.equal(code(() => authz.authorize({ ...caller, podName: 'ztunnel-gone' }, SLEEP)), 'ERR_CA_CALLER_POD_MISSING');
+  assert.equal(code(() => authz.authorize({ ...caller, podUid: 'other-uid' }, SLEEP)), 'ERR_CA_CALLER_POD_UID_MISMATCH');
+  pods.upsert(pod({ namespace: 'istio-system', name: 'imposter', serviceAccountName: 'default', nodeName: 'node-a' }));
+  assert.equal(
+    code(() => authz.authorize({ ...caller, podName: 'imposter', podUid: 'imposter-uid' }, SLEEP)),
+    'ERR_CA_CALLER_POD_SA_MISMATCH',
+  );
+  const { podName: _n, podUid: _u, ...unbound } = caller;
+  assert.equal(code(() => authz.authorize(unbound, SLEEP)), 'ERR_CA_CALLER_NOT_POD_BOUND');
+});
+
+test('not synced yet: denied rather than guessing', () => {
+  const { pods, authz, caller } = setup();
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
+  pods.markSynced(false);
+  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_POD_INDEX_NOT_SYNCED');
+});
+
+test('untrusted caller of another namespace with the same SA name is not trusted', () => {
+  const { authz, caller } = setup();
+  assert.equal(code(() => authz.authorize({ ...caller, namespace: 'default' }, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
+});

@@ -1,0 +1,108 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { FakeClock } from '../../src/core/clock.js';
+import { Secret } from '../../src/core/secret.js';
+import { TokenCache } from '../../src/ca/authn/token-cache.js';
+import { TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/authn/token-review.js';
+
+function jwtWithExp(expSeconds: number, salt = 'x'): string {
+  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${enc({ alg: 'RS256' })}.${enc({ exp: expSeconds, salt })}.c2ln`;
+}
+
+const OK: TokenReviewResult = {
+  authenticated: true,
+  username: 'system:serviceaccount:istio-system:ztunnel',
+  audiences: ['istio-ca'],
+  extra: { 'authentication.kubernetes.io/pod-name': ['ztunnel-a'], 'authentication.kubernetes.io/pod-uid': ['uid-1'] },
+};
+
+function setup(result: TokenReviewResult = OK) {
+  const clock = new FakeClock();
+  const calls: string[][] = [];
+  const lookups: string[] = [];
+  const cache = new TokenCache({ clock, ttlMs: 60_000, maxEntries: 2 });
+  const authn = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache,
+    reviewer: async (_t, aud) => {
+      calls.push([...aud]);
+      return result;
+    },
+    onCacheLookup: (r) => lookups.push(r),
+  });
+  return { clock, calls, lookups, cache, authn };
+}
+
+async function code(p: Promise<unknown>): Promise<string | undefined> {
+  try {
+    await p;
+    return undefined;
+  } catch (err) {
+    return (err as { code?: string }).code;
+  }
+}
+
+test('maps a bound service-account review to a caller with its pod', async () => {
+  const { clock, authn, calls } = setup();
+  const caller = await authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 3600)));
+  assert.deepEqual(calls, [['istio-ca']]);
+  assert.equal(caller.namespace, 'istio-system');
+  assert.equal(caller.serviceAccount, 'ztunnel');
+  assert.equal(caller.podName, 'ztunnel-a');
+  assert.equal(caller.podUid, 'uid-1');
+  assert.equal(caller.authenticator, 'tokenreview');
+});
+
+test('caches by token hash for ttl, never past exp', async () => {
+  const { clock, authn, calls, lookups } = setup();
+  const longToken = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'a'));
+  await authn.authenticate(longToken);
+  await authn.authenticate(longToken);
+  assert.equal(calls.length, 1);
+  assert.deepEqual(lookups, ['miss', 'hit']);
+  await clock.advance(60_000);
+  await authn.authenticate(longToken);
+  assert.equal(calls.length, 2, 'cache entry expired after ttl');
+
+  const shortToken = new Secret(jwtWithExp(clock.now() / 1000 + 10, 'b'));
+  await authn.authenticate(shortToken);
+  await clock.advance(10_000);
+  // exp reached: the cache does not answer, and the (fake) review result is refused as expired.
+  assert.equal(await code(authn.authenticate(shortToken)), 'ERR_CA_TOKEN_EXPIRED');
+  assert.equal(calls.length, 4);
+});
+
+test('a token without a readable exp is never cached', async () => {
+  const { authn, calls } = setup();
+  await authn.authenticate(new Secret('opaque-token'));
+  await authn.authenticate(new Secret('opaque-token'));
+  assert.equal(calls.length, 2);
+});
+
+test('concurrent reviews of one token share one request', async () => {
+  const { clock, authn, calls } = setup();
+  const t = new Secret(jwtWithExp(clock.now() / 1000 + 3600));
+  await Promise.all([authn.authenticate(t), authn.authenticate(t), authn.authenticate(t)]);
+  assert.equal(calls.length, 1);
+});
+
+test('cache is bounded', async () => {
+  const { clock, authn, cache } = setup();
+  for (const s of ['1', '2', '3', '4']) await authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 3600, s)));
+  assert.equal(cache.size, 2);
+});
+
+test('rejections carry codes', async () => {
+  assert.equal(await code(setup({ authenticated: false, error: 'bad' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(await code(setup({ ...OK, audiences: ['other'] }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await code(setup({ ...OK, username: 'alice' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT');
+  const broken = setup();
+  const failing = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes', audiences: ['istio-ca'], clock: broken.clock, cache: broken.cache,
+    reviewer: async () => { throw new Error('connection refused'); },
+  });
+  assert.equal(await code(failing.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+});
