@@ -86,20 +86,23 @@ export function chainPlugin(existing: unknown, entry: JsonObject, source = '(inp
   return out;
 }
 
-/**
- * Returns the config with every istio-cni entry removed, or `undefined` when nothing of ours
- * is in it (the caller then leaves the file alone). A list that would be left empty is
- * reported as `{ empty: true }` so the caller can delete the file instead.
- */
-export function unchainPlugin(existing: unknown, source = '(input)'): JsonObject | { readonly empty: true } | undefined {
+export type UnchainResult =
+  /** Nothing of ours in the config: leave the file alone. */
+  | { readonly kind: 'untouched' }
+  /** Only our entry was in it: delete the file. */
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'updated'; readonly config: JsonObject };
+
+/** The config with every istio-cni entry removed. */
+export function unchainPlugin(existing: unknown, source = '(input)'): UnchainResult {
   const config = classifyNetworkConfig(existing, source);
-  if (config.kind === 'single') return isOurs(config.value) ? { empty: true } : undefined;
-  if (!config.plugins.some(isOurs)) return undefined;
+  if (config.kind === 'single') return isOurs(config.value) ? { kind: 'empty' } : { kind: 'untouched' };
+  if (!config.plugins.some(isOurs)) return { kind: 'untouched' };
   const rest = config.plugins.filter((p) => !isOurs(p));
-  if (rest.length === 0) return { empty: true };
+  if (rest.length === 0) return { kind: 'empty' };
   const out = cloneJson(config.value);
   out.plugins = rest.map((p) => cloneJson(p));
-  return out;
+  return { kind: 'updated', config: out };
 }
 
 export type ChainState =

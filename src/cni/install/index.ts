@@ -20,6 +20,7 @@ export {
   WRAPPED_LIST_NAME,
   type ChainState,
   type NetworkConfig,
+  type UnchainResult,
 } from './conflist.js';
 export {
   CNI_CONFIG_EXTENSIONS,

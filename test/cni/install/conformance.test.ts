@@ -97,7 +97,7 @@ test('a plugin whose type only contains istio-cni is not ours (istio-cni-prefixe
   assert.equal(out.plugins.length, 2);
   assert.equal(out.plugins[0]?.type, 'prefix-istio-cni');
   assert.equal(out.plugins[1]?.type, 'istio-cni');
-  assert.equal(unchainPlugin(prefixed), undefined);
+  assert.deepStrictEqual(unchainPlugin(prefixed), { kind: 'untouched' });
 });
 
 for (const bad of ['invalid-arr.conflist', 'invalid-map.conflist']) {
@@ -124,12 +124,14 @@ test('other malformed configs are refused with ERR_CNI_CONFIG_INVALID', () => {
 });
 
 test('unchaining restores the primary list', () => {
-  assert.deepStrictEqual(unchainPlugin(json('list.conflist.golden')), json('list-no-istio.conflist'));
-  assert.equal(unchainPlugin(json('list-no-istio.conflist')), undefined);
+  assert.deepStrictEqual(unchainPlugin(json('list.conflist.golden')), { kind: 'updated', config: json('list-no-istio.conflist') });
+  assert.deepStrictEqual(unchainPlugin(json('list-no-istio.conflist')), { kind: 'untouched' });
   const onlyOurs = { cniVersion: '0.3.1', name: 'x', plugins: [{ type: 'istio-cni' }] };
-  assert.deepStrictEqual(unchainPlugin(onlyOurs), { empty: true });
+  assert.deepStrictEqual(unchainPlugin(onlyOurs), { kind: 'empty' });
   // A wrapped .conf comes back as a one-plugin list (equivalent for the runtime).
-  const unwrapped = unchainPlugin(json('bridge.conf.golden')) as { plugins: unknown[] };
+  const result = unchainPlugin(json('bridge.conf.golden'));
+  assert.equal(result.kind, 'updated');
+  const unwrapped = (result as unknown as { config: { plugins: unknown[] } }).config;
   assert.equal(unwrapped.plugins.length, 1);
   const { cniVersion: _dropped, ...bridge } = json('bridge.conf') as Record<string, unknown>;
   assert.deepStrictEqual(unwrapped.plugins[0], bridge);
