@@ -9,3 +9,4 @@ export { structString, stringStruct, type ProtoStruct, type ProtoValue } from '.
 export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatus } from './health.js';
 export { addReflection } from './reflection.js';
 export { bindServer, stopServer } from './server-lifecycle.js';
+export { RotatingServerIdentity } from './rotating-credentials.js';
