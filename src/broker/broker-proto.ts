@@ -1,0 +1,35 @@
+/**
+ * The SPIFFE Broker API protos, loaded once: the gRPC service definition (via src/grpc) and a
+ * protobufjs root for the message types that travel packed in `google.protobuf.Any`.
+ */
+import { isAbsolute, join } from 'node:path';
+import type { ServiceDefinition } from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
+import { loadProtos, lookup } from '../grpc/proto-load.js';
+
+export const BROKER_PROTO = 'spiffe/broker/broker.proto';
+export const BROKER_SERVICE = 'spiffe.broker.API';
+export const KUBERNETES_REFERENCE_TYPE = 'spiffe.broker.KubernetesObjectReference';
+export const KUBERNETES_REFERENCE_TYPE_URL = `type.googleapis.com/${KUBERNETES_REFERENCE_TYPE}`;
+export const PID_REFERENCE_TYPE_URL = 'type.googleapis.com/spiffe.broker.WorkloadPIDReference';
+/** The header every Broker API request must carry (value `true`). */
+export const BROKER_HEADER = 'broker.spiffe.io';
+
+export function brokerServiceDefinition(): ServiceDefinition {
+  const { grpcObject } = loadProtos([BROKER_PROTO]);
+  return lookup<{ service: ServiceDefinition }>(grpcObject, BROKER_SERVICE).service;
+}
+
+let root: protobuf.Root | undefined;
+
+/** The protobufjs type for `name` (e.g. KUBERNETES_REFERENCE_TYPE). */
+export function brokerMessageType(name: string): protobuf.Type {
+  if (!root) {
+    const { root: dir } = loadProtos([BROKER_PROTO]);
+    root = new protobuf.Root();
+    root.resolvePath = (_origin, target) =>
+      target.startsWith('google/protobuf/') || isAbsolute(target) ? target : join(dir, target);
+    root.loadSync(join(dir, BROKER_PROTO), { keepCase: true });
+  }
+  return root.lookupType(name);
+}

@@ -1,0 +1,200 @@
+/**
+ * The CA client for Istio's `IstioCertificateService/CreateCertificate` (ztunnel's
+ * `identity/caclient.rs`): a new P-256 key and CSR per fetch, the broker's bearer token and
+ * `clusterid` as call metadata, `ImpersonatedIdentity` in the request metadata when asking for
+ * another workload's identity, TLS verified against the mesh root. The returned leaf must carry
+ * exactly the requested SPIFFE ID and the key we generated; the roots travel with the result.
+ */
+import { X509Certificate } from 'node:crypto';
+import {
+  ChannelCredentials,
+  Metadata,
+  status as GrpcStatus,
+  type Client,
+  type ServiceClientConstructor,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { loadProtos, lookup } from '../grpc/proto-load.js';
+import { stringStruct } from '../grpc/struct-value.js';
+import { createCsr } from '../pki/csr.js';
+import { exportPkcs8Der, generateKeyPair, keyMatches } from '../pki/keys.js';
+import { parsePem } from '../pki/pem.js';
+import type { Secret } from '../core/secret.js';
+import { BrokerError } from './errors.js';
+import type { CaClient, WorkloadCert } from './workload-cert.js';
+
+export const CA_PROTO = 'istio/v1/auth/ca.proto';
+export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
+
+/** Supplies the broker's current bearer token for the CA. */
+export interface TokenProvider {
+  token(signal?: AbortSignal): Promise<Secret<string>>;
+}
+
+export interface IstioCaClientOptions {
+  /** gRPC target of the CA, e.g. `istiod.istio-system.svc:15012` or `127.0.0.1:15012`. */
+  readonly address: string;
+  /** PEM roots the CA's serving certificate must chain to (the mesh root). */
+  readonly caRootsPem: string;
+  /** Name to verify in the CA's serving certificate when it differs from the address host. */
+  readonly tlsServerName?: string;
+  readonly tokens: TokenProvider;
+  /** Sent as the `clusterid` header. */
+  readonly clusterId: string;
+  /** Requested lifetime (validity_duration). */
+  readonly certTtlSeconds: number;
+  /** true: ask for other workloads' identities (ImpersonatedIdentity); false: the caller's own. */
+  readonly impersonate: boolean;
+  /** Per-call deadline. Default 10 000. */
+  readonly callTimeoutMs?: number;
+}
+
+/** A failed CA call; `grpcCode` is the gRPC status name (or `TRANSPORT`) for metrics. */
+export class CaCallError extends BrokerError {
+  readonly grpcCode: string;
+  constructor(grpcCode: string, message: string, cause?: unknown) {
+    super('ERR_CA_CALL_FAILED', message, { status: 'unavailable', cause, publicMessage: 'CA call failed' });
+    this.grpcCode = grpcCode;
+  }
+}
+
+interface CaResponse {
+  readonly cert_chain?: readonly string[];
+}
+
+type CreateCertificate = (
+  request: unknown,
+  metadata: Metadata,
+  options: { deadline: Date },
+  callback: (err: ServiceError | null, response?: CaResponse) => void,
+) => { cancel(): void };
+
+export class IstioCaClient implements CaClient {
+  readonly #o: IstioCaClientOptions;
+  #client: Client | undefined;
+
+  constructor(options: IstioCaClientOptions) {
+    this.#o = options;
+  }
+
+  async fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert> {
+    const { privateKey } = await generateKeyPair();
+    const csr = createCsr({ privateKey, uri: identity });
+    const token = await this.#o.tokens.token(signal);
+    const metadata = new Metadata();
+    metadata.set('authorization', `Bearer ${token.reveal()}`);
+    metadata.set('clusterid', this.#o.clusterId);
+    const request = {
+      csr: csr.pem,
+      validity_duration: this.#o.certTtlSeconds,
+      ...(this.#o.impersonate ? { metadata: stringStruct({ [IMPERSONATED_IDENTITY]: identity }) } : {}),
+    };
+    const response = await this.#call(request, metadata, signal);
+    const cert = parseCaResponse(response, identity);
+    if (!keyMatches(privateKey, cert.leaf.publicKey.export({ type: 'spki', format: 'der' }))) {
+      throw new BrokerError('ERR_CA_BAD_RESPONSE', `CA returned a leaf for ${identity} that does not hold the requested key`, {
+        status: 'unavailable',
+      });
+    }
+    return {
+      identity,
+      chainDer: cert.chainDer,
+      rootsDer: cert.rootsDer,
+      privateKey: exportPkcs8Der(privateKey),
+      serial: cert.leaf.serialNumber.toLowerCase(),
+      notBefore: Date.parse(cert.leaf.validFrom),
+      notAfter: Date.parse(cert.leaf.validTo),
+    };
+  }
+
+  close(): void {
+    this.#client?.close();
+    this.#client = undefined;
+  }
+
+  #call(request: unknown, metadata: Metadata, signal: AbortSignal): Promise<CaResponse> {
+    const client = this.#getClient();
+    const method = (client as unknown as Record<string, CreateCertificate>)['CreateCertificate']!.bind(client);
+    return new Promise<CaResponse>((resolve, reject) => {
+      if (signal.aborted) {
+        reject(signal.reason);
+        return;
+      }
+      const deadline = new Date(Date.now() + (this.#o.callTimeoutMs ?? 10_000));
+      const onAbort = () => call.cancel();
+      const call = method(request, metadata, { deadline }, (err, response) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) reject(signal.reason);
+        else if (err) reject(new CaCallError(GrpcStatus[err.code] ?? 'UNKNOWN', `CA call failed: ${err.details || err.message}`, err));
+        else resolve(response ?? {});
+      });
+      signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  #getClient(): Client {
+    if (this.#client) return this.#client;
+    const { grpcObject } = loadProtos([CA_PROTO]);
+    const Ctor = lookup<ServiceClientConstructor>(grpcObject, 'istio.v1.auth.IstioCertificateService');
+    const credentials = ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem));
+    const options: Record<string, string | number> = {};
+    if (this.#o.tlsServerName) {
+      options['grpc.ssl_target_name_override'] = this.#o.tlsServerName;
+      options['grpc.default_authority'] = this.#o.tlsServerName;
+    }
+    this.#client = new Ctor(this.#o.address, credentials, options);
+    return this.#client;
+  }
+}
+
+export interface ParsedCaResponse {
+  readonly leaf: X509Certificate;
+  readonly chainDer: Buffer[];
+  readonly rootsDer: Buffer[];
+}
+
+/**
+ * Splits an Istio `cert_chain` (leaf, intermediates one per element, root bundle last) into the
+ * chain and the roots, and checks the leaf carries exactly one URI SAN equal to `identity` and
+ * is signed by the next certificate. Throws ERR_CA_BAD_RESPONSE or ERR_CA_SAN_MISMATCH.
+ */
+export function parseCaResponse(response: CaResponse, identity: string): ParsedCaResponse {
+  const elements = response.cert_chain ?? [];
+  const bad = (why: string, cause?: unknown) =>
+    new BrokerError('ERR_CA_BAD_RESPONSE', `CA response for ${identity}: ${why}`, { status: 'unavailable', cause });
+  if (elements.length < 2) throw bad(`cert_chain has ${elements.length} element(s), want leaf ... root`);
+  const derOf = (pem: string): Buffer[] => {
+    try {
+      return parsePem(pem)
+        .filter((b) => b.type === 'CERTIFICATE')
+        .map((b) => Buffer.from(b.der));
+    } catch (err) {
+      throw bad('a cert_chain element is not PEM', err);
+    }
+  };
+  const chainDer = elements.slice(0, -1).flatMap(derOf);
+  const rootsDer = derOf(elements.at(-1)!);
+  if (chainDer.length === 0 || rootsDer.length === 0) throw bad('no certificate in the chain or in the root bundle');
+  let certs: X509Certificate[];
+  try {
+    certs = chainDer.map((d) => new X509Certificate(d));
+  } catch (err) {
+    throw bad('a certificate does not parse', err);
+  }
+  const leaf = certs[0]!;
+  const uris = (leaf.subjectAltName ?? '')
+    .split(', ')
+    .filter((s) => s.startsWith('URI:'))
+    .map((s) => s.slice(4));
+  if (uris.length !== 1 || uris[0] !== identity) {
+    throw new BrokerError(
+      'ERR_CA_SAN_MISMATCH',
+      `CA returned a leaf with URI SANs ${JSON.stringify(uris)} for requested identity ${identity}`,
+      { status: 'unavailable' },
+    );
+  }
+  const issuer = certs[1] ?? new X509Certificate(rootsDer[0]!);
+  const signedBy = certs[1] ? [issuer] : rootsDer.map((d) => new X509Certificate(d));
+  if (!signedBy.some((c) => leaf.verify(c.publicKey))) throw bad('the leaf is not signed by the next certificate');
+  return { leaf, chainDer, rootsDer };
+}
