@@ -1,0 +1,78 @@
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { NodePods, type PodFacts, type PodGoneReason } from '../../src/broker/node-pods.js';
+
+function recorder() {
+  const calls: string[] = [];
+  return {
+    calls,
+    retain: (identity: string, holder: string) => void calls.push(`retain ${identity} ${holder}`),
+    release: (identity: string, holder: string) => void calls.push(`release ${identity} ${holder}`),
+  };
+}
+
+const pod = (over: Partial<PodFacts> = {}): PodFacts => ({
+  uid: 'u1',
+  namespace: 'shop',
+  name: 'cart-0',
+  serviceAccount: 'cart',
+  nodeName: 'node-1',
+  hostNetwork: false,
+  deleting: false,
+  phase: 'Pending',
+  ...over,
+});
+
+describe('NodePods', () => {
+  it('retains the identity of an eligible pod once, idempotently', () => {
+    const certs = recorder();
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    assert.equal(pods.upsert(pod()), 'eligible');
+    assert.equal(pods.upsert(pod({ phase: 'Running' })), 'eligible');
+    assert.deepEqual(certs.calls, ['retain spiffe://cluster.local/ns/shop/sa/cart u1']);
+    assert.equal(pods.byKey('shop', 'cart-0')?.uid, 'u1');
+    assert.equal(pods.byUid('u1')?.identity, 'spiffe://cluster.local/ns/shop/sa/cart');
+  });
+
+  it('gives nothing to host-network, terminating, finished or other-node pods', () => {
+    const certs = recorder();
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    assert.equal(pods.upsert(pod({ uid: 'a', hostNetwork: true })), 'host-network');
+    assert.equal(pods.upsert(pod({ uid: 'b', deleting: true })), 'terminating');
+    assert.equal(pods.upsert(pod({ uid: 'c', phase: 'Succeeded' })), 'finished');
+    assert.equal(pods.upsert(pod({ uid: 'd', nodeName: 'node-2' })), 'other-node');
+    assert.deepEqual(certs.calls, []);
+    assert.equal(pods.size, 0);
+  });
+
+  it('ends streams and releases when a pod is deleted, starts terminating, or is replaced under the same name', () => {
+    const certs = recorder();
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    const reasons: PodGoneReason[] = [];
+    pods.upsert(pod());
+    pods.onGone('u1', (r) => reasons.push(r));
+    pods.upsert(pod({ uid: 'u2' })); // same ns/name, new UID
+    assert.deepEqual(reasons, ['replaced']);
+    pods.onGone('u2', (r) => reasons.push(r));
+    pods.upsert(pod({ uid: 'u2', deleting: true }));
+    assert.deepEqual(reasons, ['replaced', 'terminating']);
+    pods.remove('u2'); // no-op now
+    assert.deepEqual(certs.calls, [
+      'retain spiffe://cluster.local/ns/shop/sa/cart u1',
+      'release spiffe://cluster.local/ns/shop/sa/cart u1',
+      'retain spiffe://cluster.local/ns/shop/sa/cart u2',
+      'release spiffe://cluster.local/ns/shop/sa/cart u2',
+    ]);
+  });
+
+  it('re-list removes pods that disappeared', () => {
+    const certs = recorder();
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    pods.upsert(pod({ uid: 'a', name: 'a' }));
+    pods.upsert(pod({ uid: 'b', name: 'b' }));
+    pods.replaceAll([pod({ uid: 'b', name: 'b' }), pod({ uid: 'c', name: 'c', serviceAccount: 'other' })]);
+    assert.deepEqual(pods.pods().map((p) => p.uid).sort(), ['b', 'c']);
+    assert.ok(certs.calls.includes('release spiffe://cluster.local/ns/shop/sa/cart a'));
+    assert.ok(certs.calls.includes('retain spiffe://cluster.local/ns/shop/sa/other c'));
+  });
+});
