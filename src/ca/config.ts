@@ -1,0 +1,192 @@
+/**
+ * The CA's configuration: one frozen typed object. `startCaServer` takes it directly (tests,
+ * the in-process stack); `readCaConfig` builds it from flags and environment variables for
+ * `certbroker ca`, listing every problem at once.
+ */
+import type { Clock } from '../core/clock.js';
+import { ConfigReader } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Signer } from './signer.js';
+
+export const ENV = Object.freeze({
+  GRPC_ADDRESS: 'CA_GRPC_ADDRESS',
+  PLAINTEXT: 'CA_PLAINTEXT',
+  OPS_ADDRESS: 'CA_OPS_ADDRESS',
+  TRUST_DOMAIN: 'TRUST_DOMAIN',
+  SERVING_DNS_NAMES: 'CA_SERVING_DNS_NAMES',
+  DEFAULT_TTL_SECONDS: 'DEFAULT_WORKLOAD_CERT_TTL_SECONDS',
+  MAX_TTL_SECONDS: 'MAX_WORKLOAD_CERT_TTL_SECONDS',
+  TRUSTED_NODE_ACCOUNTS: 'CA_TRUSTED_NODE_ACCOUNTS',
+  AUDIENCES: 'CA_TOKEN_AUDIENCES',
+  CLUSTER_ID: 'CLUSTER_ID',
+  KUBECONFIG: 'KUBECONFIG',
+  SIGNER: 'CA_SIGNER',
+  CACERTS_DIR: 'CA_CACERTS_DIR',
+  CA_NAMESPACE: 'CA_NAMESPACE',
+  SELF_SIGNED_KEY: 'CA_SELF_SIGNED_KEY',
+  SELF_SIGNED_TTL_SECONDS: 'CA_SELF_SIGNED_ROOT_TTL_SECONDS',
+  TOKEN_CACHE_SECONDS: 'CA_TOKEN_CACHE_SECONDS',
+  OIDC_ISSUER: 'CA_OIDC_ISSUER',
+  OIDC_JWKS_URI: 'CA_OIDC_JWKS_URI',
+  OIDC_CA_FILE: 'CA_OIDC_CA_FILE',
+  JWT_ALGORITHMS: 'CA_JWT_ALGORITHMS',
+  TOKEN_REVIEW: 'CA_TOKEN_REVIEW',
+  REMOTE_CLUSTERS: 'CA_REMOTE_CLUSTERS',
+  WORKERS: 'CA_SIGNING_WORKERS',
+  SHUTDOWN_SECONDS: 'CA_SHUTDOWN_GRACE_SECONDS',
+  LOG_LEVEL: 'LOG_LEVEL',
+});
+
+export const DEFAULT_TTL_SECONDS = 24 * 3600;
+export const DEFAULT_MAX_TTL_SECONDS = 90 * 24 * 3600;
+export const DEFAULT_AUDIENCES: readonly string[] = ['istio-ca'];
+export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/ztunnel'];
+export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
+export const SELF_SIGNED_SECRET_NAME = 'istio-ca-secret';
+
+/** How one cluster's callers are authenticated. `kubeConfig` is a @kubernetes/client-node KubeConfig. */
+export interface ClusterConfig {
+  readonly id: string;
+  readonly kubeConfig: import('@kubernetes/client-node').KubeConfig;
+  readonly audiences: readonly string[];
+  /** TokenReview against this cluster (default true). */
+  readonly tokenReview: boolean;
+  /** Local JWT verification via OIDC discovery + JWKS (tried after TokenReview). */
+  readonly oidc?: {
+    readonly issuer: string;
+    readonly jwksUri?: string;
+    readonly caPem?: string;
+    readonly algorithms: readonly string[];
+    /** Send the CA's own kube credentials when fetching discovery/JWKS. */
+    readonly useKubeCredentials?: boolean;
+  };
+}
+
+export type SignerConfig =
+  | {
+      readonly kind: 'self-signed';
+      /** Namespace of the `istio-ca-secret` Secret (in the default cluster). */
+      readonly namespace: string;
+      readonly secretName: string;
+      readonly keyType: 'ec' | 'rsa';
+      readonly rootTtlSeconds: number;
+    }
+  | { readonly kind: 'cacerts'; readonly dir: string; readonly pollIntervalMs?: number }
+  | { readonly kind: 'custom'; readonly signer: Signer };
+
+export interface CaServerConfig {
+  /** host:port for gRPC; port 0 picks a free port. */
+  readonly grpcHost: string;
+  readonly grpcPort: number;
+  /** Plaintext gRPC: only for loopback development, never the default. */
+  readonly plaintext: boolean;
+  /** Ops endpoint (/healthz, /readyz, /metrics); undefined = not served. */
+  readonly opsHost?: string;
+  readonly opsPort?: number;
+  readonly trustDomain: string;
+  readonly servingDnsNames: readonly string[];
+  readonly defaultTtlSeconds: number;
+  readonly maxTtlSeconds: number;
+  readonly trustedNodeAccounts: readonly string[];
+  readonly clusters: readonly ClusterConfig[];
+  readonly defaultClusterId: string;
+  readonly signer: SignerConfig;
+  readonly tokenCacheSeconds: number;
+  readonly signingWorkers: number;
+  readonly shutdownGraceMs: number;
+  readonly clock?: Clock;
+  readonly logger?: Logger;
+}
+
+/** Options the CLI passes (flags win over env). */
+export interface CaCliFlags {
+  readonly grpcAddress?: string;
+  readonly plaintext?: string;
+  readonly opsAddress?: string;
+  readonly trustDomain?: string;
+  readonly signer?: string;
+  readonly cacertsDir?: string;
+  readonly kubeconfig?: string;
+  readonly clusterId?: string;
+}
+
+/** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
+export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger'> {
+  readonly kubeconfigPath: string | undefined;
+  readonly audiences: readonly string[];
+  readonly tokenReview: boolean;
+  readonly oidc?: { readonly issuer: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
+  /** `id=kubeconfigPath` entries for remote clusters. */
+  readonly remoteClusters: readonly { readonly id: string; readonly kubeconfigPath: string }[];
+  readonly signerKind: 'self-signed' | 'cacerts';
+  readonly cacertsDir: string;
+  readonly caNamespace: string;
+  readonly selfSignedKey: 'ec' | 'rsa';
+  readonly selfSignedRootTtlSeconds: number;
+  readonly logLevel: string;
+}
+
+function splitHostPort(raw: string, name: string, reader: ConfigReader): { host: string; port: number } {
+  const m = /^(\[[^\]]+\]|[^:]*):(\d+)$/.exec(raw);
+  if (!m) {
+    reader.problem(`${name}=${JSON.stringify(raw)} is not host:port`);
+    return { host: '', port: 0 };
+  }
+  const port = Number(m[2]);
+  if (port > 65535) reader.problem(`${name}=${raw} has a port above 65535`);
+  return { host: (m[1] ?? '').replace(/^\[|\]$/g, '') || '0.0.0.0', port };
+}
+
+export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, string | undefined>> = process.env): CaEnvConfig {
+  const r = new ConfigReader(env);
+  const grpc = splitHostPort(r.string(ENV.GRPC_ADDRESS, '0.0.0.0:15012', flags.grpcAddress), ENV.GRPC_ADDRESS, r);
+  const opsRaw = r.optionalString(ENV.OPS_ADDRESS, flags.opsAddress) ?? '0.0.0.0:15014';
+  const ops = opsRaw === 'off' ? undefined : splitHostPort(opsRaw, ENV.OPS_ADDRESS, r);
+  const defaultTtlSeconds = r.int(ENV.DEFAULT_TTL_SECONDS, DEFAULT_TTL_SECONDS, { min: 60 });
+  const maxTtlSeconds = r.int(ENV.MAX_TTL_SECONDS, DEFAULT_MAX_TTL_SECONDS, { min: 60 });
+  if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${ENV.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${ENV.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
+  const trusted = r.list(ENV.TRUSTED_NODE_ACCOUNTS, DEFAULT_TRUSTED_NODE_ACCOUNTS);
+  for (const t of trusted) if (!/^[a-z0-9-]+\/[a-z0-9.-]+$/.test(t)) r.problem(`${ENV.TRUSTED_NODE_ACCOUNTS} entry ${JSON.stringify(t)} is not namespace/serviceaccount`);
+  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts'] as const, 'self-signed', flags.signer);
+  const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
+  const issuer = r.optionalString(ENV.OIDC_ISSUER);
+  const algorithms = r.list(ENV.JWT_ALGORITHMS, ['RS256', 'ES256']);
+  const remoteClusters: { id: string; kubeconfigPath: string }[] = [];
+  for (const entry of r.list(ENV.REMOTE_CLUSTERS, [])) {
+    const eq = entry.indexOf('=');
+    if (eq <= 0 || eq === entry.length - 1) r.problem(`${ENV.REMOTE_CLUSTERS} entry ${JSON.stringify(entry)} is not id=/path/to/kubeconfig`);
+    else remoteClusters.push({ id: entry.slice(0, eq), kubeconfigPath: entry.slice(eq + 1) });
+  }
+  const jwksUri = r.optionalString(ENV.OIDC_JWKS_URI);
+  const oidcCaFile = r.optionalString(ENV.OIDC_CA_FILE);
+  const cfg: CaEnvConfig = {
+    grpcHost: grpc.host,
+    grpcPort: grpc.port,
+    plaintext: r.bool(ENV.PLAINTEXT, false, flags.plaintext),
+    ...(ops ? { opsHost: ops.host, opsPort: ops.port } : {}),
+    trustDomain: r.string(ENV.TRUST_DOMAIN, 'cluster.local', flags.trustDomain),
+    servingDnsNames: r.list(ENV.SERVING_DNS_NAMES, DEFAULT_SERVING_DNS_NAMES),
+    defaultTtlSeconds,
+    maxTtlSeconds,
+    trustedNodeAccounts: trusted,
+    defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
+    tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
+    signingWorkers: r.int(ENV.WORKERS, 2, { min: 0, max: 64 }),
+    shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
+    kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
+    audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),
+    tokenReview: r.bool(ENV.TOKEN_REVIEW, true),
+    ...(issuer
+      ? { oidc: { issuer, algorithms, ...(jwksUri ? { jwksUri } : {}), ...(oidcCaFile ? { caFile: oidcCaFile } : {}) } }
+      : {}),
+    remoteClusters,
+    signerKind,
+    cacertsDir,
+    caNamespace: r.string(ENV.CA_NAMESPACE, 'istio-system'),
+    selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
+    selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),
+    logLevel: r.string(ENV.LOG_LEVEL, 'info'),
+  };
+  r.done();
+  return Object.freeze(cfg);
+}
