@@ -1,0 +1,218 @@
+/**
+ * PKCS#10 certificate signing requests.
+ *
+ * - `createCsr` builds a CSR the way ztunnel does: version 0, empty subject, the key's SPKI,
+ *   and an extensionRequest attribute holding one critical subjectAltName with one URI.
+ * - `parseCsr` is the fast, strict path the CA uses per request: a minimal DER walk that
+ *   extracts the CertificationRequestInfo bytes, the SPKI, the signature algorithm and the
+ *   signature, then verifies the signature with node:crypto. It does not look at the
+ *   requested SANs (the CA ignores them).
+ * - `readCsrDetails` adds the subject and requested URIs via @peculiar/x509 (diagnostics,
+ *   tests, the broker).
+ */
+import 'reflect-metadata';
+import * as x509 from '@peculiar/x509';
+import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { findSignatureAlgorithm, signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.js';
+import {
+  encodeOid,
+  expectTlv,
+  readTlv,
+  tlv,
+  TAG_BIT_STRING,
+  TAG_BOOLEAN,
+  TAG_INTEGER,
+  TAG_NULL,
+  TAG_OCTET_STRING,
+  TAG_OID,
+  TAG_SEQUENCE,
+  TAG_SET,
+} from './der.js';
+import { PkiError } from './errors.js';
+import { exportSpkiDer, keySpecOf, type KeySpec } from './keys.js';
+import { pemEncode } from './pem.js';
+
+export const CSR_PEM_TYPES: readonly string[] = ['CERTIFICATE REQUEST', 'NEW CERTIFICATE REQUEST'];
+/** Upper bound on a CSR we are willing to parse (RSA 4096 CSRs are ~1.7 KB). */
+export const MAX_CSR_BYTES = 64 * 1024;
+
+const OID_EXTENSION_REQUEST = encodeOid('1.2.840.113549.1.9.14');
+const OID_SAN = encodeOid('2.5.29.17');
+const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d030107034200', 'hex');
+
+export interface CreateCsrOptions {
+  readonly privateKey: KeyObject;
+  /** The URI SAN to request, normally a SPIFFE ID. */
+  readonly uri: string;
+}
+
+export interface Csr {
+  readonly der: Buffer;
+  readonly pem: string;
+}
+
+/** Builds and signs a ztunnel-style CSR (empty subject, one critical URI SAN). */
+export function createCsr(options: CreateCsrOptions): Csr {
+  const spec = keySpecOf(options.privateKey);
+  const alg = signatureAlgorithmForKey(spec);
+  const spki = exportSpkiDer(options.privateKey);
+  const sanValue = tlv(TAG_SEQUENCE, tlv(0x86, Buffer.from(options.uri, 'utf8')));
+  const sanExt = tlv(TAG_SEQUENCE, OID_SAN, Buffer.from([TAG_BOOLEAN, 1, 0xff]), tlv(TAG_OCTET_STRING, sanValue));
+  const attr = tlv(TAG_SEQUENCE, OID_EXTENSION_REQUEST, tlv(TAG_SET, tlv(TAG_SEQUENCE, sanExt)));
+  const info = tlv(
+    TAG_SEQUENCE,
+    Buffer.from([TAG_INTEGER, 1, 0]),
+    Buffer.from([TAG_SEQUENCE, 0]),
+    spki,
+    tlv(0xa0, attr),
+  );
+  const signature = sign(alg.hash, info, options.privateKey);
+  const der = tlv(TAG_SEQUENCE, info, alg.der, tlv(TAG_BIT_STRING, Buffer.from([0]), signature));
+  return { der, pem: pemEncode('CERTIFICATE REQUEST', der) };
+}
+
+/** A CSR whose structure was read and whose signature verified. */
+export interface VerifiedCsr {
+  /** SubjectPublicKeyInfo DER, as it will go into the certificate. */
+  readonly spki: Buffer;
+  readonly publicKey: KeyObject;
+  readonly keySpec: KeySpec;
+  readonly signatureAlgorithm: SignatureAlgorithm;
+}
+
+function malformed(what: string, cause?: unknown): PkiError {
+  return new PkiError('ERR_PKI_CSR_MALFORMED', `malformed CSR: ${what}`, cause);
+}
+
+/** PEM text (string or bytes) -> DER, fast path for the one-block case. */
+export function csrDer(input: string | Uint8Array): Buffer {
+  let text: string;
+  if (typeof input === 'string') text = input;
+  else if (input.length > 0 && input[0] === TAG_SEQUENCE) return Buffer.from(input);
+  else text = Buffer.from(input).toString('latin1');
+  if (text.length > MAX_CSR_BYTES * 2) throw malformed('too large');
+  const begin = text.indexOf('-----BEGIN ');
+  if (begin < 0) throw new PkiError('ERR_PKI_PEM_EMPTY', 'no PEM CERTIFICATE REQUEST found');
+  const labelEnd = text.indexOf('-----', begin + 11);
+  if (labelEnd < 0) throw new PkiError('ERR_PKI_PEM_INVALID', 'PEM BEGIN line is not terminated');
+  const label = text.slice(begin + 11, labelEnd);
+  if (!CSR_PEM_TYPES.includes(label)) {
+    throw new PkiError('ERR_PKI_PEM_TYPE', `expected PEM CERTIFICATE REQUEST, found ${label.slice(0, 40)}`);
+  }
+  const bodyStart = labelEnd + 5;
+  const endMarker = `-----END ${label}-----`;
+  const end = text.indexOf(endMarker, bodyStart);
+  if (end < 0) throw new PkiError('ERR_PKI_PEM_INVALID', 'PEM CERTIFICATE REQUEST has no END line');
+  const body = text.slice(bodyStart, end).replace(/\s+/g, '');
+  if (body === '' || body.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(body)) {
+    throw new PkiError('ERR_PKI_PEM_INVALID', 'PEM CERTIFICATE REQUEST has invalid base64');
+  }
+  if (text.indexOf('-----BEGIN ', end + endMarker.length) >= 0) {
+    throw new PkiError('ERR_PKI_PEM_INVALID', 'expected one PEM CERTIFICATE REQUEST, found more blocks');
+  }
+  return Buffer.from(body, 'base64');
+}
+
+/**
+ * Parses a CSR (PEM or DER) and verifies its signature. Coded errors: ERR_PKI_PEM_* (not a CSR
+ * PEM), ERR_PKI_CSR_MALFORMED (garbage), ERR_PKI_CSR_UNSUPPORTED_ALGORITHM,
+ * ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID.
+ */
+export function parseCsr(input: string | Uint8Array): VerifiedCsr {
+  const der = csrDer(input);
+  if (der.length > MAX_CSR_BYTES) throw malformed('too large');
+  let infoStart: number, infoEnd: number, spki: Buffer;
+  let alg: SignatureAlgorithm | undefined;
+  let sigStart: number, sigEnd: number;
+  try {
+    const outer = expectTlv(der, 0, der.length, TAG_SEQUENCE, 'CertificationRequest');
+    if (outer.end !== der.length) throw malformed('trailing data after the CSR');
+    const info = expectTlv(der, outer.contentStart, outer.end, TAG_SEQUENCE, 'CertificationRequestInfo');
+    infoStart = info.start;
+    infoEnd = info.end;
+    const version = expectTlv(der, info.contentStart, info.end, TAG_INTEGER, 'version');
+    if (version.end - version.contentStart !== 1 || der[version.contentStart] !== 0) throw malformed('version is not 0');
+    const subject = expectTlv(der, version.end, info.end, TAG_SEQUENCE, 'subject');
+    const spkiTlv = expectTlv(der, subject.end, info.end, TAG_SEQUENCE, 'subjectPKInfo');
+    spki = der.subarray(spkiTlv.start, spkiTlv.end);
+    if (spkiTlv.end < info.end) {
+      const attrs = readTlv(der, spkiTlv.end, info.end);
+      if (attrs.tag !== 0xa0 || attrs.end !== info.end) throw malformed('bad attributes');
+    }
+    const algTlv = expectTlv(der, info.end, outer.end, TAG_SEQUENCE, 'signatureAlgorithm');
+    const oid = expectTlv(der, algTlv.contentStart, algTlv.end, TAG_OID, 'signatureAlgorithm OID');
+    if (oid.end !== algTlv.end) {
+      const params = readTlv(der, oid.end, algTlv.end);
+      if (params.tag !== TAG_NULL || params.end !== algTlv.end || params.contentStart !== params.end) {
+        throw malformed('unexpected signature algorithm parameters');
+      }
+    }
+    alg = findSignatureAlgorithm(der, oid.contentStart, oid.end);
+    const sig = expectTlv(der, algTlv.end, outer.end, TAG_BIT_STRING, 'signature');
+    if (sig.end !== outer.end) throw malformed('trailing data after the signature');
+    if (sig.end - sig.contentStart < 2 || der[sig.contentStart] !== 0) throw malformed('signature bit string');
+    sigStart = sig.contentStart + 1;
+    sigEnd = sig.end;
+  } catch (err) {
+    if (err instanceof PkiError && err.code === 'ERR_PKI_CSR_MALFORMED') throw err;
+    throw malformed(err instanceof Error ? err.message : 'unreadable', err);
+  }
+  if (!alg) throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_ALGORITHM', 'CSR signature algorithm is not supported');
+  let publicKey: KeyObject;
+  let keySpec: KeySpec;
+  try {
+    publicKey = createPublicKey({ key: spki, format: 'der', type: 'spki' });
+  } catch (err) {
+    throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_KEY', 'CSR public key cannot be parsed or is not supported', err);
+  }
+  if (spki.length === 91 && spki.subarray(0, P256_SPKI_PREFIX.length).equals(P256_SPKI_PREFIX)) {
+    keySpec = { kind: 'ec', curve: 'P-256' };
+  } else {
+    try {
+      keySpec = keySpecOf(publicKey);
+    } catch (err) {
+      throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_KEY', `CSR key: ${err instanceof Error ? err.message : 'unsupported'}`, err);
+    }
+  }
+  if (keySpec.kind !== alg.keyKind) {
+    throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_ALGORITHM', `CSR signature algorithm ${alg.name} does not match its ${keySpec.kind} key`);
+  }
+  let ok = false;
+  try {
+    ok = verify(alg.hash, der.subarray(infoStart, infoEnd), publicKey, der.subarray(sigStart, sigEnd));
+  } catch {
+    ok = false;
+  }
+  if (!ok) throw new PkiError('ERR_PKI_CSR_SIGNATURE_INVALID', 'CSR signature does not verify');
+  return { spki: Buffer.from(spki), publicKey, keySpec, signatureAlgorithm: alg };
+}
+
+export interface CsrDetails {
+  /** Subject in RFC 4514-ish text ('' when empty). */
+  readonly subject: string;
+  /** URI SANs requested in the extensionRequest. */
+  readonly uris: readonly string[];
+  /** Whether the requested SAN extension is critical. */
+  readonly sanCritical: boolean | undefined;
+}
+
+/** Reads the subject and requested URIs with @peculiar/x509 (not on the issuing hot path). */
+export function readCsrDetails(input: string | Uint8Array): CsrDetails {
+  const der = csrDer(input);
+  let req: x509.Pkcs10CertificateRequest;
+  try {
+    req = new x509.Pkcs10CertificateRequest(der);
+  } catch (err) {
+    throw malformed('cannot be parsed', err);
+  }
+  const ext = req.extensions.find((e) => e.type === '2.5.29.17');
+  const san = ext ? new x509.SubjectAlternativeNameExtension(ext.rawData) : undefined;
+  const uris = san ? san.names.items.filter((n) => n.type === 'url').map((n) => n.value) : [];
+  return { subject: req.subject, uris, sanCritical: san?.critical };
+}
+
+/** Reference verification of a CSR signature through @peculiar/x509 + WebCrypto. */
+export async function verifyCsrReference(input: string | Uint8Array): Promise<boolean> {
+  const req = new x509.Pkcs10CertificateRequest(csrDer(input));
+  return req.verify();
+}

@@ -1,0 +1,98 @@
+/**
+ * pki — keys, CSRs, the istiod leaf profile, CA certificates, chains, PEM/DER.
+ * Domain code: no filesystem except `cacerts-dir.ts` (the adapter that reads a directory).
+ *
+ * Keys (node:crypto KeyObjects, parsed once):
+ *   generateKeyPair(spec = P256) -> {privateKey, publicKey}  (async; never the sync-EC + JWK trap)
+ *   exportPkcs8Der(key) / exportPkcs8Pem(key) -> Secret<...>; exportSpkiDer(key)
+ *   parsePrivateKeyPem(pem), parsePkcs8Der(der), keySpecOf(key), keyMatches(priv, pubOrSpki)
+ * CSRs:
+ *   createCsr({privateKey, uri}) -> {der, pem}        ztunnel-style (empty subject, critical URI SAN)
+ *   parseCsr(pemOrDer) -> VerifiedCsr {spki, publicKey, keySpec, signatureAlgorithm}
+ *     fast DER walk + node:crypto verify; ERR_PKI_PEM_*, ERR_PKI_CSR_MALFORMED,
+ *     ERR_PKI_CSR_UNSUPPORTED_ALGORITHM, ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID
+ *   readCsrDetails(csr) -> {subject, uris, sanCritical}   (@peculiar/x509, not on the hot path)
+ * Leaf issuance (istiod profile, profile.ts):
+ *   new FastLeafIssuer({signer: material.leafSigner, now?, randomBytes?, maxTtlSeconds?})
+ *     .issue({csr, spiffeId, ttlSeconds}) -> IssuedLeaf {der, pem, serialHex, notBeforeMs, notAfterMs, spiffeId}
+ *   new LeafIssuerPool({signer, size?}) .issue(request) -> Promise<IssuedLeaf> (worker threads)
+ *   LeafTemplate (buildTbs/signTbs), planLeaf, buildLeafReference (the @peculiar/x509 reference)
+ *   TTL: ERR_PKI_TTL_INVALID (<= 0 / not integer), ERR_PKI_TTL_TOO_LONG (> maxTtlSeconds, default 90 d)
+ * CA certificates:
+ *   createRootCa({subject, ttlSeconds, keySpec?, privateKey?, pathLength?, nowMs?})
+ *   createIntermediateCa({...same, issuer: {cert, privateKey}}) -> CaCertificate {cert, der, pem, privateKey}
+ *   caKeyMaterial({cert, keyObject, chain?, roots?}) -> CaKeyMaterial {cert, certDer, certPem, keyObject,
+ *     keySpec, chain, roots, leafSigner, notAfterMs, signerIsRoot}; responseChainPems(m); rootBundlePem(m)
+ * Chains: verifyChain({leaf, intermediates, roots, nowMs}); parseCertificates(pem) / parseCertificate
+ * cacerts: validateCaBundle({caCertPem, caKeyPem, certChainPem, rootCertPem, nowMs}) (pure);
+ *   loadCaCertsDir(dir, nowMs?) (reads ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem)
+ * PEM/DER: parsePem, parsePemBlocksOfType, parsePemOne, pemEncode, certificateFields
+ * Errors: PkiError with ERR_PKI_* codes (input problems -> invalid-argument; signer problems ->
+ *   failed-precondition; signing failure -> internal).
+ */
+export { PkiError, type PkiErrorCode } from './errors.js';
+export {
+  ECDSA_SHA256,
+  ECDSA_SHA384,
+  RSA_SHA256,
+  signatureAlgorithmForKey,
+  type SignatureAlgorithm,
+} from './algorithms.js';
+export {
+  P256,
+  describeKeySpec,
+  exportPkcs8Der,
+  exportPkcs8Pem,
+  exportSpkiDer,
+  generateKeyPair,
+  keyMatches,
+  keySpecOf,
+  parsePkcs8Der,
+  parsePrivateKeyPem,
+  type KeyPair,
+  type KeySpec,
+} from './keys.js';
+export { parsePem, parsePemBlocksOfType, parsePemOne, pemEncode, certificateToPem, type PemBlock } from './pem.js';
+export { certificateFields, keyIdentifier, type CertificateFields } from './cert-fields.js';
+export {
+  CSR_PEM_TYPES,
+  MAX_CSR_BYTES,
+  createCsr,
+  parseCsr,
+  readCsrDetails,
+  verifyCsrReference,
+  type Csr,
+  type CreateCsrOptions,
+  type CsrDetails,
+  type VerifiedCsr,
+} from './csr.js';
+export {
+  DEFAULT_LEAF_TTL_SECONDS,
+  LEAF_BACKDATE_MS,
+  MAX_LEAF_TTL_SECONDS,
+  planLeaf,
+  randomSerial,
+  serialHex,
+  type LeafPlan,
+  type LeafPlanInput,
+  type RandomBytes,
+} from './profile.js';
+export {
+  FastLeafIssuer,
+  LeafTemplate,
+  type FastLeafIssuerOptions,
+  type IssuedLeaf,
+  type LeafRequest,
+  type LeafSigner,
+} from './leaf-template.js';
+export { buildLeafReference, type ReferenceLeaf, type ReferenceLeafInput } from './leaf-reference.js';
+export { createIntermediateCa, createRootCa, type CaCertificate, type CreateCaOptions, type Issuer } from './ca-certs.js';
+export {
+  caKeyMaterial,
+  computedKeyId,
+  responseChainPems,
+  rootBundlePem,
+  type CaKeyMaterial,
+  type CaKeyMaterialInput,
+} from './ca-material.js';
+export { parseCertificate, toSigningCryptoKey, x509 } from './x509-lib.js';
