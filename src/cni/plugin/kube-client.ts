@@ -1,0 +1,190 @@
+/**
+ * A small Kubernetes client for the plugin: GET one pod and one namespace over HTTPS with the
+ * kubeconfig's bearer token. Not @kubernetes/client-node, which costs ~650 ms to load in a process
+ * that lives for one CNI call.
+ */
+import { request as httpsRequest } from 'node:https';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { CniError } from './cni-error.js';
+import type { KubeAccess } from './kubeconfig.js';
+
+export interface ContainerInfo {
+  readonly name: string;
+  readonly env: ReadonlyArray<{ readonly name: string; readonly value?: string }>;
+  readonly args: readonly string[];
+  readonly runAsUser: number | undefined;
+  readonly runAsGroup: number | undefined;
+}
+
+export interface PodInfo {
+  readonly name: string;
+  readonly namespace: string;
+  readonly uid: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  readonly hostNetwork: boolean;
+  readonly containers: readonly ContainerInfo[];
+  readonly initContainers: readonly ContainerInfo[];
+}
+
+export interface NamespaceInfo {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+}
+
+/** What the plugin needs from the API server. */
+export interface PodSource {
+  getPod(namespace: string, name: string): Promise<PodInfo>;
+  getNamespace(name: string): Promise<NamespaceInfo>;
+}
+
+/** Why a request failed: decides retry and the CNI code of the final error. */
+export type KubeFailure = 'unreachable' | 'server-error' | 'not-found' | 'rejected';
+
+export class KubeRequestError extends CniError {
+  readonly failure: KubeFailure;
+  constructor(failure: KubeFailure, message: string) {
+    super(failure === 'unreachable' || failure === 'server-error' ? 'ERR_CNI_TRY_AGAIN' : 'ERR_CNI_KUBE_API', message);
+    this.failure = failure;
+  }
+}
+
+type Obj = Record<string, unknown>;
+const isObject = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function stringMap(v: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (isObject(v)) for (const [k, s] of Object.entries(v)) if (typeof s === 'string') out[k] = s;
+  return out;
+}
+
+function optInt(v: unknown): number | undefined {
+  return typeof v === 'number' && Number.isInteger(v) ? v : undefined;
+}
+
+function container(c: unknown): ContainerInfo {
+  const o = isObject(c) ? c : {};
+  const sc = isObject(o.securityContext) ? o.securityContext : {};
+  return {
+    name: typeof o.name === 'string' ? o.name : '',
+    env: (Array.isArray(o.env) ? o.env : [])
+      .filter(isObject)
+      .filter((e) => typeof e.name === 'string')
+      .map((e) => ({ name: e.name as string, ...(typeof e.value === 'string' ? { value: e.value } : {}) })),
+    args: (Array.isArray(o.args) ? o.args : []).filter((a): a is string => typeof a === 'string'),
+    runAsUser: optInt(sc.runAsUser),
+    runAsGroup: optInt(sc.runAsGroup),
+  };
+}
+
+/** Decodes a Pod object as the API returns it (tolerant of absent optional fields). */
+export function podFromObject(obj: unknown): PodInfo {
+  const o = isObject(obj) ? obj : {};
+  const meta = isObject(o.metadata) ? o.metadata : {};
+  const spec = isObject(o.spec) ? o.spec : {};
+  return {
+    name: typeof meta.name === 'string' ? meta.name : '',
+    namespace: typeof meta.namespace === 'string' ? meta.namespace : '',
+    uid: typeof meta.uid === 'string' ? meta.uid : '',
+    labels: stringMap(meta.labels),
+    annotations: stringMap(meta.annotations),
+    hostNetwork: spec.hostNetwork === true,
+    containers: (Array.isArray(spec.containers) ? spec.containers : []).map(container),
+    initContainers: (Array.isArray(spec.initContainers) ? spec.initContainers : []).map(container),
+  };
+}
+
+export interface HttpsKubeClientOptions {
+  readonly access: KubeAccess;
+  readonly requestTimeoutMs: number;
+}
+
+export class HttpsKubeClient implements PodSource {
+  readonly #access: KubeAccess;
+  readonly #timeoutMs: number;
+
+  constructor(options: HttpsKubeClientOptions) {
+    this.#access = options.access;
+    this.#timeoutMs = options.requestTimeoutMs;
+  }
+
+  async getPod(namespace: string, name: string): Promise<PodInfo> {
+    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`);
+    return podFromObject(obj);
+  }
+
+  async getNamespace(name: string): Promise<NamespaceInfo> {
+    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(name)}`);
+    const meta = isObject(obj) && isObject(obj.metadata) ? obj.metadata : {};
+    return { name, labels: stringMap(meta.labels) };
+  }
+
+  #get(path: string): Promise<unknown> {
+    const access = this.#access;
+    const url = new URL(path, access.server);
+    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'certbroker-istio-cni' };
+    if (access.token) headers.authorization = `Bearer ${access.token.reveal()}`;
+    const isHttps = url.protocol === 'https:';
+    const send = isHttps ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = send(
+        url,
+        {
+          method: 'GET',
+          headers,
+          agent: false,
+          timeout: this.#timeoutMs,
+          ...(isHttps
+            ? {
+                ...(access.caPem !== undefined ? { ca: access.caPem } : {}),
+                rejectUnauthorized: !access.insecureSkipTlsVerify,
+              }
+            : {}),
+        },
+        (res: IncomingMessage) => {
+          const chunks: Buffer[] = [];
+          let size = 0;
+          res.on('data', (c: Buffer) => {
+            size += c.length;
+            if (size <= 4 * 1024 * 1024) chunks.push(c);
+          });
+          res.on('error', () => reject(new KubeRequestError('unreachable', `GET ${url.pathname}: response interrupted`)));
+          res.on('end', () => {
+            const status = res.statusCode ?? 0;
+            const body = Buffer.concat(chunks).toString('utf8');
+            if (status === 200) {
+              try {
+                resolve(JSON.parse(body));
+              } catch {
+                reject(new KubeRequestError('server-error', `GET ${url.pathname}: response is not JSON`));
+              }
+              return;
+            }
+            const reason = apiStatusMessage(body);
+            const what = `GET ${url.pathname}: HTTP ${status}${reason ? ` (${reason})` : ''}`;
+            if (status === 404) reject(new KubeRequestError('not-found', what));
+            else if (status === 429 || status >= 500) reject(new KubeRequestError('server-error', what));
+            else reject(new KubeRequestError('rejected', what));
+          });
+        },
+      );
+      req.on('timeout', () => req.destroy(new Error('timeout')));
+      req.on('error', (err: NodeJS.ErrnoException) => {
+        const why = err.message === 'timeout' ? `no answer within ${this.#timeoutMs} ms` : (err.code ?? err.message);
+        reject(new KubeRequestError('unreachable', `GET ${url.pathname} on ${url.host}: ${why}`));
+      });
+      req.end();
+    });
+  }
+}
+
+/** The `message` of a Kubernetes Status body, shortened; never the raw body. */
+function apiStatusMessage(body: string): string {
+  try {
+    const parsed: unknown = JSON.parse(body);
+    if (isObject(parsed) && typeof parsed.message === 'string') return parsed.message.slice(0, 200);
+  } catch {
+    /* not a Status object */
+  }
+  return '';
+}

@@ -1,0 +1,310 @@
+/**
+ * The istio-cni plugin's commands (CNI spec 1.1.0): ADD, DEL, CHECK, VERSION, STATUS, GC.
+ * `runPlugin` takes the environment and stdin and returns what goes to stdout and the exit code;
+ * it never throws and never prints a stack: failures become the spec's error object, and their
+ * causes go to the log (stderr).
+ */
+import { access } from 'node:fs/promises';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { createLogger, type Logger } from '../../core/log.js';
+import { CniError, toErrorResult } from './cni-error.js';
+import { parseCniArgs, type K8sArgs } from './cni-args.js';
+import { pushCniAddEvent, toPodIpConfig, type PodIpConfig } from './cni-event-client.js';
+import { CURRENT_VERSION, SUPPORTED_VERSIONS, convertResult, resultAddresses, versionAtLeast } from './cni-version.js';
+import { configVersion, decodeConfigJson, parsePluginConfig, type PluginConfig } from './config.js';
+import { isAmbientPod } from './enablement.js';
+import { HttpsKubeClient, type PodInfo, type PodSource } from './kube-client.js';
+import { loadKubeconfig } from './kubeconfig.js';
+import { IptablesSidecarProgrammer, type SidecarProgrammer } from './sidecar-programmer.js';
+import { sidecarDecision } from './sidecar-redirect.js';
+
+export const ENV = Object.freeze({
+  command: 'CNI_COMMAND',
+  containerId: 'CNI_CONTAINERID',
+  netns: 'CNI_NETNS',
+  ifname: 'CNI_IFNAME',
+  args: 'CNI_ARGS',
+  path: 'CNI_PATH',
+});
+
+export type CniCommand = 'ADD' | 'DEL' | 'CHECK' | 'VERSION' | 'STATUS' | 'GC';
+
+const REQUIRED_ENV: Readonly<Record<CniCommand, readonly string[]>> = {
+  ADD: [ENV.containerId, ENV.netns, ENV.ifname, ENV.path],
+  CHECK: [ENV.containerId, ENV.netns, ENV.ifname, ENV.path],
+  DEL: [ENV.containerId, ENV.ifname, ENV.path],
+  VERSION: [],
+  STATUS: [],
+  GC: [],
+};
+
+/** The istio-cni DaemonSet's pods: name prefix, in the plugin's own namespace. */
+export const OWN_AGENT_POD_PREFIX = 'istio-cni-node-';
+
+export interface PluginOptions {
+  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly stdin: string;
+  readonly clock?: Clock;
+  /** Where log lines go (default stderr). */
+  readonly logSink?: (line: string) => void;
+}
+
+export interface PluginOutcome {
+  readonly stdout: string;
+  readonly exitCode: number;
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function print(value: unknown): string {
+  return JSON.stringify(value, null, 4) + '\n';
+}
+
+/** The request's cniVersion if stdin says so (for error objects); the current one otherwise. */
+function bestEffortVersion(stdin: string): string {
+  try {
+    return configVersion(decodeConfigJson(stdin));
+  } catch {
+    return CURRENT_VERSION;
+  }
+}
+
+function parseCommand(env: Env): CniCommand {
+  const raw = env[ENV.command];
+  if (raw === undefined || raw === '') throw new CniError('ERR_CNI_INVALID_ENV', `required env variable ${ENV.command} is missing`);
+  if (raw === 'ADD' || raw === 'DEL' || raw === 'CHECK' || raw === 'VERSION' || raw === 'STATUS' || raw === 'GC') return raw;
+  throw new CniError('ERR_CNI_INVALID_ENV', `unknown ${ENV.command} ${JSON.stringify(raw)}`, {
+    details: 'want ADD, DEL, CHECK, VERSION, STATUS or GC',
+  });
+}
+
+function checkEnv(command: CniCommand, env: Env): void {
+  const missing = REQUIRED_ENV[command].filter((k) => env[k] === undefined || env[k] === '');
+  if (missing.length > 0) {
+    throw new CniError('ERR_CNI_INVALID_ENV', `required env variables [${missing.join(', ')}] missing for ${command}`);
+  }
+  const id = env[ENV.containerId];
+  if (id !== undefined && id !== '' && !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(id)) {
+    throw new CniError('ERR_CNI_INVALID_ENV', `${ENV.containerId} has invalid characters`);
+  }
+  const ifname = env[ENV.ifname];
+  if (ifname !== undefined && ifname !== '') {
+    if (ifname.length > 15 || ifname === '.' || ifname === '..' || /[/:\s]/.test(ifname)) {
+      throw new CniError('ERR_CNI_INVALID_ENV', `${ENV.ifname} ${JSON.stringify(ifname)} is not a valid interface name`);
+    }
+  }
+}
+
+function requireVersion(config: PluginConfig, command: CniCommand, min: string): void {
+  if (!versionAtLeast(config.cniVersion, min)) {
+    throw new CniError('ERR_CNI_INCOMPATIBLE_VERSION', `config version ${config.cniVersion} does not allow ${command}`, {
+      details: `${command} needs cniVersion ${min} or later`,
+    });
+  }
+}
+
+export async function runPlugin(options: PluginOptions): Promise<PluginOutcome> {
+  const { env, stdin } = options;
+  let errorVersion = CURRENT_VERSION;
+  let log: Logger = createLogger({ level: 'info', fields: { plugin: 'istio-cni' }, ...(options.logSink ? { sink: options.logSink } : {}) });
+  try {
+    const command = parseCommand(env);
+    if (command === 'VERSION') {
+      return { stdout: print({ cniVersion: CURRENT_VERSION, supportedVersions: SUPPORTED_VERSIONS }), exitCode: 0 };
+    }
+    errorVersion = bestEffortVersion(stdin);
+    checkEnv(command, env);
+    const config = parsePluginConfig(decodeConfigJson(stdin), env);
+    log = createLogger({
+      level: config.logLevel,
+      fields: { plugin: 'istio-cni', command, containerId: env[ENV.containerId] ?? '' },
+      ...(options.logSink ? { sink: options.logSink } : {}),
+    });
+    const ctx: CommandContext = { env, config, log, clock: options.clock ?? systemClock };
+    switch (command) {
+      case 'ADD':
+        return { stdout: print(await cmdAdd(ctx)), exitCode: 0 };
+      case 'DEL':
+        await cmdDel(ctx);
+        return { stdout: '', exitCode: 0 };
+      case 'CHECK':
+        requireVersion(config, command, '0.4.0');
+        if (config.prevResult !== undefined) convertResult(config.prevResult, config.cniVersion);
+        return { stdout: '', exitCode: 0 };
+      case 'STATUS':
+        requireVersion(config, command, '1.1.0');
+        await cmdStatus(ctx);
+        return { stdout: '', exitCode: 0 };
+      case 'GC':
+        requireVersion(config, command, '1.1.0');
+        cmdGc(ctx);
+        return { stdout: '', exitCode: 0 };
+    }
+  } catch (err) {
+    if (err instanceof CniError) log.error('istio-cni failed', { code: err.code, err: err.message, details: err.details });
+    else log.error('istio-cni failed unexpectedly', { err });
+    return { stdout: print(toErrorResult(err, errorVersion)), exitCode: 1 };
+  }
+}
+
+interface CommandContext {
+  readonly env: Env;
+  readonly config: PluginConfig;
+  readonly log: Logger;
+  readonly clock: Clock;
+}
+
+function isOwnAgent(config: PluginConfig, args: K8sArgs): boolean {
+  return config.podNamespace !== '' && args.podNamespace === config.podNamespace && args.podName.startsWith(OWN_AGENT_POD_PREFIX);
+}
+
+function emptyResult(version: string): Record<string, unknown> {
+  return { cniVersion: version, dns: {} };
+}
+
+async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
+  const { config, env, log } = ctx;
+  // Validate and convert prevResult first: whatever happens next, this is what we print.
+  const result = config.prevResult === undefined ? emptyResult(config.cniVersion) : convertResult(config.prevResult, config.cniVersion);
+  const args = parseCniArgs(env[ENV.args]);
+  const pod = `${args.podNamespace}/${args.podName}`;
+
+  if (config.ambientEnabled && isOwnAgent(config, args)) {
+    log.info('own istio-cni agent pod, passing through', { pod });
+    return result;
+  }
+  if (args.podName === '' || args.podNamespace === '') {
+    log.debug('not a Kubernetes pod (no K8S_POD_NAME/K8S_POD_NAMESPACE), passing through');
+    return result;
+  }
+  if (config.excludeNamespaces.includes(args.podNamespace)) {
+    log.info('pod namespace excluded', { pod });
+    return result;
+  }
+
+  const fetched = await fetchPod(ctx, args);
+  if (fetched === 'own-agent') return result;
+  const { podInfo, source } = fetched;
+
+  if (config.ambientEnabled) {
+    const ns = await withRetries(ctx, args, () => source.getNamespace(args.podNamespace));
+    if (ns === 'own-agent') return result;
+    const ambient = isAmbientPod(
+      { podLabels: podInfo.labels, podAnnotations: podInfo.annotations, hostNetwork: podInfo.hostNetwork, namespaceLabels: ns.labels },
+      config.enablementSelectors,
+    );
+    if (ambient) {
+      const ips = resultAddresses(result)
+        .map(toPodIpConfig)
+        .filter((ip): ip is PodIpConfig => ip !== undefined);
+      await pushCniAddEvent(
+        { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null },
+        { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs },
+      );
+      log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address.IP) });
+      return result;
+    }
+    log.debug('pod is not ambient', { pod });
+  }
+
+  const decision = sidecarDecision(podInfo);
+  if (!decision.redirect) {
+    log.info('no redirection for pod', { pod, reason: decision.reason });
+    return result;
+  }
+  if (config.nativeNftables) log.warn('native_nftables is not supported; programming iptables rules', { pod });
+  const addresses = resultAddresses(result).map((a) => a.address);
+  const hasV4 = addresses.some((a) => !a.includes(':'));
+  const hasV6 = addresses.some((a) => a.includes(':'));
+  await sidecarProgrammer(ctx).program({
+    netns: env[ENV.netns] ?? '',
+    podName: args.podName,
+    podNamespace: args.podNamespace,
+    settings: decision.settings,
+    enableIPv6: hasV6 && (decision.settings.dualStack || !hasV4),
+  });
+  return result;
+}
+
+function sidecarProgrammer(ctx: CommandContext): SidecarProgrammer {
+  return new IptablesSidecarProgrammer({ logger: ctx.log, dryRunFilePath: ctx.config.dryRunFilePath });
+}
+
+async function podSource(config: PluginConfig): Promise<PodSource> {
+  const access = await loadKubeconfig(config.kubeconfigPath);
+  return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs });
+}
+
+async function fetchPod(ctx: CommandContext, args: K8sArgs): Promise<{ podInfo: PodInfo; source: PodSource } | 'own-agent'> {
+  let source: PodSource;
+  try {
+    source = await podSource(ctx.config);
+  } catch (err) {
+    if (isOwnAgent(ctx.config, args)) {
+      ctx.log.info('no API access but this looks like our own agent pod, passing through', { pod: args.podName });
+      return 'own-agent';
+    }
+    throw err;
+  }
+  const podInfo = await withRetries(ctx, args, () => source.getPod(args.podNamespace, args.podName));
+  return podInfo === 'own-agent' ? 'own-agent' : { podInfo, source };
+}
+
+/**
+ * Istio's retry semantics for reading the pod: up to `pod_retrieval_max_retries` attempts,
+ * `pod_retrieval_interval_ms` apart, whatever the error; while degraded, the agent's own pod is
+ * let through. The last error is returned (11 try-again for an unreachable or failing API server).
+ */
+async function withRetries<T>(ctx: CommandContext, args: K8sArgs, fn: () => Promise<T>): Promise<T | 'own-agent'> {
+  const max = ctx.config.podRetrievalMaxRetries;
+  let last: unknown;
+  for (let attempt = 1; attempt <= max; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      last = err;
+      ctx.log.debug('API request failed', { attempt, of: max, err: err instanceof Error ? err.message : String(err) });
+      if (isOwnAgent(ctx.config, args)) {
+        ctx.log.info('API server unavailable but this looks like our own agent pod, passing through', { pod: args.podName });
+        return 'own-agent';
+      }
+      if (attempt < max) await ctx.clock.sleep(ctx.config.podRetrievalIntervalMs);
+    }
+  }
+  throw last;
+}
+
+async function cmdDel(ctx: CommandContext): Promise<void> {
+  const netns = ctx.env[ENV.netns];
+  if (netns === undefined || netns === '' || ctx.config.dryRunFilePath !== undefined) return;
+  try {
+    await access(netns);
+  } catch {
+    return; // the namespace is already gone, and with it every rule
+  }
+  try {
+    await sidecarProgrammer(ctx).cleanup(netns);
+  } catch (err) {
+    // DEL must not fail on leftovers: the namespace and its rules go away with the sandbox.
+    ctx.log.warn('could not remove Istio rules from the pod namespace', { err: err instanceof Error ? err.message : String(err) });
+  }
+}
+
+async function cmdStatus(ctx: CommandContext): Promise<void> {
+  try {
+    await access(ctx.config.kubeconfigPath);
+  } catch {
+    throw new CniError('ERR_CNI_NOT_AVAILABLE', `plugin kubeconfig ${ctx.config.kubeconfigPath} is missing`, {
+      details: 'install-cni has not written it yet',
+    });
+  }
+}
+
+function cmdGc(ctx: CommandContext): void {
+  const valid = ctx.config.raw['cni.dev/valid-attachments'];
+  if (valid !== undefined && !Array.isArray(valid)) {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', 'cni.dev/valid-attachments must be an array');
+  }
+  // The plugin keeps no per-attachment state: nothing to collect.
+  ctx.log.debug('GC: no state to collect', { validAttachments: Array.isArray(valid) ? valid.length : 0 });
+}
