@@ -19,3 +19,17 @@ export { parseCidr, ipFamily } from './addresses.js';
 export type { Cidr, IpFamily } from './addresses.js';
 export { IptablesError } from './errors.js';
 export type { IptablesErrorCode } from './errors.js';
+
+/*
+ * Applier (adapter; child processes, optionally inside a netns via nsenter):
+ *   - `new IptablesApplier({ netnsPath })` then `apply(plan)` / `cleanup(config)`.
+ *   - `systemRunner({ netnsPath })`, `detectIPv6(runner, dualStack)`, `detectIptablesMode(runner)`.
+ */
+export { IptablesApplier } from './applier.js';
+export type { ApplierOptions, ApplyReport, CleanupReport } from './applier.js';
+export { systemRunner, findBinary } from './exec.js';
+export type { CommandRunner, CommandResult, SystemRunnerOptions } from './exec.js';
+export { detectIPv6, detectIptablesMode, binariesFor, parseIpAddr, ipv6FromAddresses } from './detect.js';
+export type { IptablesMode, IptablesBinaries, InterfaceAddress } from './detect.js';
+export { parseSave, cleanupRestore, hasIstioState, istioLines } from './saved-state.js';
+export type { SavedTable } from './saved-state.js';
