@@ -1,0 +1,308 @@
+/**
+ * The SPIFFE Broker API service (`spiffe.broker.API`) over the node's pods and certificates.
+ *
+ * Every call: the caller's SVID (from the mTLS handshake) must carry a SPIFFE ID on the
+ * allow-list (PERMISSION_DENIED otherwise); the `broker.spiffe.io: true` header is required
+ * (INVALID_ARGUMENT); the reference must be a KubernetesObjectReference to a pod
+ * (INVALID_ARGUMENT) on this node (NOT_FOUND). Streams send the full state at once, then again
+ * after every rotation or bundle change, each stream delayed by a random share of
+ * `updateJitterMs` so a bundle change does not hit every consumer in the same instant. A stream
+ * ends (NOT_FOUND) when its pod leaves the node or is replaced. JWT RPCs are UNIMPLEMENTED.
+ *
+ * Errors go through `toGrpcError` (src/ops/grpc-errors.ts) only.
+ */
+import { X509Certificate } from 'node:crypto';
+import type {
+  ServerUnaryCall,
+  ServerWritableStream,
+  sendUnaryData,
+  UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import type { Clock } from '../core/clock.js';
+
+/** What every server call offers (grpc-js does not export this type from its index). */
+type ServerSurfaceCall = ServerUnaryCall<unknown, unknown>;
+import { describeError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import type { Rng } from '../core/rng.js';
+import { toGrpcError } from '../ops/grpc-errors.js';
+import { BROKER_HEADER } from './broker-proto.js';
+import type { CertManager } from './cert-manager.js';
+import { BrokerError, isAbortError } from './errors.js';
+import type { NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
+import type { TrustBundle } from './trust-bundle.js';
+import { describePodReference, parseWorkloadReference, type AnyMessage } from './workload-reference.js';
+import type { WorkloadCert } from './workload-cert.js';
+
+export interface BrokerApiObserver {
+  streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
+  streamClosed?(rpc: 'x509svid' | 'x509bundles'): void;
+  /** Time from the request to the first message (ms). */
+  firstMessage?(rpc: 'x509svid' | 'x509bundles', ms: number): void;
+  rejected?(rpc: string, code: string): void;
+}
+
+export interface BrokerApiOptions {
+  readonly pods: NodePods;
+  readonly certs: CertManager;
+  readonly bundle: TrustBundle;
+  /** SPIFFE IDs allowed to call (exact match). */
+  readonly allowedCallers: readonly string[];
+  readonly clock: Clock;
+  readonly rng: Rng;
+  readonly logger: Logger;
+  /** Upper bound of the random delay before an update message. Default 1000. */
+  readonly updateJitterMs?: number;
+  readonly observer?: BrokerApiObserver;
+}
+
+interface WorkloadRequest {
+  readonly reference?: { readonly reference?: AnyMessage | null } | null;
+}
+
+interface X509SvidMessage {
+  spiffe_id: string;
+  x509_svid: Buffer;
+  x509_svid_key: Buffer;
+  bundle: Buffer;
+  hint: string;
+}
+
+/** The Broker API message for `cert` (chain leaf first, key PKCS#8, roots of the trust domain). */
+export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): { svids: X509SvidMessage[]; crl: Buffer[]; federated_bundles: Record<string, Buffer> } {
+  return {
+    svids: [
+      {
+        spiffe_id: cert.identity,
+        x509_svid: Buffer.concat(cert.chainDer as Buffer[]),
+        x509_svid_key: cert.privateKey.reveal(),
+        bundle: bundle.concatenatedDer,
+        hint: '',
+      },
+    ],
+    crl: [],
+    federated_bundles: {},
+  };
+}
+
+export function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundles: Record<string, Buffer> } {
+  return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
+}
+
+/** The SPIFFE ID in a peer certificate (DER), if it has exactly one URI SAN of the spiffe scheme. */
+export function spiffeIdOfPeer(raw: Buffer | undefined): string | undefined {
+  if (!raw) return undefined;
+  try {
+    const uris = (new X509Certificate(raw).subjectAltName ?? '')
+      .split(', ')
+      .filter((s) => s.startsWith('URI:'))
+      .map((s) => s.slice(4));
+    return uris.length === 1 && uris[0]!.startsWith('spiffe://') ? uris[0] : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export class BrokerApiService {
+  readonly #o: BrokerApiOptions;
+  readonly #allowed: ReadonlySet<string>;
+  readonly #open = new Set<() => void>();
+
+  constructor(options: BrokerApiOptions) {
+    this.#o = options;
+    this.#allowed = new Set(options.allowedCallers);
+  }
+
+  /** Streams currently open. */
+  get openStreams(): number {
+    return this.#open.size;
+  }
+
+  /** Ends every open stream (shutdown). */
+  closeAll(): void {
+    for (const close of [...this.#open]) close();
+  }
+
+  implementation(): UntypedServiceImplementation {
+    return {
+      SubscribeToX509SVID: (call: ServerWritableStream<WorkloadRequest, unknown>) => this.#stream('x509svid', call),
+      SubscribeToX509Bundles: (call: ServerWritableStream<WorkloadRequest, unknown>) => this.#stream('x509bundles', call),
+      FetchJWTSVID: (call: ServerUnaryCall<WorkloadRequest, unknown>, callback: sendUnaryData<unknown>) => {
+        try {
+          this.#admit(call);
+          throw jwtDisabled();
+        } catch (err) {
+          callback(this.#reject('FetchJWTSVID', err, call) as Parameters<sendUnaryData<unknown>>[0]);
+        }
+      },
+      SubscribeToJWTBundles: (call: ServerWritableStream<WorkloadRequest, unknown>) => {
+        try {
+          this.#admit(call);
+          throw jwtDisabled();
+        } catch (err) {
+          call.emit('error', this.#reject('SubscribeToJWTBundles', err, call));
+        }
+      },
+    };
+  }
+
+  /** Caller on the allow-list and broker header present; returns the caller's SPIFFE ID. */
+  #admit(call: ServerSurfaceCall): string {
+    const caller = spiffeIdOfPeer(call.getAuthContext()?.sslPeerCertificate?.raw);
+    if (caller === undefined) {
+      throw new BrokerError('ERR_CALLER_UNAUTHENTICATED', 'caller presented no SPIFFE X509-SVID', { status: 'unauthenticated' });
+    }
+    if (!this.#allowed.has(caller)) {
+      throw new BrokerError('ERR_WORKLOAD_NOT_ENTITLED', `caller ${caller} is not on the Broker API allow-list`, {
+        status: 'permission-denied',
+        publicMessage: 'caller is not authorized for the Broker API',
+      });
+    }
+    const header = call.metadata.get(BROKER_HEADER);
+    if (header.length !== 1 || String(header[0]) !== 'true') {
+      throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: true is missing`, {
+        status: 'invalid-argument',
+        publicMessage: `missing security header ${BROKER_HEADER}: true`,
+      });
+    }
+    return caller;
+  }
+
+  #resolve(request: WorkloadRequest): TrackedPod {
+    const ref = parseWorkloadReference(request.reference?.reference);
+    const byUid = ref.uid !== undefined ? this.#o.pods.byUid(ref.uid) : undefined;
+    const byKey = ref.name !== undefined ? this.#o.pods.byKey(ref.namespace!, ref.name) : undefined;
+    const pod = ref.uid !== undefined ? byUid : byKey;
+    const notFound = () =>
+      new BrokerError('ERR_WORKLOAD_NOT_FOUND', `no pod ${describePodReference(ref)} on this node`, {
+        status: 'not-found',
+        publicMessage: 'workload not found on this node',
+      });
+    if (!pod) throw notFound();
+    if (ref.uid !== undefined && ref.name !== undefined && (byKey === undefined || byKey.uid !== ref.uid)) throw notFound();
+    return pod;
+  }
+
+  #stream(rpc: 'x509svid' | 'x509bundles', call: ServerWritableStream<WorkloadRequest, unknown>): void {
+    const { clock, logger, certs, bundle, pods, rng, observer } = this.#o;
+    const started = clock.now();
+    let pod: TrackedPod;
+    let caller: string;
+    try {
+      caller = this.#admit(call);
+      pod = this.#resolve(call.request);
+    } catch (err) {
+      call.emit('error', this.#reject(rpc, err, call));
+      return;
+    }
+    const log = logger.child({ rpc, caller, pod: `${pod.namespace}/${pod.name}`, uid: pod.uid });
+    const ac = new AbortController();
+    const cleanups: Array<() => void> = [];
+    let finished = false;
+    const finish = (err?: unknown) => {
+      if (finished) return;
+      finished = true;
+      ac.abort();
+      for (const c of cleanups) c();
+      this.#open.delete(closeFromServer);
+      observer?.streamClosed?.(rpc);
+      if (err === undefined) call.end();
+      else call.emit('error', this.#reject(rpc, err, call));
+    };
+    const closeFromServer = () =>
+      finish(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' }));
+    this.#open.add(closeFromServer);
+    observer?.streamOpened?.(rpc);
+    call.on('cancelled', () => {
+      finished = true;
+      ac.abort();
+      for (const c of cleanups) c();
+      this.#open.delete(closeFromServer);
+      observer?.streamClosed?.(rpc);
+    });
+
+    cleanups.push(
+      pods.onGone(pod.uid, (reason: PodGoneReason) => {
+        log.info('workload left; ending stream', { reason });
+        finish(
+          new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
+            status: 'not-found',
+            publicMessage: `workload no longer on this node (${reason})`,
+          }),
+        );
+      }),
+    );
+
+    const current = (): unknown => {
+      if (rpc === 'x509bundles') return x509BundlesResponse(bundle);
+      const cert = certs.current(pod.identity);
+      return cert ? x509SvidResponse(cert, bundle) : undefined;
+    };
+    // Paced updates: one pending send at a time; it sends whatever is current when it fires.
+    let pending = false;
+    let firstSent = false;
+    const scheduleUpdate = () => {
+      if (pending || finished || !firstSent) return;
+      pending = true;
+      const delay = rng() * (this.#o.updateJitterMs ?? 1000);
+      clock.sleep(delay, ac.signal).then(
+        () => {
+          pending = false;
+          const msg = current();
+          if (!finished && msg !== undefined) call.write(msg);
+        },
+        () => undefined,
+      );
+    };
+    cleanups.push(bundle.onChange(scheduleUpdate));
+    if (rpc === 'x509svid') {
+      cleanups.push(
+        certs.subscribe(pod.identity, (ev) => {
+          if (ev.type === 'updated') scheduleUpdate();
+          else
+            finish(
+              new BrokerError('ERR_WORKLOAD_GONE', `identity ${pod.identity} is no longer tracked`, {
+                status: 'not-found',
+                publicMessage: 'workload no longer on this node',
+              }),
+            );
+        }),
+      );
+    }
+
+    const first: Promise<unknown> =
+      rpc === 'x509svid'
+        ? certs.waitForCert(pod.identity, ac.signal).then((cert) => x509SvidResponse(cert, bundle))
+        : Promise.resolve(x509BundlesResponse(bundle));
+    first.then(
+      (msg) => {
+        if (finished) return;
+        call.write(msg);
+        firstSent = true;
+        observer?.firstMessage?.(rpc, clock.now() - started);
+        log.debug('stream opened');
+      },
+      (err: unknown) => {
+        if (finished || isAbortError(err) || ac.signal.aborted) return;
+        log.warn('no certificate for the stream', { err: describeError(err) });
+        finish(err);
+      },
+    );
+  }
+
+  #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
+    const code = err instanceof BrokerError ? err.code : 'unexpected';
+    this.#o.observer?.rejected?.(rpc, code);
+    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.status === 'unauthenticated')) {
+      this.#o.logger.warn('Broker API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
+    }
+    return toGrpcError(err, this.#o.logger, { rpc });
+  }
+}
+
+function jwtDisabled(): BrokerError {
+  return new BrokerError('ERR_JWT_PROFILE_DISABLED', 'the JWT-SVID profile is administratively disabled on this broker', {
+    status: 'unimplemented',
+    publicMessage: 'JWT-SVID profile is disabled',
+  });
+}

@@ -1,0 +1,170 @@
+/**
+ * Pod registrations from the CNI plugin: HTTP over a Unix socket, `POST /cmdadd` with Istio's
+ * body `{"Netns","PodName","PodNamespace","IPs"}` (so Istio's own plugin can register with us).
+ * The broker looks the pod up itself (the plugin's word is not trusted for the service
+ * account), and an eligible pod's certificate fetch starts at once, before its containers run.
+ *
+ * Answers: 200 registered (idempotent) or deliberately ignored (host network, terminating,
+ * finished: JSON body says why, and the pod still starts); 400 malformed body or a pod of
+ * another node; 404 unknown pod; 405/404 for other methods/paths; 413 oversized body;
+ * 503 when the lookup fails (the plugin retries the ADD).
+ */
+import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { dirname } from 'node:path';
+import { describeError } from '../core/errors.js';
+import type { Logger } from '../core/log.js';
+import { BrokerError } from './errors.js';
+import type { NodePods, PodEligibility, PodFacts } from './node-pods.js';
+
+export const CMDADD_PATH = '/cmdadd';
+const MAX_BODY_BYTES = 64 * 1024;
+
+/** Istio's CNIPluginAddEvent as it arrives. */
+export interface CniAddEvent {
+  readonly Netns: string;
+  readonly PodName: string;
+  readonly PodNamespace: string;
+  readonly IPs: readonly unknown[] | null;
+}
+
+/** Finds a pod by namespace/name (undefined when it does not exist); the Kubernetes adapter. */
+export type PodLookup = (namespace: string, name: string, signal: AbortSignal) => Promise<PodFacts | undefined>;
+
+export interface RegistrationObserver {
+  registered?(outcome: PodEligibility | 'not-found' | 'invalid' | 'error'): void;
+}
+
+export interface RegistrationServerOptions {
+  readonly socketPath: string;
+  readonly pods: NodePods;
+  readonly lookup: PodLookup;
+  readonly logger: Logger;
+  readonly observer?: RegistrationObserver;
+  /** Per-request lookup deadline. Default 5000. */
+  readonly lookupTimeoutMs?: number;
+}
+
+export interface RegistrationServer {
+  close(): Promise<void>;
+}
+
+const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
+
+/** Validates the body; throws ERR_REGISTRATION_INVALID naming the problem. */
+export function parseCniAddEvent(body: string): CniAddEvent {
+  const invalid = (why: string) =>
+    new BrokerError('ERR_REGISTRATION_INVALID', `invalid CNI add event: ${why}`, { status: 'invalid-argument', publicMessage: why });
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch {
+    throw invalid('body is not JSON');
+  }
+  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw invalid('body is not a JSON object');
+  const o = raw as Record<string, unknown>;
+  const podName = o['PodName'];
+  const podNamespace = o['PodNamespace'];
+  const netns = o['Netns'] ?? '';
+  const ips = o['IPs'] ?? null;
+  if (typeof podName !== 'string' || podName.length > 253 || !NAME.test(podName)) throw invalid('PodName is missing or not a pod name');
+  if (typeof podNamespace !== 'string' || podNamespace.length > 63 || !NAME.test(podNamespace)) {
+    throw invalid('PodNamespace is missing or not a namespace name');
+  }
+  if (typeof netns !== 'string') throw invalid('Netns must be a string');
+  if (ips !== null && !Array.isArray(ips)) throw invalid('IPs must be an array or null');
+  return { Netns: netns, PodName: podName, PodNamespace: podNamespace, IPs: ips as unknown[] | null };
+}
+
+export async function startRegistrationServer(options: RegistrationServerOptions): Promise<RegistrationServer> {
+  const { socketPath, logger } = options;
+  const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (path !== CMDADD_PATH) return reply(res, 404, 'not found\n');
+    if (req.method !== 'POST') return reply(res, 405, 'method not allowed\n', { allow: 'POST' });
+    const body = await readBody(req);
+    if (body === undefined) return reply(res, 413, 'body too large\n');
+    let event: CniAddEvent;
+    try {
+      event = parseCniAddEvent(body);
+    } catch (err) {
+      options.observer?.registered?.('invalid');
+      return reply(res, 400, `${err instanceof BrokerError ? err.publicMessage : 'invalid body'}\n`);
+    }
+    const ns = event.PodNamespace;
+    const name = event.PodName;
+    let facts: PodFacts | undefined;
+    try {
+      facts = await options.lookup(ns, name, AbortSignal.timeout(options.lookupTimeoutMs ?? 5000));
+    } catch (err) {
+      options.observer?.registered?.('error');
+      logger.warn('pod lookup for a CNI registration failed', { pod: `${ns}/${name}`, err: describeError(err) });
+      return reply(res, 503, 'pod lookup failed, retry\n');
+    }
+    if (!facts) {
+      options.observer?.registered?.('not-found');
+      return reply(res, 404, `pod ${ns}/${name} not found\n`);
+    }
+    const outcome = options.pods.upsert(facts);
+    options.observer?.registered?.(outcome);
+    logger.info('pod registered by CNI', { pod: `${ns}/${name}`, uid: facts.uid, outcome, netns: event.Netns });
+    if (outcome === 'other-node') return reply(res, 400, `pod ${ns}/${name} does not run on this node\n`);
+    const json = JSON.stringify(
+      outcome === 'eligible'
+        ? { registered: true, identity: options.pods.byUid(facts.uid)?.identity }
+        : { registered: false, reason: outcome },
+    );
+    return reply(res, 200, json + '\n', { 'content-type': 'application/json' });
+  };
+
+  const server: Server = createServer((req, res) => {
+    handle(req, res).catch((err: unknown) => {
+      logger.error('registration handler failed', { err: describeError(err) });
+      if (!res.headersSent) reply(res, 500, 'internal error\n');
+      else res.destroy();
+    });
+  });
+  server.headersTimeout = 10_000;
+  server.requestTimeout = 15_000;
+  mkdirSync(dirname(socketPath), { recursive: true });
+  if (existsSync(socketPath)) rmSync(socketPath);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(socketPath, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  chmodSync(socketPath, 0o600);
+  logger.info('CNI registration socket listening', { socket: socketPath });
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => {
+          rmSync(socketPath, { force: true });
+          resolve();
+        });
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function reply(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'text/plain', ...headers }).end(body);
+}
+
+/** The body as text, or undefined when it exceeds the limit. */
+function readBody(req: IncomingMessage): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let tooLarge = false;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) tooLarge = true;
+      else chunks.push(c);
+    });
+    req.on('end', () => resolve(tooLarge ? undefined : Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
