@@ -1,0 +1,243 @@
+/**
+ * Assembles the CA: signer, per-cluster authentication and node authorization, the
+ * IstioCertificateService over gRPC (TLS with a serving certificate from its own signer, or
+ * plaintext on request), grpc.health.v1, reflection, and the ops endpoint.
+ */
+import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
+import { systemClock } from '../core/clock.js';
+import { createLogger } from '../core/log.js';
+import { Secret } from '../core/secret.js';
+import { HealthService, HEALTH_PROTO } from '../grpc/health.js';
+import { loadProtos, lookup } from '../grpc/proto-load.js';
+import { addReflection } from '../grpc/reflection.js';
+import { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
+import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
+import { startOpsServer, type Check, type OpsServer } from '../ops/ops-server.js';
+import { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
+import { JwtAuthenticator } from './authn/jwt-verifier.js';
+import { kubeTokenReviewer } from './authn/kube-token-reviewer.js';
+import { discoveredJwks } from './authn/oidc-discovery.js';
+import { TokenCache } from './authn/token-cache.js';
+import { TokenReviewAuthenticator } from './authn/token-review.js';
+import { CertificateService, type ClusterAuth } from './certificate-service.js';
+import type { CaServerConfig } from './config.js';
+import { CaMetrics } from './metrics.js';
+import { NodeAuthorizer } from './node-authorizer.js';
+import type { PodIndex } from './pod-index.js';
+import { PodInformer } from './pod-informer.js';
+import { kubeCaSecretStore } from './signers/ca-secret-store.js';
+import { CacertsSigner } from './signers/cacerts-signer.js';
+import { SelfSignedSigner } from './signers/self-signed-signer.js';
+import { poolIssuerFactory } from './signers/pool-issuer.js';
+import type { Signer } from './signer.js';
+
+export const CA_PROTO = 'istio/v1/auth/ca.proto';
+export const CA_SERVICE = 'istio.v1.auth.IstioCertificateService';
+/** Serving certificate lifetime before clamping to the signer; renewed at half-life. */
+const SERVING_CERT_TTL_SECONDS = 30 * 24 * 3600;
+
+export interface CaServer {
+  /** The bound gRPC port. */
+  readonly port: number;
+  /** The ops endpoint port, when served. */
+  readonly opsPort: number | undefined;
+  /** PEM roots clients must trust (the mesh roots; also what the serving cert chains to). */
+  rootsPem(): string;
+  /** True when the signer is loaded and every cluster's pod index has synced. */
+  readonly ready: boolean;
+  readonly signer: Signer;
+  readonly metrics: CaMetrics;
+  /** The pod index of a cluster (tests wait on it). */
+  podIndex(clusterId: string): PodIndex | undefined;
+  /** Graceful stop within the configured grace, then forced. */
+  stop(): Promise<void>;
+}
+
+export function caServiceDefinition(): ServiceDefinition {
+  const { grpcObject } = loadProtos([CA_PROTO]);
+  return lookup<{ service: ServiceDefinition }>(grpcObject, CA_SERVICE).service;
+}
+
+export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
+  const clock = config.clock ?? systemClock;
+  const logger = (config.logger ?? createLogger()).child({ component: 'ca' });
+  const metrics = new CaMetrics({ defaultMetrics: config.opsPort !== undefined });
+  const defaultCluster = config.clusters.find((c) => c.id === config.defaultClusterId);
+  if (config.clusters.length > 0 && !defaultCluster) throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
+
+  // Signer.
+  const materialOptions = {
+    clock,
+    logger,
+    maxTtlSeconds: config.maxTtlSeconds,
+    ...(config.signingWorkers > 0 ? { issuerFactory: poolIssuerFactory(config.signingWorkers) } : {}),
+  };
+  let signer: Signer;
+  let startSigner: () => Promise<void>;
+  const sc = config.signer;
+  if (sc.kind === 'self-signed') {
+    if (!defaultCluster) throw new Error('the self-signed signer needs a cluster to keep its Secret in');
+    const s = new SelfSignedSigner({
+      ...materialOptions,
+      store: kubeCaSecretStore({ kubeConfig: defaultCluster.kubeConfig, namespace: sc.namespace, name: sc.secretName }),
+      trustDomain: config.trustDomain,
+      keyType: sc.keyType,
+      rootTtlSeconds: sc.rootTtlSeconds,
+    });
+    signer = s;
+    startSigner = () => s.start();
+  } else if (sc.kind === 'cacerts') {
+    const s = new CacertsSigner({ ...materialOptions, dir: sc.dir, ...(sc.pollIntervalMs !== undefined ? { pollIntervalMs: sc.pollIntervalMs } : {}) });
+    signer = s;
+    startSigner = () => s.start();
+  } else {
+    signer = sc.signer;
+    startSigner = async () => undefined;
+  }
+
+  // Clusters: authentication chain, pod index, node authorizer.
+  const informers: PodInformer[] = [];
+  const clusters = new Map<string, ClusterAuth>();
+  const podIndexes = new Map<string, PodIndex>();
+  for (const c of config.clusters) {
+    const cache = new TokenCache({ clock, ttlMs: config.tokenCacheSeconds * 1000, maxEntries: 50_000 });
+    const authenticators: Authenticator[] = [];
+    if (c.tokenReview) {
+      authenticators.push(
+        new TokenReviewAuthenticator({
+          clusterId: c.id,
+          audiences: c.audiences,
+          reviewer: kubeTokenReviewer(c.kubeConfig),
+          cache,
+          clock,
+          onCacheLookup: (result) => metrics.tokenReviewCache.inc({ result }),
+        }),
+      );
+    }
+    if (c.oidc) {
+      const user = c.kubeConfig.getCurrentUser();
+      const kubeToken = c.oidc.useKubeCredentials && user?.token ? user.token : undefined;
+      authenticators.push(
+        new JwtAuthenticator({
+          clusterId: c.id,
+          issuer: c.oidc.issuer,
+          audiences: c.audiences,
+          algorithms: c.oidc.algorithms,
+          keys: discoveredJwks({
+            issuer: c.oidc.issuer,
+            ...(c.oidc.jwksUri ? { jwksUri: c.oidc.jwksUri } : {}),
+            ...(c.oidc.caPem ? { caPem: c.oidc.caPem } : {}),
+            ...(kubeToken ? { bearerToken: () => new Secret(kubeToken) } : {}),
+          }),
+          clock,
+          cache,
+        }),
+      );
+    }
+    const informer = new PodInformer({ kubeConfig: c.kubeConfig, clock, logger: logger.child({ cluster: c.id }) });
+    informers.push(informer);
+    podIndexes.set(c.id, informer);
+    clusters.set(c.id, {
+      id: c.id,
+      authn: new AuthenticatorChain(authenticators, logger),
+      authorizer: new NodeAuthorizer({ trustedNodeAccounts: config.trustedNodeAccounts, trustDomains: [config.trustDomain], pods: informer }),
+    });
+  }
+
+  const service = new CertificateService({
+    trustDomain: config.trustDomain,
+    clusters,
+    defaultClusterId: config.defaultClusterId,
+    signer: () => signer,
+    ttl: { defaultTtlSeconds: config.defaultTtlSeconds, maxTtlSeconds: config.maxTtlSeconds, backdateSeconds: 120 },
+    clock,
+    metrics,
+    logger,
+    maxCsrBytes: 64 * 1024,
+  });
+
+  const isReady = () => signer.ready && informers.every((i) => i.synced);
+  const health = new HealthService({ '': 'NOT_SERVING', [CA_SERVICE]: 'NOT_SERVING' });
+  const refreshHealth = () => {
+    const s = isReady() ? 'SERVING' : 'NOT_SERVING';
+    health.setStatus('', s);
+    health.setStatus(CA_SERVICE, s);
+    metrics.signerReady.set(signer.ready ? 1 : 0);
+  };
+
+  // Start the parts that talk to the outside world.
+  for (const i of informers) i.startInBackground();
+  const identity = new RotatingServerIdentity();
+  let servingTimer: NodeJS.Timeout | undefined;
+  const rotateServing = async (): Promise<void> => {
+    if (!signer.ready) return;
+    const cert = await signer.issueServingCertificate({ dnsNames: config.servingDnsNames, ttlSeconds: SERVING_CERT_TTL_SECONDS });
+    identity.update(cert.certChainPem, cert.privateKeyPem);
+    logger.info('serving certificate issued', { dnsNames: config.servingDnsNames, notAfter: new Date(cert.notAfterMs).toISOString() });
+    if (servingTimer) clearTimeout(servingTimer);
+    const halfLife = Math.max(1000, (cert.notAfterMs - clock.now()) / 2);
+    servingTimer = setTimeout(() => void rotateServing().catch((err: unknown) => logger.error('serving certificate rotation failed', { err })), Math.min(halfLife, 2 ** 31 - 1));
+    servingTimer.unref();
+  };
+  const unsubscribe = signer.onChange(() => {
+    refreshHealth();
+    if (!config.plaintext) void rotateServing().catch((err: unknown) => logger.error('serving certificate rotation failed', { err }));
+  });
+
+  if (config.plaintext) {
+    void startSigner().catch((err: unknown) => logger.error('signer failed to start', { err }));
+  } else {
+    await startSigner();
+    if (!identity.hasIdentity) await rotateServing();
+  }
+
+  const server = new Server({ 'grpc.max_receive_message_length': 256 * 1024 });
+  server.addService(caServiceDefinition(), service.implementation());
+  health.addToServer(server);
+  addReflection(server, [CA_PROTO, HEALTH_PROTO]);
+  const creds = config.plaintext ? ServerCredentials.createInsecure() : identity.credentials();
+  if (config.plaintext) logger.warn('gRPC is PLAINTEXT: for loopback development only');
+  const hostPart = config.grpcHost.includes(':') ? `[${config.grpcHost}]` : config.grpcHost;
+  const port = await bindServer(server, `${hostPart}:${config.grpcPort}`, creds);
+  logger.info('CA listening', { host: config.grpcHost, port, tls: !config.plaintext, signer: signer.description });
+
+  const healthTimer = setInterval(refreshHealth, 500);
+  healthTimer.unref();
+  refreshHealth();
+
+  let ops: OpsServer | undefined;
+  if (config.opsPort !== undefined) {
+    const readiness: Check[] = [
+      { name: 'signer', check: () => signer.notReadyReason },
+      ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => (inf.synced ? undefined : 'pod informer not synced') })),
+    ];
+    ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, readiness, logger });
+  }
+
+  let stopped: Promise<void> | undefined;
+  return {
+    port,
+    opsPort: ops?.port,
+    rootsPem: () => signer.roots().join(''),
+    get ready() {
+      return isReady();
+    },
+    signer,
+    metrics,
+    podIndex: (id) => podIndexes.get(id),
+    stop() {
+      stopped ??= (async () => {
+        clearInterval(healthTimer);
+        if (servingTimer) clearTimeout(servingTimer);
+        unsubscribe();
+        health.shutdown();
+        const how = await stopServer(server, config.shutdownGraceMs);
+        logger.info('CA stopped', { shutdown: how });
+        await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
+        await signer.close();
+        await ops?.close();
+      })();
+      return stopped;
+    },
+  };
+}

@@ -1,0 +1,62 @@
+/**
+ * ca — certbroker's CA server: Istio's `istio.v1.auth.IstioCertificateService` with TokenReview
+ * / OIDC-JWT authentication, istiod-style node authorization for impersonation, and a
+ * pluggable `Signer`.
+ *
+ * Programmatic start (used by `certbroker ca`, the broker's tests and the `npm start` stack):
+ *
+ *   const ca = await startCaServer({
+ *     grpcHost: '127.0.0.1', grpcPort: 0, plaintext: false,
+ *     trustDomain: 'cluster.local', servingDnsNames: ['localhost', '127.0.0.1'],
+ *     defaultTtlSeconds: 86400, maxTtlSeconds: 7776000,
+ *     trustedNodeAccounts: ['istio-system/ztunnel'],
+ *     clusters: [{ id: 'Kubernetes', kubeConfig, audiences: ['istio-ca'], tokenReview: true }],
+ *     defaultClusterId: 'Kubernetes',
+ *     signer: { kind: 'self-signed', namespace: 'istio-system', secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 315360000 },
+ *     tokenCacheSeconds: 60, signingWorkers: 2, shutdownGraceMs: 5000,
+ *   });
+ *   ca.port         // bound gRPC port (grpcPort 0 picks one)
+ *   ca.rootsPem()   // PEM roots: trust these to reach the CA over TLS and to verify leaves
+ *   ca.ready        // signer loaded and pod informers synced
+ *   await ca.stop() // graceful (tryShutdown) within shutdownGraceMs, then forced
+ *
+ * With TLS (the default) `startCaServer` resolves once the signer is loaded and the serving
+ * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` it
+ * resolves at once and answers UNAVAILABLE until the signer is ready.
+ *
+ * Parts: `Signer` (signer.ts) with `SelfSignedSigner` (istio-ca-secret) and `CacertsSigner`
+ * (plug-in cacerts dir); `NodeAuthorizer` over a `PodIndex`; `AuthenticatorChain` of
+ * `TokenReviewAuthenticator` and `JwtAuthenticator`; TTL rules in ttl.ts; errors in errors.ts.
+ */
+export { startCaServer, caServiceDefinition, CA_PROTO, CA_SERVICE, type CaServer } from './ca-server.js';
+export {
+  readCaConfig,
+  ENV as CA_ENV,
+  DEFAULT_AUDIENCES,
+  DEFAULT_TRUSTED_NODE_ACCOUNTS,
+  DEFAULT_SERVING_DNS_NAMES,
+  SELF_SIGNED_SECRET_NAME,
+  type CaServerConfig,
+  type CaEnvConfig,
+  type CaCliFlags,
+  type ClusterConfig,
+  type SignerConfig,
+} from './config.js';
+export type { Signer, SignRequest, SignedChain, ServingCertificate } from './signer.js';
+export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
+export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
+export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend } from './signers/material-signer.js';
+export { poolIssuerFactory } from './signers/pool-issuer.js';
+export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type StoredCa } from './signers/ca-secret-store.js';
+export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
+export { InMemoryPodIndex, type PodIndex, type PodInfo } from './pod-index.js';
+export { PodInformer } from './pod-informer.js';
+export { CertificateService, IMPERSONATED_IDENTITY_KEY, CLUSTER_ID_HEADER, DEFAULT_CLUSTER_ID, type IstioCertificateRequest, type IstioCertificateResponse } from './certificate-service.js';
+export { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
+export { TokenReviewAuthenticator, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
+export { JwtAuthenticator, DEFAULT_JWT_ALGORITHMS, SUPPORTED_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
+export { TokenCache } from './authn/token-cache.js';
+export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
+export { CaError, type CaErrorCode } from './errors.js';
+export type { Caller } from './caller.js';
+export { CaMetrics } from './metrics.js';

@@ -1,0 +1,118 @@
+/**
+ * The plug-in CA: Istio's `cacerts` directory (ca-cert.pem, ca-key.pem, cert-chain.pem,
+ * root-cert.pem), validated at load by pki's `loadCaCertsDir` (key matches, CA cert, chain
+ * reaches one of the roots). Reloaded when the files change — a directory watch for speed and
+ * a content-fingerprint poll for safety (Secret volume updates swap a symlink). A bad update
+ * keeps the previous material and is logged; several roots in root-cert.pem are all served
+ * (root rotation). Until a first valid bundle appears the signer is not ready.
+ */
+import { createHash } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { CACERTS_FILES, loadCaCertsDir } from '../../pki/index.js';
+import { describeError } from '../../core/errors.js';
+import { MaterialSigner, type MaterialSignerOptions } from './material-signer.js';
+
+export interface CacertsSignerOptions extends MaterialSignerOptions {
+  readonly dir: string;
+  /** Fingerprint poll interval; default 5 s. */
+  readonly pollIntervalMs?: number;
+}
+
+export class CacertsSigner extends MaterialSigner {
+  readonly description: string;
+  readonly #o: CacertsSignerOptions;
+  readonly #stop = new AbortController();
+  #fingerprint = '';
+  #watcher: FSWatcher | undefined;
+  #checking: Promise<void> | undefined;
+  #again = false;
+  /** Number of successful loads (tests observe reloads through it). */
+  loads = 0;
+  /** The last load error, if the latest attempt failed. */
+  lastError: string | undefined;
+
+  constructor(options: CacertsSignerOptions) {
+    super(options);
+    this.#o = options;
+    this.description = `cacerts:${options.dir}`;
+  }
+
+  /** Loads what is there now (not ready if invalid) and starts watching; never throws. */
+  async start(): Promise<void> {
+    await this.check();
+    try {
+      this.#watcher = watch(this.#o.dir, { persistent: false }, () => void this.check());
+      this.#watcher.on('error', () => undefined);
+    } catch {
+      // The directory may not exist yet; the poll below picks it up when it does.
+    }
+    void this.#poll();
+  }
+
+  /** Re-reads the files and reloads when their content changed. Calls coalesce. */
+  check(): Promise<void> {
+    if (this.#checking) {
+      this.#again = true;
+      return this.#checking;
+    }
+    this.#checking = (async () => {
+      do {
+        this.#again = false;
+        await this.#checkOnce();
+      } while (this.#again && !this.#stop.signal.aborted);
+    })().finally(() => (this.#checking = undefined));
+    return this.#checking;
+  }
+
+  override async close(): Promise<void> {
+    this.#stop.abort();
+    this.#watcher?.close();
+    await super.close();
+  }
+
+  async #checkOnce(): Promise<void> {
+    const fp = await this.#readFingerprint();
+    if (fp === this.#fingerprint) return;
+    try {
+      const material = await loadCaCertsDir(this.#o.dir, this.options.clock.now());
+      this.#fingerprint = fp;
+      this.lastError = undefined;
+      this.loads++;
+      this.install(material);
+    } catch (err) {
+      this.#fingerprint = fp;
+      this.lastError = describeError(err);
+      if (!this.material) this.setNotReady(`cacerts ${this.#o.dir}: ${this.lastError}`);
+      this.options.logger.error(this.material ? 'cacerts update rejected; keeping the previous CA' : 'cacerts not loadable', {
+        dir: this.#o.dir,
+        err,
+      });
+    }
+  }
+
+  async #readFingerprint(): Promise<string> {
+    const h = createHash('sha256');
+    for (const name of CACERTS_FILES) {
+      try {
+        h.update(name).update('\0').update(await readFile(join(this.#o.dir, name))).update('\0');
+      } catch {
+        h.update(name).update('\0missing\0');
+      }
+    }
+    return h.digest('hex');
+  }
+
+  async #poll(): Promise<void> {
+    const interval = this.#o.pollIntervalMs ?? 5000;
+    while (!this.#stop.signal.aborted) {
+      try {
+        await this.options.clock.sleep(interval, this.#stop.signal);
+      } catch {
+        return;
+      }
+      await this.check().catch(() => undefined);
+    }
+  }
+}

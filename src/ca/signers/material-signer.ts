@@ -1,0 +1,131 @@
+/**
+ * The part both built-in signers share: hold the current `CaKeyMaterial`, issue leaves from it
+ * on the fast path (CSR parse+verify, template leaf, node:crypto sign with the cached
+ * KeyObject), append the precomputed response tail (intermediates, roots last), and tell
+ * listeners when the material changes. Subclasses only decide where material comes from.
+ */
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/log.js';
+import { responseChainPems, rootBundlePem, type CaKeyMaterial, FastLeafIssuer } from '../../pki/index.js';
+import { CaError } from '../errors.js';
+import { issueServingCertificate } from '../serving-cert.js';
+import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
+
+/** Issues a leaf PEM from material; the default runs on this thread, a pool may replace it. */
+export interface LeafIssuerBackend {
+  issue(request: SignRequest): Promise<{ readonly pem: string; readonly serialHex: string; readonly notAfterMs: number }>;
+  close(): Promise<void>;
+}
+
+export type LeafIssuerFactory = (material: CaKeyMaterial, options: { readonly clock: Clock; readonly maxTtlSeconds: number }) => LeafIssuerBackend;
+
+/** The in-thread fast path. */
+export const inThreadIssuerFactory: LeafIssuerFactory = (material, options) => {
+  const issuer = new FastLeafIssuer({ signer: material.leafSigner, now: () => options.clock.now(), maxTtlSeconds: options.maxTtlSeconds });
+  return {
+    issue: async (r) => issuer.issue({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
+    close: async () => undefined,
+  };
+};
+
+export interface MaterialSignerOptions {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly maxTtlSeconds: number;
+  readonly issuerFactory?: LeafIssuerFactory;
+}
+
+interface Loaded {
+  readonly material: CaKeyMaterial;
+  readonly tail: readonly string[];
+  readonly roots: readonly string[];
+  readonly backend: LeafIssuerBackend;
+}
+
+export abstract class MaterialSigner implements Signer {
+  abstract readonly description: string;
+  protected readonly options: MaterialSignerOptions;
+  #loaded: Loaded | undefined;
+  #notReady = 'signing material not loaded yet';
+  readonly #listeners = new Set<() => void>();
+
+  constructor(options: MaterialSignerOptions) {
+    this.options = options;
+  }
+
+  get ready(): boolean {
+    return this.#loaded !== undefined && this.#loaded.material.notAfterMs > this.options.clock.now();
+  }
+
+  get notReadyReason(): string | undefined {
+    if (this.#loaded === undefined) return this.#notReady;
+    if (this.#loaded.material.notAfterMs <= this.options.clock.now()) return 'signing certificate has expired';
+    return undefined;
+  }
+
+  /** The material in use (tests and the serving certificate). */
+  get material(): CaKeyMaterial | undefined {
+    return this.#loaded?.material;
+  }
+
+  roots(): readonly string[] {
+    return this.#loaded?.roots ?? [];
+  }
+
+  async sign(request: SignRequest): Promise<SignedChain> {
+    const loaded = this.#loaded;
+    if (!loaded) {
+      throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.#notReady}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
+    }
+    const leaf = await loaded.backend.issue(request);
+    return { certChain: [leaf.pem, ...loaded.tail], serialHex: leaf.serialHex, notAfterMs: leaf.notAfterMs };
+  }
+
+  async issueServingCertificate(request: { readonly dnsNames: readonly string[]; readonly ttlSeconds: number }): Promise<ServingCertificate> {
+    const loaded = this.#loaded;
+    if (!loaded) throw new CaError('ERR_CA_SIGNER_NOT_READY', 'signer not ready', { status: 'unavailable', publicMessage: 'CA is not ready' });
+    return issueServingCertificate(loaded.material, { ...request, nowMs: this.options.clock.now() });
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  async close(): Promise<void> {
+    const old = this.#loaded;
+    this.#loaded = undefined;
+    this.#notReady = 'signer closed';
+    await old?.backend.close();
+  }
+
+  /** Installs new material (subclasses call this after loading and validating it). */
+  protected install(material: CaKeyMaterial): void {
+    const factory = this.options.issuerFactory ?? inThreadIssuerFactory;
+    const old = this.#loaded;
+    const tail = responseChainPems(material);
+    const bundle = rootBundlePem(material);
+    this.#loaded = {
+      material,
+      tail,
+      roots: splitPem(bundle),
+      backend: factory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds }),
+    };
+    this.options.logger.info('signing material installed', {
+      signer: this.description,
+      subject: material.cert.subject,
+      notAfter: new Date(material.notAfterMs).toISOString(),
+      roots: material.roots.length,
+    });
+    if (old) void old.backend.close().catch(() => undefined);
+    for (const l of this.#listeners) l();
+  }
+
+  protected setNotReady(reason: string): void {
+    this.#notReady = reason;
+  }
+}
+
+function splitPem(bundle: string): string[] {
+  return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----\n?/g) ?? [];
+}
