@@ -11,6 +11,7 @@ import { Command } from 'commander';
 const SUBCOMMANDS: readonly string[] = [
   './start.js',
   './devcluster.js',
+  './ca.js',
 ];
 
 export async function buildProgram(): Promise<Command> {

@@ -1,0 +1,53 @@
+/**
+ * `certbroker ca` as a process: read the configuration (flags over env), load kubeconfigs
+ * (`--kubeconfig`/KUBECONFIG, else in-cluster), start the CA, run until SIGTERM/SIGINT, drain.
+ */
+import { readFile } from 'node:fs/promises';
+import { KubeConfig } from '@kubernetes/client-node';
+import { createLogger, parseLogLevel } from '../core/log.js';
+import { aborted, signalController } from '../ops/lifecycle.js';
+import { startCaServer } from './ca-server.js';
+import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type ClusterConfig } from './config.js';
+
+function loadKubeConfig(path: string | undefined): KubeConfig {
+  const kc = new KubeConfig();
+  if (path) kc.loadFromFile(path);
+  else kc.loadFromCluster();
+  return kc;
+}
+
+export async function runCa(flags: CaCliFlags): Promise<void> {
+  const env = readCaConfig(flags);
+  const logger = createLogger({ level: parseLogLevel(env.logLevel) });
+  const oidcCaPem = env.oidc?.caFile ? await readFile(env.oidc.caFile, 'utf8') : undefined;
+  const clusterFrom = (id: string, path: string | undefined): ClusterConfig => ({
+    id,
+    kubeConfig: loadKubeConfig(path),
+    audiences: env.audiences,
+    tokenReview: env.tokenReview,
+    ...(env.oidc && id === env.defaultClusterId
+      ? {
+          oidc: {
+            issuer: env.oidc.issuer,
+            algorithms: env.oidc.algorithms,
+            ...(env.oidc.jwksUri ? { jwksUri: env.oidc.jwksUri } : {}),
+            ...(oidcCaPem ? { caPem: oidcCaPem } : {}),
+            useKubeCredentials: true,
+          },
+        }
+      : {}),
+  });
+  const clusters = [clusterFrom(env.defaultClusterId, env.kubeconfigPath), ...env.remoteClusters.map((r) => clusterFrom(r.id, r.kubeconfigPath))];
+  const controller = signalController(logger);
+  const ca = await startCaServer({
+    ...env,
+    clusters,
+    signer:
+      env.signerKind === 'cacerts'
+        ? { kind: 'cacerts', dir: env.cacertsDir }
+        : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds },
+    logger,
+  });
+  await aborted(controller.signal);
+  await ca.stop();
+}

@@ -1,0 +1,31 @@
+/**
+ * `certbroker ca` — the CA server (IstioCertificateService on :15012). Configured by env (see
+ * docs/ca.md); flags override the most common settings for local runs.
+ */
+import { Command } from 'commander';
+
+export function command(): Command {
+  return new Command('ca')
+    .description('run the CA server: Istio-compatible IstioCertificateService with node authorization')
+    .option('--grpc-address <host:port>', 'gRPC listen address (CA_GRPC_ADDRESS, default 0.0.0.0:15012)')
+    .option('--plaintext', 'serve gRPC without TLS: loopback development only (CA_PLAINTEXT)')
+    .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics address (CA_OPS_ADDRESS, default 0.0.0.0:15014)')
+    .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
+    .option('--signer <kind>', 'self-signed | cacerts (CA_SIGNER)')
+    .option('--cacerts-dir <dir>', 'plug-in CA directory (CA_CACERTS_DIR, default /etc/cacerts)')
+    .option('--kubeconfig <path>', 'kubeconfig of the local cluster (KUBECONFIG; default in-cluster)')
+    .option('--cluster-id <id>', 'id of the local cluster (CLUSTER_ID, default Kubernetes)')
+    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string }) => {
+      const { runCa } = await import('../ca/run.js');
+      await runCa({
+        ...(opts.grpcAddress !== undefined ? { grpcAddress: opts.grpcAddress } : {}),
+        ...(opts.plaintext ? { plaintext: 'true' } : {}),
+        ...(opts.opsAddress !== undefined ? { opsAddress: opts.opsAddress } : {}),
+        ...(opts.trustDomain !== undefined ? { trustDomain: opts.trustDomain } : {}),
+        ...(opts.signer !== undefined ? { signer: opts.signer } : {}),
+        ...(opts.cacertsDir !== undefined ? { cacertsDir: opts.cacertsDir } : {}),
+        ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
+        ...(opts.clusterId !== undefined ? { clusterId: opts.clusterId } : {}),
+      });
+    });
+}
