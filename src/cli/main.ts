@@ -11,6 +11,7 @@ import { Command } from 'commander';
 const SUBCOMMANDS: readonly string[] = [
   './start.js',
   './devcluster.js',
+  './install-cni.js',
   './ca.js',
 ];
 

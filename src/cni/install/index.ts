@@ -40,3 +40,15 @@ export {
   KUBECONFIG_USER,
   type KubeconfigInputs,
 } from './kubeconfig.js';
+export { ENV as INSTALL_ENV, loadInstallConfig, type InstallConfig, type InstallFlags, type UninstallPolicy } from './config.js';
+export { Installer, type ConfigOutcome } from './installer.js';
+export { InstallDaemon, type DaemonPhase, type InstallDaemonOptions } from './daemon.js';
+export { FightDetector } from './fight-detector.js';
+export {
+  daemonSetTargetsNode,
+  decideOnShutdown,
+  type DaemonSetFacts,
+  type NodeFacts,
+  type ShutdownDecision,
+} from './upgrade-policy.js';
+export { fixedShutdownAdvisor, type ShutdownAdvisor } from './shutdown-advisor.js';

@@ -1,0 +1,276 @@
+/**
+ * The install-cni daemon: installs the plugin, then keeps it installed. It reacts to changes
+ * in the CNI config dir, its binaries' dir, the kubeconfig's dir and the service-account
+ * token's dir (fs.watch), and re-checks everything on a periodic resync in case a watch event
+ * was missed. Work is serialised: events only mark the state dirty and wake one loop.
+ *
+ * On abort it decides, through its `ShutdownAdvisor`, whether this is an upgrade (leave the
+ * plugin in place) or an uninstall (remove the entry, kubeconfig and binaries).
+ */
+import { watch, type FSWatcher } from 'node:fs';
+import { Counter, Gauge, type Registry } from 'prom-client';
+import type { Clock } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { InstallConfig } from './config.js';
+import { FightDetector } from './fight-detector.js';
+import { Installer } from './installer.js';
+import type { ShutdownAdvisor } from './shutdown-advisor.js';
+
+export interface InstallDaemonOptions {
+  readonly config: InstallConfig;
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly registry: Registry;
+  readonly shutdownAdvisor: ShutdownAdvisor;
+  /** Quiet time after a watch event before reconciling (coalesces bursts). */
+  readonly debounceMs?: number;
+}
+
+export type DaemonPhase = 'starting' | 'waiting-for-primary' | 'installed' | 'error' | 'stopped';
+
+interface Metrics {
+  readonly ready: Gauge;
+  readonly repairs: Counter<'object'>;
+  readonly kubeconfigWrites: Counter;
+  readonly errors: Counter;
+  readonly fights: Counter<'object'>;
+}
+
+function makeMetrics(registry: Registry): Metrics {
+  return {
+    ready: new Gauge({ name: 'certbroker_install_cni_ready', help: '1 while the plugin is installed and valid', registers: [registry] }),
+    repairs: new Counter({
+      name: 'certbroker_install_cni_repairs_total',
+      help: 'Objects put back after another component removed or rewrote them',
+      labelNames: ['object'],
+      registers: [registry],
+    }),
+    kubeconfigWrites: new Counter({
+      name: 'certbroker_install_cni_kubeconfig_writes_total',
+      help: 'Plugin kubeconfig writes (first install and token rotations)',
+      registers: [registry],
+    }),
+    errors: new Counter({ name: 'certbroker_install_cni_reconcile_errors_total', help: 'Failed reconcile passes', registers: [registry] }),
+    fights: new Counter({
+      name: 'certbroker_install_cni_fight_warnings_total',
+      help: 'Times another writer kept undoing our changes',
+      labelNames: ['object'],
+      registers: [registry],
+    }),
+  };
+}
+
+export class InstallDaemon {
+  readonly #o: InstallDaemonOptions;
+  readonly #installer: Installer;
+  readonly #metrics: Metrics;
+  readonly #fights: FightDetector;
+  #phase: DaemonPhase = 'starting';
+  #lastError: string | undefined;
+  #dirty = true;
+  #wake: (() => void) | undefined;
+  #installedOnce = false;
+  #watchers: FSWatcher[] = [];
+
+  constructor(options: InstallDaemonOptions) {
+    this.#o = options;
+    this.#installer = new Installer(options.config);
+    this.#metrics = makeMetrics(options.registry);
+    this.#fights = new FightDetector({
+      windowMs: options.config.fightWindowSeconds * 1000,
+      threshold: options.config.fightThreshold,
+      now: () => options.clock.now(),
+    });
+  }
+
+  get phase(): DaemonPhase {
+    return this.#phase;
+  }
+
+  get installer(): Installer {
+    return this.#installer;
+  }
+
+  /** For /readyz: undefined when installed and valid right now. */
+  readinessProblem(): string | undefined {
+    if (!this.#installedOnce) return this.#lastError ?? `not installed yet (${this.#phase})`;
+    if (this.#phase === 'stopped') return 'stopped';
+    const problem = this.#installer.problem();
+    this.#metrics.ready.set(problem === undefined ? 1 : 0);
+    return problem;
+  }
+
+  /** For /healthz: the loop is alive (errors are retried, not fatal). */
+  livenessProblem(): string | undefined {
+    return this.#phase === 'stopped' ? 'stopped' : undefined;
+  }
+
+  /** Runs until `signal` aborts, then cleans up as the shutdown advisor says. */
+  async run(signal: AbortSignal): Promise<void> {
+    const { logger } = this.#o;
+    const stale = await this.#installer.removeStaleTemps();
+    if (stale.length > 0) logger.info('removed stale temp files', { files: stale });
+    this.#startWatchers();
+    const resync = this.#resyncLoop(signal);
+    try {
+      while (!signal.aborted) {
+        if (!this.#dirty) await this.#sleepUntilDirty(signal);
+        if (signal.aborted) break;
+        await this.#o.clock.sleep(this.#o.debounceMs ?? 50, signal).catch(() => undefined);
+        if (signal.aborted) break;
+        this.#dirty = false;
+        await this.#reconcile();
+      }
+    } finally {
+      this.#stopWatchers();
+      await resync;
+      this.#phase = 'stopped';
+      this.#metrics.ready.set(0);
+      await this.#shutdown();
+    }
+  }
+
+  /** Marks the state dirty and wakes the loop (watch events, resync, tests). */
+  poke(): void {
+    this.#dirty = true;
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  #sleepUntilDirty(signal: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.#wake = done;
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  async #resyncLoop(signal: AbortSignal): Promise<void> {
+    const ms = this.#o.config.resyncIntervalSeconds * 1000;
+    while (!signal.aborted) {
+      try {
+        await this.#o.clock.sleep(ms, signal);
+      } catch {
+        return;
+      }
+      if (this.#watchers.length < this.#watchedDirs().length) {
+        this.#stopWatchers();
+        this.#startWatchers();
+      }
+      this.poke();
+    }
+  }
+
+  #watchedDirs(): string[] {
+    const c = this.#o.config;
+    return [...new Set([c.mountedCniNetDir, c.mountedCniBinDir, c.mountedCniAgentRunDir, c.serviceAccountDir])];
+  }
+
+  #startWatchers(): void {
+    for (const dir of this.#watchedDirs()) {
+      try {
+        const w = watch(dir, { persistent: false }, () => this.poke());
+        w.on('error', (err) => {
+          this.#o.logger.warn('watch failed; relying on resync', { dir, err: describeError(err) });
+          w.close();
+          this.#watchers = this.#watchers.filter((x) => x !== w);
+        });
+        this.#watchers.push(w);
+      } catch (err) {
+        // The dir may not exist yet (created on first install); the resync re-arms watchers.
+        this.#o.logger.debug('cannot watch dir yet', { dir, err: describeError(err) });
+      }
+    }
+  }
+
+  #stopWatchers(): void {
+    for (const w of this.#watchers) w.close();
+    this.#watchers = [];
+  }
+
+  #noteRepair(object: string): void {
+    this.#metrics.repairs.inc({ object });
+    const count = this.#fights.record(object);
+    if (count !== undefined) {
+      this.#metrics.fights.inc({ object });
+      this.#o.logger.warn('fighting another writer: it keeps undoing our change', {
+        object,
+        repairs: count,
+        windowSeconds: this.#o.config.fightWindowSeconds,
+        hint: 'another component (often the primary CNI) rewrites this file; see docs/operations.md',
+      });
+    }
+  }
+
+  async #reconcile(): Promise<void> {
+    const { logger } = this.#o;
+    try {
+      const copied = await this.#installer.ensureBinaries();
+      for (const name of copied) {
+        if (this.#installedOnce) {
+          logger.warn('binary was removed or replaced; restored', { binary: name });
+          this.#noteRepair(`binary:${name}`);
+        } else {
+          logger.info('binary installed', { binary: name });
+        }
+      }
+      if (await this.#installer.ensureKubeconfig()) {
+        this.#metrics.kubeconfigWrites.inc();
+        logger.info(this.#installedOnce ? 'plugin kubeconfig rewritten' : 'plugin kubeconfig written', {
+          path: this.#installer.kubeconfigPath,
+        });
+      }
+      const outcome = await this.#installer.ensureConfig();
+      if (outcome.state === 'waiting') {
+        if (this.#phase !== 'waiting-for-primary') logger.info('waiting for the primary CNI config', { reason: outcome.reason });
+        this.#phase = 'waiting-for-primary';
+        this.#lastError = outcome.reason;
+        return;
+      }
+      if (outcome.state === 'written') {
+        if (this.#installedOnce) {
+          logger.warn('CNI config lost our entry; re-inserted', { file: outcome.file, previous: outcome.previous });
+          this.#noteRepair(`config:${outcome.file}`);
+        } else {
+          logger.info('istio-cni chained into the CNI config', { file: outcome.file, previous: outcome.previous });
+        }
+      }
+      if (this.#phase !== 'installed') logger.info('install-cni ready', { file: outcome.file });
+      this.#phase = 'installed';
+      this.#installedOnce = true;
+      this.#lastError = undefined;
+      this.#metrics.ready.set(1);
+    } catch (err) {
+      this.#metrics.errors.inc();
+      this.#lastError = describeError(err);
+      if (this.#phase !== 'installed') this.#phase = 'error';
+      logger.error('install pass failed; will retry', { err: this.#lastError });
+    }
+  }
+
+  async #shutdown(): Promise<void> {
+    const { logger } = this.#o;
+    let decision;
+    try {
+      decision = await this.#o.shutdownAdvisor.decide();
+    } catch (err) {
+      decision = { action: 'keep' as const, reason: `shutdown advisor failed: ${describeError(err)}` };
+    }
+    if (decision.action === 'keep') {
+      logger.info('leaving the plugin installed', { reason: decision.reason });
+      return;
+    }
+    logger.info('uninstalling the plugin', { reason: decision.reason });
+    try {
+      const result = await this.#installer.uninstall();
+      logger.info('plugin uninstalled', { config: result.config, removed: result.removed });
+    } catch (err) {
+      logger.error('uninstall failed', { err: describeError(err) });
+    }
+  }
+}

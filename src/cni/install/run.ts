@@ -1,0 +1,111 @@
+/**
+ * `certbroker install-cni`: wires config, logging, metrics, the ops endpoint, the install
+ * daemon, the shutdown advisor and (when enabled) the repair controller, and runs until
+ * SIGTERM/SIGINT.
+ */
+import { Registry, collectDefaultMetrics } from 'prom-client';
+import { systemClock } from '../../core/clock.js';
+import { createLogger, type Logger } from '../../core/log.js';
+import { signalController } from '../../ops/lifecycle.js';
+import { startOpsServer, type Check } from '../../ops/ops-server.js';
+import { loadInstallConfig, type InstallConfig, type InstallFlags } from './config.js';
+import { InstallDaemon } from './daemon.js';
+import { fixedShutdownAdvisor, type ShutdownAdvisor } from './shutdown-advisor.js';
+import type { KubeConfig } from '@kubernetes/client-node';
+
+/** How long the upgrade check may take at SIGTERM (the pod's grace period is short). */
+const SHUTDOWN_CHECK_TIMEOUT_MS = 5_000;
+
+/** install-cni's own API credentials: KUBECONFIG when set, in-cluster otherwise. */
+export async function loadKubeConfig(config: Pick<InstallConfig, 'kubeconfig'>): Promise<KubeConfig> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  if (config.kubeconfig !== undefined) kc.loadFromFile(config.kubeconfig);
+  else kc.loadFromCluster();
+  return kc;
+}
+
+async function makeAdvisor(config: InstallConfig, kc: () => Promise<KubeConfig>, logger: Logger): Promise<ShutdownAdvisor> {
+  if (config.uninstallOnExit === 'always') return fixedShutdownAdvisor({ action: 'uninstall', reason: 'UNINSTALL_ON_EXIT=always' });
+  if (config.uninstallOnExit === 'never') return fixedShutdownAdvisor({ action: 'keep', reason: 'UNINSTALL_ON_EXIT=never' });
+  const { KubeShutdownAdvisor } = await import('./shutdown-advisor-kube.js');
+  return new KubeShutdownAdvisor({
+    kubeConfig: await kc(),
+    namespace: config.podNamespace,
+    daemonSetName: config.daemonSetName,
+    nodeName: config.nodeName ?? '',
+    clock: systemClock,
+    logger,
+    timeoutMs: SHUTDOWN_CHECK_TIMEOUT_MS,
+  });
+}
+
+export async function runInstallCni(flags: InstallFlags = {}, env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  const config = loadInstallConfig(env, flags);
+  const logger = createLogger({ level: config.logLevel, fields: { component: 'install-cni', node: config.nodeName } });
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry });
+  let kubeConfig: KubeConfig | undefined;
+  const kc = async () => (kubeConfig ??= await loadKubeConfig(config));
+
+  const daemon = new InstallDaemon({
+    config,
+    logger,
+    clock: systemClock,
+    registry,
+    shutdownAdvisor: await makeAdvisor(config, kc, logger),
+  });
+  const readiness: Check[] = [{ name: 'cni-plugin-installed', check: () => daemon.readinessProblem() }];
+  const liveness: Check[] = [{ name: 'install-loop', check: () => daemon.livenessProblem() }];
+
+  const controller = signalController(logger);
+  // Repair problems show in logs and metrics, not in readiness: readiness is about the plugin.
+  const repair = await startRepairIfEnabled({ env, config, kc, logger, registry, signal: controller.signal });
+
+  const ops = await startOpsServer({
+    host: config.monitoringHost,
+    port: config.monitoringPort,
+    registry,
+    readiness,
+    liveness,
+    logger,
+  });
+  logger.info('install-cni started', {
+    netDir: config.mountedCniNetDir,
+    binDir: config.mountedCniBinDir,
+    opsPort: ops.port,
+    mode: config.istioOwnedCniConfig ? 'istio-owned' : 'chained',
+  });
+  try {
+    await daemon.run(controller.signal);
+    await repair?.stopped;
+  } finally {
+    await ops.close();
+  }
+}
+
+interface RepairHandle {
+  readonly stopped: Promise<void>;
+}
+
+async function startRepairIfEnabled(options: {
+  readonly env: NodeJS.ProcessEnv;
+  readonly config: InstallConfig;
+  readonly kc: () => Promise<KubeConfig>;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly signal: AbortSignal;
+}): Promise<RepairHandle | undefined> {
+  const { loadRepairConfig, startRepairController } = await import('../repair/index.js');
+  const repairConfig = loadRepairConfig(options.env, { nodeName: options.config.nodeName });
+  if (!repairConfig.enabled) return undefined;
+  const handle = await startRepairController({
+    config: repairConfig,
+    kubeConfig: await options.kc(),
+    logger: options.logger.child({ component: 'repair' }),
+    registry: options.registry,
+    clock: systemClock,
+    signal: options.signal,
+  });
+  return { stopped: handle.stopped };
+}

@@ -1,0 +1,215 @@
+/**
+ * The repair controller: watches the pods on this node (list+watch with
+ * `spec.nodeName=<node>`), finds the ones that started before the CNI plugin was ready
+ * (`brokenPodReason`), and labels them through the pods/status subresource or deletes them
+ * with UID + resourceVersion preconditions, recording a Kubernetes Event either way.
+ * Failures are retried with backoff a bounded number of times.
+ */
+import {
+  ApiException,
+  CoreV1Api,
+  ListWatch,
+  PatchStrategy,
+  Watch,
+  setHeaderOptions,
+  type KubeConfig,
+  type V1Pod,
+} from '@kubernetes/client-node';
+import { randomBytes } from 'node:crypto';
+import { Counter, type Registry } from 'prom-client';
+import type { Clock } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import { systemRng, type Rng } from '../../core/rng.js';
+import { brokenPodReason } from './broken-pod.js';
+import type { RepairConfig } from './config.js';
+import { RepairError } from './errors.js';
+import { RetryQueue } from './retry-queue.js';
+
+export const EVENT_SOURCE = 'cni-repair';
+export const REASON_DELETE = 'DeleteBrokenPod';
+export const REASON_LABEL = 'LabelBrokenPod';
+
+export interface RepairControllerOptions {
+  readonly config: RepairConfig;
+  readonly kubeConfig: KubeConfig;
+  readonly logger: Logger;
+  readonly registry: Registry;
+  readonly clock: Clock;
+  readonly signal: AbortSignal;
+  readonly rng?: Rng;
+  /** First retry delay; doubles per attempt. */
+  readonly retryBaseMs?: number;
+}
+
+export interface RepairHandle {
+  /** Undefined once the first pod list arrived. */
+  problem(): string | undefined;
+  /** Resolves after `signal` aborted and the controller stopped. */
+  readonly stopped: Promise<void>;
+}
+
+function podKey(namespace: string, name: string): string {
+  return `${namespace}/${name}`;
+}
+
+function status(err: unknown): number | undefined {
+  return err instanceof ApiException ? err.code : undefined;
+}
+
+export async function startRepairController(options: RepairControllerOptions): Promise<RepairHandle> {
+  const { config, kubeConfig, logger, clock, signal } = options;
+  const api = kubeConfig.makeApiClient(CoreV1Api);
+  const repaired = new Counter({
+    name: 'certbroker_cni_repair_pods_total',
+    help: 'Pods found broken by the repair controller, by action and result',
+    labelNames: ['type', 'result'],
+    registers: [options.registry],
+  });
+  const fieldSelector = [config.fieldSelector, `spec.nodeName=${config.nodeName}`].filter((s) => s !== undefined && s !== '').join(',');
+  const listWatch = new ListWatch<V1Pod>(
+    '/api/v1/pods',
+    new Watch(kubeConfig),
+    () => api.listPodForAllNamespaces({ fieldSelector, labelSelector: config.labelSelector }),
+    false,
+    config.labelSelector,
+    fieldSelector,
+  );
+
+  const recordEvent = async (pod: V1Pod, reason: string, message: string): Promise<void> => {
+    const m = pod.metadata!;
+    const now = new Date();
+    try {
+      await api.createNamespacedEvent({
+        namespace: m.namespace!,
+        body: {
+          metadata: { name: `${m.name}.${now.getTime().toString(16)}${randomBytes(2).toString('hex')}`, namespace: m.namespace! },
+          involvedObject: { apiVersion: 'v1', kind: 'Pod', name: m.name!, namespace: m.namespace!, uid: m.uid!, resourceVersion: m.resourceVersion! },
+          reason,
+          message,
+          type: 'Warning',
+          source: { component: EVENT_SOURCE, host: config.nodeName },
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+          reportingComponent: EVENT_SOURCE,
+          reportingInstance: config.nodeName,
+        },
+      });
+    } catch (err) {
+      logger.warn('cannot record event', { pod: podKey(m.namespace!, m.name!), reason, err: describeError(err) });
+    }
+  };
+
+  const deletePod = async (pod: V1Pod): Promise<void> => {
+    const m = pod.metadata!;
+    try {
+      await api.deleteNamespacedPod({
+        name: m.name!,
+        namespace: m.namespace!,
+        body: { preconditions: { uid: m.uid!, resourceVersion: m.resourceVersion! } },
+      });
+    } catch (err) {
+      if (status(err) === 404) return; // already gone: nothing left to repair
+      repaired.inc({ type: 'delete', result: 'fail' });
+      await recordEvent(pod, REASON_DELETE, `pod detected as broken, but failed to delete: ${describeError(err)}`);
+      throw new RepairError('ERR_REPAIR_ACTION_FAILED', `delete ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
+    }
+    repaired.inc({ type: 'delete', result: 'success' });
+    await recordEvent(pod, REASON_DELETE, 'pod detected as broken, deleted');
+    logger.info('deleted broken pod', { pod: podKey(m.namespace!, m.name!), uid: m.uid });
+  };
+
+  const labelPod = async (pod: V1Pod): Promise<void> => {
+    const m = pod.metadata!;
+    if (Object.hasOwn(m.labels ?? {}, config.labelKey)) {
+      repaired.inc({ type: 'label', result: 'skip' });
+      return;
+    }
+    try {
+      // pods/status may change metadata too, and is the lower privilege of the two.
+      await api.patchNamespacedPodStatus(
+        { name: m.name!, namespace: m.namespace!, body: { metadata: { labels: { [config.labelKey]: config.labelValue } } } },
+        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      );
+    } catch (err) {
+      if (status(err) === 404) return;
+      repaired.inc({ type: 'label', result: 'fail' });
+      await recordEvent(pod, REASON_LABEL, `pod detected as broken, but failed to label: ${describeError(err)}`);
+      throw new RepairError('ERR_REPAIR_ACTION_FAILED', `label ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
+    }
+    repaired.inc({ type: 'label', result: 'success' });
+    await recordEvent(pod, REASON_LABEL, 'pod detected as broken, labeled');
+    logger.info('labelled broken pod', { pod: podKey(m.namespace!, m.name!), label: `${config.labelKey}=${config.labelValue}` });
+  };
+
+  const reconcile = async (key: string): Promise<void> => {
+    const slash = key.indexOf('/');
+    const pod = listWatch.get(key.slice(slash + 1), key.slice(0, slash));
+    if (pod?.metadata?.name === undefined || pod.metadata.namespace === undefined) return;
+    if (pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null) return;
+    const reason = brokenPodReason(
+      { annotations: pod.metadata.annotations, initContainerStatuses: pod.status?.initContainerStatuses },
+      config.criteria,
+    );
+    if (reason === undefined) return;
+    logger.info('pod started before the CNI plugin was ready', { pod: key, reason, action: config.mode });
+    if (config.mode === 'delete') await deletePod(pod);
+    else await labelPod(pod);
+  };
+
+  const queue = new RetryQueue({
+    clock,
+    rng: options.rng ?? systemRng,
+    maxAttempts: config.maxAttempts,
+    baseDelayMs: options.retryBaseMs ?? 500,
+    maxDelayMs: 30_000,
+    handle: reconcile,
+    onGiveUp: (key, err, attempts) =>
+      logger.error('giving up on pod until it changes', { pod: key, attempts, err: describeError(err) }),
+  });
+  const enqueue = (pod: V1Pod) => {
+    if (pod.metadata?.name && pod.metadata.namespace) queue.add(podKey(pod.metadata.namespace, pod.metadata.name));
+  };
+  listWatch.on('add', enqueue);
+  listWatch.on('update', enqueue);
+
+  let synced = false;
+  let lastError: string | undefined;
+  let failures = 0;
+  const retryLater = (err: unknown): void => {
+    lastError = describeError(err);
+    if (signal.aborted) return;
+    failures++;
+    const delay = Math.min(30_000, 500 * 2 ** Math.min(failures, 6));
+    logger.warn('pod list/watch failed; restarting', { err: lastError, inMs: delay });
+    void clock.sleep(delay, signal).then(connect, () => undefined);
+  };
+  // ListWatch reports list and watch failures through 'error' and then stops; it resolves
+  // start() either way, so "synced" is judged by whether a list set a resourceVersion.
+  const connect = (): void => {
+    if (signal.aborted) return;
+    listWatch.start().then(
+      () => {
+        if (listWatch.latestResourceVersion() !== '') {
+          synced = true;
+          failures = 0;
+        }
+      },
+      retryLater,
+    );
+  };
+  listWatch.on('error', retryLater);
+  connect();
+
+  const worker = queue.run(signal);
+  const stopped = (async () => {
+    await worker;
+    await listWatch.stop();
+  })();
+  logger.info('repair controller started', { node: config.nodeName, mode: config.mode, fieldSelector });
+  return {
+    problem: () => (synced ? undefined : `pod list not synced${lastError === undefined ? '' : `: ${lastError}`}`),
+    stopped,
+  };
+}
