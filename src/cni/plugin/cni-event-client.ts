@@ -4,7 +4,8 @@
  * ours speak the same protocol. `IPs` uses the JSON shape Go's encoder gives Istio's
  * `[]IPConfig{Interface *int; Address net.IPNet; Gateway net.IP}`:
  *   {"Interface": 0 | null, "Address": {"IP": "10.244.0.5", "Mask": "<base64 mask bytes>"}, "Gateway": "10.244.0.1" | null}
- * 200 is success; anything else, or no answer within the timeout, fails the ADD.
+ * 200 is success; 503 (the broker's pod lookup failed) and no answer within the timeout fail the
+ * ADD with "try again later" (11); any other status fails it with 101.
  */
 import { request } from 'node:http';
 import { CniError } from './cni-error.js';
@@ -79,6 +80,10 @@ export async function pushCniAddEvent(event: CniAddEvent, options: CniEventClien
             return;
           }
           const text = Buffer.concat(chunks).toString('utf8').replace(/\s+/g, ' ').trim().slice(0, 300);
+          if (res.statusCode === 503) {
+            reject(new CniError('ERR_CNI_TRY_AGAIN', 'node broker could not register the pod yet (HTTP 503)', { details: text }));
+            return;
+          }
           reject(
             new CniError('ERR_CNI_BROKER_REJECTED', `broker refused the pod registration (HTTP ${res.statusCode ?? 0})`, {
               details: text,

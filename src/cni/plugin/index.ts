@@ -23,4 +23,3 @@ export type { CniAddEvent, PodIpConfig } from './cni-event-client.js';
 export { HttpsKubeClient, podFromObject } from './kube-client.js';
 export type { PodInfo, NamespaceInfo, PodSource } from './kube-client.js';
 export { loadKubeconfig } from './kubeconfig.js';
-export { cleanupRestoreInput } from './rule-cleanup.js';
