@@ -1,0 +1,179 @@
+/**
+ * `startDevCluster`: wires the store, token issuer, authenticator, RBAC, REST storage, reviews,
+ * faults and (optionally) the simulated kubelet behind one HTTPS listener, seeds the bootstrap
+ * objects, and hands back the `DevCluster` handle tests and the CLI use.
+ */
+import { createServer, type Server } from 'node:https';
+import type { AddressInfo, Socket } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { systemClock, type Clock } from '../core/clock.js';
+import { silentLogger, type Logger } from '../core/log.js';
+import { ObjectStore } from './store.js';
+import { TokenIssuer } from './tokens.js';
+import { Authenticator } from './authn.js';
+import { RbacAuthorizer } from './rbac.js';
+import { RestStorage } from './rest.js';
+import { Reviews } from './reviews.js';
+import { FaultInjector, type Faults } from './faults.js';
+import { SimulatedKubelet } from './kubelet.js';
+import { ApiServer } from './api-server.js';
+import { makeServingMaterial } from './serving-cert.js';
+import { bootstrapObjects } from './bootstrap.js';
+import { kubeconfigYaml } from './kubeconfig.js';
+import { findByKind } from './resources.js';
+import { DEFAULT_MAX_BODY_BYTES } from './http-io.js';
+import { ApiError, badRequest } from './status.js';
+import type { WatchHub } from './watch.js';
+import type { ServerResponse } from 'node:http';
+
+export const DEFAULT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
+
+export interface DevClusterOptions {
+  readonly host?: string;
+  /** 0 (default) picks a free port. */
+  readonly port?: number;
+  readonly logger?: Logger;
+  /** Token times (iat/exp, verification) and object timestamps; sockets and watches use real time. */
+  readonly clock?: Clock;
+  /** Pods with spec.nodeName become Running with a pod IP (default false). */
+  readonly simulateKubelet?: boolean;
+  /** Service-account token issuer and API audience (default https://kubernetes.default.svc.cluster.local). */
+  readonly issuer?: string;
+  /** Request bodies above this get 413 (default 3 MiB, as the real server). */
+  readonly maxBodyBytes?: number;
+  /** TokenRequest expirationSeconds above this are clamped (default 48 h). */
+  readonly maxTokenSeconds?: number;
+  /** Interval of BOOKMARK events on watches that allow them (default 1000 ms). */
+  readonly bookmarkIntervalMs?: number;
+  /** Events watches can replay before older resourceVersions are compacted (default 20000). */
+  readonly historyLimit?: number;
+  /** Static admin bearer token (default: 32 random bytes, hex). */
+  readonly adminToken?: string;
+}
+
+export interface DevCluster {
+  readonly url: string;
+  readonly caCertPem: string;
+  readonly adminToken: string;
+  /** The cluster's service-account token issuer (`iss` of every token). */
+  readonly issuer: string;
+  kubeconfigYaml(user: { token: string; name?: string; namespace?: string }): string;
+  /** Writes a kubeconfig (admin by default), creating parent directories, mode 0600. */
+  writeKubeconfig(path: string, user?: { token: string; name?: string }): Promise<void>;
+  /** Create-or-replace each object as admin (RBAC and other manifests from deploy/). */
+  apply(objects: readonly object[]): Promise<void>;
+  readonly faults: Faults;
+  /** Current store resourceVersion (for tests that reason about watches). */
+  readonly resourceVersion: number;
+  /** Turns the pod-starting kubelet simulation on or off at runtime. */
+  setSimulateKubelet(on: boolean): void;
+  close(): Promise<void>;
+}
+
+export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
+  const host = options.host ?? '127.0.0.1';
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? silentLogger;
+  const issuerUrl = options.issuer ?? DEFAULT_ISSUER;
+  const adminToken = options.adminToken ?? randomBytes(32).toString('hex');
+  const now = () => clock.now();
+
+  const material = await makeServingMaterial({ hosts: [host], nowMs: Date.now() });
+  const store = new ObjectStore({ ...(options.historyLimit ? { historyLimit: options.historyLimit } : {}) });
+  const issuer = await TokenIssuer.create({ issuer: issuerUrl, clock });
+  const authn = new Authenticator({ adminToken, issuer, store, apiAudiences: [issuerUrl] });
+  const rbac = new RbacAuthorizer(store);
+  const kubelet = new SimulatedKubelet({ store, now });
+  const rest = new RestStorage({ store, now, gracefulPodDeletion: () => kubelet.enabled, rootCaPem: material.caCertPem });
+  const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
+  const hub: WatchHub = { open: new Set<ServerResponse>(), bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000 };
+  const faults = new FaultInjector({ store, watches: hub.open });
+
+  let address = '';
+  const api = new ApiServer({
+    store, authn, rbac, rest, reviews, issuer, faults, hub, logger,
+    maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    serverAddress: () => address,
+    publicUrl: () => `https://${address}`,
+  });
+
+  const adminUser = { username: 'devcluster-admin', groups: ['system:masters', 'system:authenticated'] };
+  const applyOne = (o: object): void => {
+    const obj = o as { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string } };
+    const t = findByKind(obj.apiVersion ?? '', obj.kind ?? '');
+    if (!t) throw badRequest(`no kind "${obj.kind}" is registered for version "${obj.apiVersion}"`);
+    const name = obj.metadata?.name ?? '';
+    const ns = t.namespaced ? (obj.metadata?.namespace ?? 'default') : undefined;
+    const q = new URLSearchParams();
+    if (name !== '' && store.get(t, ns, name)) {
+      const { resourceVersion: _rv, ...meta } = (obj.metadata ?? {}) as Record<string, unknown>;
+      rest.update(t, ns, name, { ...obj, metadata: meta }, undefined, q);
+    } else rest.create(t, ns, obj, q, adminUser);
+  };
+  for (const o of bootstrapObjects()) applyOne(o);
+  if (options.simulateKubelet) kubelet.start();
+
+  const server: Server = createServer({ key: material.keyPem, cert: material.certPem, keepAlive: true }, api.listener);
+  const sockets = new Set<Socket>();
+  server.on('connection', (s: Socket) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+  server.on('tlsClientError', () => undefined);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  const urlHost = host.includes(':') ? `[${host}]` : host;
+  address = `${urlHost}:${port}`;
+  const url = `https://${address}`;
+  logger.info('devcluster listening', { url, issuer: issuerUrl });
+
+  let closed = false;
+  return {
+    url,
+    caCertPem: material.caCertPem,
+    adminToken,
+    issuer: issuerUrl,
+    faults,
+    get resourceVersion() {
+      return store.resourceVersion;
+    },
+    kubeconfigYaml: (user) =>
+      kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user.token, ...(user.name ? { userName: user.name } : {}), ...(user.namespace ? { namespace: user.namespace } : {}) }),
+    async writeKubeconfig(path, user) {
+      const text = kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user?.token ?? adminToken, userName: user?.name ?? (user ? 'devcluster-user' : 'devcluster-admin') });
+      await mkdir(dirname(path), { recursive: true });
+      await writeFile(path, text, { mode: 0o600 });
+    },
+    async apply(objects) {
+      for (const o of objects) {
+        try {
+          applyOne(o);
+        } catch (err) {
+          if (err instanceof ApiError) throw new Error(`apply ${(o as { kind?: string }).kind ?? '?'} ${(o as { metadata?: { name?: string } }).metadata?.name ?? '?'}: ${err.message}`, { cause: err });
+          throw err;
+        }
+      }
+    },
+    setSimulateKubelet(on) {
+      if (on) kubelet.start();
+      else kubelet.stop();
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      kubelet.stop();
+      for (const w of hub.open) w.destroy();
+      const done = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      await done;
+    },
+  };
+}

@@ -1,0 +1,225 @@
+/**
+ * Generic REST storage for every stored resource type: get, list (selectors, limit/continue),
+ * create, update, patch (all four patch types), delete (preconditions, pod graceful deletion,
+ * namespace cascade) and deletecollection, with dryRun. Kind-specific behaviour lives in
+ * admission.ts; this file is only the verbs.
+ */
+import type { ObjectStore, KubeObject } from './store.js';
+import { apiVersionOf, findResource, RESOURCE_TYPES, type ResourceType } from './resources.js';
+import { admitCreate, admitUpdate, isoSeconds, type CreateContext } from './admission.js';
+import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js';
+import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
+import { alreadyExists, badRequest, conflict, expired, notFound } from './status.js';
+import { parse as parseYaml } from 'yaml';
+
+const NAMESPACES = findResource('', 'v1', 'namespaces')!;
+const SERVICE_ACCOUNTS = findResource('', 'v1', 'serviceaccounts')!;
+const CONFIG_MAPS = findResource('', 'v1', 'configmaps')!;
+
+export interface RestOptions {
+  readonly store: ObjectStore;
+  readonly now: () => number;
+  /** Pods on a node get deletionTimestamp first and vanish a moment later (as the kubelet does). */
+  readonly gracefulPodDeletion: () => boolean;
+  /** PEM the kube-root-ca.crt ConfigMap of each namespace carries. */
+  readonly rootCaPem: string;
+}
+
+export interface Outcome {
+  readonly code: number;
+  readonly body: unknown;
+}
+
+function stripTypeMeta(o: KubeObject): KubeObject {
+  const { apiVersion: _a, kind: _k, ...rest } = o;
+  return rest as KubeObject;
+}
+
+function withTypeMeta(t: ResourceType, o: KubeObject): KubeObject {
+  return { apiVersion: apiVersionOf(t), kind: t.kind, ...stripTypeMeta(o) } as KubeObject;
+}
+
+function isDryRun(q: URLSearchParams): boolean {
+  return q.getAll('dryRun').includes('All');
+}
+
+export class RestStorage {
+  readonly #o: RestOptions;
+
+  constructor(options: RestOptions) {
+    this.#o = options;
+  }
+
+  get(t: ResourceType, ns: string | undefined, name: string): Outcome {
+    const o = this.#o.store.get(t, ns, name);
+    if (!o) throw notFound(t.plural, t.group, name);
+    return { code: 200, body: withTypeMeta(t, o) };
+  }
+
+  #select(t: ResourceType, ns: string | undefined, q: URLSearchParams): KubeObject[] {
+    const labels = parseLabelSelector(q.get('labelSelector') ?? undefined);
+    const fields = parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []);
+    return this.#o.store.list(t, ns).filter((o) => matchesLabels(labels, o.metadata.labels) && matchesFields(fields, o));
+  }
+
+  list(t: ResourceType, ns: string | undefined, q: URLSearchParams): Outcome {
+    const rvMatch = q.get('resourceVersionMatch');
+    const rv = q.get('resourceVersion');
+    if (rvMatch === 'Exact' && rv && Number(rv) < this.#o.store.compactedResourceVersion) {
+      throw expired(`too old resource version: ${rv} (${this.#o.store.compactedResourceVersion})`);
+    }
+    let items = this.#select(t, ns, q);
+    const metadata: Record<string, unknown> = { resourceVersion: String(this.#o.store.resourceVersion) };
+    const cont = q.get('continue');
+    if (cont) {
+      let start: number;
+      try {
+        const parsed = JSON.parse(Buffer.from(cont, 'base64url').toString('utf8')) as { start?: unknown; rv?: unknown };
+        if (typeof parsed.start !== 'number' || typeof parsed.rv !== 'number') throw new Error('bad');
+        start = parsed.start;
+        if (parsed.rv < this.#o.store.compactedResourceVersion) {
+          throw expired('The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.');
+        }
+      } catch (err) {
+        if (err instanceof Error && err.message === 'bad') throw badRequest('continue key is not valid: invalid continue token');
+        if (err instanceof SyntaxError) throw badRequest('continue key is not valid: invalid continue token');
+        throw err;
+      }
+      items = items.slice(start);
+      metadata.continueStart = start;
+    }
+    const limit = Number(q.get('limit') ?? '0');
+    const offset = (metadata.continueStart as number | undefined) ?? 0;
+    delete metadata.continueStart;
+    if (Number.isInteger(limit) && limit > 0 && items.length > limit) {
+      metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: offset + limit })).toString('base64url');
+      metadata.remainingItemCount = items.length - limit;
+      items = items.slice(0, limit);
+    }
+    return { code: 200, body: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata, items: items.map(stripTypeMeta) } };
+  }
+
+  create(t: ResourceType, ns: string | undefined, input: unknown, q: URLSearchParams, user?: CreateContext['user']): Outcome {
+    if (t.namespaced && (ns === undefined || !this.#o.store.get(NAMESPACES, undefined, ns))) {
+      throw notFound('namespaces', '', ns ?? '');
+    }
+    if (t.namespaced && ns !== undefined) {
+      const nsObj = this.#o.store.get(NAMESPACES, undefined, ns);
+      if (nsObj?.metadata.deletionTimestamp) throw badRequest(`unable to create new content in namespace ${ns} because it is being terminated`);
+    }
+    const obj = admitCreate(t, input, { nowMs: this.#o.now(), namespace: ns, ...(user ? { user } : {}) });
+    if (this.#o.store.get(t, ns, obj.metadata.name!)) throw alreadyExists(t.plural, t.group, obj.metadata.name!);
+    if (isDryRun(q)) return { code: 201, body: withTypeMeta(t, obj) };
+    const stored = this.#o.store.create(t, obj);
+    if (t === NAMESPACES) this.#seedNamespace(stored.metadata.name!);
+    return { code: 201, body: withTypeMeta(t, stored) };
+  }
+
+  /** What the service-account and root-CA controllers add to every new namespace. */
+  #seedNamespace(ns: string): void {
+    const now = this.#o.now();
+    if (!this.#o.store.get(SERVICE_ACCOUNTS, ns, 'default')) {
+      this.#o.store.create(SERVICE_ACCOUNTS, admitCreate(SERVICE_ACCOUNTS, { metadata: { name: 'default' } }, { nowMs: now, namespace: ns }));
+    }
+    if (!this.#o.store.get(CONFIG_MAPS, ns, 'kube-root-ca.crt')) {
+      this.#o.store.create(
+        CONFIG_MAPS,
+        admitCreate(CONFIG_MAPS, { metadata: { name: 'kube-root-ca.crt', annotations: { 'kubernetes.io/description': 'Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters.' } }, data: { 'ca.crt': this.#o.rootCaPem } }, { nowMs: now, namespace: ns }),
+      );
+    }
+  }
+
+  update(t: ResourceType, ns: string | undefined, name: string, input: unknown, sub: string | undefined, q: URLSearchParams): Outcome {
+    const current = this.#o.store.get(t, ns, name);
+    if (!current) throw notFound(t.plural, t.group, name);
+    const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub });
+    if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, next) };
+    const stored = this.#o.store.update(t, next);
+    return { code: 200, body: withTypeMeta(t, stored) };
+  }
+
+  patch(t: ResourceType, ns: string | undefined, name: string, contentType: string, patch: unknown, sub: string | undefined, q: URLSearchParams, user?: CreateContext['user']): Outcome {
+    const current = this.#o.store.get(t, ns, name);
+    if (!current) {
+      if (contentType === 'application/apply-patch+yaml' && sub === undefined) {
+        return this.create(t, ns, { ...(patch as object), metadata: { ...((patch as KubeObject).metadata ?? {}), name } }, q, user);
+      }
+      throw notFound(t.plural, t.group, name);
+    }
+    const base = withTypeMeta(t, current);
+    let result: unknown;
+    switch (contentType) {
+      case 'application/json-patch+json':
+        result = jsonPatch(base, patch);
+        break;
+      case 'application/merge-patch+json':
+      case 'application/apply-patch+yaml':
+        if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) throw badRequest('a merge patch must be a JSON object');
+        result = mergePatch(base, patch);
+        break;
+      default:
+        if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) throw badRequest('a strategic merge patch must be a JSON object');
+        result = strategicMergePatch(base, patch);
+    }
+    return this.update(t, ns, name, result, sub, q);
+  }
+
+  delete(t: ResourceType, ns: string | undefined, name: string, options: unknown, q: URLSearchParams): Outcome {
+    const current = this.#o.store.get(t, ns, name);
+    if (!current) throw notFound(t.plural, t.group, name);
+    const opts = (options && typeof options === 'object' ? options : {}) as { preconditions?: { uid?: string; resourceVersion?: string }; gracePeriodSeconds?: number };
+    const pre = opts.preconditions ?? {};
+    if (pre.uid && pre.uid !== current.metadata.uid) {
+      throw conflict(t.plural, t.group, name, `Precondition failed: UID in precondition: ${pre.uid}, UID in object meta: ${current.metadata.uid}`);
+    }
+    if (pre.resourceVersion && pre.resourceVersion !== current.metadata.resourceVersion) {
+      throw conflict(t.plural, t.group, name, `Precondition failed: ResourceVersion in precondition: ${pre.resourceVersion}, ResourceVersion in object meta: ${current.metadata.resourceVersion}`);
+    }
+    const grace = opts.gracePeriodSeconds ?? (q.get('gracePeriodSeconds') !== null ? Number(q.get('gracePeriodSeconds')) : undefined);
+    if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, current) };
+    const isPod = t.group === '' && t.plural === 'pods';
+    const spec = current.spec as { nodeName?: string } | undefined;
+    if (isPod && grace !== 0 && spec?.nodeName && this.#o.gracefulPodDeletion()) {
+      if (current.metadata.deletionTimestamp) return { code: 200, body: withTypeMeta(t, current) };
+      current.metadata.deletionTimestamp = isoSeconds(this.#o.now());
+      current.metadata.deletionGracePeriodSeconds = grace ?? 30;
+      const marked = this.#o.store.update(t, current);
+      // The simulated kubelet has nothing to stop: the pod goes away on the next turn.
+      setImmediate(() => {
+        const still = this.#o.store.get(t, ns, name);
+        if (still && still.metadata.uid === marked.metadata.uid) this.#o.store.delete(t, ns, name);
+      });
+      return { code: 200, body: withTypeMeta(t, marked) };
+    }
+    if (t === NAMESPACES) this.#deleteNamespaceContents(name);
+    const gone = this.#o.store.delete(t, ns, name)!;
+    if (isPod || t === NAMESPACES || t.plural === 'services' || t.group === 'apps' || t.group === 'certificates.k8s.io') {
+      return { code: 200, body: withTypeMeta(t, gone) };
+    }
+    return {
+      code: 200,
+      body: { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, ...(t.group ? { group: t.group } : {}), kind: t.plural, uid: gone.metadata.uid } },
+    };
+  }
+
+  #deleteNamespaceContents(ns: string): void {
+    for (const t of RESOURCE_TYPES) {
+      if (!t.namespaced || t.virtual) continue;
+      for (const o of this.#o.store.list(t, ns)) this.#o.store.delete(t, ns, o.metadata.name!);
+    }
+  }
+
+  deleteCollection(t: ResourceType, ns: string | undefined, q: URLSearchParams): Outcome {
+    const victims = this.#select(t, ns, q);
+    if (!isDryRun(q)) for (const v of victims) this.#o.store.delete(t, v.metadata.namespace, v.metadata.name!);
+    return { code: 200, body: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata: { resourceVersion: String(this.#o.store.resourceVersion) }, items: victims.map(stripTypeMeta) } };
+  }
+}
+
+/** Parses a YAML/JSON manifest stream (used by `apply` and the CLI's sample objects). */
+export function parseManifest(text: string): unknown[] {
+  return text
+    .split(/^---\s*$/m)
+    .map((doc) => parseYaml(doc) as unknown)
+    .filter((d) => d !== null && d !== undefined);
+}

@@ -1,0 +1,105 @@
+/**
+ * Watch streams: newline-delimited JSON events on a chunked 200 response, started from a
+ * resourceVersion (replaying history), from "now" with synthetic ADDED events for the current
+ * state, or answered with an ERROR 410 "too old resource version" event when history was
+ * compacted past it. Selectors apply to both the old and the new state, so an object that
+ * stops matching is DELETED for this watcher and one that starts matching is ADDED, as the
+ * real watch cache does. BOOKMARKs when asked for; every open watch can be dropped on demand.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { ObjectStore, KubeObject, StoreEvent } from './store.js';
+import { apiVersionOf, storeKey, type ResourceType } from './resources.js';
+import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.js';
+import { badRequest, expired } from './status.js';
+
+export interface WatchRequest {
+  readonly type: ResourceType;
+  readonly namespace: string | undefined;
+  readonly labels: LabelSelector;
+  readonly fields: FieldSelector;
+  readonly resourceVersion: string | undefined;
+  readonly allowBookmarks: boolean;
+  readonly timeoutSeconds: number | undefined;
+}
+
+export interface WatchHub {
+  /** Open watch connections; `drop` destroys their sockets, as a dying API server would. */
+  readonly open: Set<ServerResponse>;
+  readonly bookmarkIntervalMs: number;
+}
+
+function withKind(t: ResourceType, o: KubeObject): KubeObject {
+  return { ...o, apiVersion: apiVersionOf(t), kind: t.kind };
+}
+
+export function serveWatch(req: IncomingMessage, res: ServerResponse, store: ObjectStore, hub: WatchHub, w: WatchRequest): void {
+  const matches = (o: KubeObject | undefined): boolean =>
+    o !== undefined &&
+    (w.namespace === undefined || o.metadata.namespace === w.namespace) &&
+    matchesLabels(w.labels, o.metadata.labels) &&
+    matchesFields(w.fields, o);
+
+  let startRv: number | undefined;
+  if (w.resourceVersion !== undefined && w.resourceVersion !== '' && w.resourceVersion !== '0') {
+    if (!/^\d+$/.test(w.resourceVersion)) throw badRequest(`invalid resource version: ${JSON.stringify(w.resourceVersion)}`);
+    startRv = Number(w.resourceVersion);
+  }
+
+  res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'transfer-encoding': 'chunked' });
+  res.flushHeaders();
+  const send = (type: string, object: unknown): void => {
+    if (!res.destroyed && !res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
+  };
+
+  const translate = (e: StoreEvent): void => {
+    const was = matches(e.prev);
+    const is = e.type !== 'DELETED' && matches(e.object);
+    if (e.type === 'ADDED' && is) send('ADDED', withKind(w.type, e.object));
+    else if (e.type === 'MODIFIED' && was && is) send('MODIFIED', withKind(w.type, e.object));
+    else if (e.type === 'MODIFIED' && !was && is) send('ADDED', withKind(w.type, e.object));
+    else if (e.type === 'MODIFIED' && was && !is) {
+      const gone = structuredClone(e.prev!);
+      gone.metadata.resourceVersion = String(e.rv);
+      send('DELETED', withKind(w.type, gone));
+    } else if (e.type === 'DELETED' && was) send('DELETED', withKind(w.type, e.object));
+  };
+
+  if (startRv === undefined) {
+    for (const o of store.list(w.type, w.namespace)) if (matches(o)) send('ADDED', withKind(w.type, o));
+  } else {
+    const past = store.eventsSince(w.type, startRv);
+    if (past === 'expired') {
+      const err = expired(`too old resource version: ${startRv} (${store.compactedResourceVersion})`);
+      send('ERROR', err.toStatus());
+      res.end();
+      return;
+    }
+    for (const e of past) translate(e);
+  }
+
+  const key = storeKey(w.type);
+  const unsubscribe = store.subscribe((e) => {
+    if (e.key === key) translate(e);
+  });
+  hub.open.add(res);
+  const timers: NodeJS.Timeout[] = [];
+  if (w.allowBookmarks) {
+    const t = setInterval(() => {
+      send('BOOKMARK', { kind: w.type.kind, apiVersion: apiVersionOf(w.type), metadata: { resourceVersion: String(store.resourceVersion) } });
+    }, hub.bookmarkIntervalMs);
+    t.unref();
+    timers.push(t);
+  }
+  if (w.timeoutSeconds !== undefined && w.timeoutSeconds > 0) {
+    const t = setTimeout(() => res.end(), w.timeoutSeconds * 1000);
+    t.unref();
+    timers.push(t);
+  }
+  const cleanup = (): void => {
+    unsubscribe();
+    hub.open.delete(res);
+    for (const t of timers) clearTimeout(t);
+  };
+  res.on('close', cleanup);
+  req.on('close', cleanup);
+}
