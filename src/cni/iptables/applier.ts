@@ -74,13 +74,19 @@ export class IptablesApplier {
     return (await runChecked(this.#runner, b.save[family], [])).stdout;
   }
 
-  async apply(plan: RestorePlan): Promise<ApplyReport> {
+  /**
+   * Applies the plan. With `reconcile` (default), existing Istio state is removed first; without
+   * it the rules are added on top of whatever is there (Istio's --reconcile=false).
+   */
+  async apply(plan: RestorePlan, options: { readonly reconcile?: boolean } = {}): Promise<ApplyReport> {
     const b = await this.binaries();
     const cfg = plan.config;
     const families: Family[] = cfg.enableIPv6 ? ['v4', 'v6'] : ['v4'];
     let reconciled = false;
-    for (const f of FAMILIES) {
-      if (hasIstioState(parseSave(await this.save(f)))) reconciled = true;
+    if (options.reconcile !== false) {
+      for (const f of FAMILIES) {
+        if (hasIstioState(parseSave(await this.save(f)))) reconciled = true;
+      }
     }
     if (reconciled) {
       this.#log.info('istio iptables state found; removing it before applying', { backend: b.mode });

@@ -40,15 +40,11 @@ export function createNetns(options: { readonly addresses?: readonly string[] } 
   execFileSync('ip', ['netns', 'add', name]);
   const exec = (cmd: string, args: readonly string[], input?: string) =>
     execFileSync('ip', ['netns', 'exec', name, cmd, ...args], { encoding: 'utf8', input: input ?? '' });
-  exec('ip', ['link', 'set', 'lo', 'up']);
-  if (options.addresses !== undefined && options.addresses.length > 0) {
-    exec('ip', ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
-    exec('ip', ['link', 'set', 'eth0', 'up']);
-    exec('ip', ['link', 'set', 'peer0', 'up']);
-    for (const a of options.addresses) {
-      if (a.includes(':')) exec('ip', ['-6', 'addr', 'add', a, 'dev', 'eth0', 'nodad']);
-      else exec('ip', ['-4', 'addr', 'add', a, 'dev', 'eth0']);
-    }
+  try {
+    setUp(exec, options.addresses);
+  } catch (err) {
+    spawnSync('ip', ['netns', 'del', name]);
+    throw err;
   }
   return {
     name,
@@ -58,6 +54,19 @@ export function createNetns(options: { readonly addresses?: readonly string[] } 
       spawnSync('ip', ['netns', 'del', name]);
     },
   };
+}
+
+function setUp(exec: (cmd: string, args: readonly string[]) => string, addresses: readonly string[] | undefined): void {
+  exec('ip', ['link', 'set', 'lo', 'up']);
+  if (addresses !== undefined && addresses.length > 0) {
+    exec('ip', ['link', 'add', 'eth0', 'type', 'veth', 'peer', 'name', 'peer0']);
+    exec('ip', ['link', 'set', 'eth0', 'up']);
+    exec('ip', ['link', 'set', 'peer0', 'up']);
+    for (const a of addresses) {
+      if (a.includes(':')) exec('ip', ['-6', 'addr', 'add', a, 'dev', 'eth0', 'nodad']);
+      else exec('ip', ['-4', 'addr', 'add', a, 'dev', 'eth0']);
+    }
+  }
 }
 
 /** `-A` lines and Istio chain declarations of a save, without comments and counters. */
