@@ -13,6 +13,7 @@ const SUBCOMMANDS: readonly string[] = [
   './devcluster.js',
   './install-cni.js',
   './ca.js',
+  './iptables.js',
 ];
 
 export async function buildProgram(): Promise<Command> {
