@@ -1,0 +1,212 @@
+/**
+ * `startBroker(config)`: the node broker assembled from its parts — own token (TokenRequest),
+ * own SVID (from the CA without impersonation; serves the Broker API), the node pod watch and
+ * CNI registrations feeding the certificate manager, the Broker API on a Unix socket with mTLS,
+ * and the ops endpoint. `stop()` drains within the grace period, then forces.
+ */
+import { systemClock } from '../core/clock.js';
+import { describeError } from '../core/errors.js';
+import { systemRng } from '../core/rng.js';
+import { startOpsServer, type OpsServer } from '../ops/ops-server.js';
+import { kubernetesIdentity } from '../spiffe/kubernetes.js';
+import { BrokerApiService } from './broker-api.js';
+import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './broker-api-server.js';
+import { IstioCaClient } from './ca-client.js';
+import { CertManager, type IdentityStatus } from './cert-manager.js';
+import type { BrokerConfig } from './config.js';
+import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFetcher } from './kube-adapters.js';
+import { BrokerMetrics } from './metrics.js';
+import { NodePods, type TrackedPod } from './node-pods.js';
+import { startRegistrationServer, type RegistrationServer } from './registration-server.js';
+import { TokenSource } from './token-source.js';
+import { TrustBundle } from './trust-bundle.js';
+import { describeCert } from './workload-cert.js';
+
+export interface Broker {
+  /** The broker's own SPIFFE ID. */
+  readonly ownIdentity: string;
+  readonly certs: CertManager;
+  readonly pods: NodePods;
+  readonly bundle: TrustBundle;
+  readonly metrics: BrokerMetrics;
+  /** Ops endpoint port, when enabled. */
+  readonly opsPort: number | undefined;
+  readonly brokerSocketPath: string;
+  readonly cniEventSocketPath: string;
+  /** Ready: own token held, pod watch synced, own SVID held. */
+  readonly ready: boolean;
+  /** Identity statuses with their pods, for dumps and the live view (no keys). */
+  snapshot(): Array<IdentityStatus & { readonly pods: readonly TrackedPod[] }>;
+  /** Resolves when the broker is ready (or rejects when `signal` aborts first). */
+  whenReady(signal?: AbortSignal): Promise<void>;
+  stop(deadlineMs?: number): Promise<void>;
+}
+
+export async function startBroker(config: BrokerConfig): Promise<Broker> {
+  const clock = config.clock ?? systemClock;
+  const rng = config.rng ?? systemRng;
+  const logger = config.logger.child({ component: 'broker', node: config.nodeName });
+  const stopping = new AbortController();
+  let registration: RegistrationServer | undefined;
+  let api: BrokerApiServer | undefined;
+  let ops: OpsServer | undefined;
+  const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem);
+  let certsRef: CertManager | undefined;
+  const metrics = new BrokerMetrics(() => certsRef);
+
+  // Own token.
+  const tokens = new TokenSource({
+    primary: tokenRequestFetcher(config.kubeConfig, {
+      pod: config.pod,
+      audience: config.ca.audience,
+      expirationSeconds: config.tokenExpirationSeconds,
+    }),
+    ...(config.tokenFile ? { fallback: projectedTokenFileFetcher(config.tokenFile) } : {}),
+    clock,
+    rng,
+    logger,
+  });
+  const tokenLoop = tokens.run(stopping.signal);
+
+  const caBase = {
+    address: config.ca.address,
+    caRootsPem: config.ca.rootsPem,
+    ...(config.ca.tlsServerName ? { tlsServerName: config.ca.tlsServerName } : {}),
+    tokens,
+    clusterId: config.ca.clusterId,
+    certTtlSeconds: config.ca.certTtlSeconds,
+  };
+  const workloadCa = new IstioCaClient({ ...caBase, impersonate: true });
+  const ownCa = new IstioCaClient({ ...caBase, impersonate: false });
+
+  const onCert = { fetchSucceeded: (_id: string, cert: { rootsDer: readonly Buffer[] }) => void bundle.update(cert.rootsDer) };
+  const certs = new CertManager({
+    ca: workloadCa,
+    clock,
+    rng,
+    maxConcurrentFetches: config.maxConcurrentFetches,
+    forgetGraceMs: config.forgetGraceMs,
+    observer: metrics.certObserver({
+      ...onCert,
+      fetchFailed: (identity, err, _ms, next) =>
+        logger.warn('certificate fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
+    }),
+  });
+  certsRef = certs;
+
+  // Own SVID: its own manager entry (no impersonation), rotated like any other.
+  const ownIdentity = kubernetesIdentity(config.trustDomain, config.pod.namespace, config.pod.serviceAccount);
+  const ownCerts = new CertManager({
+    ca: ownCa,
+    clock,
+    rng,
+    maxConcurrentFetches: 1,
+    observer: {
+      ...onCert,
+      fetchFailed: (identity, err, _ms, next) =>
+        logger.warn('own SVID fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
+    },
+  });
+  const provider = new SelfCertificateProvider();
+  provider.setRoots(bundle);
+  bundle.onChange(() => provider.setRoots(bundle));
+  ownCerts.retain(ownIdentity, 'self', 'realtime');
+  ownCerts.subscribe(ownIdentity, (ev) => {
+    if (ev.type !== 'updated') return;
+    provider.setIdentity(ev.cert);
+    logger.info('own SVID ready', describeCert(ev.cert));
+    api?.health.setStatus('', 'SERVING');
+    api?.health.setStatus('spiffe.broker.API', 'SERVING');
+  });
+
+  const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now() });
+  const watch = new NodePodWatch({ kubeConfig: config.kubeConfig, nodeName: config.nodeName, pods, clock, rng, logger });
+
+  const service = new BrokerApiService({
+    pods,
+    certs,
+    bundle,
+    allowedCallers: config.allowedCallers,
+    clock,
+    rng,
+    logger,
+    updateJitterMs: config.updateJitterMs,
+    observer: metrics.apiObserver(),
+  });
+
+  const readiness = [
+    { name: 'token', check: () => (tokens.ready ? undefined : `no valid token${tokens.lastError ? `: ${tokens.lastError}` : ''}`) },
+    { name: 'pod-watch', check: () => (watch.synced ? undefined : 'pod watch not synced') },
+    { name: 'own-svid', check: () => (ownCerts.current(ownIdentity) ? undefined : 'own SVID not obtained yet') },
+  ];
+  const isReady = () => readiness.every((c) => c.check() === undefined);
+
+  const stopAll = async (deadlineMs: number) => {
+    stopping.abort();
+    await Promise.allSettled([registration?.close(), api?.stop(deadlineMs), watch.stop()]);
+    certs.stop();
+    ownCerts.stop();
+    workloadCa.close();
+    ownCa.close();
+    await tokenLoop.catch(() => undefined);
+    await ops?.close();
+  };
+
+  try {
+    await watch.start();
+    registration = await startRegistrationServer({
+      socketPath: config.cniEventSocketPath,
+      pods,
+      lookup: kubePodLookup(config.kubeConfig),
+      logger,
+      observer: metrics.registrationObserver(),
+    });
+    api = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: provider, logger });
+    if (provider.hasIdentity) {
+      api.health.setStatus('', 'SERVING');
+      api.health.setStatus('spiffe.broker.API', 'SERVING');
+    }
+    if (config.ops) {
+      ops = await startOpsServer({
+        host: config.ops.host,
+        port: config.ops.port,
+        registry: metrics.registry,
+        readiness,
+        liveness: [],
+        logger,
+      });
+    }
+  } catch (err) {
+    await stopAll(0);
+    throw err;
+  }
+  logger.info('node broker started', { ownIdentity, brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath });
+
+  let stopped: Promise<void> | undefined;
+  return {
+    ownIdentity,
+    certs,
+    pods,
+    bundle,
+    metrics,
+    opsPort: ops?.port,
+    brokerSocketPath: config.brokerSocketPath,
+    cniEventSocketPath: config.cniEventSocketPath,
+    get ready() {
+      return isReady();
+    },
+    snapshot() {
+      return certs.statuses().map((s) => ({ ...s, pods: pods.podsOf(s.identity) }));
+    },
+    async whenReady(signal?: AbortSignal) {
+      while (!isReady()) {
+        if (signal?.aborted) throw signal.reason;
+        await new Promise((r) => setTimeout(r, 50).unref());
+      }
+    },
+    stop(deadlineMs = config.shutdownGraceMs) {
+      stopped ??= stopAll(deadlineMs).then(() => logger.info('node broker stopped'));
+      return stopped;
+    },
+  };
+}

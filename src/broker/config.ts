@@ -1,0 +1,196 @@
+/**
+ * The node broker's configuration: one frozen typed object. `startBroker` takes it directly
+ * (tests, `npm start`); `readBrokerConfig` builds it from flags and environment variables for
+ * `certbroker broker`, listing every problem at once.
+ */
+import { readFileSync } from 'node:fs';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../core/clock.js';
+import { ConfigReader } from '../core/config.js';
+import type { Logger } from '../core/log.js';
+import type { Rng } from '../core/rng.js';
+
+export const ENV = Object.freeze({
+  TRUST_DOMAIN: 'TRUST_DOMAIN',
+  NODE_NAME: 'NODE_NAME',
+  POD_NAME: 'POD_NAME',
+  POD_NAMESPACE: 'POD_NAMESPACE',
+  POD_UID: 'POD_UID',
+  SERVICE_ACCOUNT: 'SERVICE_ACCOUNT',
+  CA_ADDRESS: 'CA_ADDRESS',
+  CA_ROOT_CERT_FILE: 'CA_ROOT_CERT_FILE',
+  CA_TLS_SERVER_NAME: 'CA_TLS_SERVER_NAME',
+  CLUSTER_ID: 'CLUSTER_ID',
+  CA_AUDIENCE: 'CA_TOKEN_AUDIENCE',
+  TOKEN_EXPIRATION_SECONDS: 'BROKER_TOKEN_EXPIRATION_SECONDS',
+  TOKEN_FILE: 'BROKER_TOKEN_FILE',
+  CERT_TTL_SECONDS: 'WORKLOAD_CERT_TTL_SECONDS',
+  MAX_CONCURRENT_FETCHES: 'BROKER_MAX_CONCURRENT_FETCHES',
+  FORGET_GRACE_SECONDS: 'BROKER_FORGET_GRACE_SECONDS',
+  BROKER_SOCKET: 'SPIFFE_BROKER_SOCKET',
+  CNI_EVENT_SOCKET: 'CNI_EVENT_SOCKET',
+  ALLOWED_CALLERS: 'BROKER_ALLOWED_CALLERS',
+  UPDATE_JITTER_MS: 'BROKER_UPDATE_JITTER_MS',
+  OPS_ADDRESS: 'BROKER_OPS_ADDRESS',
+  KUBECONFIG: 'KUBECONFIG',
+  SHUTDOWN_SECONDS: 'BROKER_SHUTDOWN_GRACE_SECONDS',
+  LOG_LEVEL: 'LOG_LEVEL',
+});
+
+export const DEFAULTS = Object.freeze({
+  trustDomain: 'cluster.local',
+  serviceAccount: 'ztunnel',
+  caAddress: 'istiod.istio-system.svc:15012',
+  caRootCertFile: '/var/run/secrets/istio/root-cert.pem',
+  clusterId: 'Kubernetes',
+  caAudience: 'istio-ca',
+  tokenExpirationSeconds: 3600,
+  certTtlSeconds: 24 * 3600,
+  maxConcurrentFetches: 8,
+  forgetGraceSeconds: 30,
+  brokerSocket: 'unix:///var/run/certbroker/broker.sock',
+  cniEventSocket: '/var/run/istio-cni/pluginevent.sock',
+  updateJitterMs: 1000,
+  opsAddress: '0.0.0.0:15022',
+  shutdownGraceSeconds: 5,
+});
+
+/** The default allow-list: ztunnel of the trust domain. */
+export function defaultAllowedCallers(trustDomain: string): string[] {
+  return [`spiffe://${trustDomain}/ns/istio-system/sa/ztunnel`];
+}
+
+export interface BrokerConfig {
+  readonly trustDomain: string;
+  readonly nodeName: string;
+  /** The broker's own pod (downward API) and service account. */
+  readonly pod: { readonly namespace: string; readonly name: string; readonly uid: string; readonly serviceAccount: string };
+  readonly ca: {
+    readonly address: string;
+    /** PEM mesh root(s): verify the CA's TLS, verify consumers, initial trust bundle. */
+    readonly rootsPem: string;
+    readonly tlsServerName?: string;
+    readonly clusterId: string;
+    readonly audience: string;
+    readonly certTtlSeconds: number;
+  };
+  readonly tokenExpirationSeconds: number;
+  /** Projected token file used when TokenRequest fails. */
+  readonly tokenFile?: string;
+  readonly maxConcurrentFetches: number;
+  readonly forgetGraceMs: number;
+  /** Filesystem path of the Broker API socket. */
+  readonly brokerSocketPath: string;
+  /** Filesystem path of the CNI registration socket. */
+  readonly cniEventSocketPath: string;
+  readonly allowedCallers: readonly string[];
+  readonly updateJitterMs: number;
+  /** host and port of /healthz, /readyz, /metrics; port 0 picks one, undefined disables. */
+  readonly ops?: { readonly host: string; readonly port: number };
+  readonly shutdownGraceMs: number;
+  readonly kubeConfig: KubeConfig;
+  readonly logger: Logger;
+  readonly clock?: Clock;
+  readonly rng?: Rng;
+}
+
+export interface BrokerFlags {
+  readonly trustDomain?: string;
+  readonly nodeName?: string;
+  readonly caAddress?: string;
+  readonly caRootCertFile?: string;
+  readonly brokerSocket?: string;
+  readonly cniEventSocket?: string;
+  readonly opsAddress?: string;
+  readonly kubeconfig?: string;
+  readonly allowedCallers?: string;
+  readonly certTtlSeconds?: string;
+}
+
+/** `unix:///path` or `/path` -> `/path`; undefined if neither. */
+export function unixSocketPath(value: string): string | undefined {
+  if (value.startsWith('unix://')) return value.slice('unix://'.length) || undefined;
+  if (value.startsWith('/')) return value;
+  return undefined;
+}
+
+function hostPort(r: ConfigReader, name: string, value: string): { host: string; port: number } | undefined {
+  const m = /^(\[[^\]]+\]|[^:]*):(\d{1,5})$/.exec(value);
+  if (!m || Number(m[2]) > 65535) {
+    r.problem(`${name}=${JSON.stringify(value)} is not host:port`);
+    return undefined;
+  }
+  return { host: m[1]!.replace(/^\[|\]$/g, '') || '0.0.0.0', port: Number(m[2]) };
+}
+
+/**
+ * Builds the configuration from flags (which win) and environment variables; reads the root
+ * file and the kubeconfig. Throws one ConfigError naming every problem.
+ */
+export async function readBrokerConfig(
+  options: { readonly flags?: BrokerFlags; readonly env?: NodeJS.ProcessEnv; readonly logger: Logger },
+): Promise<BrokerConfig> {
+  const f = options.flags ?? {};
+  const r = new ConfigReader(options.env ?? process.env);
+  const trustDomain = r.string(ENV.TRUST_DOMAIN, DEFAULTS.trustDomain, f.trustDomain);
+  const nodeName = r.required(ENV.NODE_NAME, f.nodeName);
+  const podName = r.required(ENV.POD_NAME);
+  const podNamespace = r.required(ENV.POD_NAMESPACE);
+  const podUid = r.required(ENV.POD_UID);
+  const serviceAccount = r.string(ENV.SERVICE_ACCOUNT, DEFAULTS.serviceAccount);
+  const caAddress = r.string(ENV.CA_ADDRESS, DEFAULTS.caAddress, f.caAddress);
+  const rootFile = r.string(ENV.CA_ROOT_CERT_FILE, DEFAULTS.caRootCertFile, f.caRootCertFile);
+  let rootsPem = '';
+  try {
+    rootsPem = readFileSync(rootFile, 'utf8');
+    if (!rootsPem.includes('-----BEGIN CERTIFICATE-----')) r.problem(`${ENV.CA_ROOT_CERT_FILE}=${rootFile} holds no PEM certificate`);
+  } catch (err) {
+    r.problem(`${ENV.CA_ROOT_CERT_FILE}=${rootFile} cannot be read: ${(err as Error).message}`);
+  }
+  const tlsServerName = r.optionalString(ENV.CA_TLS_SERVER_NAME);
+  const clusterId = r.string(ENV.CLUSTER_ID, DEFAULTS.clusterId);
+  const audience = r.string(ENV.CA_AUDIENCE, DEFAULTS.caAudience);
+  const tokenExpirationSeconds = r.int(ENV.TOKEN_EXPIRATION_SECONDS, DEFAULTS.tokenExpirationSeconds, { min: 600, max: 86_400 * 2 });
+  const tokenFile = r.optionalString(ENV.TOKEN_FILE);
+  const certTtlSeconds = r.int(ENV.CERT_TTL_SECONDS, DEFAULTS.certTtlSeconds, { min: 60, max: 90 * 86_400, explicit: f.certTtlSeconds });
+  const maxConcurrentFetches = r.int(ENV.MAX_CONCURRENT_FETCHES, DEFAULTS.maxConcurrentFetches, { min: 1, max: 1024 });
+  const forgetGraceSeconds = r.int(ENV.FORGET_GRACE_SECONDS, DEFAULTS.forgetGraceSeconds, { min: 0, max: 3600 });
+  const brokerSocketRaw = r.string(ENV.BROKER_SOCKET, DEFAULTS.brokerSocket, f.brokerSocket);
+  const brokerSocketPath = unixSocketPath(brokerSocketRaw);
+  if (!brokerSocketPath) r.problem(`${ENV.BROKER_SOCKET}=${JSON.stringify(brokerSocketRaw)} is not unix:///path`);
+  const cniRaw = r.string(ENV.CNI_EVENT_SOCKET, DEFAULTS.cniEventSocket, f.cniEventSocket);
+  const cniEventSocketPath = unixSocketPath(cniRaw);
+  if (!cniEventSocketPath) r.problem(`${ENV.CNI_EVENT_SOCKET}=${JSON.stringify(cniRaw)} is not an absolute path`);
+  const allowedCallers = r.list(ENV.ALLOWED_CALLERS, defaultAllowedCallers(trustDomain), f.allowedCallers);
+  for (const c of allowedCallers) if (!c.startsWith('spiffe://')) r.problem(`${ENV.ALLOWED_CALLERS} entry ${JSON.stringify(c)} is not a SPIFFE ID`);
+  const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, { min: 0, max: 60_000 });
+  const opsRaw = r.string(ENV.OPS_ADDRESS, DEFAULTS.opsAddress, f.opsAddress);
+  const ops = opsRaw === 'off' ? undefined : hostPort(r, ENV.OPS_ADDRESS, opsRaw);
+  const shutdownGraceSeconds = r.int(ENV.SHUTDOWN_SECONDS, DEFAULTS.shutdownGraceSeconds, { min: 0, max: 300 });
+  const kubeconfigPath = r.optionalString(ENV.KUBECONFIG, f.kubeconfig);
+  r.done();
+
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kubeConfig = new KubeConfig();
+  if (kubeconfigPath) kubeConfig.loadFromFile(kubeconfigPath);
+  else kubeConfig.loadFromCluster();
+
+  return Object.freeze({
+    trustDomain,
+    nodeName,
+    pod: { namespace: podNamespace, name: podName, uid: podUid, serviceAccount },
+    ca: { address: caAddress, rootsPem, ...(tlsServerName ? { tlsServerName } : {}), clusterId, audience, certTtlSeconds },
+    tokenExpirationSeconds,
+    ...(tokenFile ? { tokenFile } : {}),
+    maxConcurrentFetches,
+    forgetGraceMs: forgetGraceSeconds * 1000,
+    brokerSocketPath: brokerSocketPath!,
+    cniEventSocketPath: cniEventSocketPath!,
+    allowedCallers,
+    updateJitterMs,
+    ...(ops ? { ops } : {}),
+    shutdownGraceMs: shutdownGraceSeconds * 1000,
+    kubeConfig,
+    logger: options.logger,
+  });
+}

@@ -1,0 +1,26 @@
+/**
+ * broker — the node broker: one certificate per workload identity on the node, fetched from
+ * the CA with the broker's own token (impersonation), served to the node's data plane over
+ * the SPIFFE Broker API.
+ *
+ * - `startBroker(config)` / `readBrokerConfig({flags, env, logger})`: the whole daemon.
+ * - `CertManager`: the certificate cache and scheduler (pure; `CaClient` interface, fake-clock tested).
+ * - `refreshAt`, `backoff`: the refresh policy as pure functions.
+ * - `IstioCaClient`: the CA client; `TokenSource`: the broker's own token.
+ * - `NodePods`: the node's pods and their identities; `BrokerApiService`: the consumer API.
+ * - `BrokerClient`: a Broker API client (fetch CLI, tests, benchmarks).
+ */
+export { startBroker, type Broker } from './broker.js';
+export { readBrokerConfig, defaultAllowedCallers, unixSocketPath, ENV, DEFAULTS, type BrokerConfig, type BrokerFlags } from './config.js';
+export { CertManager, type CertState, type CertEvent, type IdentityStatus, type CertManagerObserver } from './cert-manager.js';
+export { refreshAt, backoff, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './refresh-policy.js';
+export { KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
+export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from './ca-client.js';
+export { TokenSource, type FetchedToken, type TokenFetcher } from './token-source.js';
+export { NodePods, type PodFacts, type TrackedPod } from './node-pods.js';
+export { BrokerApiService, x509SvidResponse } from './broker-api.js';
+export { BrokerClient, firstMessage, splitDerCertificates, type X509SvidResponse } from './broker-client.js';
+export { TrustBundle } from './trust-bundle.js';
+export { BrokerError, type BrokerErrorCode } from './errors.js';
+export { encodePodReference, parseWorkloadReference, type PodReference } from './workload-reference.js';
+export type { WorkloadCert, CaClient } from './workload-cert.js';

@@ -1,0 +1,134 @@
+/**
+ * The broker's Prometheus metrics, on its own registry: identities by state (like kubelet's
+ * pod certificate states), CA fetch latency and errors by code, queue depth and CA calls in
+ * flight, time from pod registration to certificate ready, Broker API streams and first-message
+ * latency, CNI registrations, token refreshes.
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { CertManager, CertManagerObserver } from './cert-manager.js';
+import { CaCallError } from './ca-client.js';
+import { BrokerError } from './errors.js';
+import type { BrokerApiObserver } from './broker-api.js';
+import type { RegistrationObserver } from './registration-server.js';
+
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+export class BrokerMetrics {
+  readonly registry = new Registry();
+  readonly fetchSeconds: Histogram<'outcome'>;
+  readonly caErrors: Counter<'code'>;
+  readonly registrationToReadySeconds: Histogram;
+  readonly streamsOpen: Gauge<'rpc'>;
+  readonly firstMessageSeconds: Histogram<'rpc'>;
+  readonly apiRejections: Counter<'rpc' | 'code'>;
+  readonly registrations: Counter<'outcome'>;
+  readonly tokenRefreshes: Counter<'outcome'>;
+
+  constructor(certs: () => CertManager | undefined) {
+    const registers = [this.registry];
+    new Gauge({
+      name: 'certbroker_broker_pod_certificate_states',
+      help: 'Workload identities held by the broker, by state (pending, ready, failed).',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const counts = certs()?.countByState() ?? { pending: 0, ready: 0, failed: 0 };
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_fetch_queue_depth',
+      help: 'Identities waiting for a CA slot.',
+      registers,
+      collect() {
+        this.set(certs()?.queued ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_ca_calls_in_flight',
+      help: 'CA calls currently running.',
+      registers,
+      collect() {
+        this.set(certs()?.inFlight ?? 0);
+      },
+    });
+    this.fetchSeconds = new Histogram({
+      name: 'certbroker_broker_ca_fetch_duration_seconds',
+      help: 'CA certificate fetch latency (key generation, CSR, call, checks).',
+      labelNames: ['outcome'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.caErrors = new Counter({
+      name: 'certbroker_broker_ca_errors_total',
+      help: 'Failed CA fetches by gRPC status name or broker error code.',
+      labelNames: ['code'],
+      registers,
+    });
+    this.registrationToReadySeconds = new Histogram({
+      name: 'certbroker_broker_registration_to_ready_seconds',
+      help: 'Time from the first pod needing an identity (registration or watch) to its first certificate.',
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.streamsOpen = new Gauge({ name: 'certbroker_broker_api_streams_open', help: 'Open Broker API streams.', labelNames: ['rpc'], registers });
+    this.firstMessageSeconds = new Histogram({
+      name: 'certbroker_broker_api_first_message_seconds',
+      help: 'Time from a Broker API subscription to its first message.',
+      labelNames: ['rpc'],
+      buckets: LATENCY_BUCKETS,
+      registers,
+    });
+    this.apiRejections = new Counter({
+      name: 'certbroker_broker_api_rejections_total',
+      help: 'Broker API calls refused, by RPC and error code.',
+      labelNames: ['rpc', 'code'],
+      registers,
+    });
+    this.registrations = new Counter({
+      name: 'certbroker_broker_cni_registrations_total',
+      help: 'CNI pod registrations by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.tokenRefreshes = new Counter({
+      name: 'certbroker_broker_token_refreshes_total',
+      help: 'Broker token fetches by outcome.',
+      labelNames: ['outcome'],
+      registers,
+    });
+  }
+
+  certObserver(extra: CertManagerObserver = {}): CertManagerObserver {
+    return {
+      ...extra,
+      fetchSucceeded: (identity, cert, ms) => {
+        this.fetchSeconds.observe({ outcome: 'success' }, ms / 1000);
+        extra.fetchSucceeded?.(identity, cert, ms);
+      },
+      fetchFailed: (identity, err, ms, next) => {
+        this.fetchSeconds.observe({ outcome: 'failure' }, ms / 1000);
+        const code = err instanceof CaCallError ? err.grpcCode : err instanceof BrokerError ? err.code : 'UNKNOWN';
+        this.caErrors.inc({ code });
+        extra.fetchFailed?.(identity, err, ms, next);
+      },
+      firstReady: (identity, ms) => {
+        this.registrationToReadySeconds.observe(ms / 1000);
+        extra.firstReady?.(identity, ms);
+      },
+    };
+  }
+
+  apiObserver(): BrokerApiObserver {
+    return {
+      streamOpened: (rpc) => this.streamsOpen.inc({ rpc }),
+      streamClosed: (rpc) => this.streamsOpen.dec({ rpc }),
+      firstMessage: (rpc, ms) => this.firstMessageSeconds.observe({ rpc }, ms / 1000),
+      rejected: (rpc, code) => this.apiRejections.inc({ rpc, code }),
+    };
+  }
+
+  registrationObserver(): RegistrationObserver {
+    return { registered: (outcome) => this.registrations.inc({ outcome }) };
+  }
+}
