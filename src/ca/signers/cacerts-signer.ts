@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { CACERTS_FILES, loadCaCertsDir } from '../../pki/index.js';
+import { CACERTS_FILES, PkiError, validateCaBundle } from '../../pki/index.js';
 import { describeError } from '../../core/errors.js';
 import { MaterialSigner, type MaterialSignerOptions } from './material-signer.js';
 
@@ -73,16 +73,37 @@ export class CacertsSigner extends MaterialSigner {
   }
 
   async #checkOnce(): Promise<void> {
-    const fp = await this.#readFingerprint();
+    // Read each file once: the fingerprint and the validated material come from the same bytes.
+    const texts = new Map<string, string>();
+    const h = createHash('sha256');
+    for (const name of CACERTS_FILES) {
+      try {
+        const text = await readFile(join(this.#o.dir, name), 'utf8');
+        texts.set(name, text);
+        h.update(name).update('\0').update(text).update('\0');
+      } catch {
+        h.update(name).update('\0missing\0');
+      }
+    }
+    const fp = h.digest('hex');
     if (fp === this.#fingerprint) return;
+    this.#fingerprint = fp;
     try {
-      const material = await loadCaCertsDir(this.#o.dir, this.options.clock.now());
-      this.#fingerprint = fp;
+      const missing = CACERTS_FILES.filter((n) => !texts.has(n));
+      if (missing.length > 0) throw new PkiError('ERR_PKI_CACERTS_MISSING', `CA directory ${this.#o.dir} is incomplete: missing ${missing.join(', ')}`);
+      const material = validateCaBundle(
+        {
+          caCertPem: texts.get('ca-cert.pem')!,
+          caKeyPem: texts.get('ca-key.pem')!,
+          certChainPem: texts.get('cert-chain.pem')!,
+          rootCertPem: texts.get('root-cert.pem')!,
+        },
+        this.options.clock.now(),
+      );
       this.lastError = undefined;
       this.loads++;
       this.install(material);
     } catch (err) {
-      this.#fingerprint = fp;
       this.lastError = describeError(err);
       if (!this.material) this.setNotReady(`cacerts ${this.#o.dir}: ${this.lastError}`);
       this.options.logger.error(this.material ? 'cacerts update rejected; keeping the previous CA' : 'cacerts not loadable', {
@@ -90,18 +111,6 @@ export class CacertsSigner extends MaterialSigner {
         err,
       });
     }
-  }
-
-  async #readFingerprint(): Promise<string> {
-    const h = createHash('sha256');
-    for (const name of CACERTS_FILES) {
-      try {
-        h.update(name).update('\0').update(await readFile(join(this.#o.dir, name))).update('\0');
-      } catch {
-        h.update(name).update('\0missing\0');
-      }
-    }
-    return h.digest('hex');
   }
 
   async #poll(): Promise<void> {

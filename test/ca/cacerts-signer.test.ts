@@ -1,0 +1,116 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { FakeClock } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/log.js';
+import { CacertsSigner } from '../../src/ca/signers/cacerts-signer.js';
+import { poolIssuerFactory } from '../../src/ca/signers/pool-issuer.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
+import { cacertsFiles, makePluginCa, newCsr, opensslText, opensslVerifyChain, tempDir, writeCacerts, writeCacertsAtomic } from './support/pki-fixtures.js';
+
+const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
+
+function signerFor(dir: string, clock: FakeClock, pool = false): CacertsSigner {
+  return new CacertsSigner({
+    dir,
+    clock,
+    logger: silentLogger,
+    maxTtlSeconds: 90 * 86400,
+    ...(pool ? { issuerFactory: poolIssuerFactory(2) } : {}),
+  });
+}
+
+test('cacerts: issues leaf, intermediate, root (last); openssl verifies; X509-SVID rules hold', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  const ca = await makePluginCa();
+  await writeCacerts(dir.path, ca);
+  const signer = signerFor(dir.path, new FakeClock(Date.now()));
+  t.after(() => signer.close());
+  await signer.start();
+  assert.equal(signer.ready, true, signer.notReadyReason);
+  const csr = await newCsr('spiffe://evil.example/ns/x/sa/y');
+  const signed = await signer.sign({ csrPem: csr, spiffeId: ID, ttlSeconds: 3600 });
+  assert.equal(signed.certChain.length, 3);
+  assert.equal(signed.certChain[1], ca.intermediate.pem);
+  assert.ok(signed.certChain[0]);
+  assert.equal(signed.certChain[2], ca.root.pem);
+  assert.deepEqual(signer.roots(), [ca.root.pem]);
+  assert.match(await opensslVerifyChain(signed.certChain), /leaf\.pem: OK/);
+  assert.equal(checkX509Svid(signed.certChain[0]!)?.id, ID, 'the CSR SAN is ignored; the requested identity is certified');
+  const text = await opensslText(signed.certChain[0]!);
+  assert.match(text, /X509v3 Subject Alternative Name: critical\s+URI:spiffe:\/\/cluster\.local\/ns\/default\/sa\/sleep/);
+  assert.match(text, /TLS Web Server Authentication, TLS Web Client Authentication/);
+  assert.match(text, /CA:FALSE/);
+});
+
+test('cacerts: worker-pool issuing gives the same chain shape and verifies', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  await writeCacerts(dir.path, await makePluginCa());
+  const signer = signerFor(dir.path, new FakeClock(Date.now()), true);
+  t.after(() => signer.close());
+  await signer.start();
+  const chains = await Promise.all([1, 2, 3, 4].map(async () => signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 })));
+  for (const c of chains) assert.match(await opensslVerifyChain(c.certChain), /OK/);
+  assert.equal(new Set(chains.map((c) => c.serialHex)).size, 4);
+});
+
+test('cacerts: not ready until a valid bundle appears; then reloads; bad updates keep the old CA', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  const clock = new FakeClock(Date.now());
+  const signer = signerFor(dir.path, clock);
+  t.after(() => signer.close());
+  await signer.start();
+  assert.equal(signer.ready, false);
+  assert.match(signer.notReadyReason ?? '', /missing/);
+  await assert.rejects(signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 60 }), { code: 'ERR_CA_SIGNER_NOT_READY' });
+
+  const first = await makePluginCa('First');
+  await writeCacertsAtomic(dir.path, cacertsFiles(first));
+  await signer.check();
+  assert.equal(signer.ready, true);
+  assert.deepEqual(signer.roots(), [first.root.pem]);
+
+  // Root rotation: a new CA whose root-cert.pem also carries the old root; both roots served.
+  const second = await makePluginCa('Second');
+  let changes = 0;
+  signer.onChange(() => changes++);
+  await writeCacertsAtomic(dir.path, cacertsFiles(second, [first.root]));
+  await signer.check();
+  assert.equal(changes, 1);
+  assert.deepEqual(signer.roots(), [second.root.pem, first.root.pem]);
+  const chain = (await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 60 })).certChain;
+  assert.equal(chain.length, 3);
+  assert.equal(chain[2], second.root.pem + first.root.pem, 'root bundle is the last element');
+  assert.match(await opensslVerifyChain(chain), /OK/);
+
+  // A key that does not match: rejected, previous material kept.
+  await writeCacertsAtomic(dir.path, { ...cacertsFiles(second, [first.root]), 'ca-cert.pem': first.intermediate.pem });
+  await signer.check();
+  assert.match(signer.lastError ?? '', /ERR_PKI_CACERTS/);
+  assert.equal(signer.ready, true);
+  assert.deepEqual(signer.roots(), [second.root.pem, first.root.pem]);
+});
+
+test('cacerts: a directory that appears later is found by the poll', async (t) => {
+  const parent = await tempDir();
+  t.after(() => parent.remove());
+  const dir = join(parent.path, 'cacerts');
+  const clock = new FakeClock(Date.now());
+  const signer = new CacertsSigner({ dir, clock, logger: silentLogger, maxTtlSeconds: 86400, pollIntervalMs: 1000 });
+  t.after(() => signer.close());
+  await signer.start();
+  assert.equal(signer.ready, false);
+  // The directory did not exist at start, so no fs watch is armed: only the poll can see it.
+  const ca = await makePluginCa();
+  await mkdir(dir);
+  await writeCacerts(dir, ca);
+  await clock.waitForTimers(1);
+  await clock.advance(1000);
+  while (signer.loads === 0) await new Promise((r) => setImmediate(r));
+  assert.equal(signer.ready, true);
+  assert.deepEqual(signer.roots(), [ca.root.pem]);
+});
