@@ -13,14 +13,25 @@ function readStdin(): string {
   }
 }
 
+const INTERNAL = JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: 'internal error in istio-cni plugin', details: '' }) + '\n';
+
+let answered = false;
+// If the event loop ever drained before an answer was printed, the runtime must still see a failure.
+process.on('beforeExit', () => {
+  if (!answered) {
+    answered = true;
+    process.stdout.write(INTERNAL, () => process.exit(1));
+  }
+});
+
 async function main(): Promise<void> {
   const outcome = await runPlugin({ env: process.env, stdin: process.env.CNI_COMMAND === 'VERSION' ? '' : readStdin() });
+  answered = true;
   process.stdout.write(outcome.stdout, () => process.exit(outcome.exitCode));
 }
 
 main().catch(() => {
   // runPlugin never rejects; this is the last line of defence, still in the spec's shape.
-  process.stdout.write(JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: 'internal error in istio-cni plugin', details: '' }) + '\n', () =>
-    process.exit(1),
-  );
+  answered = true;
+  process.stdout.write(INTERNAL, () => process.exit(1));
 });

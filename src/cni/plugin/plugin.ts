@@ -5,7 +5,8 @@
  * causes go to the log (stderr).
  */
 import { access } from 'node:fs/promises';
-import { systemClock, type Clock } from '../../core/clock.js';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { Clock } from '../../core/clock.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import { CniError, toErrorResult } from './cni-error.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
@@ -40,6 +41,15 @@ const REQUIRED_ENV: Readonly<Record<CniCommand, readonly string[]>> = {
 
 /** The istio-cni DaemonSet's pods: name prefix, in the plugin's own namespace. */
 export const OWN_AGENT_POD_PREFIX = 'istio-cni-node-';
+
+/**
+ * The plugin's clock: unlike `systemClock`, whose timers are unref'd for long-lived daemons, a
+ * retry wait here must keep this short-lived process alive.
+ */
+export const pluginClock: Clock = {
+  now: () => Date.now(),
+  sleep: (ms, signal) => delay(Math.max(0, ms), undefined, signal ? { signal } : {}),
+};
 
 export interface PluginOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -120,7 +130,7 @@ export async function runPlugin(options: PluginOptions): Promise<PluginOutcome> 
       fields: { plugin: 'istio-cni', command, containerId: env[ENV.containerId] ?? '' },
       ...(options.logSink ? { sink: options.logSink } : {}),
     });
-    const ctx: CommandContext = { env, config, log, clock: options.clock ?? systemClock };
+    const ctx: CommandContext = { env, config, log, clock: options.clock ?? pluginClock };
     switch (command) {
       case 'ADD':
         return { stdout: print(await cmdAdd(ctx)), exitCode: 0 };
