@@ -16,6 +16,7 @@ import type { RestStorage } from './rest.js';
 import type { Reviews } from './reviews.js';
 import type { TokenIssuer } from './tokens.js';
 import type { FaultInjector } from './faults.js';
+import { openApiV3Document, openApiV3Root } from './openapi.js';
 import { serveWatch, type WatchHub } from './watch.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 
@@ -158,6 +159,11 @@ export class ApiServer {
     if (p === '/openid/v1/jwks') return sendJson(res, 200, this.#p.issuer.jwks(), { 'content-type': 'application/jwk-set+json' });
     if (p === '/api') return sendJson(res, 200, apiVersions(this.#p.serverAddress()));
     if (p === '/apis') return sendJson(res, 200, apiGroupList());
+    if (p === '/openapi/v3') return sendJson(res, 200, openApiV3Root());
+    if (p.startsWith('/openapi/v3/')) {
+      const doc = openApiV3Document(p.slice('/openapi/v3/'.length));
+      if (doc) return sendJson(res, 200, doc);
+    }
     const core = /^\/api\/([^/]+)$/.exec(p);
     if (core) {
       const list = apiResourceList('', core[1]!);

@@ -6,6 +6,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { parse as parseYaml } from 'yaml';
 import { ApiError, badRequest, tooLarge, unsupportedMediaType } from './status.js';
+import { decodeKubeProtobuf } from './protobuf.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 3 * 1024 * 1024;
 
@@ -54,9 +55,8 @@ export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buff
 
 /** Decodes a body of one of `accepted` media types; anything else is a 415. */
 export function decodeBody(contentType: string, body: Buffer, accepted: readonly string[]): unknown {
-  if (!accepted.includes(contentType) || contentType === 'application/vnd.kubernetes.protobuf') {
-    throw unsupportedMediaType(contentType, accepted);
-  }
+  if (!accepted.includes(contentType)) throw unsupportedMediaType(contentType, accepted);
+  if (contentType === 'application/vnd.kubernetes.protobuf') return decodeKubeProtobuf(body);
   const text = body.toString('utf8');
   if (text.trim() === '') throw badRequest('the request body is empty');
   if (contentType.endsWith('yaml')) {
