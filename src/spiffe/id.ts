@@ -111,6 +111,10 @@ export function parseSpiffeId(input: string): SpiffeId {
 /** Builds a SPIFFE ID from a trust domain and path segments (each segment validated). */
 export function formatSpiffeId(trustDomain: string, ...segments: readonly string[]): SpiffeId {
   validateTrustDomain(trustDomain);
+  for (const seg of segments) {
+    if (seg === '') throw new SpiffeError('ERR_SPIFFE_ID_PATH_EMPTY_SEGMENT', 'path must not contain an empty segment');
+    if (seg.includes('/')) throw new SpiffeError('ERR_SPIFFE_ID_PATH_CHAR', 'a path segment must not contain "/"');
+  }
   const path = segments.map((s) => `/${s}`).join('');
   validatePath(path);
   const id = `${SPIFFE_SCHEME_PREFIX}${trustDomain}${path}`;

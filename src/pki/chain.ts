@@ -1,0 +1,98 @@
+/**
+ * Chain assembly and verification: from a leaf, through intermediates (any order), up to one
+ * of the trusted roots. Each link: issuer Name bytes equal, signature verifies (node:crypto),
+ * the issuer is a CA (basicConstraints cA, keyCertSign when keyUsage is present), its
+ * pathLenConstraint holds, and every certificate on the path is valid at `nowMs`.
+ */
+import { X509Certificate as NodeX509 } from 'node:crypto';
+import { certificateFields } from './cert-fields.js';
+import { PkiError } from './errors.js';
+import { parsePemBlocksOfType } from './pem.js';
+import { parseCertificate, x509 } from './x509-lib.js';
+
+/** Every CERTIFICATE block of a PEM text, parsed; any other block type is an error. */
+export function parseCertificates(pem: string | Uint8Array, what = 'certificate'): x509.X509Certificate[] {
+  return parsePemBlocksOfType(pem, 'CERTIFICATE', what).map((der) => parseCertificate(new Uint8Array(der)));
+}
+
+export interface VerifyChainInput {
+  readonly leaf: x509.X509Certificate;
+  readonly intermediates?: readonly x509.X509Certificate[];
+  readonly roots: readonly x509.X509Certificate[];
+  readonly nowMs: number;
+  /** Max certificates on a path including leaf and root (default 10). */
+  readonly maxDepth?: number;
+}
+
+interface Node {
+  readonly cert: x509.X509Certificate;
+  readonly der: Buffer;
+  readonly issuerDer: Buffer;
+  readonly subjectDer: Buffer;
+  readonly node: NodeX509;
+}
+
+function toNode(cert: x509.X509Certificate): Node {
+  const der = Buffer.from(cert.rawData);
+  const f = certificateFields(der);
+  return { cert, der, issuerDer: Buffer.from(f.issuerDer), subjectDer: Buffer.from(f.subjectDer), node: new NodeX509(der) };
+}
+
+function describe(cert: x509.X509Certificate): string {
+  return `${cert.subject || '(empty subject)'} [serial ${cert.serialNumber}]`;
+}
+
+function checkValidity(n: Node, nowMs: number): void {
+  if (nowMs < n.cert.notBefore.getTime() || nowMs > n.cert.notAfter.getTime()) {
+    throw new PkiError('ERR_PKI_CHAIN_EXPIRED', `certificate ${describe(n.cert)} is not valid at ${new Date(nowMs).toISOString()}`);
+  }
+}
+
+function checkIssuerIsCa(n: Node, caCertsBelow: number): void {
+  const bc = n.cert.getExtension(x509.BasicConstraintsExtension);
+  if (!bc || !bc.ca) throw new PkiError('ERR_PKI_CHAIN_NOT_CA', `issuer ${describe(n.cert)} is not a CA (basicConstraints)`);
+  const ku = n.cert.getExtension(x509.KeyUsagesExtension);
+  if (ku && !(ku.usages & x509.KeyUsageFlags.keyCertSign)) {
+    throw new PkiError('ERR_PKI_CHAIN_NOT_CA', `issuer ${describe(n.cert)} lacks keyCertSign`);
+  }
+  if (bc.pathLength !== undefined && caCertsBelow > bc.pathLength) {
+    throw new PkiError('ERR_PKI_CHAIN_PATHLEN', `issuer ${describe(n.cert)} has pathLen ${bc.pathLength}, ${caCertsBelow} CA certs below it`);
+  }
+}
+
+/**
+ * Verifies and returns the ordered path [leaf, intermediates..., root]. Errors:
+ * ERR_PKI_CHAIN_EMPTY (no roots), ERR_PKI_CHAIN_BROKEN (no issuer found),
+ * ERR_PKI_CHAIN_SIGNATURE, ERR_PKI_CHAIN_EXPIRED, ERR_PKI_CHAIN_NOT_CA, ERR_PKI_CHAIN_PATHLEN,
+ * ERR_PKI_CHAIN_UNTRUSTED (the path ends at a self-signed cert that is not a trusted root).
+ */
+export function verifyChain(input: VerifyChainInput): x509.X509Certificate[] {
+  if (input.roots.length === 0) throw new PkiError('ERR_PKI_CHAIN_EMPTY', 'no trusted roots given');
+  const maxDepth = input.maxDepth ?? 10;
+  const roots = input.roots.map(toNode);
+  const inters = (input.intermediates ?? []).map(toNode);
+  const path: Node[] = [toNode(input.leaf)];
+  checkValidity(path[0]!, input.nowMs);
+  let caCertsBelow = 0;
+  for (;;) {
+    const current = path[path.length - 1]!;
+    if (roots.some((r) => r.der.equals(current.der))) break;
+    if (path.length >= maxDepth) throw new PkiError('ERR_PKI_CHAIN_BROKEN', `no root within ${maxDepth} certificates`);
+    const candidates = [...roots, ...inters].filter(
+      (c) => c.subjectDer.equals(current.issuerDer) && !path.some((p) => p.der.equals(c.der)),
+    );
+    if (candidates.length === 0) {
+      if (current.subjectDer.equals(current.issuerDer) && current.node.verify(current.node.publicKey)) {
+        throw new PkiError('ERR_PKI_CHAIN_UNTRUSTED', `chain ends at ${describe(current.cert)}, which is not a trusted root`);
+      }
+      throw new PkiError('ERR_PKI_CHAIN_BROKEN', `no issuer found for ${describe(current.cert)}`);
+    }
+    const issuer = candidates.find((c) => current.node.verify(c.node.publicKey));
+    if (!issuer) throw new PkiError('ERR_PKI_CHAIN_SIGNATURE', `signature of ${describe(current.cert)} does not verify with its issuer`);
+    if (path.length > 1) caCertsBelow++;
+    checkIssuerIsCa(issuer, caCertsBelow);
+    checkValidity(issuer, input.nowMs);
+    path.push(issuer);
+  }
+  return path.map((n) => n.cert);
+}

@@ -1,0 +1,32 @@
+/**
+ * Worker-thread side of `LeafIssuerPool`: holds a FastLeafIssuer and answers batches of
+ * requests. Messages in: {kind:'signer', signer, maxTtlSeconds} | {kind:'batch', items}.
+ * Messages out: {kind:'results', results: [{id, leaf} | {id, code, message}]}.
+ */
+import { parentPort } from 'node:worker_threads';
+import { CertbrokerError } from '../core/errors.js';
+import { FastLeafIssuer, type IssuedLeaf, type LeafSigner } from './leaf-template.js';
+import type { WorkerItem, WorkerMessage, WorkerResult } from './leaf-pool-protocol.js';
+
+let issuer: FastLeafIssuer | undefined;
+
+function issueOne(item: WorkerItem): WorkerResult {
+  if (!issuer) return { id: item.id, code: 'ERR_PKI_POOL_WORKER', message: 'worker has no signer' };
+  try {
+    const leaf: IssuedLeaf = issuer.issue(item);
+    return { id: item.id, leaf };
+  } catch (err) {
+    if (err instanceof CertbrokerError) return { id: item.id, code: err.code, message: err.message };
+    return { id: item.id, code: 'ERR_PKI_SIGN_FAILED', message: 'unexpected failure while issuing' };
+  }
+}
+
+parentPort?.on('message', (msg: WorkerMessage) => {
+  if (msg.kind === 'signer') {
+    const signer: LeafSigner = { ...msg.signer, subjectDer: Buffer.from(msg.signer.subjectDer), subjectKeyId: msg.signer.subjectKeyId ? Buffer.from(msg.signer.subjectKeyId) : undefined };
+    issuer = new FastLeafIssuer({ signer, maxTtlSeconds: msg.maxTtlSeconds });
+    return;
+  }
+  const results = msg.items.map(issueOne);
+  parentPort!.postMessage({ kind: 'results', results });
+});
