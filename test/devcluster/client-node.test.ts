@@ -1,0 +1,94 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { setHeaderOptions, PatchStrategy } from '@kubernetes/client-node';
+import {
+  startCluster, adminClient, createPod, createServiceAccount, serviceAccountToken, kubeConfigFor, clientsFor,
+  waitForPodRunning, deletePod, type DevCluster,
+} from '../support/cluster.js';
+
+let cluster: DevCluster;
+before(async () => {
+  cluster = await startCluster();
+});
+after(() => cluster.close());
+
+test('client-node creates, reads, lists with selectors, patches and deletes pods', async () => {
+  const { core } = adminClient(cluster);
+  const pod = await createPod(cluster, { namespace: 'apps', name: 'web-1', serviceAccountName: 'web', nodeName: 'node-a', labels: { app: 'web' } });
+  assert.equal(pod.spec?.serviceAccountName, 'web');
+  assert.equal(pod.status?.phase, 'Pending');
+  assert.match(pod.metadata?.uid ?? '', /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  await createPod(cluster, { namespace: 'apps', name: 'web-2', nodeName: 'node-b', labels: { app: 'web' } });
+  await createPod(cluster, { namespace: 'apps', name: 'db-1', nodeName: 'node-a', labels: { app: 'db' } });
+
+  const running = await waitForPodRunning(cluster, { namespace: 'apps', name: 'web-1' });
+  assert.equal(running.status?.phase, 'Running');
+  assert.match(running.status?.podIP ?? '', /^10\.244\./);
+
+  const onA = await core.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=node-a' });
+  assert.deepEqual(onA.items.map((p) => p.metadata?.name).sort(), ['db-1', 'web-1']);
+  const webOnA = await core.listNamespacedPod({ namespace: 'apps', fieldSelector: 'spec.nodeName=node-a', labelSelector: 'app in (web)' });
+  assert.deepEqual(webOnA.items.map((p) => p.metadata?.name), ['web-1']);
+  const bySa = await core.listPodForAllNamespaces({ fieldSelector: 'spec.serviceAccountName=default,metadata.namespace=apps' });
+  assert.deepEqual(bySa.items.map((p) => p.metadata?.name).sort(), ['db-1', 'web-2']);
+
+  const rvBefore = Number(running.metadata?.resourceVersion);
+  const patched = await core.patchNamespacedPod(
+    { namespace: 'apps', name: 'web-1', body: { metadata: { labels: { tier: 'front' } } } },
+    k8sMergePatch(),
+  );
+  assert.equal(patched.metadata?.labels?.tier, 'front');
+  assert.equal(patched.metadata?.labels?.app, 'web');
+  assert.ok(Number(patched.metadata?.resourceVersion) > rvBefore);
+
+  await deletePod(cluster, { namespace: 'apps', name: 'db-1', gracePeriodSeconds: 0 });
+  await assert.rejects(core.readNamespacedPod({ namespace: 'apps', name: 'db-1' }), (err: { code?: number; body?: string }) => {
+    assert.equal(err.code, 404);
+    const status = JSON.parse(err.body ?? '{}') as { reason?: string; message?: string; kind?: string };
+    assert.equal(status.kind, 'Status');
+    assert.equal(status.reason, 'NotFound');
+    assert.equal(status.message, 'pods "db-1" not found');
+    return true;
+  });
+});
+
+test('a service-account client is held to RBAC and gets the real 403 Status', async () => {
+  await createServiceAccount(cluster, { namespace: 'rbac-test', name: 'reader' });
+  const token = await serviceAccountToken(cluster, { namespace: 'rbac-test', serviceAccountName: 'reader' });
+  const sa = clientsFor(kubeConfigFor(cluster, token));
+  await assert.rejects(sa.core.listNamespacedPod({ namespace: 'x' }), (err: { code?: number; body?: string }) => {
+    assert.equal(err.code, 403);
+    const status = JSON.parse(err.body ?? '{}') as Record<string, unknown>;
+    assert.deepEqual(status, {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Failure',
+      message: 'pods is forbidden: User "system:serviceaccount:rbac-test:reader" cannot list resource "pods" in API group "" in the namespace "x"',
+      reason: 'Forbidden',
+      details: { kind: 'pods' },
+      code: 403,
+    });
+    return true;
+  });
+  const { rbac } = adminClient(cluster);
+  await rbac.createNamespacedRole({ namespace: 'x-ns', body: { metadata: { name: 'pod-reader' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] } }).catch(async (err: { code?: number }) => {
+    assert.equal(err.code, 404); // namespace does not exist yet
+    await adminClient(cluster).core.createNamespace({ body: { metadata: { name: 'x-ns' } } });
+    await rbac.createNamespacedRole({ namespace: 'x-ns', body: { metadata: { name: 'pod-reader' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['list'] }] } });
+  });
+  await rbac.createNamespacedRoleBinding({
+    namespace: 'x-ns',
+    body: { metadata: { name: 'reader' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'pod-reader' }, subjects: [{ kind: 'ServiceAccount', name: 'reader', namespace: 'rbac-test' }] },
+  });
+  const list = await sa.core.listNamespacedPod({ namespace: 'x-ns' });
+  assert.deepEqual(list.items, []);
+  // The role is namespaced: other namespaces and other verbs stay forbidden.
+  await assert.rejects(sa.core.listNamespacedPod({ namespace: 'apps' }), (err: { code?: number }) => err.code === 403);
+  await assert.rejects(sa.core.readNamespacedPod({ namespace: 'x-ns', name: 'p' }), (err: { code?: number }) => err.code === 403);
+});
+
+/** client-node 1.x picks the patch content type through a middleware option. */
+function k8sMergePatch() {
+  return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+}
