@@ -46,6 +46,8 @@ export async function runIstioIptables(argv: readonly string[], env: Env, io: Ru
     const settings = { ...opts.settings };
     if (settings.proxyUID === undefined) settings.proxyUID = await envoyUid(opts.envoyUser);
     let ipv6 = opts.ipv6;
+    // Cleanup removes both families whatever the pod is, so it needs no detection.
+    if (ipv6 === undefined && opts.cleanupOnly) ipv6 = false;
     if (ipv6 === undefined) {
       ipv6 = await detectIPv6(runner, opts.dualStack).catch(() => undefined);
       if (ipv6 === undefined) {

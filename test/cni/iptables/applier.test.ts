@@ -7,6 +7,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   IptablesApplier,
+  applyCapture,
   buildRestorePlan,
   detectIPv6,
   systemRunner,
@@ -136,4 +137,16 @@ test('backend detection follows the hint kubelet leaves, else the backend with r
   const legacyRules = netns();
   legacyRules.exec('iptables-legacy-restore', ['--noflush'], '*filter\n-A INPUT -p tcp --dport 1 -j ACCEPT\nCOMMIT\n');
   assert.equal((await new IptablesApplier({ netnsPath: legacyRules.path }).binaries()).mode, 'legacy');
+});
+
+test('applyCapture detects an IPv6-only pod and programs both families in its netns', { skip }, async () => {
+  const ns = netns(['fd00:1::7/64']);
+  const settings: IptablesSettings = { inboundPortsInclude: '*', outboundIPRangesInclude: '*', proxyUID: '1337' };
+  const dry = await applyCapture(settings, { netnsPath: ns.path, dryRun: true });
+  assert.equal(dry.report, undefined);
+  assert.deepEqual(ruleLines(ns.exec('ip6tables-save', [])).filter((l) => l.startsWith('-A')), []);
+  const { plan, report } = await applyCapture(settings, { netnsPath: ns.path });
+  assert.equal(plan.config.enableIPv6, true);
+  assert.deepEqual(report?.families, ['v4', 'v6']);
+  assert.ok(ruleLines(ns.exec('ip6tables-save', [])).includes('-A ISTIO_OUTPUT -j ISTIO_REDIRECT'));
 });
