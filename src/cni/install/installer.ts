@@ -46,9 +46,17 @@ async function readText(path: string): Promise<string | undefined> {
   }
 }
 
+interface InstalledBinary {
+  readonly ino: number;
+  readonly size: number;
+  readonly mtimeMs: number;
+}
+
 export class Installer {
   readonly #cfg: InstallConfig;
   readonly #entry: JsonObject;
+  /** What each binary looked like right after we put it in place (inode, size, mtime). */
+  readonly #installed = new Map<string, InstalledBinary>();
 
   constructor(config: InstallConfig) {
     this.#cfg = config;
@@ -95,12 +103,20 @@ export class Installer {
       if (!src.isFile()) throw new InstallError('ERR_CNI_BINARY_MISSING', `source binary ${source} is not a regular file`);
       if (this.#binaryProblem(name, src) === undefined) continue;
       await copyFileAtomic(source, { dir: this.#cfg.mountedCniBinDir, name }, { mode: BINARY_MODE, mtimeMs: src.mtimeMs });
+      const dst = await stat(join(this.#cfg.mountedCniBinDir, name));
+      this.#installed.set(name, { ino: dst.ino, size: dst.size, mtimeMs: dst.mtimeMs });
       copied.push(name);
     }
     return copied;
   }
 
-  #binaryProblem(name: string, src: { size: number; mtimeMs: number }): string | undefined {
+  /**
+   * Whether the installed binary is still the copy this process made: same inode, size and
+   * mtime as right after our rename. Anyone replacing it (rename: new inode) or writing into
+   * it (new mtime or size) shows up, without hashing large executables on every pass. A fresh
+   * process has no record and copies once at start, which is also how upgrades land.
+   */
+  #binaryProblem(name: string, src: { size: number }): string | undefined {
     let dst;
     try {
       dst = statSync(join(this.#cfg.mountedCniBinDir, name));
@@ -108,8 +124,12 @@ export class Installer {
       return `binary ${name} is missing`;
     }
     if (!dst.isFile()) return `binary ${name} is not a regular file`;
-    if (dst.size !== src.size || Math.trunc(dst.mtimeMs) !== Math.trunc(src.mtimeMs)) return `binary ${name} differs from ours`;
     if ((dst.mode & 0o111) === 0) return `binary ${name} is not executable`;
+    const ours = this.#installed.get(name);
+    if (ours === undefined) return `binary ${name} not installed by this process yet`;
+    if (dst.size !== src.size || dst.ino !== ours.ino || dst.size !== ours.size || dst.mtimeMs !== ours.mtimeMs) {
+      return `binary ${name} differs from ours`;
+    }
     return undefined;
   }
 

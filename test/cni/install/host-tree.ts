@@ -1,0 +1,154 @@
+/**
+ * Test fixture: a temp "host" tree for install-cni (CNI config dir, CNI bin dir, agent run dir,
+ * a projected service-account dir, binaries to copy) and a helper that runs the real daemon
+ * as a child process, following its JSON log lines and its ops port.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const CONFORMANCE = fileURLToPath(new URL('../../../../../shared/conformance/install-cni/', import.meta.url));
+const RUN_MODULE = fileURLToPath(new URL('../../../src/cni/install/run.js', import.meta.url));
+
+export interface HostTree {
+  readonly root: string;
+  readonly netDir: string;
+  readonly binDir: string;
+  readonly runDir: string;
+  readonly saDir: string;
+  readonly srcDir: string;
+  readonly binaries: Readonly<Record<string, Buffer>>;
+  cleanup(): void;
+}
+
+export function makeHostTree(): HostTree {
+  const root = mkdtempSync(join(tmpdir(), 'install-cni-'));
+  const dirs = {
+    netDir: join(root, 'host/etc/cni/net.d'),
+    binDir: join(root, 'host/opt/cni/bin'),
+    runDir: join(root, 'host/var/run/istio-cni'),
+    saDir: join(root, 'sa'),
+    srcDir: join(root, 'image/bin'),
+  };
+  for (const d of Object.values(dirs)) mkdirSync(d, { recursive: true });
+  const binaries = {
+    'istio-cni': Buffer.concat([Buffer.from('#!/bin/sh\necho istio-cni\n'), randomBytes(4096)]),
+    'istio-iptables': Buffer.concat([Buffer.from('#!/bin/sh\necho istio-iptables\n'), randomBytes(2048)]),
+  };
+  for (const [name, data] of Object.entries(binaries)) writeFileSync(join(dirs.srcDir, name), data, { mode: 0o755 });
+  writeFileSync(join(dirs.saDir, 'token'), 'token-one');
+  writeFileSync(join(dirs.saDir, 'ca.crt'), readFileSync(CONFORMANCE + 'kube-ca.crt'));
+  return { root, ...dirs, binaries, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+}
+
+export function treeEnv(tree: HostTree, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    MOUNTED_CNI_NET_DIR: tree.netDir,
+    MOUNTED_CNI_BIN_DIR: tree.binDir,
+    CNI_BINARIES_SOURCE_DIR: tree.srcDir,
+    CNI_AGENT_RUN_DIR: '/var/run/istio-cni',
+    MOUNTED_CNI_AGENT_RUN_DIR: tree.runDir,
+    SERVICE_ACCOUNT_DIR: tree.saDir,
+    KUBERNETES_SERVICE_HOST: '10.96.0.1',
+    KUBERNETES_SERVICE_PORT: '443',
+    POD_NAMESPACE: 'istio-system',
+    NODE_NAME: 'node-a',
+    MONITORING_HOST: '127.0.0.1',
+    MONITORING_PORT: '0',
+    RESYNC_INTERVAL_SECONDS: '1',
+    REPAIR_ENABLED: 'false',
+    LOG_LEVEL: 'debug',
+    ...extra,
+  };
+}
+
+export interface LogRecord {
+  readonly level: string;
+  readonly msg: string;
+  readonly [field: string]: unknown;
+}
+
+export class DaemonProcess {
+  readonly child: ChildProcess;
+  readonly logs: LogRecord[] = [];
+  readonly rawStderr: string[] = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  #buffer = '';
+
+  constructor(env: Record<string, string>) {
+    const script = `import(${JSON.stringify(RUN_MODULE)}).then((m) => m.runInstallCni()).catch((e) => { process.stderr.write('FATAL ' + e.message + '\\n'); process.exitCode = 1; });`;
+    this.child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child.stderr!.setEncoding('utf8');
+    this.child.stderr!.on('data', (chunk: string) => {
+      this.#buffer += chunk;
+      let nl;
+      while ((nl = this.#buffer.indexOf('\n')) >= 0) {
+        const line = this.#buffer.slice(0, nl);
+        this.#buffer = this.#buffer.slice(nl + 1);
+        this.rawStderr.push(line);
+        try {
+          this.logs.push(JSON.parse(line) as LogRecord);
+        } catch {
+          // not a log record (e.g. FATAL)
+        }
+      }
+    });
+    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+  }
+
+  get opsPort(): number | undefined {
+    const rec = this.logs.find((l) => l.msg === 'ops endpoint listening');
+    return typeof rec?.port === 'number' ? rec.port : undefined;
+  }
+
+  async get(path: string): Promise<{ status: number; body: string }> {
+    const port = await waitFor(() => this.opsPort, 'ops port', this);
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    return { status: res.status, body: await res.text() };
+  }
+
+  hasLog(msg: string): boolean {
+    return this.logs.some((l) => l.msg === msg);
+  }
+
+  countLogs(msg: string): number {
+    return this.logs.filter((l) => l.msg === msg).length;
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    return this.exited;
+  }
+
+  describe(): string {
+    return this.rawStderr.slice(-30).join('\n');
+  }
+}
+
+/**
+ * Polls `probe` until it returns a value other than undefined/false. The deadline is only a
+ * guard against hanging; nothing asserts how long it took.
+ */
+export async function waitFor<T>(
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+  daemon?: DaemonProcess,
+  deadlineMs = 20_000,
+): Promise<T> {
+  const start = Date.now();
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    if (daemon !== undefined && daemon.child.exitCode !== null) {
+      throw new Error(`daemon exited (${daemon.child.exitCode}) while waiting for ${what}\n${daemon.describe()}`);
+    }
+    if (Date.now() - start > deadlineMs) {
+      throw new Error(`gave up waiting for ${what}${daemon ? `\n${daemon.describe()}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
