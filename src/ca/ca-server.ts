@@ -125,6 +125,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
           algorithms: c.oidc.algorithms,
           keys: discoveredJwks({
             issuer: c.oidc.issuer,
+            ...(c.oidc.discoveryUrl ? { discoveryUrl: c.oidc.discoveryUrl } : {}),
             ...(c.oidc.jwksUri ? { jwksUri: c.oidc.jwksUri } : {}),
             ...(c.oidc.caPem ? { caPem: c.oidc.caPem } : {}),
             ...(kubeToken ? { bearerToken: () => new Secret(kubeToken) } : {}),

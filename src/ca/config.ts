@@ -28,6 +28,7 @@ export const ENV = Object.freeze({
   TOKEN_CACHE_SECONDS: 'CA_TOKEN_CACHE_SECONDS',
   OIDC_ISSUER: 'CA_OIDC_ISSUER',
   OIDC_JWKS_URI: 'CA_OIDC_JWKS_URI',
+  OIDC_DISCOVERY_URL: 'CA_OIDC_DISCOVERY_URL',
   OIDC_CA_FILE: 'CA_OIDC_CA_FILE',
   JWT_ALGORITHMS: 'CA_JWT_ALGORITHMS',
   TOKEN_REVIEW: 'CA_TOKEN_REVIEW',
@@ -54,6 +55,8 @@ export interface ClusterConfig {
   /** Local JWT verification via OIDC discovery + JWKS (tried after TokenReview). */
   readonly oidc?: {
     readonly issuer: string;
+    /** Base URL to fetch the discovery document from when the issuer URL is not reachable. */
+    readonly discoveryUrl?: string;
     readonly jwksUri?: string;
     readonly caPem?: string;
     readonly algorithms: readonly string[];
@@ -115,7 +118,7 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly kubeconfigPath: string | undefined;
   readonly audiences: readonly string[];
   readonly tokenReview: boolean;
-  readonly oidc?: { readonly issuer: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
+  readonly oidc?: { readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
   /** `id=kubeconfigPath` entries for remote clusters. */
   readonly remoteClusters: readonly { readonly id: string; readonly kubeconfigPath: string }[];
   readonly signerKind: 'self-signed' | 'cacerts';
@@ -158,6 +161,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     else remoteClusters.push({ id: entry.slice(0, eq), kubeconfigPath: entry.slice(eq + 1) });
   }
   const jwksUri = r.optionalString(ENV.OIDC_JWKS_URI);
+  const discoveryUrl = r.optionalString(ENV.OIDC_DISCOVERY_URL);
   const oidcCaFile = r.optionalString(ENV.OIDC_CA_FILE);
   const cfg: CaEnvConfig = {
     grpcHost: grpc.host,
@@ -177,7 +181,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),
     tokenReview: r.bool(ENV.TOKEN_REVIEW, true),
     ...(issuer
-      ? { oidc: { issuer, algorithms, ...(jwksUri ? { jwksUri } : {}), ...(oidcCaFile ? { caFile: oidcCaFile } : {}) } }
+      ? { oidc: { issuer, algorithms, ...(discoveryUrl ? { discoveryUrl } : {}), ...(jwksUri ? { jwksUri } : {}), ...(oidcCaFile ? { caFile: oidcCaFile } : {}) } }
       : {}),
     remoteClusters,
     signerKind,

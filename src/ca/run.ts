@@ -30,6 +30,7 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
           oidc: {
             issuer: env.oidc.issuer,
             algorithms: env.oidc.algorithms,
+            ...(env.oidc.discoveryUrl ? { discoveryUrl: env.oidc.discoveryUrl } : {}),
             ...(env.oidc.jwksUri ? { jwksUri: env.oidc.jwksUri } : {}),
             ...(oidcCaPem ? { caPem: oidcCaPem } : {}),
             useKubeCredentials: true,

@@ -28,7 +28,11 @@ export class RotatingServerIdentity {
     const provider: experimental.CertificateProvider = {
       addIdentityCertificateListener: (l: IdentityListener) => {
         this.#listeners.add(l);
-        l(this.#latest);
+        // grpc-js registers the server's watcher only after this call returns, so the current
+        // identity is delivered on the next microtask (a synchronous call would be lost).
+        queueMicrotask(() => {
+          if (this.#listeners.has(l)) l(this.#latest);
+        });
       },
       removeIdentityCertificateListener: (l: IdentityListener) => {
         this.#listeners.delete(l);

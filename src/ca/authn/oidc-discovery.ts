@@ -12,6 +12,11 @@ import { authnError } from '../errors.js';
 
 export interface OidcDiscoveryOptions {
   readonly issuer: string;
+  /**
+   * Where to fetch `/.well-known/openid-configuration` when the issuer URL itself is not
+   * reachable from the CA (default: the issuer). The document's `issuer` must still match.
+   */
+  readonly discoveryUrl?: string;
   /** Skip discovery and use this JWKS URL directly. */
   readonly jwksUri?: string;
   /** PEM roots for the HTTPS fetches; default: Node's built-in roots. */
@@ -54,7 +59,7 @@ export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
   const fetchImpl = httpsFetch(options);
   let keys: Promise<JWTVerifyGetKey> | undefined;
   const resolveKeys = async (): Promise<JWTVerifyGetKey> => {
-    const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, fetchImpl));
+    const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, options.discoveryUrl ?? options.issuer, fetchImpl));
     return createRemoteJWKSet(new URL(jwksUri), { [customFetch]: fetchImpl, timeoutDuration: options.timeoutMs ?? 5000 });
   };
   return async (header, token) => {
@@ -67,8 +72,8 @@ export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
   };
 }
 
-async function discoverJwksUri(issuer: string, fetchImpl: FetchImplementation): Promise<string> {
-  const url = `${issuer.replace(/\/$/, '')}/.well-known/openid-configuration`;
+async function discoverJwksUri(issuer: string, base: string, fetchImpl: FetchImplementation): Promise<string> {
+  const url = `${base.replace(/\/$/, '')}/.well-known/openid-configuration`;
   const res = await fetchImpl(url, { headers: new Headers(), method: 'GET', redirect: 'manual', signal: AbortSignal.timeout(5000) });
   if (res.status !== 200) throw new Error(`OIDC discovery ${url} answered HTTP ${res.status}`);
   const doc = (await res.json()) as { issuer?: unknown; jwks_uri?: unknown };

@@ -1,0 +1,189 @@
+/**
+ * istiod's node-authorization matrix, end to end: a real devcluster (HTTPS, RBAC), the CA as
+ * its own service account, TokenRequest tokens bound to real pods, CreateCertificate over
+ * gRPC+TLS. Every denial must be UNAUTHENTICATED with the generic message; the precise reason
+ * is read from the CA's log.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status } from '@grpc/grpc-js';
+import { FakeClock } from '../../src/core/clock.js';
+import type { CaServer } from '../../src/ca/index.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
+import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv, type CertResult } from './support/ca-env.js';
+import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
+
+const clusterClock = new FakeClock(Date.now());
+let env: CaEnv;
+let ca: CaServer;
+let client: CaClient;
+let csr: string;
+const tokens: Record<string, string> = {};
+
+const id = (ns: string, sa: string) => `spiffe://${TD}/ns/${ns}/sa/${sa}`;
+
+before(async () => {
+  env = await startCaEnv({ clusterClock });
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-b', serviceAccount: 'ztunnel', node: 'node-b' });
+  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+  await env.createPod({ namespace: 'default', name: 'httpbin-b', serviceAccount: 'httpbin', node: 'node-b' });
+  await env.createPod({ namespace: 'default', name: 'both-a', serviceAccount: 'both', node: 'node-a' });
+  await env.createPod({ namespace: 'default', name: 'both-b', serviceAccount: 'both', node: 'node-b' });
+  await env.ensureServiceAccount('default', 'nopods');
+  ca = await env.startCa();
+  client = caClient(ca.port, ca.rootsPem());
+  await waitForIndex(ca, (i) => i.getPod('default', 'both-b') !== undefined);
+  tokens.a = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  tokens.b = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-b' });
+  csr = await newCsr();
+});
+
+after(async () => {
+  client?.close();
+  await env?.close();
+});
+
+function assertDenied(r: CertResult, reason: string): void {
+  assert.equal(r.code, status.UNAUTHENTICATED, `expected UNAUTHENTICATED, got ${JSON.stringify(r).slice(0, 200)}`);
+  assert.equal(r.details, 'authentication failed', 'the caller learns nothing more');
+  assert.equal(r.errorCode, 'ERR_CA_UNAUTHENTICATED');
+  assert.equal(lastDenialReason(env.logs), reason);
+}
+
+async function assertIssued(r: CertResult, identity: string): Promise<void> {
+  assert.equal(r.code, undefined, `expected a certificate, got ${JSON.stringify(r).slice(0, 300)}`);
+  const chain = r.chain!;
+  assert.equal(chain.length, 2, 'self-signed CA: leaf, root');
+  assert.equal(chain[1], ca.rootsPem());
+  assert.equal(checkX509Svid(chain[0]!)?.id, identity);
+  assert.match(await opensslVerifyChain(chain), /OK/);
+}
+
+test('own identity without impersonation: the caller SA', async () => {
+  await assertIssued(await client.create({ token: tokens.a!, csr }), id('istio-system', 'ztunnel'));
+});
+
+test('pod of the requested SA on the same node: issued', async () => {
+  await assertIssued(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
+});
+
+test('requested SA with no pod anywhere: denied', async () => {
+  assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'nopods') }), 'ERR_CA_NO_POD_ON_NODE');
+});
+
+test('pod only on another node: denied there, issued to that node', async () => {
+  assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'httpbin') }), 'ERR_CA_NO_POD_ON_NODE');
+  await assertIssued(await client.create({ token: tokens.b!, csr, impersonate: id('default', 'httpbin') }), id('default', 'httpbin'));
+});
+
+test('pods on both nodes: issued to both', async () => {
+  await assertIssued(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'both') }), id('default', 'both'));
+  await assertIssued(await client.create({ token: tokens.b!, csr, impersonate: id('default', 'both') }), id('default', 'both'));
+});
+
+test('non-SPIFFE or foreign requested identity: denied', async () => {
+  for (const bad of ['default/sleep', 'spiffe://other.td/ns/default/sa/sleep', `spiffe://${TD}/sleep`]) {
+    assertDenied(await client.create({ token: tokens.a!, csr, impersonate: bad }), 'ERR_CA_IDENTITY_INVALID');
+  }
+});
+
+test('untrusted caller (a workload SA) cannot impersonate', async () => {
+  const t = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'both') }), 'ERR_CA_NODE_NOT_TRUSTED');
+  // ...but still gets its own identity.
+  await assertIssued(await client.create({ token: t, csr }), id('default', 'sleep'));
+});
+
+test('trusted list empty: nobody impersonates', async () => {
+  const strict = await env.startCa({ trustedNodeAccounts: [] });
+  const c = caClient(strict.port, strict.rootsPem());
+  try {
+    await waitForIndex(strict, (i) => i.getPod('default', 'sleep-a') !== undefined);
+    assertDenied(await c.create({ token: tokens.a!, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_NODE_NOT_TRUSTED');
+  } finally {
+    c.close();
+  }
+});
+
+test('token not bound to a pod: denied for impersonation', async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel' });
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_NOT_POD_BOUND');
+});
+
+test('token whose bound pod was deleted: the apiserver rejects it', async () => {
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-gone', serviceAccount: 'ztunnel', node: 'node-a' });
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-gone' });
+  await env.deletePod('istio-system', 'ztunnel-gone');
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_TOKEN_INVALID');
+});
+
+test('caller pod missing (review still cached, pod gone from the index): denied', async () => {
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-m', serviceAccount: 'ztunnel', node: 'node-a' });
+  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-m') !== undefined);
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-m' });
+  await assertIssued(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
+  await env.deletePod('istio-system', 'ztunnel-m');
+  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-m') === undefined);
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_POD_MISSING');
+});
+
+test('caller pod UID mismatch (pod recreated under the same name): denied', async () => {
+  const { uid: first } = await env.createPod({ namespace: 'istio-system', name: 'ztunnel-u', serviceAccount: 'ztunnel', node: 'node-a' });
+  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-u') !== undefined);
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-u' });
+  await assertIssued(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
+  await env.deletePod('istio-system', 'ztunnel-u');
+  const { uid: second } = await env.createPod({ namespace: 'istio-system', name: 'ztunnel-u', serviceAccount: 'ztunnel', node: 'node-a' });
+  assert.notEqual(first, second);
+  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-u')?.uid === second);
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_POD_UID_MISMATCH');
+});
+
+test('a failed pod does not count as running on the node', async () => {
+  await env.createPod({ namespace: 'default', name: 'failed-a', serviceAccount: 'failedsa', node: 'node-a' });
+  await env.core.replaceNamespacedPodStatus({
+    namespace: 'default',
+    name: 'failed-a',
+    body: { ...(await env.core.readNamespacedPod({ namespace: 'default', name: 'failed-a' })), status: { phase: 'Failed' } },
+  });
+  await waitForIndex(ca, (i) => i.getPod('default', 'failed-a')?.phase === 'Failed');
+  assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'failedsa') }), 'ERR_CA_NO_POD_ON_NODE');
+});
+
+test('wrong audience: denied', async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', audiences: ['not-istio-ca'] });
+  assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_TOKEN_INVALID');
+});
+
+test('tampered signature and alg none: denied', async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  const [h, p, sig] = t.split('.') as [string, string, string];
+  const flipped = sig.slice(0, 10) + (sig[10] === 'A' ? 'B' : 'A') + sig.slice(11);
+  assertDenied(await client.create({ token: `${h}.${p}.${flipped}`, csr }), 'ERR_CA_TOKEN_INVALID');
+  const none = Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url');
+  assertDenied(await client.create({ token: `${none}.${p}.`, csr }), 'ERR_CA_TOKEN_INVALID');
+});
+
+test('no token and unknown clusterid: denied', async () => {
+  assertDenied(await client.create({ csr }), 'ERR_CA_NO_TOKEN');
+  assertDenied(await client.create({ token: tokens.a!, csr, clusterId: 'no-such-cluster' }), 'ERR_CA_UNKNOWN_CLUSTER');
+  await assertIssued(await client.create({ token: tokens.a!, csr, clusterId: 'Kubernetes' }), id('istio-system', 'ztunnel'));
+});
+
+test('expired token: denied (cluster time moves past exp)', async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 600 });
+  await clusterClock.advance(601_000);
+  assertDenied(await client.create({ token: t, csr }), 'ERR_CA_TOKEN_INVALID');
+});
+
+test('denials are counted by reason in /metrics', async () => {
+  const text = await ca.metrics.registry.metrics();
+  assert.match(text, /certbroker_ca_requests_total\{outcome="denied",reason="ERR_CA_NO_POD_ON_NODE"\} [1-9]/);
+  assert.match(text, /certbroker_ca_requests_total\{outcome="issued",reason="ok"\} [1-9]/);
+  assert.match(text, /certbroker_ca_token_review_cache_total\{result="hit"\} [1-9]/);
+});
+
+test('tokens never reach the log', () => {
+  for (const t of Object.values(tokens)) for (const line of env.logs) assert.ok(!line.includes(t.split('.')[2]!), 'token signature found in log');
+});
