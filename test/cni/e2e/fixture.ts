@@ -1,0 +1,228 @@
+/**
+ * What the CNI end-to-end tests share: a devcluster with the istio-cni service account and its
+ * RBAC (get pods and namespaces, nothing else), the plugin kubeconfig written as install-cni
+ * writes it (its own renderer, a TokenRequest token), the plugin's conflist entry from
+ * install-cni's builder chained after Debian's bridge + host-local, and throwaway network
+ * namespaces and a private bridge that are removed even when a test fails.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { request } from 'node:https';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
+import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
+import { buildPluginEntry } from '../../../src/cni/install/plugin-entry.js';
+import { Secret } from '../../../src/core/secret.js';
+import type { Conflist } from '../../support/cni-runner.js';
+
+export const DEBIAN_CNI_DIR = '/usr/lib/cni';
+export const CNI_NAMESPACE = 'istio-system';
+
+/** Why these tests cannot run here, or undefined. */
+export function e2eUnavailable(): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root (network namespaces, bridge, iptables)';
+  for (const p of ['bridge', 'host-local']) {
+    if (spawnSync('test', ['-x', join(DEBIAN_CNI_DIR, p)]).status !== 0) return `${DEBIAN_CNI_DIR}/${p} is not installed`;
+  }
+  const probe = `cbcni-probe-${process.pid}`;
+  const add = spawnSync('ip', ['netns', 'add', probe], { encoding: 'utf8' });
+  if (add.status !== 0) return `ip netns add failed: ${add.stderr.trim()}`;
+  const ok = spawnSync('ip', ['netns', 'exec', probe, 'iptables-save'], { encoding: 'utf8' }).status === 0;
+  spawnSync('ip', ['netns', 'del', probe]);
+  return ok ? undefined : 'iptables does not work inside a network namespace here';
+}
+
+function adminRequest(cluster: DevCluster, method: string, path: string, body?: unknown): Promise<unknown> {
+  const url = new URL(path, cluster.url);
+  const data = body === undefined ? undefined : JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = request(
+      url,
+      {
+        method,
+        ca: cluster.caCertPem,
+        headers: {
+          authorization: `Bearer ${cluster.adminToken}`,
+          accept: 'application/json',
+          ...(data ? { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) } : {}),
+        },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          if ((res.statusCode ?? 0) >= 300) reject(new Error(`${method} ${path}: HTTP ${res.statusCode}: ${text}`));
+          else resolve(text === '' ? undefined : JSON.parse(text));
+        });
+      },
+    );
+    req.on('error', reject);
+    req.end(data);
+  });
+}
+
+export interface PluginCluster {
+  readonly cluster: DevCluster;
+  /** The directory install-cni shares with the plugin (kubeconfig, broker socket). */
+  readonly runDir: string;
+  readonly kubeconfigPath: string;
+  close(): Promise<void>;
+}
+
+/** A devcluster with istio-cni's identity, and the plugin kubeconfig in `<dir>/run`. */
+export async function startPluginCluster(dir: string): Promise<PluginCluster> {
+  const cluster = await startDevCluster();
+  try {
+    await cluster.apply([
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: CNI_NAMESPACE } },
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'istio-cni', namespace: CNI_NAMESPACE } },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRole',
+        metadata: { name: 'istio-cni-plugin' },
+        rules: [{ apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['get'] }],
+      },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: { name: 'istio-cni-plugin' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'istio-cni-plugin' },
+        subjects: [{ kind: 'ServiceAccount', name: 'istio-cni', namespace: CNI_NAMESPACE }],
+      },
+    ]);
+    const tr = (await adminRequest(cluster, 'POST', `/api/v1/namespaces/${CNI_NAMESPACE}/serviceaccounts/istio-cni/token`, {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: { expirationSeconds: 3600 },
+    })) as { status: { token: string } };
+    const url = new URL(cluster.url);
+    const runDir = join(dir, 'run');
+    mkdirSync(runDir, { recursive: true });
+    const kubeconfigPath = join(runDir, 'istio-cni-kubeconfig');
+    writeFileSync(
+      kubeconfigPath,
+      renderKubeconfig({
+        serviceHost: url.hostname,
+        servicePort: url.port,
+        serviceProtocol: 'https',
+        caPem: cluster.caCertPem,
+        skipTlsVerify: false,
+        token: new Secret(tr.status.token),
+      }),
+      { mode: 0o600 },
+    );
+    return { cluster, runDir, kubeconfigPath, close: () => cluster.close() };
+  } catch (err) {
+    await cluster.close();
+    throw err;
+  }
+}
+
+export function namespaceObject(name: string, labels: Record<string, string> = {}): object {
+  return { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels } };
+}
+
+export interface PodSpecOptions {
+  readonly labels?: Record<string, string>;
+  readonly annotations?: Record<string, string>;
+  readonly containers?: readonly object[];
+  readonly nodeName?: string;
+  readonly serviceAccountName?: string;
+}
+
+export function podObject(namespace: string, name: string, o: PodSpecOptions = {}): object {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace, labels: o.labels ?? {}, annotations: o.annotations ?? {} },
+    spec: {
+      ...(o.nodeName ? { nodeName: o.nodeName } : {}),
+      ...(o.serviceAccountName ? { serviceAccountName: o.serviceAccountName } : {}),
+      containers: o.containers ?? [{ name: 'app', image: 'registry.local/app:1' }],
+    },
+  };
+}
+
+/** A sidecar-injected pod as Istio's injector leaves it (status annotation, istio-proxy). */
+export function sidecarPod(namespace: string, name: string, annotations: Record<string, string> = {}): object {
+  return podObject(namespace, name, {
+    annotations: { 'sidecar.istio.io/status': '{"containers":["istio-proxy"]}', ...annotations },
+    containers: [
+      { name: 'app', image: 'registry.local/app:1', ports: [{ containerPort: 8080 }] },
+      { name: 'istio-proxy', image: 'registry.local/proxyv2:1', args: ['proxy', 'sidecar'], securityContext: { runAsUser: 1337, runAsGroup: 1337 } },
+    ],
+  });
+}
+
+/** CNI_PATH for the tests: Debian's plugins and our istio-cni binary side by side. */
+export function cniBinDir(dir: string, istioCni: string): string {
+  const bin = join(dir, 'cni-bin');
+  mkdirSync(bin, { recursive: true });
+  for (const p of ['bridge', 'host-local', 'loopback']) symlinkSync(join(DEBIAN_CNI_DIR, p), join(bin, p));
+  symlinkSync(istioCni, join(bin, 'istio-cni'));
+  return bin;
+}
+
+export interface NetworkNames {
+  readonly bridge: string;
+  /** Third octet of 10.244.<n>.0/24, unique per test process. */
+  readonly subnet: string;
+  readonly gateway: string;
+}
+
+export function networkNames(tag: string): NetworkNames {
+  const n = 100 + ((process.pid + tag.charCodeAt(0)) % 150);
+  return { bridge: `cb${tag}${process.pid % 100000}`.slice(0, 15), subnet: `10.244.${n}.0/24`, gateway: `10.244.${n}.1` };
+}
+
+/** bridge + host-local (private IPAM dir), then istio-cni as install-cni would chain it. */
+export function conflist(net: NetworkNames, options: { ipamDir: string; runDir: string; ambient: boolean; extra?: Record<string, unknown> }): Conflist {
+  const entry = buildPluginEntry({
+    cniAgentRunDir: options.runDir,
+    logLevel: 'debug',
+    podNamespace: CNI_NAMESPACE,
+    ambientEnabled: options.ambient,
+    excludeNamespaces: ['kube-system'],
+    nativeNftables: false,
+    enableAmbientDetectionRetry: false,
+  });
+  const { cniVersion: _v, ...pluginEntry } = entry;
+  void _v;
+  return {
+    cniVersion: '1.0.0',
+    name: 'cbnet',
+    plugins: [
+      {
+        type: 'bridge',
+        bridge: net.bridge,
+        isGateway: true,
+        ipMasq: false,
+        ipam: { type: 'host-local', subnet: net.subnet, dataDir: options.ipamDir, routes: [{ dst: '0.0.0.0/0' }] },
+      },
+      { ...(pluginEntry as Record<string, unknown>), type: 'istio-cni', pod_retrieval_max_retries: 5, pod_retrieval_interval_ms: 200, ...options.extra },
+    ],
+  };
+}
+
+export class Netns {
+  readonly name: string;
+  readonly path: string;
+  constructor(name: string) {
+    this.name = name;
+    this.path = `/var/run/netns/${name}`;
+    spawnSync('ip', ['netns', 'del', name]);
+    execFileSync('ip', ['netns', 'add', name]);
+    execFileSync('ip', ['netns', 'exec', name, 'ip', 'link', 'set', 'lo', 'up']);
+  }
+  exec(cmd: string, args: readonly string[]): string {
+    return execFileSync('ip', ['netns', 'exec', this.name, cmd, ...args], { encoding: 'utf8' });
+  }
+  remove(): void {
+    spawnSync('ip', ['netns', 'del', this.name]);
+  }
+}
+
+export function removeBridge(name: string): void {
+  spawnSync('ip', ['link', 'del', name]);
+}

@@ -1,0 +1,90 @@
+/**
+ * The packaged CNI binaries for tests: `scripts/build-sea.mjs` builds them once into
+ * build/test-sea/<hash>/ (the hash covers the sources the bundles are made from and the node
+ * binary), and every later test run or file reuses them. A lock directory keeps two test files
+ * running in parallel from building the same thing twice. CERTBROKER_CNI_BIN_DIR points tests at
+ * prebuilt binaries instead.
+ */
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as delay } from 'node:timers/promises';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+/** dist/test/support -> repo root */
+export const REPO_ROOT = resolve(here, '../../..');
+
+function sourceFiles(dir: string, out: string[] = []): string[] {
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) sourceFiles(p, out);
+    else if (e.name.endsWith('.ts')) out.push(p);
+  }
+  return out;
+}
+
+function sourceHash(): string {
+  const h = createHash('sha256');
+  h.update(process.execPath + statSync(process.execPath).size);
+  const files = [...sourceFiles(join(REPO_ROOT, 'src/cni')), ...sourceFiles(join(REPO_ROOT, 'src/core'))].sort();
+  for (const f of [...files, join(REPO_ROOT, 'scripts/build-sea.mjs')]) {
+    h.update(f);
+    h.update(readFileSync(f));
+  }
+  return h.digest('hex').slice(0, 16);
+}
+
+export interface SeaBinaries {
+  readonly dir: string;
+  readonly istioCni: string;
+  readonly istioIptables: string;
+  /** Build time in ms, or 0 when reused. */
+  readonly buildMs: number;
+}
+
+export async function seaBinaries(): Promise<SeaBinaries> {
+  const prebuilt = process.env.CERTBROKER_CNI_BIN_DIR;
+  if (prebuilt) {
+    return { dir: prebuilt, istioCni: join(prebuilt, 'istio-cni'), istioIptables: join(prebuilt, 'istio-iptables'), buildMs: 0 };
+  }
+  const base = join(REPO_ROOT, 'build/test-sea');
+  const dir = join(base, sourceHash());
+  const result = (buildMs: number): SeaBinaries => ({
+    dir,
+    istioCni: join(dir, 'istio-cni'),
+    istioIptables: join(dir, 'istio-iptables'),
+    buildMs,
+  });
+  const done = join(dir, '.complete');
+  if (existsSync(done)) return result(0);
+  mkdirSync(base, { recursive: true });
+  const lock = join(base, '.lock');
+  for (let waited = 0; ; waited += 200) {
+    try {
+      mkdirSync(lock);
+      break;
+    } catch {
+      if (existsSync(done)) return result(0);
+      // A stale lock (a killed run) is taken over after two minutes.
+      if (waited > 120_000) rmSync(lock, { recursive: true, force: true });
+      await delay(200);
+    }
+  }
+  try {
+    if (existsSync(done)) return result(0);
+    // Older builds are no longer needed.
+    for (const old of readdirSync(base)) if (old !== '.lock') rmSync(join(base, old), { recursive: true, force: true });
+    const started = Date.now();
+    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'scripts/build-sea.mjs'), '--out-dir', dir], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+    });
+    if (r.status !== 0) throw new Error(`build-sea failed: ${r.stderr}`);
+    mkdirSync(done);
+    return result(Date.now() - started);
+  } finally {
+    rmSync(lock, { recursive: true, force: true });
+  }
+}
