@@ -84,9 +84,8 @@ export class IptablesApplier {
     const families: Family[] = cfg.enableIPv6 ? ['v4', 'v6'] : ['v4'];
     let reconciled = false;
     if (options.reconcile !== false) {
-      for (const f of FAMILIES) {
-        if (hasIstioState(parseSave(await this.save(f)))) reconciled = true;
-      }
+      const saves = await Promise.all(FAMILIES.map((f) => this.save(f)));
+      reconciled = saves.some((text) => hasIstioState(parseSave(text)));
     }
     if (reconciled) {
       this.#log.info('istio iptables state found; removing it before applying', { backend: b.mode });
@@ -130,9 +129,12 @@ export class IptablesApplier {
       if (text !== '') await runChecked(this.#runner, b.restore[f], b.restoreArgs, text);
       removed[f] = text;
     }
-    let ipRulesRemoved = 0;
-    for (const f of FAMILIES) ipRulesRemoved += await this.#removeTproxyRoute(f, cfg);
-    await this.#ip(['-6', 'addr', 'del', '::6/128', 'dev', 'lo'], /./);
+    const [n4, n6] = await Promise.all([
+      this.#removeTproxyRoute('v4', cfg),
+      this.#removeTproxyRoute('v6', cfg),
+      this.#ip(['-6', 'addr', 'del', '::6/128', 'dev', 'lo'], /./),
+    ]);
+    const ipRulesRemoved = n4 + n6;
     this.#log.info('istio iptables cleaned up', { backend: b.mode, ipRulesRemoved });
     return { backend: b.mode, removed, ipRulesRemoved };
   }

@@ -32,10 +32,15 @@ export interface ApplyCaptureResult {
  */
 export async function applyCapture(settings: IptablesSettings, options: ApplyCaptureOptions): Promise<ApplyCaptureResult> {
   const runner = options.runner ?? systemRunner({ netnsPath: options.netnsPath });
-  const enableIPv6 =
-    settings.enableIPv6 ?? (options.dryRun === true ? false : ((await detectIPv6(runner, options.dualStack ?? false)) ?? false));
-  const plan = buildRestorePlan({ ...settings, enableIPv6 });
-  if (options.dryRun === true) return { plan, report: undefined };
+  if (options.dryRun === true) {
+    return { plan: buildRestorePlan({ ...settings, enableIPv6: settings.enableIPv6 ?? false }), report: undefined };
+  }
   const applier = new IptablesApplier({ runner, ...(options.log === undefined ? {} : { log: options.log }) });
+  // Backend detection and address detection are independent: run them together.
+  const [detected] = await Promise.all([
+    settings.enableIPv6 === undefined ? detectIPv6(runner, options.dualStack ?? false) : Promise.resolve(undefined),
+    applier.binaries(),
+  ]);
+  const plan = buildRestorePlan({ ...settings, enableIPv6: settings.enableIPv6 ?? detected ?? false });
   return { plan, report: await applier.apply(plan) };
 }
