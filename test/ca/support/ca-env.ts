@@ -210,12 +210,13 @@ export interface CaClient {
 /** A grpc-js client of IstioCertificateService, over TLS trusting `rootsPem` (or plaintext). */
 export function caClient(port: number, rootsPem: string | undefined): CaClient {
   const { grpcObject } = loadProtos(['istio/v1/auth/ca.proto']);
-  const Ctor = lookup<new (addr: string, creds: ChannelCredentials) => Client & { CreateCertificate: CreateCertificate }>(
+  const Ctor = lookup<new (addr: string, creds: ChannelCredentials, options?: Record<string, string>) => Client & { CreateCertificate: CreateCertificate }>(
     grpcObject,
     'istio.v1.auth.IstioCertificateService',
   );
   const creds = rootsPem === undefined ? credentials.createInsecure() : credentials.createSsl(Buffer.from(rootsPem));
-  const client = new Ctor(`127.0.0.1:${port}`, creds);
+  // The serving certificate carries an IP SAN too; the override only avoids an IP as TLS SNI.
+  const client = new Ctor(`127.0.0.1:${port}`, creds, { 'grpc.ssl_target_name_override': 'localhost' });
   return {
     create(o) {
       const md = new Metadata();

@@ -1,0 +1,234 @@
+/**
+ * CreateCertificate result codes, the self-signed root in istio-ca-secret (persisted, reused,
+ * creation race), TTL rules on the wire, gRPC health and reflection, the ops endpoint, and
+ * graceful shutdown — a real CA against a real devcluster.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { credentials, Metadata, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
+import { X509Certificate } from 'node:crypto';
+import { request } from 'node:http';
+import { loadProtos, lookup } from '../../src/grpc/index.js';
+import { CA_CERT_KEY, CA_KEY_KEY, type CaServer } from '../../src/ca/index.js';
+import { caClient, CA_NAMESPACE, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts } from './support/pki-fixtures.js';
+
+let env: CaEnv;
+let ca: CaServer;
+let token: string;
+
+before(async () => {
+  env = await startCaEnv();
+  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+  ca = await env.startCa({ opsHost: '127.0.0.1', opsPort: 0 });
+  token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
+});
+
+after(async () => {
+  await env?.close();
+});
+
+function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request({ host: '127.0.0.1', port, path }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on('error', reject)
+      .end();
+  });
+}
+
+test('self-signed root is created once in istio-ca-secret and reused by a restart', async () => {
+  const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
+  const certPem = Buffer.from(secret.data?.[CA_CERT_KEY] ?? '', 'base64').toString();
+  assert.ok(secret.data?.[CA_KEY_KEY], 'key stored');
+  assert.equal(certPem.trim(), ca.rootsPem().trim());
+  const root = new X509Certificate(certPem);
+  assert.equal(root.ca, true);
+  assert.match(root.subject, /O=cluster\.local/);
+  const again = await env.startCa();
+  assert.equal(again.rootsPem(), ca.rootsPem(), 'second start (or replica) reuses the stored root');
+  await again.stop();
+});
+
+test('replicas racing to create the root agree on one (409 loser re-reads)', async () => {
+  await env.ensureNamespace('race-ns');
+  await env.cluster.apply([
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'certbroker-ca', namespace: 'race-ns' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create'] }] },
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'certbroker-ca', namespace: 'race-ns' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'certbroker-ca' }, subjects: [{ kind: 'ServiceAccount', name: 'certbroker-ca', namespace: CA_NAMESPACE }] },
+  ]);
+  const signer = { kind: 'self-signed' as const, namespace: 'race-ns', secretName: 'istio-ca-secret', keyType: 'ec' as const, rootTtlSeconds: 86_400 * 365 };
+  const replicas = await Promise.all([1, 2, 3].map(() => env.startCa({ signer })));
+  try {
+    const roots = new Set(replicas.map((r) => r.rootsPem()));
+    assert.equal(roots.size, 1, 'all replicas serve the same root');
+    const stored = await env.core.readNamespacedSecret({ namespace: 'race-ns', name: 'istio-ca-secret' });
+    assert.equal(Buffer.from(stored.data?.[CA_CERT_KEY] ?? '', 'base64').toString().trim(), [...roots][0]!.trim());
+    const created = env.logs.filter((l) => l.includes('created self-signed root') && l.includes('race-ns')).length;
+    assert.equal(created, 1, 'exactly one replica created the root');
+  } finally {
+    await Promise.all(replicas.map((r) => r.stop()));
+  }
+});
+
+test('RSA self-signed root works too', async () => {
+  await env.ensureNamespace('rsa-ns');
+  await env.cluster.apply([
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'certbroker-ca', namespace: 'rsa-ns' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create'] }] },
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'certbroker-ca', namespace: 'rsa-ns' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'certbroker-ca' }, subjects: [{ kind: 'ServiceAccount', name: 'certbroker-ca', namespace: CA_NAMESPACE }] },
+  ]);
+  const rsa = await env.startCa({ signer: { kind: 'self-signed', namespace: 'rsa-ns', secretName: 'istio-ca-secret', keyType: 'rsa', rootTtlSeconds: 86_400 } });
+  const c = caClient(rsa.port, rsa.rootsPem());
+  try {
+    const r = await c.create({ token, csr: await newCsr(), ttlSeconds: 3600 });
+    assert.equal(r.code, undefined, JSON.stringify(r));
+    assert.equal(new X509Certificate(rsa.rootsPem()).publicKey.asymmetricKeyType, 'rsa');
+    assert.match(await opensslVerifyChain(r.chain!), /OK/);
+    const leaf = new X509Certificate(r.chain![0]!);
+    assert.ok(Date.parse(leaf.validTo) <= Date.parse(new X509Certificate(rsa.rootsPem()).validTo), 'notAfter clamped to the signer');
+  } finally {
+    c.close();
+    await rsa.stop();
+  }
+});
+
+test('CreateCertificate codes: bad CSR, CSR signature invalid, TTL over max, TTL honoured', async () => {
+  const c = caClient(ca.port, ca.rootsPem());
+  try {
+    const garbage = await c.create({ token, csr: 'not a csr' });
+    assert.equal(garbage.code, status.INVALID_ARGUMENT);
+    assert.match(garbage.errorCode ?? '', /^ERR_PKI_(PEM|CSR)_/);
+
+    const good = await newCsr();
+    const der = Buffer.from(good.replace(/-----[^-]+-----|\s/g, ''), 'base64');
+    der[der.length - 5]! ^= 0x01; // inside the signature
+    const tampered = `-----BEGIN CERTIFICATE REQUEST-----\n${der.toString('base64')}\n-----END CERTIFICATE REQUEST-----\n`;
+    const badSig = await c.create({ token, csr: tampered });
+    assert.equal(badSig.code, status.INVALID_ARGUMENT);
+    assert.equal(badSig.errorCode, 'ERR_PKI_CSR_SIGNATURE_INVALID');
+
+    const tooLong = await c.create({ token, csr: good, ttlSeconds: 7 * 86_400 + 1 });
+    assert.equal(tooLong.code, status.INVALID_ARGUMENT);
+    assert.equal(tooLong.errorCode, 'ERR_CA_TTL_OVER_MAX');
+
+    const hour = await c.create({ token, csr: good, ttlSeconds: 3600 });
+    assert.equal(hour.code, undefined);
+    const leaf = new X509Certificate(hour.chain![0]!);
+    const lifetime = Date.parse(leaf.validTo) - Date.parse(leaf.validFrom);
+    assert.equal(lifetime, 3600_000 + 120_000, 'ttl plus the 2 min backdate');
+
+    const dflt = await c.create({ token, csr: good });
+    const d = new X509Certificate(dflt.chain![0]!);
+    assert.equal(Date.parse(d.validTo) - Date.parse(d.validFrom), 86_400_000 + 120_000, 'default 24 h');
+  } finally {
+    c.close();
+  }
+});
+
+test('signer not ready: UNAVAILABLE until the cacerts appear (plaintext, loopback)', async () => {
+  const dir = await tempDir();
+  const pc = await env.startCa({ plaintext: true, signer: { kind: 'cacerts', dir: dir.path, pollIntervalMs: 50 } });
+  const c = caClient(pc.port, undefined);
+  try {
+    const r = await c.create({ token, csr: await newCsr() });
+    assert.equal(r.code, status.UNAVAILABLE);
+    assert.equal(r.errorCode, 'ERR_CA_SIGNER_NOT_READY');
+    assert.equal(pc.ready, false);
+    const plugin = await makePluginCa();
+    await writeCacerts(dir.path, plugin);
+    while (!pc.ready) await new Promise((res) => setTimeout(res, 10));
+    const ok = await c.create({ token, csr: await newCsr() });
+    assert.equal(ok.code, undefined, JSON.stringify(ok));
+    assert.equal(ok.chain?.length, 3);
+    assert.equal(ok.chain?.[1], plugin.intermediate.pem);
+    assert.match(await opensslVerifyChain(ok.chain!), /OK/);
+  } finally {
+    c.close();
+    await pc.stop();
+    await dir.remove();
+  }
+});
+
+test('ops endpoint: healthz, readyz, metrics', async () => {
+  assert.equal((await httpGet(ca.opsPort!, '/healthz')).status, 200);
+  const ready = await httpGet(ca.opsPort!, '/readyz');
+  assert.equal(ready.status, 200, ready.body);
+  const m = await httpGet(ca.opsPort!, '/metrics');
+  assert.match(m.body, /certbroker_ca_signing_duration_seconds_bucket/);
+  assert.match(m.body, /certbroker_ca_requests_total\{outcome="invalid",reason="ERR_CA_TTL_OVER_MAX"\} 1/);
+  assert.match(m.body, /certbroker_ca_signer_ready 1/);
+});
+
+type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
+
+test('gRPC health reports SERVING; reflection lists the CA service', async () => {
+  const { grpcObject } = loadProtos(['grpc/health/v1/health.proto']);
+  const Health = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { Check: Unary }>(grpcObject, 'grpc.health.v1.Health');
+  const h = new Health(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
+  const check = (service: string) => new Promise<Record<string, unknown> | ServiceError>((resolve) => h.Check({ service }, (err, res) => resolve(err ?? res!)));
+  assert.deepEqual(await check(''), { status: 'SERVING' });
+  assert.deepEqual(await check('istio.v1.auth.IstioCertificateService'), { status: 'SERVING' });
+  assert.equal(((await check('nope')) as ServiceError).code, status.NOT_FOUND);
+  h.close();
+
+  const refl = await import('@grpc/proto-loader');
+  const def = refl.loadSync('reflection.proto', { includeDirs: [await reflectionProtoDir()], keepCase: true, defaults: true, oneofs: true });
+  const { loadPackageDefinition } = await import('@grpc/grpc-js');
+  const pkg = loadPackageDefinition(def);
+  const R = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { ServerReflectionInfo: () => NodeJS.ReadWriteStream & { write(m: unknown): void; end(): void } }>(pkg, 'grpc.reflection.v1.ServerReflection');
+  const r = new R(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
+  const stream = r.ServerReflectionInfo();
+  const services = await new Promise<string[]>((resolve, reject) => {
+    stream.on('data', (msg: { list_services_response?: { service: { name: string }[] } }) => resolve((msg.list_services_response?.service ?? []).map((s) => s.name)));
+    stream.on('error', reject);
+    stream.write({ list_services: '' });
+  });
+  stream.end();
+  r.close();
+  assert.ok(services.includes('istio.v1.auth.IstioCertificateService'), services.join(','));
+  assert.ok(services.includes('grpc.health.v1.Health'));
+});
+
+async function reflectionProtoDir(): Promise<string> {
+  const { dirname, join } = await import('node:path');
+  const { createRequire } = await import('node:module');
+  const req = createRequire(import.meta.url);
+  return join(dirname(req.resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
+}
+
+test('graceful shutdown: in-flight calls finish, new calls fail', async () => {
+  const s = await env.startCa();
+  const c = caClient(s.port, s.rootsPem());
+  const csr = await newCsr();
+  try {
+    assert.equal((await c.create({ token, csr })).code, undefined, 'warm-up call connects');
+    const fresh = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
+    env.cluster.faults.setLatency(300); // the TokenReview of the fresh token is slow
+    const misses = async () => (await s.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
+    const before = await misses();
+    const inflight = c.create({ token: fresh, csr });
+    while ((await misses()) === before) await new Promise((r) => setTimeout(r, 2));
+    const stopping = s.stop();
+    const r = await inflight;
+    await stopping;
+    assert.equal(r.code, undefined, `in-flight call completed: ${JSON.stringify(r).slice(0, 200)}`);
+    const late = await c.create({ token, csr });
+    assert.equal(late.code, status.UNAVAILABLE);
+    assert.ok(env.logs.some((l) => l.includes('"msg":"CA stopped"') && l.includes('"shutdown":"graceful"')));
+  } finally {
+    env.cluster.faults.clear();
+    c.close();
+  }
+});
+
+test('no private key or token in the CA log', () => {
+  const sig = token.split('.')[2]!;
+  for (const line of env.logs) {
+    assert.ok(!line.includes(sig));
+    assert.ok(!line.includes('PRIVATE KEY'));
+  }
+});
+
+void Metadata;
