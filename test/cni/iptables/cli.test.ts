@@ -7,12 +7,12 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
-import { createNetns, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
+import { createNetns, linkPair, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(here, '../../../..');
@@ -151,6 +151,7 @@ test('certbroker istio-iptables routes to the same program', () => {
 });
 
 const skip = netnsUnavailable();
+if (skip !== undefined) console.log(`# skipping netns CLI tests: ${skip}`);
 
 function netns(addresses?: readonly string[]): TestNetns {
   const n = createNetns(addresses === undefined ? {} : { addresses });
@@ -211,4 +212,33 @@ test('--run-validation passes as the proxy uid with the rules and fails with 126
   const afterApply = asProxy(validate('10s'));
   assert.equal(afterApply.status, 0, afterApply.stderr);
   assert.match(afterApply.stderr, /iptables validation passed/);
+});
+
+test('inbound TCP from another namespace to an app port lands on the inbound capture port', { skip }, async () => {
+  const client = netns();
+  const pod = netns();
+  linkPair(client, pod, '10.3.0.1/24', '10.3.0.2/24');
+  const applied = run(['--network-namespace', pod.path, '-u', '1337', '-b', '*', '-d', '15020', '-i', '*', '--ipv6=false']);
+  assert.equal(applied.code, 0, applied.stderr);
+
+  const listener = spawn('nsenter', [`--net=${pod.path}`, '--', process.execPath, '--input-type=module', '-e', `
+    import { createServer } from 'node:net';
+    const server = createServer((s) => s.once('data', (d) => { console.log('inbound got ' + d); s.end(); server.close(); }));
+    server.listen(15006, '0.0.0.0', () => console.log('listening'));
+    setTimeout(() => process.exit(3), 8000).unref();
+  `], { env: BASE_ENV });
+  let out = '';
+  const exited = new Promise<void>((r) => listener.on('close', () => r()));
+  await new Promise<void>((r) => listener.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.includes('listening')) r();
+  }));
+  const c = nodeIn(client, `
+    import { connect } from 'node:net';
+    const c = connect({ host: '10.3.0.2', port: 8080 }, () => c.end('to-app'));
+    c.on('error', (e) => console.log('client error ' + e.code));
+  `);
+  assert.equal(c.stdout, '', c.stderr);
+  await exited;
+  assert.match(out, /inbound got to-app/);
 });

@@ -76,3 +76,12 @@ export function ruleLines(save: string): string[] {
     .filter((l) => l.startsWith('-A ') || l.startsWith(':ISTIO_') || l.startsWith('*'))
     .map((l) => (l.startsWith(':') ? (l.split(' ')[0] ?? l) : l));
 }
+
+/** Connects two namespaces with a veth pair: `a` gets addrA on eth1, `b` gets addrB on eth1. */
+export function linkPair(a: TestNetns, b: TestNetns, addrA: string, addrB: string): void {
+  execFileSync('ip', ['-n', a.name, 'link', 'add', 'eth1', 'type', 'veth', 'peer', 'name', 'eth1', 'netns', b.name]);
+  for (const [ns, addr] of [[a, addrA], [b, addrB]] as const) {
+    execFileSync('ip', ['-n', ns.name, 'addr', 'add', addr, 'dev', 'eth1']);
+    execFileSync('ip', ['-n', ns.name, 'link', 'set', 'eth1', 'up']);
+  }
+}
