@@ -32,7 +32,8 @@ export function e2eUnavailable(): string | undefined {
   return ok ? undefined : 'iptables does not work inside a network namespace here';
 }
 
-function adminRequest(cluster: DevCluster, method: string, path: string, body?: unknown): Promise<unknown> {
+/** A request to the devcluster as its admin (JSON in, JSON out). */
+export function adminRequest(cluster: DevCluster, method: string, path: string, body?: unknown): Promise<unknown> {
   const url = new URL(path, cluster.url);
   const data = body === undefined ? undefined : JSON.stringify(body);
   return new Promise((resolve, reject) => {
