@@ -67,14 +67,25 @@ export function istioLines(tables: readonly SavedTable[]): string[] {
 }
 
 /**
- * iptables-restore (--noflush) input removing every jump into ISTIO_* chains from other chains,
- * then flushing and deleting the ISTIO_* chains; "" when there is nothing to remove.
+ * TPROXY mode's "proxy -> app over lo" marking (mark 1338, a constant of Istio's) in mangle
+ * OUTPUT, whatever the proxy uid/gid: recognisable without knowing the pod's settings.
+ */
+const OUTBOUND_MARK_RULE = /^-A OUTPUT .*-o lo .*-m owner --[ug]id-owner \S+ -j MARK --set-xmark 0x53a\/0xffffffff$/;
+
+/**
+ * iptables-restore (--noflush) input removing every jump into ISTIO_* chains from other chains
+ * (and TPROXY's outbound-mark rules), then flushing and deleting the ISTIO_* chains; "" when
+ * there is nothing to remove.
  */
 export function cleanupRestore(tables: readonly SavedTable[]): string {
   let out = '';
   for (const t of tables) {
     const chains = t.chains.filter((c) => ISTIO.test(c));
-    const jumps = t.rules.filter((r) => !ISTIO.test(ruleChain(r)) && ISTIO.test(ruleJump(r) ?? ''));
+    const jumps = t.rules.filter(
+      (r) =>
+        !ISTIO.test(ruleChain(r)) &&
+        (ISTIO.test(ruleJump(r) ?? '') || (t.table === 'mangle' && OUTBOUND_MARK_RULE.test(r))),
+    );
     if (chains.length === 0 && jumps.length === 0) continue;
     out += `*${t.table}\n`;
     for (const r of jumps) out += `-D${r.slice(2)}\n`;

@@ -150,3 +150,16 @@ test('applyCapture detects an IPv6-only pod and programs both families in its ne
   assert.deepEqual(report?.families, ['v4', 'v6']);
   assert.ok(ruleLines(ns.exec('ip6tables-save', [])).includes('-A ISTIO_OUTPUT -j ISTIO_REDIRECT'));
 });
+
+test('cleanup with default settings also removes TPROXY marks of a custom proxy uid', { skip }, async () => {
+  const ns = netns();
+  const applier = new IptablesApplier({ netnsPath: ns.path });
+  const custom = buildRestorePlan({ inboundPortsInclude: '*', inboundInterceptionMode: 'TPROXY', outboundIPRangesInclude: '*',
+    proxyUID: '1000670000', proxyGID: '1000670001' });
+  await applier.apply(custom);
+  assert.ok(ruleLines(ns.exec('iptables-save', [])).some((l) => l.includes('--uid-owner 1000670000 -j MARK')));
+  // What the CNI plugin does at DEL: it does not know the pod's settings.
+  await applier.cleanup(buildRestorePlan({ inboundInterceptionMode: 'TPROXY' }).config);
+  assert.deepEqual(ruleLines(ns.exec('iptables-save', [])).filter((l) => l.startsWith('-A')), []);
+  assert.doesNotMatch(ns.exec('ip', ['rule', 'show']), /fwmark/);
+});
