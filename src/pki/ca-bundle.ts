@@ -67,7 +67,7 @@ export function validateCaBundle(texts: CaBundleTexts, nowMs: number): CaKeyMate
   const intermediates = chainCerts.slice(1).filter((c) => !rootDers.some((d) => d.equals(Buffer.from(c.rawData))));
   let path: x509.X509Certificate[];
   try {
-    path = verifyChain({ leaf: caCert, intermediates, roots, nowMs });
+    path = verifyChain({ leaf: caCert, intermediates, roots, nowMs, leafIsCa: true });
   } catch (err) {
     throw inconsistent(`ca-cert.pem does not chain to root-cert.pem: ${err instanceof Error ? err.message : String(err)}`, err);
   }

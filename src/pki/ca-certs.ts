@@ -65,12 +65,7 @@ async function buildCa(options: CreateCaOptions, issuer: Issuer | undefined): Pr
     extensions.push(new x509.AuthorityKeyIdentifierExtension(issuerSki.toString('hex')));
   }
   const alg = webCryptoAlgorithmForKey(signingSpec);
-  let subjectName: x509.Name;
-  try {
-    subjectName = new x509.Name(options.subject);
-  } catch (err) {
-    throw new PkiError('ERR_PKI_CERT_INVALID', `CA subject ${JSON.stringify(options.subject)} is not a valid name`, err);
-  }
+  const subjectName = parseCaSubject(options.subject);
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: randomSerial(options.randomBytes).toString('hex'),
     subject: subjectName,
@@ -84,6 +79,27 @@ async function buildCa(options: CreateCaOptions, issuer: Issuer | undefined): Pr
   });
   const der = Buffer.from(cert.rawData);
   return { cert, der, pem: pemEncode('CERTIFICATE', der), privateKey };
+}
+
+const RDN_PART = /^\s*([A-Za-z][A-Za-z0-9-]*|\d+(\.\d+)+)\s*=\s*\S/;
+
+/**
+ * A CA subject such as 'O=cluster.local, CN=Root'. @peculiar/x509 accepts almost any text
+ * (turning nonsense into an empty name), so each comma-separated part is checked first.
+ */
+export function parseCaSubject(subject: string): x509.Name {
+  const bad = (cause?: unknown) =>
+    new PkiError('ERR_PKI_CERT_INVALID', `CA subject ${JSON.stringify(subject)} is not a distinguished name like "O=example, CN=Root"`, cause);
+  const parts = subject.split(/(?<!\\),/);
+  if (subject.trim() === '' || parts.some((p) => !RDN_PART.test(p))) throw bad();
+  let name: x509.Name;
+  try {
+    name = new x509.Name(subject);
+  } catch (err) {
+    throw bad(err);
+  }
+  if (name.toArrayBuffer().byteLength <= 2) throw bad();
+  return name;
 }
 
 /** A self-signed root CA. */

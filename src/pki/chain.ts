@@ -20,6 +20,11 @@ export interface VerifyChainInput {
   readonly intermediates?: readonly x509.X509Certificate[];
   readonly roots: readonly x509.X509Certificate[];
   readonly nowMs: number;
+  /**
+   * The "leaf" is itself a CA that will sign leaves (validating a signing cert): it then counts
+   * against its issuers' pathLenConstraint.
+   */
+  readonly leafIsCa?: boolean;
   /** Max certificates on a path including leaf and root (default 10). */
   readonly maxDepth?: number;
 }
@@ -89,7 +94,7 @@ export function verifyChain(input: VerifyChainInput): x509.X509Certificate[] {
     }
     const issuer = candidates.find((c) => current.node.verify(c.node.publicKey));
     if (!issuer) throw new PkiError('ERR_PKI_CHAIN_SIGNATURE', `signature of ${describe(current.cert)} does not verify with its issuer`);
-    if (path.length > 1) caCertsBelow++;
+    if (path.length > 1 || input.leafIsCa === true) caCertsBelow++;
     checkIssuerIsCa(issuer, caCertsBelow);
     checkValidity(issuer, input.nowMs);
     path.push(issuer);

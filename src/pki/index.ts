@@ -86,7 +86,7 @@ export {
   type LeafSigner,
 } from './leaf-template.js';
 export { buildLeafReference, type ReferenceLeaf, type ReferenceLeafInput } from './leaf-reference.js';
-export { createIntermediateCa, createRootCa, type CaCertificate, type CreateCaOptions, type Issuer } from './ca-certs.js';
+export { createIntermediateCa, createRootCa, parseCaSubject, type CaCertificate, type CreateCaOptions, type Issuer } from './ca-certs.js';
 export {
   caKeyMaterial,
   computedKeyId,
