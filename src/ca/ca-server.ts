@@ -35,6 +35,8 @@ export const CA_PROTO = 'istio/v1/auth/ca.proto';
 export const CA_SERVICE = 'istio.v1.auth.IstioCertificateService';
 /** Serving certificate lifetime before clamping to the signer; renewed at half-life. */
 const SERVING_CERT_TTL_SECONDS = 30 * 24 * 3600;
+/** Skew allowed on JWT time claims when verifying locally. */
+const JWT_CLOCK_TOLERANCE_SECONDS = 10;
 
 export interface CaServer {
   /** The bound gRPC port. */
@@ -132,6 +134,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
           }),
           clock,
           cache,
+          // Node clocks drift; accept iat/nbf/exp within a few seconds, as apiservers do.
+          clockToleranceSeconds: JWT_CLOCK_TOLERANCE_SECONDS,
         }),
       );
     }
