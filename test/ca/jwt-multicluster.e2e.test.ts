@@ -70,7 +70,7 @@ test('JWT via OIDC discovery: bound token issues, impersonation uses the pod cla
   }
 });
 
-test('JWT: wrong audience, tampered signature, alg none, forged key, another cluster's key: denied', async () => {
+test('JWT: wrong audience, tampered signature, alg none, forged key, another cluster key: denied', async () => {
   const c = caClient(jwtCa.port, jwtCa.rootsPem());
   try {
     const wrongAud = await a.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', audiences: ['other'] });
