@@ -6,7 +6,7 @@ import type { Logger } from '../../core/log.js';
 import { IptablesApplier, type ApplyReport } from './applier.js';
 import type { IptablesSettings } from './config.js';
 import { detectIPv6 } from './detect.js';
-import { systemRunner, type CommandRunner } from './exec.js';
+import { assertNetns, systemRunner, type CommandRunner } from './exec.js';
 import { buildRestorePlan, type RestorePlan } from './plan.js';
 
 export interface ApplyCaptureOptions {
@@ -35,6 +35,7 @@ export async function applyCapture(settings: IptablesSettings, options: ApplyCap
   if (options.dryRun === true) {
     return { plan: buildRestorePlan({ ...settings, enableIPv6: settings.enableIPv6 ?? false }), report: undefined };
   }
+  if (options.runner === undefined) await assertNetns(options.netnsPath);
   const applier = new IptablesApplier({ runner, ...(options.log === undefined ? {} : { log: options.log }) });
   // Backend detection and address detection are independent: run them together.
   const [detected] = await Promise.all([

@@ -12,6 +12,8 @@ export type IptablesErrorCode =
   | 'ERR_IPTABLES_COMMAND'
   /** A needed binary (iptables-restore, ip, nsenter) is not installed. */
   | 'ERR_IPTABLES_BINARY_MISSING'
+  /** The network namespace to work in does not exist or cannot be opened. */
+  | 'ERR_IPTABLES_NETNS'
   /** resolv.conf could not be read while DNS capture needs its nameservers. */
   | 'ERR_IPTABLES_RESOLV_CONF'
   /** `--run-validation`: traffic to 127.0.0.6 did not reach the capture listener (exit 126). */
@@ -21,6 +23,7 @@ const STATUS: Record<IptablesErrorCode, ErrorStatus> = {
   ERR_IPTABLES_FLAGS: 'invalid-argument',
   ERR_IPTABLES_COMMAND: 'internal',
   ERR_IPTABLES_BINARY_MISSING: 'failed-precondition',
+  ERR_IPTABLES_NETNS: 'failed-precondition',
   ERR_IPTABLES_RESOLV_CONF: 'failed-precondition',
   ERR_IPTABLES_VALIDATION: 'failed-precondition',
 };

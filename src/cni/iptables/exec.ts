@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
+import { access } from 'node:fs/promises';
 import { delimiter, join } from 'node:path';
 import { IptablesError } from './errors.js';
 
@@ -108,4 +109,13 @@ export async function runChecked(
     throw new IptablesError('ERR_IPTABLES_COMMAND', `${cmd} ${args.join(' ')} exited ${r.code}: ${detail}`);
   }
   return r;
+}
+
+/** Throws ERR_IPTABLES_NETNS unless `path` (a netns file such as /var/run/netns/x) can be opened. */
+export async function assertNetns(path: string): Promise<void> {
+  try {
+    await access(path, fsConstants.R_OK);
+  } catch (err) {
+    throw new IptablesError('ERR_IPTABLES_NETNS', `network namespace ${path} does not exist or cannot be opened`, err);
+  }
 }

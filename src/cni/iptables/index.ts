@@ -39,7 +39,7 @@ export { applyCapture } from './apply-capture.js';
 export type { ApplyCaptureOptions, ApplyCaptureResult } from './apply-capture.js';
 export { IptablesApplier } from './applier.js';
 export type { ApplierOptions, ApplyReport, CleanupReport } from './applier.js';
-export { systemRunner, findBinary } from './exec.js';
+export { systemRunner, findBinary, assertNetns } from './exec.js';
 export type { CommandRunner, CommandResult, SystemRunnerOptions } from './exec.js';
 export { detectIPv6, detectIptablesMode, binariesFor, parseIpAddr, ipv6FromAddresses } from './detect.js';
 export type { IptablesMode, IptablesBinaries, InterfaceAddress } from './detect.js';

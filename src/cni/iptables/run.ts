@@ -13,7 +13,7 @@ import { problemsForCli, resolveCliOptions, uidFromPasswd, type CliOptions, type
 import { resolveIptablesConfig } from './config.js';
 import { detectIPv6 } from './detect.js';
 import { IptablesError } from './errors.js';
-import { systemRunner } from './exec.js';
+import { assertNetns, systemRunner } from './exec.js';
 import { parseArgs, usage } from './flags.js';
 import { buildRestorePlan } from './plan.js';
 import { parseResolvConf } from './resolv-conf.js';
@@ -42,6 +42,7 @@ export async function runIstioIptables(argv: readonly string[], env: Env, io: Ru
     return usageError(io, err);
   }
   try {
+    if (opts.networkNamespace !== undefined && !opts.dryRun) await assertNetns(opts.networkNamespace);
     const runner = systemRunner(opts.networkNamespace === undefined ? {} : { netnsPath: opts.networkNamespace });
     const settings = { ...opts.settings };
     if (settings.proxyUID === undefined) settings.proxyUID = await envoyUid(opts.envoyUser);
@@ -112,7 +113,7 @@ export async function runIstioIptables(argv: readonly string[], env: Env, io: Ru
 
 function usageError(io: RunIo, err: unknown): number {
   if (err instanceof ConfigError) {
-    io.stderr(`istio-iptables: invalid flags:\n  - ${problemsForCli(err.problems).join('\n  - ')}\n`);
+    io.stderr(`istio-iptables: invalid settings:\n  - ${problemsForCli(err.problems).join('\n  - ')}\n`);
   } else if (err instanceof IptablesError) {
     io.stderr(`istio-iptables: ${err.message}\nRun with --help for the flags.\n`);
   } else {

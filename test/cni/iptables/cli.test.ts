@@ -124,6 +124,12 @@ test('an unreadable --resolv-conf with DNS capture is a clear failure (exit 1)',
   assert.match(r.stderr, /ERR_IPTABLES_RESOLV_CONF: cannot read .*missing\.conf/);
 });
 
+test('a missing --network-namespace is a clear failure (exit 1)', () => {
+  const r = run(['--ipv6=false', '-u', '1337', '--network-namespace', join(tmp, 'no-such-netns')]);
+  assert.equal(r.code, 1);
+  assert.match(r.stderr, /ERR_IPTABLES_NETNS: network namespace .*no-such-netns does not exist/);
+});
+
 test('--help lists the short and long flags', () => {
   const r = run(['--help']);
   assert.equal(r.code, 0);
