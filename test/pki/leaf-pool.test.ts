@@ -1,0 +1,72 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  caKeyMaterial,
+  createCsr,
+  createRootCa,
+  generateKeyPair,
+  LeafIssuerPool,
+  parseCertificate,
+  PkiError,
+  verifyChain,
+  type CaCertificate,
+} from '../../src/pki/index.js';
+import { SpiffeError } from '../../src/spiffe/index.js';
+import { openssl, Scratch } from './openssl.js';
+
+let scratch: Scratch;
+let root: CaCertificate;
+before(async () => {
+  scratch = await Scratch.create();
+  root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
+});
+after(async () => {
+  await scratch.remove();
+});
+
+test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', async () => {
+  const pool = new LeafIssuerPool({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner, size: 2, maxTtlSeconds: 7200 });
+  try {
+    const keys = await Promise.all(Array.from({ length: 6 }, () => generateKeyPair()));
+    const requests = Array.from({ length: 60 }, (_, i) => ({
+      csr: createCsr({ privateKey: keys[i % keys.length]!.privateKey, uri: 'spiffe://ignored/x' }).pem,
+      spiffeId: `spiffe://cluster.local/ns/ns${i}/sa/sa${i}`,
+      ttlSeconds: 3600,
+    }));
+    const leaves = await Promise.all(requests.map((r) => pool.issue(r)));
+    assert.equal(new Set(leaves.map((l) => l.serialHex)).size, 60);
+    const files: string[] = [];
+    for (let i = 0; i < leaves.length; i++) {
+      const leaf = leaves[i]!;
+      assert.equal(leaf.spiffeId, requests[i]!.spiffeId);
+      assert.ok(leaf.der instanceof Uint8Array);
+      const cert = parseCertificate(leaf.pem);
+      verifyChain({ leaf: cert, roots: [root.cert], nowMs: Date.now() });
+      if (i % 6 === 0) files.push(await scratch.write(`pool-${i}.pem`, leaf.pem));
+    }
+    const r = await openssl(['verify', '-CAfile', await scratch.write('root.pem', root.pem), ...files]);
+    assert.equal(r.code, 0, r.stdout + r.stderr);
+
+    const good = requests[0]!;
+    const results = await Promise.allSettled([
+      pool.issue({ ...good, csr: 'garbage' }),
+      pool.issue({ ...good, ttlSeconds: 7201 }),
+      pool.issue({ ...good, spiffeId: 'spiffe://x/a/../b' }),
+      pool.issue(good),
+    ]);
+    const codes = results.map((x) => (x.status === 'rejected' ? (x.reason as PkiError).code : 'ok'));
+    assert.deepEqual(codes, ['ERR_PKI_PEM_EMPTY', 'ERR_PKI_TTL_TOO_LONG', 'ERR_SPIFFE_ID_PATH_DOT_SEGMENT', 'ok']);
+    assert.ok((results[0] as PromiseRejectedResult).reason instanceof PkiError);
+    assert.ok((results[2] as PromiseRejectedResult).reason instanceof SpiffeError);
+
+    // A new signer applies to later requests.
+    const root2 = await createRootCa({ subject: 'O=rotated', ttlSeconds: 86400 });
+    pool.setSigner(caKeyMaterial({ cert: root2.cert, keyObject: root2.privateKey }).leafSigner);
+    const after = parseCertificate((await pool.issue(good)).pem);
+    assert.equal(after.issuer, 'O=rotated');
+    verifyChain({ leaf: after, roots: [root2.cert], nowMs: Date.now() });
+  } finally {
+    await pool.close();
+  }
+  await assert.rejects(pool.issue({ csr: 'x', spiffeId: 'spiffe://a/b', ttlSeconds: 1 }), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_POOL_CLOSED');
+});
