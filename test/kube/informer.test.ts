@@ -1,0 +1,109 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { makeInformer, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
+import { createPodInformer } from '../../src/kube/index.js';
+import { startCluster, adminClient, createPod, deletePod, kubeConfigFor, type DevCluster } from '../support/cluster.js';
+
+let cluster: DevCluster;
+before(async () => {
+  // Bookmarks off in practice (an hour apart), so resourceVersions move only with real events.
+  cluster = await startCluster({ bookmarkIntervalMs: 3_600_000 });
+});
+after(() => cluster.close());
+
+/** Resolves once `pred` holds, checking every few milliseconds (a wait, never a timing assertion). */
+async function until(pred: () => boolean): Promise<void> {
+  while (!pred()) await new Promise((r) => setTimeout(r, 5));
+}
+
+/** Collects informer callbacks. */
+class Recorder {
+  readonly events: string[] = [];
+  readonly errors: unknown[] = [];
+
+  push(e: string): void {
+    this.events.push(e);
+  }
+
+  error(err: unknown): void {
+    this.errors.push(err);
+  }
+
+  until(pred: () => boolean): Promise<void> {
+    return until(pred);
+  }
+}
+
+const name = (p: V1Pod) => `${p.metadata?.namespace}/${p.metadata?.name}`;
+
+test('pod informer with a node field selector survives a dropped watch and a 410 Gone', async () => {
+  await createPod(cluster, { namespace: 'inf', name: 'a-1', nodeName: 'node-a' });
+  await createPod(cluster, { namespace: 'inf', name: 'b-1', nodeName: 'node-b' });
+  const rec = new Recorder();
+  const informer = createPodInformer({
+    kubeConfig: kubeConfigFor(cluster, cluster.adminToken),
+    fieldSelector: 'spec.nodeName=node-a',
+    initialBackoffMs: 20,
+    maxBackoffMs: 100,
+    onAdd: (p) => rec.push(`add ${name(p)}`),
+    onUpdate: (p) => rec.push(`update ${name(p)} ${p.status?.phase}`),
+    onDelete: (p) => rec.push(`delete ${name(p)}`),
+    onError: (err) => rec.error(err),
+  });
+  informer.start();
+  try {
+    await informer.waitForSync();
+    assert.equal(informer.synced, true);
+    await rec.until(() => rec.events.includes('add inf/a-1'));
+    assert.ok(!rec.events.some((e) => e.includes('b-1')), 'node-b pods are filtered out');
+
+    // 1. The server drops every watch: the informer re-watches from its resourceVersion.
+    const listsBefore = informer.stats.lists;
+    await rec.until(() => cluster.faults.openWatches > 0);
+    assert.ok(cluster.faults.dropWatches() >= 1);
+    await createPod(cluster, { namespace: 'inf', name: 'a-2', nodeName: 'node-a' });
+    await rec.until(() => rec.events.includes('add inf/a-2'));
+    assert.equal(informer.stats.lists, listsBefore, 'a dropped watch resumes without a re-list');
+
+    // 2. Watches fail (500) while the world changes and history is compacted: the resumed watch
+    //    gets 410 Gone, the informer re-lists and reports exactly what it missed.
+    await rec.until(() => rec.events.includes('update inf/a-2 Running'));
+    cluster.faults.failWith500(1_000_000, { match: { path: '/api/v1/pods' } });
+    cluster.faults.dropWatches();
+    const errorsBefore = rec.errors.length;
+    await rec.until(() => rec.errors.length > errorsBefore);
+    await deletePod(cluster, { namespace: 'inf', name: 'a-1', gracePeriodSeconds: 0 });
+    await createPod(cluster, { namespace: 'inf', name: 'a-3', nodeName: 'node-a' });
+    await createPod(cluster, { namespace: 'inf', name: 'b-2', nodeName: 'node-b' });
+    cluster.faults.compact();
+    cluster.faults.clear();
+    await rec.until(() => rec.events.includes('delete inf/a-1') && rec.events.includes('add inf/a-3'));
+    assert.ok(informer.stats.lists > listsBefore, 'the 410 forced a re-list');
+    await rec.until(() => informer.list().length === 2);
+    assert.deepEqual(informer.list().map(name).sort(), ['inf/a-2', 'inf/a-3']);
+    assert.ok(!rec.events.some((e) => e.includes('b-2')));
+  } finally {
+    cluster.faults.clear();
+    await informer.stop();
+  }
+});
+
+test('client-node makeInformer reports a dropped watch as an error (why src/kube has its own loop)', async () => {
+  const kc = kubeConfigFor(cluster, cluster.adminToken);
+  const api = kc.makeApiClient(CoreV1Api);
+  const informer = makeInformer<V1Pod>(kc, '/api/v1/namespaces/mk/pods', () => api.listNamespacedPod({ namespace: 'mk' }));
+  const rec = new Recorder();
+  informer.on('add', (p) => rec.push(`add ${name(p)}`));
+  informer.on('error', (err) => rec.error(err));
+  await adminClient(cluster).core.createNamespace({ body: { metadata: { name: 'mk' } } });
+  await informer.start();
+  try {
+    await createPod(cluster, { namespace: 'mk', name: 'p1' });
+    await rec.until(() => rec.events.includes('add mk/p1'));
+    cluster.faults.dropWatches();
+    await rec.until(() => rec.errors.length > 0 || rec.events.length > 1);
+    assert.ok(rec.errors.length > 0, 'makeInformer surfaces the drop through its error callback and does not restart itself');
+  } finally {
+    await informer.stop();
+  }
+});
