@@ -48,14 +48,19 @@ export class SelfCertificateProvider implements experimental.CertificateProvider
 
   addCaCertificateListener(listener: CaListener): void {
     this.#caListeners.add(listener);
-    if (this.#ca) listener(this.#ca);
+    // grpc-js registers its watcher only after this returns: deliver on the next microtask.
+    queueMicrotask(() => {
+      if (this.#ca && this.#caListeners.has(listener)) listener(this.#ca);
+    });
   }
   removeCaCertificateListener(listener: CaListener): void {
     this.#caListeners.delete(listener);
   }
   addIdentityCertificateListener(listener: IdentityListener): void {
     this.#idListeners.add(listener);
-    if (this.#identity) listener(this.#identity);
+    queueMicrotask(() => {
+      if (this.#identity && this.#idListeners.has(listener)) listener(this.#identity);
+    });
   }
   removeIdentityCertificateListener(listener: IdentityListener): void {
     this.#idListeners.delete(listener);

@@ -270,24 +270,36 @@ export class BrokerApiService {
       );
     }
 
-    const first: Promise<unknown> =
-      rpc === 'x509svid'
-        ? certs.waitForCert(pod.identity, ac.signal).then((cert) => x509SvidResponse(cert, bundle))
-        : Promise.resolve(x509BundlesResponse(bundle));
-    first.then(
-      (msg) => {
-        if (finished) return;
-        call.write(msg);
-        firstSent = true;
-        observer?.firstMessage?.(rpc, clock.now() - started);
-        log.debug('stream opened');
-      },
-      (err: unknown) => {
-        if (finished || isAbortError(err) || ac.signal.aborted) return;
-        log.warn('no certificate for the stream', { err: describeError(err) });
-        finish(err);
-      },
-    );
+    const sendFirst = (msg: unknown) => {
+      if (finished || firstSent) return;
+      call.write(msg);
+      firstSent = true;
+      observer?.firstMessage?.(rpc, clock.now() - started);
+      log.debug('stream opened');
+    };
+    if (rpc === 'x509bundles') {
+      sendFirst(x509BundlesResponse(bundle));
+      return;
+    }
+    // Wait for the identity's certificate. A failed fetch does not end the stream: the consumer
+    // asked, the manager keeps retrying with backoff, and the first success is sent.
+    void (async () => {
+      for (;;) {
+        try {
+          const cert = await certs.waitForCert(pod.identity, ac.signal);
+          sendFirst(x509SvidResponse(cert, bundle));
+          return;
+        } catch (err) {
+          if (finished || isAbortError(err) || ac.signal.aborted) return;
+          if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
+            log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
+            continue;
+          }
+          finish(err);
+          return;
+        }
+      }
+    })();
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {

@@ -82,12 +82,17 @@ export class BrokerClient {
   }
 }
 
-/** Resolves with the first message of a stream (rejects with the stream's error), leaving it open. */
+/**
+ * Resolves with the first message of a stream (rejects with the stream's error), leaving it
+ * open; later errors of the stream (its cancellation, a shutdown) are the caller's business and
+ * are not thrown as uncaught exceptions.
+ */
 export function firstMessage<T>(stream: ClientReadableStream<T>): Promise<T> {
   return new Promise((resolve, reject) => {
     const onData = (m: T) => {
       stream.off('error', onError);
       stream.off('data', onData);
+      stream.on('error', () => undefined);
       resolve(m);
     };
     const onError = (e: unknown) => {

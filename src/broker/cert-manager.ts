@@ -16,7 +16,7 @@ import { describeError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { BrokerError, isAbortError } from './errors.js';
 import { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
-import { backoff, DEFAULT_REFRESH_POLICY, refreshAt, type RefreshPolicy } from './refresh-policy.js';
+import { backoff, DEFAULT_REFRESH_POLICY, refreshDelay, type RefreshPolicy } from './refresh-policy.js';
 import { isUsable, type CaClient, type WorkloadCert } from './workload-cert.js';
 
 export type CertState = 'pending' | 'ready' | 'failed';
@@ -366,7 +366,7 @@ export class CertManager {
       this.#observer.firstReady?.(entry.identity, now - entry.retainedAt);
       entry.retainedAt = undefined;
     }
-    this.#arm(entry, refreshAt(cert, this.#rng, this.#policy) - now, 'background');
+    this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
     for (const w of [...entry.waiters]) w.resolve(cert);
     entry.waiters.clear();
     for (const l of [...entry.listeners]) l({ type: 'updated', cert });

@@ -24,3 +24,4 @@ export { TrustBundle } from './trust-bundle.js';
 export { BrokerError, type BrokerErrorCode } from './errors.js';
 export { encodePodReference, parseWorkloadReference, type PodReference } from './workload-reference.js';
 export type { WorkloadCert, CaClient } from './workload-cert.js';
+export { brokerRbacObjects } from './rbac.js';

@@ -23,6 +23,8 @@ export interface RefreshPolicy {
   readonly backoffJitter: number;
   /** No backoff delay exceeds this, jitter included. */
   readonly backoffMaxMs: number;
+  /** Floor of any refresh delay, so a skewed clock or an odd certificate cannot cause a fetch loop. */
+  readonly minRefreshDelayMs: number;
 }
 
 export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
@@ -32,6 +34,7 @@ export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
   backoffFactor: 2,
   backoffJitter: 0.2,
   backoffMaxMs: 150_000,
+  minRefreshDelayMs: 1_000,
 });
 
 /**
@@ -53,4 +56,18 @@ export function backoff(attempt: number, rng: Rng, policy: RefreshPolicy = DEFAU
   // Cap the exponent so the base never overflows to Infinity on absurd attempt counts.
   const base = Math.min(policy.backoffBaseMs * Math.pow(policy.backoffFactor, Math.min(n, 64)), policy.backoffMaxMs);
   return Math.min(jitter(base, policy.backoffJitter, rng), policy.backoffMaxMs);
+}
+
+/**
+ * How long to wait, from `now`, before refreshing `cert`: until `refreshAt` normally. When that
+ * instant is already behind us (our clock runs ahead of the CA's, or the CA issued a very short
+ * certificate), refresh at the same fraction of the lifetime that is left instead, so the
+ * broker never loops on the CA; never sooner than `minRefreshDelayMs`.
+ */
+export function refreshDelay(cert: CertLifetime, now: number, rng: Rng, policy: RefreshPolicy = DEFAULT_REFRESH_POLICY): number {
+  const at = refreshAt(cert, rng, policy);
+  if (at > now) return Math.max(at - now, Math.min(policy.minRefreshDelayMs, cert.notAfter - now));
+  const remaining = cert.notAfter - now;
+  if (remaining <= 0) return policy.minRefreshDelayMs;
+  return Math.max(policy.minRefreshDelayMs, jitter(remaining * policy.refreshFraction, policy.refreshJitter, rng));
 }

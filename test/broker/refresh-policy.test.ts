@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoff, refreshAt } from '../../src/broker/refresh-policy.js';
+import { backoff, refreshAt, refreshDelay } from '../../src/broker/refresh-policy.js';
 import { KeyedPriorityQueue } from '../../src/broker/priority-queue.js';
 
 const almostOne = () => 0.999_999;
@@ -18,6 +18,18 @@ describe('refreshAt', () => {
   it('measures from notBefore, so a backdated certificate refreshes earlier', () => {
     const backdated = { notBefore: 0, notAfter: 600_000 };
     assert.equal(refreshAt(backdated, () => 0.5), 300_000);
+  });
+});
+
+describe('refreshDelay', () => {
+  const cert = { notBefore: 0, notAfter: 3_600_000 };
+  it('waits until the half-life', () => {
+    assert.equal(refreshDelay(cert, 600_000, () => 0.5), 1_200_000);
+  });
+  it('with a clock ahead of the CA (half-life already past) refreshes at half of what is left, not at once', () => {
+    assert.equal(refreshDelay(cert, 2_400_000, () => 0.5), 600_000);
+    assert.equal(refreshDelay(cert, 3_599_900, () => 0.5), 1_000, 'floored');
+    assert.equal(refreshDelay(cert, 4_000_000, () => 0.5), 1_000, 'expired');
   });
 });
 

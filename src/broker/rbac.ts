@@ -1,0 +1,42 @@
+/**
+ * The Kubernetes permissions the node broker's code uses, least privilege, as data: deploy/
+ * manifests, the local stack and the tests bind exactly these, so a missing or excessive
+ * permission shows up as a failing test.
+ *
+ * - pods get/list/watch (cluster scope: the watch is `fieldSelector=spec.nodeName=<node>`,
+ *   the CNI registration lookup is a GET of one pod);
+ * - serviceaccounts/token create, only for the broker's own service account (TokenRequest).
+ */
+export function brokerRbacObjects(options: { readonly namespace: string; readonly serviceAccount: string; readonly name?: string }): object[] {
+  const name = options.name ?? 'certbroker-node-broker';
+  const subject = { kind: 'ServiceAccount', name: options.serviceAccount, namespace: options.namespace };
+  const rbac = 'rbac.authorization.k8s.io/v1';
+  return [
+    {
+      apiVersion: rbac,
+      kind: 'ClusterRole',
+      metadata: { name },
+      rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }],
+    },
+    {
+      apiVersion: rbac,
+      kind: 'ClusterRoleBinding',
+      metadata: { name },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
+      subjects: [subject],
+    },
+    {
+      apiVersion: rbac,
+      kind: 'Role',
+      metadata: { name: `${name}-token`, namespace: options.namespace },
+      rules: [{ apiGroups: [''], resources: ['serviceaccounts/token'], resourceNames: [options.serviceAccount], verbs: ['create'] }],
+    },
+    {
+      apiVersion: rbac,
+      kind: 'RoleBinding',
+      metadata: { name: `${name}-token`, namespace: options.namespace },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `${name}-token` },
+      subjects: [subject],
+    },
+  ];
+}

@@ -1,0 +1,229 @@
+/**
+ * The node broker end to end: the devcluster over HTTPS (RBAC enforced for the broker), the
+ * real CA over TLS (TokenReview, node authorization), the Broker API over a Unix socket with
+ * mTLS, CNI registrations through the CNI plugin's own client. Time only moves by `SkipClock`
+ * skips (to reach half-life), never by waiting for it.
+ */
+import assert from 'node:assert/strict';
+import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { Metadata, status as GrpcStatus, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
+import { BrokerClient, firstMessage, splitDerCertificates, type X509SvidResponse } from '../../src/broker/broker-client.js';
+import { startBroker, type Broker } from '../../src/broker/broker.js';
+import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
+import { createLogger } from '../../src/core/log.js';
+import { SkipClock } from './support/skip-clock.js';
+import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
+
+const HOUR = 3_600_000;
+const cartId = `spiffe://${TD}/ns/shop/sa/cart`;
+const webId = `spiffe://${TD}/ns/shop/sa/web`;
+
+async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, tries = 400): Promise<T> {
+  for (let i = 0; i < tries; i++) {
+    const v = await probe();
+    if (v !== undefined && v !== false) return v;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+function grpcError(code: GrpcStatus): (err: unknown) => boolean {
+  return (err: unknown) => (err as ServiceError).code === code;
+}
+
+/** Collects messages of a stream and records how it ended. */
+class Recorder {
+  readonly messages: X509SvidResponse[] = [];
+  ended: ServiceError | 'ok' | undefined;
+  constructor(readonly stream: ClientReadableStream<X509SvidResponse>) {
+    stream.on('data', (m: X509SvidResponse) => this.messages.push(m));
+    stream.on('error', (e: ServiceError) => (this.ended = e));
+    stream.on('end', () => (this.ended ??= 'ok'));
+  }
+  serials(): string[] {
+    return this.messages.map((m) => new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!).serialNumber.toLowerCase());
+  }
+}
+
+describe('node broker end to end (devcluster + CA over TLS)', () => {
+  let dir: string;
+  let stack: Stack;
+  let clock: SkipClock;
+  let broker: Broker;
+  let consumerSvid: Svid;
+  let client: BrokerClient;
+
+  const newClient = (svid: Svid) =>
+    new BrokerClient({
+      socketPath: broker.brokerSocketPath,
+      rootsPem: stack.ca.rootsPem(),
+      certChainPem: svid.certChainPem,
+      privateKeyPem: svid.privateKeyPem,
+      trustDomain: TD,
+    });
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'broker-e2e-'));
+    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web', 'shop/batch'] });
+    clock = new SkipClock();
+    broker = await startBroker(stack.brokerConfig({ clock, ...(process.env.BROKER_TEST_DEBUG ? { logger: createLogger({ level: 'debug' }) } : {}) }));
+    await broker.whenReady(AbortSignal.timeout(20_000));
+    consumerSvid = await stack.ownSvid(BROKER_NS, CONSUMER_SA);
+    client = newClient(consumerSvid);
+  });
+
+  after(async () => {
+    client?.close();
+    await broker?.stop(500);
+    await stack?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('serves a pod created on the node: the SVID carries its service account, the key matches, the bundle is the mesh root', async () => {
+    const uid = await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
+    await eventually('cart identity ready', () => broker.certs.current(cartId));
+    const stream = client.subscribeX509Svid({ uid });
+    const msg = await firstMessage(stream);
+    stream.cancel();
+    assert.equal(msg.svids.length, 1);
+    const svid = msg.svids[0]!;
+    assert.equal(svid.spiffe_id, cartId);
+    const chain = splitDerCertificates(svid.x509_svid).map((d) => new X509Certificate(d));
+    assert.ok(chain[0]!.subjectAltName?.includes(`URI:${cartId}`));
+    const pub = createPublicKey(createPrivateKey({ key: svid.x509_svid_key, format: 'der', type: 'pkcs8' }));
+    assert.ok(chain[0]!.publicKey.export({ type: 'spki', format: 'der' }).equals(pub.export({ type: 'spki', format: 'der' })));
+    const roots = splitDerCertificates(svid.bundle).map((d) => new X509Certificate(d));
+    assert.ok(roots.some((r) => chain.at(-1)!.verify(r.publicKey)), 'chain verifies against the bundle');
+    assert.equal(roots.map((r) => r.toString()).join(''), new X509Certificate(stack.ca.rootsPem()).toString());
+
+    // The same pod by namespace/name, and by both (the UID must match).
+    const byKey = client.subscribeX509Svid({ namespace: 'shop', name: 'cart-0' });
+    assert.equal((await firstMessage(byKey)).svids[0]!.spiffe_id, cartId);
+    byKey.cancel();
+    const both = client.subscribeX509Svid({ namespace: 'shop', name: 'cart-0', uid });
+    assert.equal((await firstMessage(both)).svids[0]!.spiffe_id, cartId);
+    both.cancel();
+    const wrongUid = client.subscribeX509Svid({ namespace: 'shop', name: 'cart-0', uid: '00000000-0000-4000-8000-000000000000' });
+    await assert.rejects(firstMessage(wrongUid), grpcError(GrpcStatus.NOT_FOUND));
+  });
+
+  it('refuses a pod of another node, a request without the header, a bad reference, a caller off the allow-list; JWT is unimplemented', async () => {
+    const otherUid = await stack.createPod({ namespace: 'shop', name: 'cart-remote', serviceAccount: 'cart', nodeName: 'node-2' });
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid: otherUid })), grpcError(GrpcStatus.NOT_FOUND));
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ namespace: 'shop', name: 'nope' })), grpcError(GrpcStatus.NOT_FOUND));
+
+    const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid: cartUid }, { header: false })), grpcError(GrpcStatus.INVALID_ARGUMENT));
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid: 'not-a-uuid' })), grpcError(GrpcStatus.INVALID_ARGUMENT));
+    await assert.rejects(firstMessage(client.subscribeX509Svid({})), grpcError(GrpcStatus.INVALID_ARGUMENT));
+
+    const outsider = newClient(await stack.ownSvid('shop', 'web'));
+    try {
+      await assert.rejects(firstMessage(outsider.subscribeX509Svid({ uid: cartUid })), grpcError(GrpcStatus.PERMISSION_DENIED));
+    } finally {
+      outsider.close();
+    }
+
+    const jwt = await new Promise<ServiceError | null>((resolve) => {
+      const c = client.client as unknown as {
+        FetchJWTSVID(req: unknown, md: Metadata, cb: (e: ServiceError | null) => void): void;
+      };
+      const md = new Metadata();
+      md.set('broker.spiffe.io', 'true');
+      c.FetchJWTSVID({ audience: ['x'] }, md, (e) => resolve(e));
+    });
+    assert.equal(jwt?.code, GrpcStatus.UNIMPLEMENTED);
+  });
+
+  it('bundle stream answers at once with the trust domain roots', async () => {
+    const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
+    const s = client.subscribeX509Bundles({ uid: cartUid });
+    const msg = await firstMessage(s);
+    s.cancel();
+    assert.deepEqual(Object.keys(msg.bundles), [`spiffe://${TD}`]);
+  });
+
+  it('registers a pod through the CNI socket (the plugin client) and shares one certificate between two pods of one service account', async () => {
+    await stack.createPod({ namespace: 'shop', name: 'web-0', serviceAccount: 'web', nodeName: NODE });
+    await pushCniAddEvent(
+      { Netns: '/var/run/netns/web-0', PodName: 'web-0', PodNamespace: 'shop', IPs: [{ Interface: 0, Address: { IP: '10.244.0.7', Mask: '////AA==' }, Gateway: null }] },
+      { socketPath: broker.cniEventSocketPath, timeoutMs: 5000 },
+    );
+    assert.ok(broker.pods.byKey('shop', 'web-0'), 'registered before the watch needed to see it');
+    const first = await eventually('web ready', () => broker.certs.current(webId));
+    // Idempotent: a second registration changes nothing.
+    await pushCniAddEvent({ Netns: '', PodName: 'web-0', PodNamespace: 'shop', IPs: null }, { socketPath: broker.cniEventSocketPath, timeoutMs: 5000 });
+
+    const callsBefore = broker.certs.caCalls;
+    const uid2 = await stack.createPod({ namespace: 'shop', name: 'web-1', serviceAccount: 'web', nodeName: NODE });
+    await eventually('web-1 seen', () => broker.pods.byUid(uid2));
+    const m = await firstMessage(client.subscribeX509Svid({ uid: uid2 }));
+    const serial = new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!).serialNumber.toLowerCase();
+    assert.equal(serial, first.serial, 'second pod of the SA gets the same certificate');
+    assert.equal(broker.certs.caCalls, callsBefore, 'no CA call for the second pod');
+    assert.deepEqual(broker.pods.podsOf(webId).map((p) => p.name).sort(), ['web-0', 'web-1']);
+
+    await assert.rejects(
+      pushCniAddEvent({ Netns: '', PodName: 'cart-remote', PodNamespace: 'shop', IPs: null }, { socketPath: broker.cniEventSocketPath, timeoutMs: 5000 }),
+      (e: unknown) => (e as { code?: string }).code === 'ERR_CNI_BROKER_REJECTED',
+      'a pod of another node is refused',
+    );
+  });
+
+  it('keeps serving cached certificates while the CA is down, and refreshes once it is back', async () => {
+    const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
+    const rec = new Recorder(client.subscribeX509Svid({ uid: cartUid }));
+    await eventually('first message', () => rec.messages.length >= 1 || undefined);
+    const before = broker.certs.current(cartId)!;
+
+    await stack.stopCa();
+    clock.skip(0.56 * HOUR); // past half-life (+10 % jitter at most)
+    await eventually('refresh failed', () => (broker.certs.status(cartId)?.state === 'failed' ? true : undefined));
+    assert.equal(broker.certs.current(cartId)?.serial, before.serial, 'old certificate still held');
+    const during = await firstMessage(client.subscribeX509Svid({ uid: cartUid }));
+    assert.equal(during.svids[0]!.spiffe_id, cartId, 'new subscribers are still served');
+    assert.deepEqual(rec.serials(), [before.serial]);
+
+    await stack.restartCa();
+    const after = await eventually('refreshed', () => {
+      clock.skip(1000); // let the backoff elapse
+      const c = broker.certs.current(cartId);
+      return c && c.serial !== before.serial ? c : undefined;
+    });
+    await eventually('stream got the rotation', () => (rec.serials().includes(after.serial) ? true : undefined));
+    assert.equal(rec.ended, undefined, 'stream stayed open');
+    rec.stream.cancel();
+  });
+
+  it('ends a pod stream when the pod is deleted', async () => {
+    const uid = await stack.createPod({ namespace: 'shop', name: 'batch-0', serviceAccount: 'batch', nodeName: NODE });
+    await eventually('batch seen', () => broker.pods.byUid(uid));
+    const rec = new Recorder(client.subscribeX509Svid({ uid }));
+    await eventually('first message', () => rec.messages.length >= 1 || undefined).catch((e: unknown) => {
+      console.error(JSON.stringify(broker.certs.status(`spiffe://${TD}/ns/shop/sa/batch`)), rec.ended);
+      throw e;
+    });
+    await stack.deletePod('shop', 'batch-0');
+    const ended = await eventually('stream ended', () => rec.ended);
+    assert.notEqual(ended, 'ok');
+    assert.equal((ended as ServiceError).code, GrpcStatus.NOT_FOUND);
+  });
+
+  it('recovers every identity after a broker restart', async () => {
+    const before = broker.snapshot().filter((s) => s.pods.length > 0).map((s) => s.identity).sort();
+    assert.ok(before.includes(cartId) && before.includes(webId));
+    await broker.stop(500);
+    client.close();
+    broker = await startBroker(stack.brokerConfig({ clock }));
+    await broker.whenReady(AbortSignal.timeout(20_000));
+    client = newClient(consumerSvid);
+    await eventually('all identities ready again', () => before.every((id) => broker.certs.current(id)) || undefined);
+    const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
+    assert.equal((await firstMessage(client.subscribeX509Svid({ uid: cartUid }))).svids[0]!.spiffe_id, cartId);
+  });
+});
+

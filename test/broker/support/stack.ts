@@ -1,0 +1,223 @@
+/**
+ * The real parts the broker's end-to-end tests run against: the devcluster over HTTPS (RBAC
+ * enforced for the broker), the certbroker CA over TLS (TokenReview + node authorization), and
+ * helpers to create pods and tokens and to obtain a consumer SVID from the CA.
+ */
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { startCaServer, type CaServer } from '../../../src/ca/index.js';
+import { silentLogger, type Logger } from '../../../src/core/log.js';
+import { Secret } from '../../../src/core/secret.js';
+import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
+import { IstioCaClient } from '../../../src/broker/ca-client.js';
+import type { BrokerConfig } from '../../../src/broker/config.js';
+import { brokerRbacObjects } from '../../../src/broker/rbac.js';
+import { certificateToPem, pemEncode } from '../../../src/pki/pem.js';
+import type { Clock } from '../../../src/core/clock.js';
+
+export const TD = 'cluster.local';
+export const BROKER_NS = 'istio-system';
+export const BROKER_SA = 'certbroker-node';
+export const CONSUMER_SA = 'ztunnel';
+export const NODE = 'node-1';
+
+export interface PodSpec {
+  readonly namespace: string;
+  readonly name: string;
+  readonly serviceAccount: string;
+  readonly nodeName: string;
+  readonly hostNetwork?: boolean;
+}
+
+export interface Svid {
+  readonly identity: string;
+  readonly certChainPem: string;
+  readonly privateKeyPem: Secret<string>;
+  readonly serial: string;
+}
+
+export class Stack {
+  readonly dc: DevCluster;
+  readonly admin: KubeConfig;
+  readonly core: CoreV1Api;
+  ca: CaServer;
+  readonly caPort: number;
+  readonly brokerPod: { namespace: string; name: string; uid: string; serviceAccount: string };
+  readonly brokerKubeConfig: KubeConfig;
+  readonly dir: string;
+
+  private constructor(init: {
+    dc: DevCluster;
+    admin: KubeConfig;
+    ca: CaServer;
+    brokerPod: Stack['brokerPod'];
+    brokerKubeConfig: KubeConfig;
+    dir: string;
+  }) {
+    this.dc = init.dc;
+    this.admin = init.admin;
+    this.core = init.admin.makeApiClient(CoreV1Api);
+    this.ca = init.ca;
+    this.caPort = init.ca.port;
+    this.brokerPod = init.brokerPod;
+    this.brokerKubeConfig = init.brokerKubeConfig;
+    this.dir = init.dir;
+  }
+
+  static async start(options: { dir: string; namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
+    const dc = await startDevCluster({ simulateKubelet: true });
+    const admin = kubeConfigFor(dc, dc.adminToken);
+    const core = admin.makeApiClient(CoreV1Api);
+    await dc.apply([
+      ...[BROKER_NS, ...options.namespaces].map((name) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } })),
+      ...[`${BROKER_NS}/${BROKER_SA}`, `${BROKER_NS}/${CONSUMER_SA}`, ...options.serviceAccounts].map((nsSa) => {
+        const [namespace, name] = nsSa.split('/');
+        return { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace, name } };
+      }),
+      ...brokerRbacObjects({ namespace: BROKER_NS, serviceAccount: BROKER_SA }),
+    ]);
+    const brokerPodName = 'certbroker-node-x7k2p';
+    const created = await core.createNamespacedPod({
+      namespace: BROKER_NS,
+      body: {
+        metadata: { name: brokerPodName, namespace: BROKER_NS },
+        spec: { nodeName: NODE, serviceAccountName: BROKER_SA, containers: [{ name: 'broker', image: 'certbroker' }] },
+      },
+    });
+    const brokerPod = { namespace: BROKER_NS, name: brokerPodName, uid: created.metadata!.uid!, serviceAccount: BROKER_SA };
+    // The broker's own API credentials: a token for its service account (as the kubelet would mount).
+    const apiToken = await tokenFor(core, BROKER_NS, BROKER_SA, { audience: dc.issuer, expirationSeconds: 48 * 3600 });
+    const brokerKubeConfig = kubeConfigFor(dc, apiToken.reveal());
+    const ca = await startCa(dc, admin, 0);
+    return new Stack({ dc, admin, ca, brokerPod, brokerKubeConfig, dir: options.dir });
+  }
+
+  brokerConfig(options: { clock?: Clock; logger?: Logger; certTtlSeconds?: number; forgetGraceMs?: number; name?: string }): BrokerConfig {
+    const name = options.name ?? 'broker';
+    return {
+      trustDomain: TD,
+      nodeName: NODE,
+      pod: this.brokerPod,
+      ca: {
+        address: `127.0.0.1:${this.caPort}`,
+        rootsPem: this.ca.rootsPem(),
+        clusterId: 'Kubernetes',
+        audience: 'istio-ca',
+        certTtlSeconds: options.certTtlSeconds ?? 3600,
+      },
+      tokenExpirationSeconds: 3600,
+      maxConcurrentFetches: 8,
+      forgetGraceMs: options.forgetGraceMs ?? 30_000,
+      brokerSocketPath: `${this.dir}/${name}/broker.sock`,
+      cniEventSocketPath: `${this.dir}/${name}/pluginevent.sock`,
+      allowedCallers: [`spiffe://${TD}/ns/${BROKER_NS}/sa/${CONSUMER_SA}`],
+      updateJitterMs: 20,
+      ops: { host: '127.0.0.1', port: 0 },
+      shutdownGraceMs: 2000,
+      kubeConfig: this.brokerKubeConfig,
+      logger: options.logger ?? silentLogger,
+      ...(options.clock ? { clock: options.clock } : {}),
+    };
+  }
+
+  async createPod(spec: PodSpec): Promise<string> {
+    const pod = await this.core.createNamespacedPod({
+      namespace: spec.namespace,
+      body: {
+        metadata: { name: spec.name, namespace: spec.namespace },
+        spec: {
+          nodeName: spec.nodeName,
+          serviceAccountName: spec.serviceAccount,
+          hostNetwork: spec.hostNetwork ?? false,
+          containers: [{ name: 'app', image: 'app' }],
+        },
+      },
+    });
+    return pod.metadata!.uid!;
+  }
+
+  async deletePod(namespace: string, name: string): Promise<void> {
+    await this.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
+  }
+
+  /** An SVID for a service account's own identity, straight from the CA (no impersonation). */
+  async ownSvid(namespace: string, serviceAccount: string): Promise<Svid> {
+    const token = await tokenFor(this.core, namespace, serviceAccount, { audience: 'istio-ca', expirationSeconds: 3600 });
+    const client = new IstioCaClient({
+      address: `127.0.0.1:${this.caPort}`,
+      caRootsPem: this.ca.rootsPem(),
+      tokens: { token: async () => token },
+      clusterId: 'Kubernetes',
+      certTtlSeconds: 3600,
+      impersonate: false,
+    });
+    try {
+      const identity = `spiffe://${TD}/ns/${namespace}/sa/${serviceAccount}`;
+      const cert = await client.fetchCertificate(identity, new AbortController().signal);
+      return {
+        identity,
+        certChainPem: cert.chainDer.map((d) => certificateToPem(d)).join(''),
+        privateKeyPem: new Secret(pemEncode('PRIVATE KEY', cert.privateKey.reveal())),
+        serial: cert.serial,
+      };
+    } finally {
+      client.close();
+    }
+  }
+
+  async stopCa(): Promise<void> {
+    await this.ca.stop();
+  }
+
+  /** Starts the CA again on the same port; the self-signed root persists in istio-ca-secret. */
+  async restartCa(): Promise<void> {
+    this.ca = await startCa(this.dc, this.admin, this.caPort);
+  }
+
+  async close(): Promise<void> {
+    await this.ca.stop().catch(() => undefined);
+    await this.dc.close();
+  }
+}
+
+export function kubeConfigFor(dc: DevCluster, token: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromString(dc.kubeconfigYaml({ token }));
+  return kc;
+}
+
+export async function tokenFor(
+  core: CoreV1Api,
+  namespace: string,
+  serviceAccount: string,
+  options: { audience: string; expirationSeconds: number },
+): Promise<Secret<string>> {
+  const res = await core.createNamespacedServiceAccountToken({
+    name: serviceAccount,
+    namespace,
+    body: { spec: { audiences: [options.audience], expirationSeconds: options.expirationSeconds } },
+  });
+  return new Secret(res.status!.token);
+}
+
+async function startCa(dc: DevCluster, admin: KubeConfig, port: number): Promise<CaServer> {
+  const ca = await startCaServer({
+    grpcHost: '127.0.0.1',
+    grpcPort: port,
+    plaintext: false,
+    trustDomain: TD,
+    servingDnsNames: ['localhost', '127.0.0.1'],
+    defaultTtlSeconds: 3600,
+    maxTtlSeconds: 90 * 86400,
+    trustedNodeAccounts: [`${BROKER_NS}/${BROKER_SA}`],
+    clusters: [{ id: 'Kubernetes', kubeConfig: admin, audiences: ['istio-ca'], tokenReview: true }],
+    defaultClusterId: 'Kubernetes',
+    signer: { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
+    tokenCacheSeconds: 60,
+    signingWorkers: 1,
+    shutdownGraceMs: 500,
+    logger: silentLogger,
+  });
+  for (let i = 0; i < 200 && !ca.ready; i++) await new Promise((r) => setTimeout(r, 25));
+  if (!ca.ready) throw new Error('CA did not become ready');
+  return ca;
+}
