@@ -13,6 +13,8 @@ const SUBCOMMANDS: readonly string[] = [
   './devcluster.js',
   './install-cni.js',
   './ca.js',
+  './broker.js',
+  './fetch.js',
   './iptables.js',
 ];
 

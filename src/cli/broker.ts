@@ -1,0 +1,28 @@
+/**
+ * `certbroker broker` — the node broker (one per node): own token via TokenRequest, the node's
+ * pods, one certificate per workload service account, the SPIFFE Broker API on a Unix socket.
+ * Configured by env (downward API: NODE_NAME, POD_NAME, POD_NAMESPACE, POD_UID,
+ * SERVICE_ACCOUNT); flags override the most common settings for local runs.
+ */
+import { Command } from 'commander';
+
+export function command(): Command {
+  return new Command('broker')
+    .description('run the node broker: workload certificates for this node over the SPIFFE Broker API')
+    .option('--node-name <name>', 'this node (NODE_NAME)')
+    .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
+    .option('--ca-address <host:port>', 'CA gRPC address (CA_ADDRESS, default istiod.istio-system.svc:15012)')
+    .option('--ca-root-cert-file <path>', 'mesh root PEM (CA_ROOT_CERT_FILE)')
+    .option('--broker-socket <unix:///path>', 'Broker API socket (SPIFFE_BROKER_SOCKET)')
+    .option('--cni-event-socket <path>', 'CNI registration socket (CNI_EVENT_SOCKET)')
+    .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics (BROKER_OPS_ADDRESS, default 0.0.0.0:15022)')
+    .option('--kubeconfig <path>', 'kubeconfig (KUBECONFIG; default in-cluster)')
+    .option('--allowed-callers <ids>', 'comma-separated SPIFFE IDs allowed on the Broker API (BROKER_ALLOWED_CALLERS)')
+    .option('--cert-ttl-seconds <n>', 'requested workload certificate lifetime (WORKLOAD_CERT_TTL_SECONDS)')
+    .action(async (opts: Record<string, string | undefined>) => {
+      const { runBroker } = await import('../broker/run.js');
+      const flags: Record<string, string> = {};
+      for (const [k, v] of Object.entries(opts)) if (v !== undefined) flags[k] = v;
+      await runBroker(flags);
+    });
+}
