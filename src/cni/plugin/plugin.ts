@@ -192,15 +192,14 @@ async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
     return result;
   }
 
-  const fetched = await fetchPod(ctx, args);
+  // With ambient on, the namespace is needed too: both are read at once.
+  const fetched = await fetchPod(ctx, args, config.ambientEnabled);
   if (fetched === 'own-agent') return result;
-  const { podInfo, source } = fetched;
+  const { podInfo, namespaceLabels } = fetched;
 
   if (config.ambientEnabled) {
-    const ns = await withRetries(ctx, args, () => source.getNamespace(args.podNamespace));
-    if (ns === 'own-agent') return result;
     const ambient = isAmbientPod(
-      { podLabels: podInfo.labels, podAnnotations: podInfo.annotations, hostNetwork: podInfo.hostNetwork, namespaceLabels: ns.labels },
+      { podLabels: podInfo.labels, podAnnotations: podInfo.annotations, hostNetwork: podInfo.hostNetwork, namespaceLabels },
       config.enablementSelectors,
     );
     if (ambient) {
@@ -245,7 +244,12 @@ async function podSource(config: PluginConfig): Promise<PodSource> {
   return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs });
 }
 
-async function fetchPod(ctx: CommandContext, args: K8sArgs): Promise<{ podInfo: PodInfo; source: PodSource } | 'own-agent'> {
+interface FetchedPod {
+  readonly podInfo: PodInfo;
+  readonly namespaceLabels: Readonly<Record<string, string>>;
+}
+
+async function fetchPod(ctx: CommandContext, args: K8sArgs, withNamespace: boolean): Promise<FetchedPod | 'own-agent'> {
   let source: PodSource;
   try {
     source = await podSource(ctx.config);
@@ -256,8 +260,13 @@ async function fetchPod(ctx: CommandContext, args: K8sArgs): Promise<{ podInfo: 
     }
     throw err;
   }
-  const podInfo = await withRetries(ctx, args, () => source.getPod(args.podNamespace, args.podName));
-  return podInfo === 'own-agent' ? 'own-agent' : { podInfo, source };
+  return withRetries(ctx, args, async () => {
+    const [podInfo, ns] = await Promise.all([
+      source.getPod(args.podNamespace, args.podName),
+      withNamespace ? source.getNamespace(args.podNamespace) : undefined,
+    ]);
+    return { podInfo, namespaceLabels: ns?.labels ?? {} };
+  });
 }
 
 /**
