@@ -4,6 +4,8 @@
  * when installed; IPv6 and TPROXY routes; detection of the pod's address family.
  */
 import { test, after } from 'node:test';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import assert from 'node:assert/strict';
 import {
   IptablesApplier,
@@ -13,7 +15,7 @@ import {
   systemRunner,
   type IptablesSettings,
 } from '../../../src/cni/iptables/index.js';
-import { createNetns, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
+import { createNetns, linkPair, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
 
 const skip = netnsUnavailable();
 if (skip !== undefined) console.log(`# skipping netns applier tests: ${skip}`);
@@ -162,4 +164,42 @@ test('cleanup with default settings also removes TPROXY marks of a custom proxy 
   await applier.cleanup(buildRestorePlan({ inboundInterceptionMode: 'TPROXY' }).config);
   assert.deepEqual(ruleLines(ns.exec('iptables-save', [])).filter((l) => l.startsWith('-A')), []);
   assert.doesNotMatch(ns.exec('ip', ['rule', 'show']), /fwmark/);
+});
+
+const PYTHON = '/usr/bin/python3';
+// A transparent (IP_TRANSPARENT) listener, which TPROXY requires and Node cannot open.
+const TRANSPARENT_LISTENER = `
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_IP, 19, 1)  # IP_TRANSPARENT
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", 15006)); s.listen(5); s.settimeout(8)
+print("listening", flush=True)
+c, _ = s.accept()
+print("got %s at %s:%d" % ((c.recv(100).decode(),) + c.getsockname()), flush=True)
+`;
+
+test('TPROXY for real: inbound TCP reaches the transparent listener with its original destination', {
+  skip: skip ?? (existsSync(PYTHON) ? undefined : 'python3 is needed for an IP_TRANSPARENT listener'),
+}, async () => {
+  const client = netns();
+  const pod = netns();
+  linkPair(client, pod, '10.4.0.1/24', '10.4.0.2/24');
+  const plan = buildRestorePlan({ inboundPortsInclude: '*', inboundInterceptionMode: 'TPROXY', outboundIPRangesInclude: '*' });
+  await new IptablesApplier({ netnsPath: pod.path }).apply(plan);
+
+  const listener = spawn('nsenter', [`--net=${pod.path}`, '--', PYTHON, '-c', TRANSPARENT_LISTENER]);
+  let out = '';
+  const exited = new Promise<void>((r) => listener.on('close', () => r()));
+  await new Promise<void>((r) => listener.stdout.on('data', (d: Buffer) => {
+    out += d.toString();
+    if (out.includes('listening')) r();
+  }));
+  const c = spawnSync('nsenter', [`--net=${client.path}`, '--', process.execPath, '-e', `
+    const c = require('node:net').connect({ host: '10.4.0.2', port: 8080 }, () => c.end('tproxied'));
+    c.on('error', (e) => console.log('client error ' + e.code));
+  `], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(c.stdout, '', c.stderr);
+  await exited;
+  assert.match(out, /got tproxied at 10\.4\.0\.2:8080/);
 });
