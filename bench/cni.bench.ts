@@ -1,0 +1,165 @@
+/**
+ * `npm run bench:cni`: latency of one istio-cni ADD, measured as the runtime sees it (process start
+ * to exit), on the ambient path (devcluster reads + registration with the real node broker) and
+ * the sidecar path (devcluster read + rules; in dry-run, and applied in a real netns when root),
+ * with baselines measured in the same run, interleaved round-robin: `node -e 0` and the packaged
+ * binary answering VERSION. Results go to the CNI section of docs/benchmarks.md.
+ *
+ * BENCH_CNI_ITERATIONS (default 40) runs per scenario.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir, cpus } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { seaBinaries } from '../test/support/sea-binary.js';
+import { namespaceObject, podObject, sidecarPod, startPluginCluster, e2eUnavailable, Netns, CNI_NAMESPACE } from '../test/cni/e2e/fixture.js';
+import { NODE_NAME, startBrokerStack, type BrokerStack } from '../test/cni/e2e/broker-stack.js';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const ROOT = resolve(here, '../..');
+const ITERATIONS = Number(process.env.BENCH_CNI_ITERATIONS ?? 40);
+
+interface Scenario {
+  readonly name: string;
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly env: Record<string, string>;
+  readonly stdin: string;
+  readonly samples: number[];
+}
+
+function once(s: Scenario): Promise<number> {
+  return new Promise((res, rej) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(s.command, [...s.args], { env: { PATH: process.env.PATH ?? '', ...s.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+    child.on('error', rej);
+    child.on('close', (code) => {
+      const ms = Number(process.hrtime.bigint() - started) / 1e6;
+      if (code !== 0) rej(new Error(`${s.name} exited ${code}: ${out} ${err.slice(-500)}`));
+      else res(ms);
+    });
+    child.stdin.end(s.stdin);
+  });
+}
+
+function pct(sorted: readonly number[], p: number): number {
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i]!;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'cni-bench-'));
+  const bins = await seaBinaries();
+  const pc = await startPluginCluster(dir);
+  let stack: BrokerStack | undefined;
+  let netns: Netns | undefined;
+  try {
+    await pc.cluster.apply([
+      namespaceObject('mesh', { 'istio.io/dataplane-mode': 'ambient' }),
+      namespaceObject('shop'),
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'web', namespace: 'mesh' } },
+      podObject('mesh', 'web-1', { nodeName: NODE_NAME, serviceAccountName: 'web' }),
+      sidecarPod('shop', 'cart-1'),
+    ]);
+    stack = await startBrokerStack(pc);
+
+    const base = { cniVersion: '1.0.0', name: 'cbnet', type: 'istio-cni', cni_agent_run_dir: pc.runDir, pod_namespace: CNI_NAMESPACE, plugin_log_level: 'warn' };
+    const prevResult = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '10.244.0.9/24', gateway: '10.244.0.1', interface: 0 }] };
+    const cniEnv = (pod: string, netnsPath: string) => ({
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'bench01',
+      CNI_NETNS: netnsPath,
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: `IgnoreUnknown=1;${pod}`,
+    });
+    const scenario = (name: string, command: string, args: string[], env: Record<string, string>, stdin: string): Scenario => ({
+      name, command, args, env, stdin, samples: [],
+    });
+    const scenarios: Scenario[] = [
+      scenario('node -e 0', process.execPath, ['-e', '0'], {}, ''),
+      scenario('istio-cni VERSION (single executable)', bins.istioCni, [], { CNI_COMMAND: 'VERSION' }, ''),
+      scenario('istio-cni VERSION (node dist/…/main.js)', process.execPath, [join(ROOT, 'dist/src/cni/plugin/main.js')], { CNI_COMMAND: 'VERSION' }, ''),
+      scenario(
+        'ADD ambient (GET pod + ns, POST /cmdadd to the broker)',
+        bins.istioCni,
+        [],
+        cniEnv('K8S_POD_NAMESPACE=mesh;K8S_POD_NAME=web-1', '/var/run/netns/bench-ambient'),
+        JSON.stringify({ ...base, ambient_enabled: true, prevResult }),
+      ),
+      scenario(
+        'ADD sidecar, dry-run (GET pod, build rules, write file)',
+        bins.istioCni,
+        [],
+        { ...cniEnv('K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1', '/var/run/netns/bench-dry'), DRY_RUN_FILE_PATH: join(dir, 'dry-run.txt') },
+        JSON.stringify({ ...base, prevResult }),
+      ),
+    ];
+    const noNetns = e2eUnavailable();
+    if (!noNetns) {
+      netns = new Netns(`cbcni-bench-${process.pid}`);
+      scenarios.push(
+        scenario(
+          'ADD sidecar, applied in a netns (GET pod, reconcile + iptables-restore)',
+          bins.istioCni,
+          [],
+          cniEnv('K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1', netns.path),
+          JSON.stringify({ ...base, prevResult }),
+        ),
+      );
+    }
+    // Warm-up (page cache, devcluster JIT), then interleaved rounds.
+    for (const s of scenarios) await once(s);
+    for (let i = 0; i < ITERATIONS; i++) {
+      for (const s of scenarios) s.samples.push(await once(s));
+    }
+
+    const stats = scenarios.map((s) => {
+      const sorted = [...s.samples].sort((a, b) => a - b);
+      return { name: s.name, p50: pct(sorted, 50), p99: pct(sorted, 99), n: sorted.length };
+    });
+    const nodeP50 = stats[0]!.p50;
+    const seaP50 = stats[1]!.p50;
+    const lines = [
+      `| scenario | p50 ms | p99 ms | p50 / \`node -e 0\` | p50 / SEA VERSION |`,
+      `|---|---:|---:|---:|---:|`,
+      ...stats.map((s) => `| ${s.name} | ${s.p50.toFixed(1)} | ${s.p99.toFixed(1)} | ${(s.p50 / nodeP50).toFixed(2)} | ${(s.p50 / seaP50).toFixed(2)} |`),
+    ];
+    const when = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+    const note = [
+      `Run ${when}, ${ITERATIONS} runs per scenario interleaved round-robin after one warm-up each, ${cpus().length} cores, Node ${process.version}.`,
+      'Latency is process start to exit as the runtime sees it (spawn → close), stdin config included.',
+      noNetns ? `The applied-in-a-netns scenario was skipped: ${noNetns}.` : 'The applied scenario re-ADDs one netns, so each run also removes the previous rules (the applier reconciles).',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n\n${note.join('\n')}\n`);
+    writeSection([...lines, '', ...note].join('\n'));
+  } finally {
+    netns?.remove();
+    await stack?.stop();
+    await pc.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+const START = '<!-- bench:cni:start -->';
+const END = '<!-- bench:cni:end -->';
+
+function writeSection(body: string): void {
+  const file = join(ROOT, 'docs/benchmarks.md');
+  const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
+  const section = `${START}\n${body}\n${END}`;
+  const a = text.indexOf(START);
+  const b = text.indexOf(END);
+  if (a >= 0 && b > a) writeFileSync(file, text.slice(0, a) + section + text.slice(b + END.length));
+  else writeFileSync(file, `${text.trimEnd()}\n\n## CNI plugin (\`npm run bench:cni\`)\n\n${section}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:cni failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});
