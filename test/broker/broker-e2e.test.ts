@@ -6,7 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { promisify } from 'node:util';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -16,7 +18,10 @@ import { startBroker, type Broker } from '../../src/broker/broker.js';
 import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
 import { createLogger } from '../../src/core/log.js';
 import { SkipClock } from './support/skip-clock.js';
-import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
+import { runFetch } from '../../src/broker/fetch.js';
+import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
+
+const run = promisify(execFile);
 
 const HOUR = 3_600_000;
 const cartId = `spiffe://${TD}/ns/shop/sa/cart`;
@@ -213,6 +218,34 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     assert.equal((ended as ServiceError).code, GrpcStatus.NOT_FOUND);
   });
 
+  it('certbroker fetch gets its own SVID from the CA, subscribes, prints and writes PEMs that openssl verifies', async () => {
+    const tokenFile = join(dir, 'ztunnel-token');
+    await writeFile(tokenFile, (await tokenFor(stack.core, BROKER_NS, CONSUMER_SA, { audience: 'istio-ca', expirationSeconds: 3600 })).reveal());
+    const rootFile = join(dir, 'mesh-root.pem');
+    await writeFile(rootFile, stack.ca.rootsPem());
+    const outDir = join(dir, 'fetched');
+    const lines: string[] = [];
+    await runFetch({
+      socket: `unix://${broker.brokerSocketPath}`,
+      namespace: 'shop',
+      name: 'cart-0',
+      caAddress: `127.0.0.1:${stack.caPort}`,
+      caRootCertFile: rootFile,
+      tokenFile,
+      trustDomain: TD,
+      outDir,
+      print: (l) => lines.push(l),
+    });
+    assert.match(lines[0]!, /^own SVID spiffe:\/\/cluster.local\/ns\/istio-system\/sa\/ztunnel serial=[0-9a-f]+$/);
+    assert.match(lines[1]!, new RegExp(`^${cartId} serial=${broker.certs.current(cartId)!.serial} notBefore=\\S+ notAfter=\\S+$`));
+    const verify = await run('openssl', ['verify', '-CAfile', join(outDir, 'root-cert.pem'), join(outDir, 'cert-chain.pem')]);
+    assert.match(verify.stdout, /: OK/);
+    const fromKey = await run('openssl', ['pkey', '-in', join(outDir, 'key.pem'), '-pubout']);
+    const fromCert = await run('openssl', ['x509', '-in', join(outDir, 'cert-chain.pem'), '-pubkey', '-noout']);
+    assert.equal(fromKey.stdout, fromCert.stdout);
+    assert.equal((await stat(join(outDir, 'key.pem'))).mode & 0o777, 0o600);
+  });
+
   it('recovers every identity after a broker restart', async () => {
     const before = broker.snapshot().filter((s) => s.pods.length > 0).map((s) => s.identity).sort();
     assert.ok(before.includes(cartId) && before.includes(webId));
@@ -224,6 +257,16 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     await eventually('all identities ready again', () => before.every((id) => broker.certs.current(id)) || undefined);
     const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
     assert.equal((await firstMessage(client.subscribeX509Svid({ uid: cartUid }))).svids[0]!.spiffe_id, cartId);
+
+    // Ops: ready, and the metrics the issue lists.
+    const ready = await fetch(`http://127.0.0.1:${broker.opsPort}/readyz`);
+    assert.equal(ready.status, 200);
+    const metrics = await (await fetch(`http://127.0.0.1:${broker.opsPort}/metrics`)).text();
+    assert.match(metrics, /certbroker_broker_pod_certificate_states\{state="ready"\} [1-9]/);
+    assert.match(metrics, /certbroker_broker_ca_fetch_duration_seconds_count\{outcome="success"\} [1-9]/);
+    assert.match(metrics, /certbroker_broker_registration_to_ready_seconds_count [1-9]/);
+    assert.match(metrics, /certbroker_broker_api_first_message_seconds_count\{rpc="x509svid"\} [1-9]/);
+    assert.match(metrics, /certbroker_broker_fetch_queue_depth 0/);
   });
 });
 
