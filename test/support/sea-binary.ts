@@ -74,8 +74,12 @@ export async function seaBinaries(): Promise<SeaBinaries> {
   }
   try {
     if (existsSync(done)) return result(0);
-    // Older builds are no longer needed.
-    for (const old of readdirSync(base)) if (old !== '.lock') rmSync(join(base, old), { recursive: true, force: true });
+    // Builds of older sources go once nobody can still be using them (a run in progress elsewhere
+    // keeps its directory for the hour).
+    for (const old of readdirSync(base)) {
+      const p = join(base, old);
+      if (old !== '.lock' && Date.now() - statSync(p).mtimeMs > 3_600_000) rmSync(p, { recursive: true, force: true });
+    }
     const started = Date.now();
     const r = spawnSync(process.execPath, [join(REPO_ROOT, 'scripts/build-sea.mjs'), '--out-dir', dir], {
       cwd: REPO_ROOT,
