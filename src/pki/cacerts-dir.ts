@@ -3,11 +3,12 @@
  * them to the pure `validateCaBundle`. A partial bundle (some files missing) is
  * ERR_PKI_CACERTS_MISSING naming every missing file.
  */
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { validateCaBundle, CACERTS_FILES } from './ca-bundle.js';
 import type { CaKeyMaterial } from './ca-material.js';
 import { PkiError } from './errors.js';
+import type { PluginCaBundle } from './plugin-ca.js';
 
 export async function loadCaCertsDir(dir: string, nowMs: number = Date.now()): Promise<CaKeyMaterial> {
   const texts = new Map<string, string>();
@@ -32,4 +33,35 @@ export async function loadCaCertsDir(dir: string, nowMs: number = Date.now()): P
     },
     nowMs,
   );
+}
+
+/**
+ * Writes a plug-in CA bundle into `dir` (created if needed): the four cacerts files plus
+ * root-key.pem; keys with mode 0600. Refuses to overwrite an existing bundle unless `force`.
+ */
+export async function writeCaCertsDir(dir: string, bundle: PluginCaBundle, force = false): Promise<string[]> {
+  await mkdir(dir, { recursive: true });
+  const files: Array<[string, string, number]> = [
+    ['root-cert.pem', bundle.rootCertPem, 0o644],
+    ['root-key.pem', bundle.rootKeyPem.reveal(), 0o600],
+    ['ca-cert.pem', bundle.caCertPem, 0o644],
+    ['ca-key.pem', bundle.caKeyPem, 0o600],
+    ['cert-chain.pem', bundle.certChainPem, 0o644],
+  ];
+  if (!force) {
+    for (const [name] of files) {
+      const exists = await stat(join(dir, name)).then(
+        () => true,
+        () => false,
+      );
+      if (exists) throw new PkiError('ERR_PKI_CACERTS_INCONSISTENT', `${join(dir, name)} already exists (use --force to replace the bundle)`);
+    }
+  }
+  const written: string[] = [];
+  for (const [name, content, mode] of files) {
+    const path = join(dir, name);
+    await writeFile(path, content, { mode });
+    written.push(path);
+  }
+  return written;
 }

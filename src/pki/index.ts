@@ -85,7 +85,7 @@ export {
   type LeafRequest,
   type LeafSigner,
 } from './leaf-template.js';
-export { buildLeafReference, type ReferenceLeaf, type ReferenceLeafInput } from './leaf-reference.js';
+export { buildLeafReference, issueLeafReference, type ReferenceIssueInput, type ReferenceLeaf, type ReferenceLeafInput } from './leaf-reference.js';
 export { createIntermediateCa, createRootCa, parseCaSubject, type CaCertificate, type CreateCaOptions, type Issuer } from './ca-certs.js';
 export {
   caKeyMaterial,
@@ -100,3 +100,5 @@ export { parseCertificates, verifyChain, type VerifyChainInput } from './chain.j
 export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle.js';
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';
+export { KEY_TYPES, keySpecForType, makePluginCaBundle, type KeyType, type PluginCaBundle, type PluginCaOptions } from './plugin-ca.js';
+export { writeCaCertsDir } from './cacerts-dir.js';

@@ -6,8 +6,12 @@
 import { webCryptoAlgorithmForKey } from './algorithms.js';
 import { certificateFields } from './cert-fields.js';
 import type { LeafSigner } from './leaf-template.js';
-import type { LeafPlan } from './profile.js';
-import { toSigningCryptoKey, x509 } from './x509-lib.js';
+import { PkiError } from './errors.js';
+import { pemEncode } from './pem.js';
+import { planLeaf, type LeafPlan } from './profile.js';
+import { parseSpiffeId } from '../spiffe/id.js';
+import type { KeyObject } from 'node:crypto';
+import { toSigningCryptoKey, x509, type SigningCryptoKey } from './x509-lib.js';
 
 export interface ReferenceLeafInput {
   readonly plan: LeafPlan;
@@ -19,6 +23,18 @@ export interface ReferenceLeafInput {
 export interface ReferenceLeaf {
   readonly der: Buffer;
   readonly tbs: Buffer;
+}
+
+/** WebCrypto keys per signer KeyObject, imported once (a per-call import would dominate). */
+const signingKeys = new WeakMap<KeyObject, Promise<SigningCryptoKey>>();
+
+function signingKeyFor(privateKey: KeyObject): Promise<SigningCryptoKey> {
+  let k = signingKeys.get(privateKey);
+  if (!k) {
+    k = toSigningCryptoKey(privateKey);
+    signingKeys.set(privateKey, k);
+  }
+  return k;
 }
 
 export async function buildLeafReference(input: ReferenceLeafInput): Promise<ReferenceLeaf> {
@@ -39,10 +55,36 @@ export async function buildLeafReference(input: ReferenceLeafInput): Promise<Ref
     notBefore: new Date(plan.notBeforeMs),
     notAfter: new Date(plan.notAfterMs),
     publicKey: new Uint8Array(input.spki),
-    signingKey: await toSigningCryptoKey(signer.privateKey),
+    signingKey: await signingKeyFor(signer.privateKey),
     signingAlgorithm: { name: alg.name, hash: alg.hash },
     extensions,
   });
   const der = Buffer.from(cert.rawData);
   return { der, tbs: Buffer.from(certificateFields(der).tbs) };
+}
+
+export interface ReferenceIssueInput {
+  readonly csr: string | Uint8Array;
+  readonly spiffeId: string;
+  readonly ttlSeconds: number;
+  readonly signer: LeafSigner;
+  readonly nowMs: number;
+}
+
+/**
+ * The whole job on the generic path: @peculiar/x509 CSR parse + WebCrypto verify, reference
+ * leaf build + sign, PEM. What the fast path is measured against in bench/pki-issue.bench.ts.
+ */
+export async function issueLeafReference(input: ReferenceIssueInput): Promise<{ readonly pem: string; readonly der: Buffer }> {
+  parseSpiffeId(input.spiffeId);
+  let req: x509.Pkcs10CertificateRequest;
+  try {
+    req = new x509.Pkcs10CertificateRequest(typeof input.csr === 'string' ? input.csr : new Uint8Array(input.csr));
+  } catch (err) {
+    throw new PkiError('ERR_PKI_CSR_MALFORMED', 'malformed CSR', err);
+  }
+  if (!(await req.verify())) throw new PkiError('ERR_PKI_CSR_SIGNATURE_INVALID', 'CSR signature does not verify');
+  const plan = planLeaf({ nowMs: input.nowMs, ttlSeconds: input.ttlSeconds, signerNotAfterMs: input.signer.notAfterMs });
+  const { der } = await buildLeafReference({ plan, spki: Buffer.from(req.publicKey.rawData), uri: input.spiffeId, signer: input.signer });
+  return { der, pem: pemEncode('CERTIFICATE', der) };
 }

@@ -1,0 +1,175 @@
+/**
+ * `npm run bench:pki` (also part of `npm run bench`): the in-process leaf issuing rate —
+ * CSR PEM parse + signature verify + leaf build + sign + PEM — on one thread (fast DER
+ * template), on the LeafIssuerPool (one worker per core), and on the generic @peculiar/x509
+ * path, with node:crypto's own P-256 sign and verify rates (cached keys) measured in the same
+ * run as the baseline. Scenarios run interleaved round-robin, the median of the rounds is
+ * reported. Results go to the "PKI leaf issuing" section of docs/benchmarks.md.
+ *
+ * BENCH_PKI_ROUNDS (default 3), BENCH_PKI_SECONDS per scenario per round (default 1.5).
+ */
+import { sign, verify } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  caKeyMaterial,
+  createCsr,
+  createRootCa,
+  FastLeafIssuer,
+  generateKeyPair,
+  issueLeafReference,
+  LeafIssuerPool,
+} from '../src/pki/index.js';
+
+const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
+const ROUNDS = Number(process.env.BENCH_PKI_ROUNDS ?? 3);
+const SECONDS = Number(process.env.BENCH_PKI_SECONDS ?? 1.5);
+const CSR_COUNT = 512;
+const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
+
+interface Scenario {
+  readonly name: string;
+  readonly run: (ms: number) => Promise<number>; // returns ops/s
+  readonly rates: number[];
+}
+
+function loopSync(ms: number, fn: (i: number) => void): number {
+  let n = 0;
+  const start = performance.now();
+  let now = start;
+  while (now - start < ms) {
+    for (let k = 0; k < 50; k++) fn(n++);
+    now = performance.now();
+  }
+  return (n * 1000) / (now - start);
+}
+
+async function loopAsync(ms: number, fn: (i: number) => Promise<unknown>): Promise<number> {
+  let n = 0;
+  const start = performance.now();
+  let now = start;
+  while (now - start < ms) {
+    for (let k = 0; k < 5; k++) await fn(n++);
+    now = performance.now();
+  }
+  return (n * 1000) / (now - start);
+}
+
+async function poolLoop(pool: LeafIssuerPool, ms: number, csrs: readonly string[], inflight: number): Promise<number> {
+  let done = 0;
+  let started = 0;
+  const start = performance.now();
+  const deadline = start + ms;
+  await new Promise<void>((resolveAll, reject) => {
+    const pump = (): void => {
+      while (started - done < inflight && performance.now() < deadline) {
+        const i = started++;
+        pool.issue({ csr: csrs[i % csrs.length]!, spiffeId: ID, ttlSeconds: 86400 }).then(() => {
+          done++;
+          if (done === started && performance.now() >= deadline) resolveAll();
+          else pump();
+        }, reject);
+      }
+    };
+    pump();
+  });
+  return (done * 1000) / (performance.now() - start);
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function main(): Promise<void> {
+  const root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 365 * 86400 });
+  const material = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey });
+  const keys = await Promise.all(Array.from({ length: CSR_COUNT }, () => generateKeyPair()));
+  const csrs = keys.map((k) => createCsr({ privateKey: k.privateKey, uri: ID }).pem);
+  const fast = new FastLeafIssuer({ signer: material.leafSigner });
+  const tbsLike = Buffer.alloc(420, 0x5a);
+  const caSig = sign('sha256', tbsLike, material.keyObject);
+  const caPub = keys[0]!.publicKey;
+  const pubSig = sign('sha256', tbsLike, keys[0]!.privateKey);
+  const size = availableParallelism();
+  const pool = new LeafIssuerPool({ signer: material.leafSigner, size });
+
+  const scenarios: Scenario[] = [
+    { name: 'node:crypto P-256 sign (cached KeyObject)', rates: [], run: async (ms) => loopSync(ms, () => sign('sha256', tbsLike, material.keyObject)) },
+    { name: 'node:crypto P-256 verify (cached KeyObject)', rates: [], run: async (ms) => loopSync(ms, () => verify('sha256', tbsLike, caPub, pubSig)) },
+    { name: 'fast path, 1 thread (FastLeafIssuer)', rates: [], run: async (ms) => loopSync(ms, (i) => fast.issue({ csr: csrs[i % CSR_COUNT]!, spiffeId: ID, ttlSeconds: 86400 })) },
+    { name: `fast path, LeafIssuerPool (${size} workers)`, rates: [], run: (ms) => poolLoop(pool, ms, csrs, 256) },
+    {
+      name: 'generic @peculiar/x509 path, 1 thread',
+      rates: [],
+      run: (ms) => loopAsync(ms, (i) => issueLeafReference({ csr: csrs[i % CSR_COUNT]!, spiffeId: ID, ttlSeconds: 86400, signer: material.leafSigner, nowMs: Date.now() })),
+    },
+  ];
+  if (!verify('sha256', tbsLike, material.keyObject, caSig)) throw new Error('baseline signature does not verify');
+
+  // Warm-up (JIT, worker start-up), then interleaved rounds.
+  for (const s of scenarios) await s.run(300);
+  for (let r = 0; r < ROUNDS; r++) {
+    for (const s of scenarios) {
+      s.rates.push(await s.run(SECONDS * 1000));
+      process.stdout.write(`round ${r + 1}: ${s.name}: ${Math.round(s.rates.at(-1)!)} /s\n`);
+    }
+  }
+  await pool.close();
+
+  const rate = (i: number) => median(scenarios[i]!.rates);
+  const signRate = rate(0);
+  const verifyRate = rate(1);
+  // The crypto floor of one certificate: one verify (CSR) + one sign (leaf), both with cached keys.
+  const floor = 1 / (1 / signRate + 1 / verifyRate);
+  const single = rate(2);
+  const lines = [
+    '| scenario | certs/s (median) | / crypto floor (1 verify + 1 sign) | / fast 1 thread |',
+    '|---|---:|---:|---:|',
+    `| node:crypto P-256 sign, cached key (baseline) | ${Math.round(signRate)} | — | — |`,
+    `| node:crypto P-256 verify, cached key (baseline) | ${Math.round(verifyRate)} | — | — |`,
+    `| crypto floor: 1 verify + 1 sign per cert (derived) | ${Math.round(floor)} | 1.00 | ${(floor / single).toFixed(2)} |`,
+  ];
+  for (let i = 2; i < scenarios.length; i++) {
+    const v = rate(i);
+    lines.push(`| ${scenarios[i]!.name} | ${Math.round(v)} | ${(v / floor).toFixed(2)} | ${(v / single).toFixed(2)} |`);
+  }
+  const when = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
+  const section = [
+    START,
+    ...lines,
+    '',
+    `Run ${when}, ${ROUNDS} rounds × ${SECONDS} s per scenario, interleaved, median shown; ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}.`,
+    'One issue = CSR PEM → DER, DER walk, P-256 key import, CSR signature verify, TBSCertificate from the DER template,',
+    'ECDSA P-256 sign with the cached CA KeyObject, PEM. CSRs: 512 distinct keys, rotated. The pool keeps 256 requests in flight.',
+    'The fast path spends most of its time in OpenSSL: the CSR key import (~60 µs, through JWK coordinates; the SPKI DER',
+    'decoder of OpenSSL 3.0 costs ~2×), the verify and the sign. Issue 3 quotes Go crypto/x509 at ~4,900 certs/s per core on this machine.',
+    END,
+  ].join('\n');
+  process.stdout.write(`\n${section}\n`);
+  writeSection(section);
+}
+
+const START = '<!-- bench:pki-issue:start -->';
+const END = '<!-- bench:pki-issue:end -->';
+
+function writeSection(section: string): void {
+  const file = join(ROOT, 'docs/benchmarks.md');
+  let text = '';
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    text = '# Benchmarks\n';
+  }
+  const a = text.indexOf(START);
+  const b = text.indexOf(END);
+  if (a >= 0 && b > a) writeFileSync(file, text.slice(0, a) + section + text.slice(b + END.length));
+  else writeFileSync(file, `${text.trimEnd()}\n\n## PKI leaf issuing, in process (\`npm run bench:pki\`)\n\n${section}\n`);
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});
