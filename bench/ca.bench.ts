@@ -203,7 +203,7 @@ async function main(): Promise<void> {
       const name = workers > 0 ? `gRPC+TLS, signing on ${workers} workers` : 'gRPC+TLS, signing on the main thread';
       rows.push({ name, rate: res.count / res.seconds, errors: res.errors, elu, caCpuSeconds, clientCpuSeconds: res.cpuSeconds, seconds: res.seconds });
       process.stdout.write(
-        `${name}: ${(res.count / res.seconds).toFixed(0)}/s (errors ${res.errors}; TokenReview cache ${hits} hits / ${misses} reviews; ` +
+        `${name}: ${(res.count / res.seconds).toFixed(0)}/s (errors ${res.errors}; TokenReview cache ${hits} hits / ${misses} reviews sent; ` +
           `CA main-thread busy ${(elu * 100).toFixed(0)} %; CPU cores used: CA ${(caCpuSeconds / res.seconds).toFixed(2)}, load process ${(res.cpuSeconds / res.seconds).toFixed(2)})\n`,
       );
       await ca.stop();

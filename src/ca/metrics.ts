@@ -21,7 +21,7 @@ export class CaMetrics {
   });
   readonly tokenReviewCache = new Counter({
     name: 'certbroker_ca_token_review_cache_total',
-    help: 'TokenReview cache lookups by result (hit|miss)',
+    help: 'TokenReview cache lookups by result: hit (cached), shared (joined a review in flight), miss (review sent)',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
@@ -35,6 +35,7 @@ export class CaMetrics {
     if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
     // Make the cache counters visible at 0 before the first request.
     this.tokenReviewCache.inc({ result: 'hit' }, 0);
+    this.tokenReviewCache.inc({ result: 'shared' }, 0);
     this.tokenReviewCache.inc({ result: 'miss' }, 0);
   }
 }

@@ -83,10 +83,11 @@ test('a token without a readable exp is never cached', async () => {
 });
 
 test('concurrent reviews of one token share one request', async () => {
-  const { clock, authn, calls } = setup();
+  const { clock, authn, calls, lookups } = setup();
   const t = new Secret(jwtWithExp(clock.now() / 1000 + 3600));
   await Promise.all([authn.authenticate(t), authn.authenticate(t), authn.authenticate(t)]);
   assert.equal(calls.length, 1);
+  assert.deepEqual(lookups, ['miss', 'shared', 'shared']);
 });
 
 test('cache is bounded', async () => {

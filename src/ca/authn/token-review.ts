@@ -33,8 +33,8 @@ export interface TokenReviewAuthenticatorOptions {
   readonly reviewer: TokenReviewer;
   readonly cache: TokenCache;
   readonly clock: Clock;
-  /** Called with 'hit' or 'miss' for metrics. */
-  readonly onCacheLookup?: (result: 'hit' | 'miss') => void;
+  /** For metrics: 'hit' (cached), 'shared' (joined a review in flight), 'miss' (a review was sent). */
+  readonly onCacheLookup?: (result: 'hit' | 'shared' | 'miss') => void;
 }
 
 export class TokenReviewAuthenticator implements Authenticator {
@@ -53,9 +53,12 @@ export class TokenReviewAuthenticator implements Authenticator {
       this.#o.onCacheLookup?.('hit');
       return cached;
     }
-    this.#o.onCacheLookup?.('miss');
     const pending = this.#inflight.get(key);
-    if (pending) return pending;
+    if (pending) {
+      this.#o.onCacheLookup?.('shared');
+      return pending;
+    }
+    this.#o.onCacheLookup?.('miss');
     const p = this.#review(token).finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
     const caller = await p;
