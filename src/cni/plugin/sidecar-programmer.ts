@@ -5,7 +5,12 @@
  * route when needed. In dry-run the restore input is appended to a file and nothing is touched.
  */
 import { appendFile, access } from 'node:fs/promises';
-import { buildRestorePlan, resolveIptablesConfig, IptablesApplier, IptablesError, type RestorePlan } from '../iptables/index.js';
+// The builder and applier modules directly, not iptables/index.js: that also loads the
+// istio-iptables CLI, which a plugin process (started once per pod) does not need.
+import { buildRestorePlan, type RestorePlan } from '../iptables/plan.js';
+import { resolveIptablesConfig } from '../iptables/config.js';
+import { IptablesApplier } from '../iptables/applier.js';
+import { IptablesError } from '../iptables/errors.js';
 import { ConfigError } from '../../core/config.js';
 import type { Logger } from '../../core/log.js';
 import { CniError } from './cni-error.js';
