@@ -1,0 +1,279 @@
+/**
+ * `npm run bench:broker` — the node broker.
+ *
+ * 1. Cold start of a node with 500 pods across 200 service accounts: a real devcluster and the
+ *    real CA over TLS in this process (1 signing worker), the broker started against them; time
+ *    until all 200 identities are ready, CA calls, peak CA concurrency. Baseline in the same run:
+ *    the same cold start with at most 1 CA call in flight.
+ * 2. First-message latency of SubscribeToX509SVID for cached identities over the UDS with mTLS
+ *    (open stream, first message, cancel), p50/p99, as a ratio to a bare grpc-js unary call over
+ *    a UDS with the same mTLS carrying the same payload bytes, samples interleaved.
+ * 3. Resident memory per identity with 10,000 identities (certificate manager + pod registry
+ *    holding real P-256 SVIDs issued by the pki leaf issuer), in a fresh process with
+ *    --expose-gc; baseline: a plain Map holding the same DER chain and key buffers.
+ *
+ * Results print as a markdown table for the broker section of docs/benchmarks.md.
+ * BENCH_BROKER_SAMPLES (default 1000) first-message samples per side.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import {
+  ChannelCredentials,
+  Client,
+  Server,
+  ServerCredentials,
+  type ServiceError,
+  type ServerUnaryCall,
+  type sendUnaryData,
+} from '@grpc/grpc-js';
+
+const SAMPLES = Number(process.env.BENCH_BROKER_SAMPLES ?? 1000);
+const PODS = 500;
+const SERVICE_ACCOUNTS = 200;
+const MEMORY_IDENTITIES = 10_000;
+
+function pct(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function waitFor(what: string, probe: () => boolean, timeoutMs = 300_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+interface ColdStart {
+  readonly concurrency: number;
+  readonly ms: number;
+  readonly caCalls: number;
+  readonly peak: number;
+}
+
+async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { broker: number[]; bare: number[]; payloadBytes: number } }> {
+  const { Stack, TD, NODE } = await import('../test/broker/support/stack.js');
+  const { startBroker } = await import('../src/broker/broker.js');
+  const { BrokerClient, firstMessage } = await import('../src/broker/broker-client.js');
+  const { brokerMessageType } = await import('../src/broker/broker-proto.js');
+  const dir = mkdtempSync(join(tmpdir(), 'bench-broker-'));
+  const sas = Array.from({ length: SERVICE_ACCOUNTS }, (_, i) => `sa-${i}`);
+  const stack = await Stack.start({ dir, namespaces: ['bench'], serviceAccounts: sas.map((s) => `bench/${s}`) });
+  try {
+    const uids: string[] = [];
+    for (let i = 0; i < PODS; i++) {
+      uids.push(await stack.createPod({ namespace: 'bench', name: `pod-${i}`, serviceAccount: sas[i % SERVICE_ACCOUNTS]!, nodeName: NODE }));
+    }
+    // Let the CA's pod index see every pod before the clock starts.
+    await waitFor('CA pod index', () => {
+      const idx = stack.ca.podIndex('Kubernetes');
+      return idx !== undefined && idx.getPod('bench', `pod-${PODS - 1}`) !== undefined;
+    });
+    const identities = sas.map((s) => `spiffe://${TD}/ns/bench/sa/${s}`);
+    const runs: ColdStart[] = [];
+    let kept: Awaited<ReturnType<typeof startBroker>> | undefined;
+    // Baseline (1 in flight) first, then the default (8); the second broker stays up for latency.
+    for (const [i, concurrency] of [1, 8].entries()) {
+      const config = { ...stack.brokerConfig({ name: `b${i}` }), maxConcurrentFetches: concurrency };
+      const t0 = performance.now();
+      const broker = await startBroker(config);
+      await waitFor('all identities ready', () => identities.every((id) => broker.certs.current(id) !== undefined));
+      const ms = performance.now() - t0;
+      runs.push({ concurrency, ms, caCalls: broker.certs.caCalls, peak: broker.certs.peakInFlight });
+      if (concurrency === 8) kept = broker;
+      else await broker.stop(500);
+    }
+    const broker = kept!;
+    await broker.whenReady();
+
+    // First-message latency vs a bare unary call with the same payload and the same mTLS.
+    const consumer = await stack.ownSvid('istio-system', 'ztunnel');
+    const client = new BrokerClient({
+      socketPath: broker.brokerSocketPath,
+      rootsPem: stack.ca.rootsPem(),
+      certChainPem: consumer.certChainPem,
+      privateKeyPem: consumer.privateKeyPem,
+      trustDomain: TD,
+    });
+    const sample = await firstMessage(client.subscribeX509Svid({ uid: uids[0]! }));
+    const type = brokerMessageType('spiffe.broker.SubscribeToX509SVIDResponse');
+    const payload = Buffer.from(type.encode(type.fromObject(sample as unknown as Record<string, unknown>)).finish());
+
+    const server = new Server();
+    const identityFn = (b: Buffer) => b;
+    server.addService(
+      { Echo: { path: '/bench.Bare/Echo', requestStream: false, responseStream: false, requestSerialize: identityFn, requestDeserialize: identityFn, responseSerialize: identityFn, responseDeserialize: identityFn } },
+      { Echo: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => cb(null, payload) },
+    );
+    const bare = await stack.ownSvid('istio-system', 'certbroker-node');
+    const bareSocket = join(dir, 'bare.sock');
+    await new Promise<void>((resolve, reject) =>
+      server.bindAsync(
+        `unix://${bareSocket}`,
+        ServerCredentials.createSsl(Buffer.from(stack.ca.rootsPem()), [{ cert_chain: Buffer.from(bare.certChainPem), private_key: Buffer.from(bare.privateKeyPem.reveal()) }], true),
+        (e) => (e ? reject(e) : resolve()),
+      ),
+    );
+    const bareClient = new Client(
+      `unix://${bareSocket}`,
+      ChannelCredentials.createSsl(Buffer.from(stack.ca.rootsPem()), Buffer.from(consumer.privateKeyPem.reveal()), Buffer.from(consumer.certChainPem), {
+        checkServerIdentity: () => undefined,
+      }),
+    );
+    const unary = () =>
+      new Promise<void>((resolve, reject) =>
+        bareClient.makeUnaryRequest('/bench.Bare/Echo', identityFn, identityFn, Buffer.alloc(64), (e: ServiceError | null) => (e ? reject(e) : resolve())),
+      );
+    const subscribe = async (uid: string) => {
+      const s = client.subscribeX509Svid({ uid });
+      await firstMessage(s);
+      s.cancel();
+    };
+    for (let i = 0; i < 50; i++) {
+      await subscribe(uids[i % uids.length]!);
+      await unary();
+    }
+    const brokerMs: number[] = [];
+    const bareMs: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      let t = performance.now();
+      await subscribe(uids[i % uids.length]!);
+      brokerMs.push(performance.now() - t);
+      t = performance.now();
+      await unary();
+      bareMs.push(performance.now() - t);
+    }
+    client.close();
+    bareClient.close();
+    server.forceShutdown();
+    await broker.stop(500);
+    return { runs, latency: { broker: brokerMs.sort((a, b) => a - b), bare: bareMs.sort((a, b) => a - b), payloadBytes: payload.length } };
+  } finally {
+    await stack.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+interface MemoryResult {
+  readonly mode: 'broker' | 'bare';
+  readonly identities: number;
+  readonly rssBytes: number;
+  readonly heapBytes: number;
+  readonly externalBytes: number;
+}
+
+/** Child process (--expose-gc): holds MEMORY_IDENTITIES identities and reports memory growth. */
+async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc!;
+  const { createRootCa, caKeyMaterial, FastLeafIssuer, createCsr, generateKeyPair, exportPkcs8Der } = await import('../src/pki/index.js');
+  const root = await createRootCa({ subject: 'CN=bench root', ttlSeconds: 86400 * 365 });
+  const material = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey });
+  const issuer = new FastLeafIssuer({ signer: material.leafSigner });
+  const { X509Certificate } = await import('node:crypto');
+  const { CertManager } = await import('../src/broker/cert-manager.js');
+  const { NodePods } = await import('../src/broker/node-pods.js');
+  const { systemClock } = await import('../src/core/clock.js');
+  const { Secret } = await import('../src/core/secret.js');
+  const rootDer = Buffer.from(root.der);
+  const issue = async (identity: string) => {
+    const { privateKey } = await generateKeyPair();
+    const leaf = issuer.issue({ csr: createCsr({ privateKey, uri: identity }).der, spiffeId: identity, ttlSeconds: 86400 });
+    return { identity, leafDer: Buffer.from(leaf.der), key: exportPkcs8Der(privateKey), serial: leaf.serialHex, notBefore: leaf.notBeforeMs, notAfter: leaf.notAfterMs };
+  };
+  const ids = Array.from({ length: MEMORY_IDENTITIES }, (_, i) => `spiffe://cluster.local/ns/ns-${i % 100}/sa/sa-${i}`);
+  gc();
+  await new Promise((r) => setTimeout(r, 50));
+  gc();
+  const before = process.memoryUsage();
+  let keep: unknown;
+  if (mode === 'bare') {
+    const map = new Map<string, { chain: Buffer; key: Buffer }>();
+    for (const id of ids) {
+      const c = await issue(id);
+      map.set(id, { chain: c.leafDer, key: c.key.reveal() });
+    }
+    keep = map;
+  } else {
+    const certs = new CertManager({
+      ca: {
+        fetchCertificate: async (identity) => {
+          const c = await issue(identity);
+          new X509Certificate(c.leafDer); // the real client parses each leaf too
+          return { identity, chainDer: [c.leafDer], rootsDer: [rootDer], privateKey: new Secret(c.key.reveal()), serial: c.serial, notBefore: c.notBefore, notAfter: c.notAfter };
+        },
+      },
+      clock: systemClock,
+      rng: Math.random,
+      maxConcurrentFetches: 8,
+    });
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: Date.now });
+    ids.forEach((id, i) => {
+      const m = /ns\/([^/]+)\/sa\/(.+)$/.exec(id)!;
+      pods.upsert({ uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, namespace: m[1]!, name: `pod-${i}`, serviceAccount: m[2]!, nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
+    });
+    await waitFor('all ready', () => certs.countByState().ready === ids.length, 600_000);
+    keep = { certs, pods };
+  }
+  for (let i = 0; i < 3; i++) {
+    gc();
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const after = process.memoryUsage();
+  const result: MemoryResult = {
+    mode,
+    identities: ids.length,
+    rssBytes: after.rss - before.rss,
+    heapBytes: after.heapUsed - before.heapUsed,
+    externalBytes: after.external + after.arrayBuffers - before.external - before.arrayBuffers,
+  };
+  void keep;
+  process.stdout.write(JSON.stringify(result) + '\n');
+  process.exit(0);
+}
+
+function runMemoryChild(mode: 'broker' | 'bare'): MemoryResult {
+  const r = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--memory-child', mode], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) throw new Error(`memory child (${mode}) failed: ${r.stderr}`);
+  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as MemoryResult;
+}
+
+async function main(): Promise<void> {
+  const childAt = process.argv.indexOf('--memory-child');
+  if (childAt >= 0) return memoryChild(process.argv[childAt + 1] as 'broker' | 'bare');
+
+  const { runs, latency } = await coldStartAndLatency();
+  const memBroker = runMemoryChild('broker');
+  const memBare = runMemoryChild('bare');
+
+  const base = runs.find((r) => r.concurrency === 1)!;
+  const kb = (b: number) => (b / 1024).toFixed(2);
+  const lines: string[] = [];
+  lines.push(`### Cold start: ${PODS} pods across ${SERVICE_ACCOUNTS} service accounts (real CA over TLS, same process)`, '');
+  lines.push('| max CA calls in flight | time to all ready, ms | CA calls | peak in flight | time / baseline |', '|---:|---:|---:|---:|---:|');
+  for (const r of runs) lines.push(`| ${r.concurrency}${r.concurrency === 1 ? ' (baseline)' : ' (default)'} | ${r.ms.toFixed(0)} | ${r.caCalls} | ${r.peak} | ${(r.ms / base.ms).toFixed(2)} |`);
+  lines.push('', `### First message of SubscribeToX509SVID for a cached identity (UDS + mTLS), ${SAMPLES} samples each, interleaved`, '');
+  lines.push('| call | p50 ms | p99 ms | p50 / bare | p99 / bare |', '|---|---:|---:|---:|---:|');
+  const b50 = pct(latency.bare, 50);
+  const b99 = pct(latency.bare, 99);
+  lines.push(`| bare grpc-js unary, same ${latency.payloadBytes}-byte payload (baseline) | ${b50.toFixed(3)} | ${b99.toFixed(3)} | 1.00 | 1.00 |`);
+  lines.push(`| SubscribeToX509SVID: open, first message, cancel | ${pct(latency.broker, 50).toFixed(3)} | ${pct(latency.broker, 99).toFixed(3)} | ${(pct(latency.broker, 50) / b50).toFixed(2)} | ${(pct(latency.broker, 99) / b99).toFixed(2)} |`);
+  lines.push('', `### Memory with ${MEMORY_IDENTITIES.toLocaleString('en')} identities (one pod each, real P-256 SVIDs), after GC`, '');
+  lines.push('| holder | RSS KiB / identity | heap KiB / identity | off-heap KiB / identity | RSS / baseline |', '|---|---:|---:|---:|---:|');
+  const per = (m: MemoryResult, f: keyof MemoryResult) => (m[f] as number) / m.identities;
+  lines.push(`| Map of DER chain + key buffers (baseline) | ${kb(per(memBare, 'rssBytes'))} | ${kb(per(memBare, 'heapBytes'))} | ${kb(per(memBare, 'externalBytes'))} | 1.00 |`);
+  lines.push(`| CertManager + NodePods | ${kb(per(memBroker, 'rssBytes'))} | ${kb(per(memBroker, 'heapBytes'))} | ${kb(per(memBroker, 'externalBytes'))} | ${(per(memBroker, 'rssBytes') / per(memBare, 'rssBytes')).toFixed(2)} |`);
+  lines.push('', `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, Node ${process.version}, ${(await import('node:os')).availableParallelism()} cores.`);
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench:broker failed: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
+    process.exit(1);
+  },
+);
