@@ -120,9 +120,13 @@ export async function startRepairController(options: RepairControllerOptions): P
     logger.info('deleted broken pod', { pod: podKey(m.namespace!, m.name!), uid: m.uid });
   };
 
+  // UIDs this controller labelled: the label patch itself triggers a watch update, and a pod
+  // is labelled once per incarnation even if the label is later removed by someone else.
+  const labelled = new Set<string>();
+
   const labelPod = async (pod: V1Pod): Promise<void> => {
     const m = pod.metadata!;
-    if (Object.hasOwn(m.labels ?? {}, config.labelKey)) {
+    if (Object.hasOwn(m.labels ?? {}, config.labelKey) || labelled.has(m.uid ?? '')) {
       repaired.inc({ type: 'label', result: 'skip' });
       return;
     }
@@ -138,6 +142,7 @@ export async function startRepairController(options: RepairControllerOptions): P
       await recordEvent(pod, REASON_LABEL, `pod detected as broken, but failed to label: ${describeError(err)}`);
       throw new RepairError('ERR_REPAIR_ACTION_FAILED', `label ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
     }
+    labelled.add(m.uid ?? '');
     repaired.inc({ type: 'label', result: 'success' });
     await recordEvent(pod, REASON_LABEL, 'pod detected as broken, labeled');
     logger.info('labelled broken pod', { pod: podKey(m.namespace!, m.name!), label: `${config.labelKey}=${config.labelValue}` });
@@ -173,6 +178,7 @@ export async function startRepairController(options: RepairControllerOptions): P
   };
   listWatch.on('add', enqueue);
   listWatch.on('update', enqueue);
+  listWatch.on('delete', (pod: V1Pod) => labelled.delete(pod.metadata?.uid ?? ''));
 
   let synced = false;
   let lastError: string | undefined;
