@@ -7,7 +7,7 @@
 import { sign, type KeyObject } from 'node:crypto';
 import { parseSpiffeId } from '../spiffe/id.js';
 import { signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.js';
-import { encodeLength, encodeOid, encodeTime, tlv, TAG_BIT_STRING, TAG_INTEGER, TAG_OCTET_STRING, TAG_SEQUENCE } from './der.js';
+import { encodeOid, encodeTime, tlv, TAG_BIT_STRING, TAG_INTEGER, TAG_OCTET_STRING, TAG_SEQUENCE } from './der.js';
 import { PkiError } from './errors.js';
 import type { KeySpec } from './keys.js';
 import { parseCsr } from './csr.js';
@@ -48,6 +48,32 @@ function extension(oid: string, critical: boolean, value: Buffer): Buffer {
 
 const SAN_HEAD = Buffer.concat([encodeOid('2.5.29.17'), TRUE]);
 
+/** Size of a whole TLV with `len` content octets. */
+function tlvSize(len: number): number {
+  return 1 + (len < 0x80 ? 1 : len < 0x100 ? 2 : len < 0x10000 ? 3 : 4) + len;
+}
+
+/** Writes tag + DER length at `p`; returns the position after the header. */
+function writeHeader(out: Buffer, p: number, tag: number, len: number): number {
+  out[p++] = tag;
+  if (len < 0x80) {
+    out[p++] = len;
+  } else if (len < 0x100) {
+    out[p++] = 0x81;
+    out[p++] = len;
+  } else if (len < 0x10000) {
+    out[p++] = 0x82;
+    out[p++] = len >> 8;
+    out[p++] = len & 0xff;
+  } else {
+    out[p++] = 0x83;
+    out[p++] = (len >> 16) & 0xff;
+    out[p++] = (len >> 8) & 0xff;
+    out[p++] = len & 0xff;
+  }
+  return p;
+}
+
 export class LeafTemplate {
   readonly signer: LeafSigner;
   readonly algorithm: SignatureAlgorithm;
@@ -73,31 +99,58 @@ export class LeafTemplate {
 
   /** The TBSCertificate DER for one leaf. `uri` must already be validated. */
   buildTbs(plan: LeafPlan, spki: Buffer, uri: string): Buffer {
-    const uriBytes = Buffer.from(uri, 'utf8');
-    // SAN extension: SEQUENCE { OID, TRUE, OCTET STRING { SEQUENCE { [6] uri } } }
-    const gn = tlv(0x86, uriBytes);
-    const san = tlv(TAG_SEQUENCE, SAN_HEAD, tlv(TAG_OCTET_STRING, tlv(TAG_SEQUENCE, gn)));
-    const extsLen = this.#fixedExtensions.length + san.length;
-    const extsSeqHeader = Buffer.concat([Buffer.from([TAG_SEQUENCE]), encodeLength(extsLen)]);
-    const extsInner = extsSeqHeader.length + extsLen;
-    const validity = tlv(TAG_SEQUENCE, encodeTime(plan.notBeforeMs), encodeTime(plan.notAfterMs));
-    const serial = tlv(TAG_INTEGER, plan.serial);
-    const parts = [
-      VERSION_V3,
-      serial,
-      this.#sigAlgAndIssuer,
-      validity,
-      EMPTY_NAME,
-      spki,
-      Buffer.from([0xa3]),
-      encodeLength(extsInner),
-      extsSeqHeader,
-      this.#fixedExtensions,
-      san,
-    ];
-    let bodyLen = 0;
-    for (const p of parts) bodyLen += p.length;
-    return Buffer.concat([Buffer.from([TAG_SEQUENCE]), encodeLength(bodyLen), ...parts]);
+    // Sizes first, then one allocation written front to back (no intermediate buffers).
+    const uriLen = Buffer.byteLength(uri, 'utf8');
+    const gnLen = tlvSize(uriLen); // [6] uri
+    const namesLen = tlvSize(gnLen); // SEQUENCE { [6] uri }
+    const octLen = tlvSize(namesLen); // OCTET STRING { ... }
+    const sanContent = SAN_HEAD.length + octLen;
+    const extsContent = this.#fixedExtensions.length + tlvSize(sanContent);
+    const extsSeqLen = tlvSize(extsContent);
+    const notBefore = this.#time(plan.notBeforeMs, 0);
+    const notAfter = this.#time(plan.notAfterMs, 1);
+    const validityContent = notBefore.length + notAfter.length;
+    const body =
+      VERSION_V3.length +
+      tlvSize(plan.serial.length) +
+      this.#sigAlgAndIssuer.length +
+      tlvSize(validityContent) +
+      EMPTY_NAME.length +
+      spki.length +
+      tlvSize(extsSeqLen);
+    const out = Buffer.allocUnsafe(tlvSize(body));
+    let p = writeHeader(out, 0, TAG_SEQUENCE, body);
+    p += VERSION_V3.copy(out, p);
+    p = writeHeader(out, p, TAG_INTEGER, plan.serial.length);
+    p += plan.serial.copy(out, p);
+    p += this.#sigAlgAndIssuer.copy(out, p);
+    p = writeHeader(out, p, TAG_SEQUENCE, validityContent);
+    p += notBefore.copy(out, p);
+    p += notAfter.copy(out, p);
+    p += EMPTY_NAME.copy(out, p);
+    p += spki.copy(out, p);
+    p = writeHeader(out, p, 0xa3, extsSeqLen);
+    p = writeHeader(out, p, TAG_SEQUENCE, extsContent);
+    p += this.#fixedExtensions.copy(out, p);
+    p = writeHeader(out, p, TAG_SEQUENCE, sanContent);
+    p += SAN_HEAD.copy(out, p);
+    p = writeHeader(out, p, TAG_OCTET_STRING, namesLen);
+    p = writeHeader(out, p, TAG_SEQUENCE, gnLen);
+    p = writeHeader(out, p, 0x86, uriLen);
+    p += out.write(uri, p, 'utf8');
+    if (p !== out.length) throw new PkiError('ERR_PKI_SIGN_FAILED', 'internal error: TBSCertificate size mismatch');
+    return out;
+  }
+
+  /** Time encodings change once a second: keep the last one per slot (0 notBefore, 1 notAfter). */
+  readonly #timeCache: Array<{ ms: number; der: Buffer } | undefined> = [undefined, undefined];
+
+  #time(ms: number, slot: 0 | 1): Buffer {
+    const hit = this.#timeCache[slot];
+    if (hit && hit.ms === ms) return hit.der;
+    const der = encodeTime(ms);
+    this.#timeCache[slot] = { ms, der };
+    return der;
   }
 
   /** Signs a TBSCertificate and returns the Certificate DER. */

@@ -10,7 +10,7 @@
  * This file holds the numbers and the per-request plan (serial, validity); the two builders
  * (leaf-template.ts fast, leaf-reference.ts @peculiar/x509) both take a plan.
  */
-import { randomBytes as nodeRandomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 import { positiveIntegerContent } from './der.js';
 import { PkiError } from './errors.js';
 
@@ -45,8 +45,27 @@ export interface LeafPlan {
   readonly notAfterMs: number;
 }
 
+const POOL_SIZE = 4096;
+let pool = Buffer.alloc(0);
+let poolAt = 0;
+
+/**
+ * CSPRNG bytes drawn from a 4 KiB block refilled with randomFillSync (one OpenSSL call per
+ * 256 serials instead of one each). The returned view is only valid until the next call.
+ */
+export function pooledRandomBytes(n: number): Buffer {
+  if (n > POOL_SIZE) return randomFillSync(Buffer.alloc(n));
+  if (poolAt + n > pool.length) {
+    pool = randomFillSync(Buffer.allocUnsafe(POOL_SIZE));
+    poolAt = 0;
+  }
+  const out = pool.subarray(poolAt, poolAt + n);
+  poolAt += n;
+  return out;
+}
+
 /** A 128-bit random positive serial as INTEGER content octets (never zero). */
-export function randomSerial(randomBytes: RandomBytes = nodeRandomBytes): Buffer {
+export function randomSerial(randomBytes: RandomBytes = pooledRandomBytes): Buffer {
   for (;;) {
     const raw = randomBytes(SERIAL_BITS / 8);
     if (raw.some((b) => b !== 0)) return positiveIntegerContent(raw);
