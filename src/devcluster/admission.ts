@@ -65,6 +65,16 @@ function podSpecCauses(spec: unknown): StatusCause[] {
   return out;
 }
 
+/** JSON with object keys sorted, so equal values compare equal whatever order clients send. */
+export function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v !== null && typeof v === 'object') {
+    const entries = Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, x]) => `${JSON.stringify(k)}:${canonicalJson(x)}`).join(',')}}`;
+  }
+  return JSON.stringify(v) ?? 'null';
+}
+
 /** The parts of a pod spec that may change after creation are stripped before comparing. */
 function immutablePodSpec(spec: unknown): string {
   const s = structuredClone((spec ?? {}) as Record<string, unknown>);
@@ -75,7 +85,7 @@ function immutablePodSpec(spec: unknown): string {
     const list = s[key];
     if (Array.isArray(list)) for (const c of list) if (c && typeof c === 'object') delete (c as Record<string, unknown>).image;
   }
-  return JSON.stringify(s);
+  return canonicalJson(s);
 }
 
 function checkTypeMeta(t: ResourceType, obj: KubeObject): void {
@@ -255,7 +265,7 @@ export function admitUpdate(t: ResourceType, current: KubeObject, input: unknown
   if (current.metadata.deletionTimestamp !== undefined) next.metadata.deletionTimestamp = current.metadata.deletionTimestamp;
   else delete next.metadata.deletionTimestamp;
   if (current.metadata.generation !== undefined) {
-    next.metadata.generation = JSON.stringify(next.spec) !== JSON.stringify(current.spec) ? current.metadata.generation + 1 : current.metadata.generation;
+    next.metadata.generation = canonicalJson(next.spec) !== canonicalJson(current.spec) ? current.metadata.generation + 1 : current.metadata.generation;
   }
   return next;
 }

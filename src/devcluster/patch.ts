@@ -5,6 +5,7 @@
  * 422s from the caller, never exceptions that escape.
  */
 import { badRequest, ApiError } from './status.js';
+import { canonicalJson } from './admission.js';
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
@@ -205,7 +206,7 @@ export function jsonPatch(target: unknown, ops: unknown): unknown {
         doc = addAt(doc, segs, getAt(doc, pointer(o.from ?? ''), 'copy'), false, 'copy');
         break;
       case 'test':
-        if (JSON.stringify(getAt(doc, segs, 'test')) !== JSON.stringify(o.value)) {
+        if (canonicalJson(getAt(doc, segs, 'test')) !== canonicalJson(o.value)) {
           throw unprocessable(`the server rejected our request due to an error in our request: testing value /${segs.join('/')} failed: test failed`);
         }
         break;
