@@ -100,6 +100,7 @@ export class Stack {
       ca: {
         address: `127.0.0.1:${this.caPort}`,
         rootsPem: this.ca.rootsPem(),
+        tlsServerName: 'localhost',
         clusterId: 'Kubernetes',
         audience: 'istio-ca',
         certTtlSeconds: options.certTtlSeconds ?? 3600,
@@ -145,6 +146,7 @@ export class Stack {
     const client = new IstioCaClient({
       address: `127.0.0.1:${this.caPort}`,
       caRootsPem: this.ca.rootsPem(),
+      tlsServerName: 'localhost',
       tokens: { token: async () => token },
       clusterId: 'Kubernetes',
       certTtlSeconds: 3600,
