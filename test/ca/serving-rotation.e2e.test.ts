@@ -1,0 +1,73 @@
+/**
+ * The CA's serving certificate follows its signer: after a cacerts rotation, new TLS
+ * connections are served with a certificate from the new CA (no restart), and issued chains end
+ * with both roots while the rotation lasts.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { connect } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import type { CaServer } from '../../src/ca/index.js';
+import { caClient, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { cacertsFiles, makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacertsAtomic, type PluginCa } from './support/pki-fixtures.js';
+
+let env: CaEnv;
+let dir: { path: string; remove: () => Promise<void> };
+let first: PluginCa;
+let ca: CaServer;
+
+before(async () => {
+  env = await startCaEnv();
+  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+  dir = await tempDir('ca-rot-');
+  await mkdir(join(dir.path, 'cacerts'));
+  first = await makePluginCa('First');
+  await writeCacertsAtomic(join(dir.path, 'cacerts'), cacertsFiles(first));
+  ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(dir.path, 'cacerts'), pollIntervalMs: 50 } });
+});
+
+after(async () => {
+  await env?.close();
+  await dir?.remove();
+});
+
+/** The leaf certificate a fresh TLS connection to the CA presents, verified against `rootsPem`. */
+function servingIssuer(rootsPem: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port: ca.port, ca: rootsPem, servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
+      const cert = s.getPeerX509Certificate();
+      s.destroy();
+      if (!cert) reject(new Error('no peer certificate'));
+      else resolve(cert.issuer);
+    });
+    s.on('error', reject);
+  });
+}
+
+test('rotation: new connections get a serving certificate from the new CA; chains carry both roots', async () => {
+  assert.match(await servingIssuer(first.root.pem), /CN=First Intermediate/);
+  const second = await makePluginCa('Second');
+  await writeCacertsAtomic(join(dir.path, 'cacerts'), cacertsFiles(second, [first.root]));
+  while (!ca.rootsPem().includes(second.root.pem.trim())) await new Promise((r) => setTimeout(r, 10));
+  let issuer = '';
+  for (let i = 0; i < 200 && !/Second/.test(issuer); i++) {
+    issuer = await servingIssuer(second.root.pem).catch(() => '');
+    if (!/Second/.test(issuer)) await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.match(issuer, /CN=Second Intermediate/, 'served by the new CA, trusted with the new root alone');
+
+  const c = caClient(ca.port, second.root.pem);
+  try {
+    const token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
+    const r = await c.create({ token, csr: await newCsr() });
+    assert.equal(r.code, undefined, JSON.stringify(r));
+    assert.equal(r.chain![1], second.intermediate.pem);
+    assert.equal(r.chain![2], second.root.pem + first.root.pem);
+    assert.ok(new X509Certificate(r.chain![0]!).checkIssued(new X509Certificate(second.intermediate.pem)));
+    assert.match(await opensslVerifyChain(r.chain!), /OK/);
+  } finally {
+    c.close();
+  }
+});
