@@ -16,6 +16,7 @@ import {
   type CaBundleTexts,
   type CaCertificate,
 } from '../../src/pki/index.js';
+import { basicConstraints, keyUsage, KU, makeCustomCert } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const DAY = 86400;
@@ -122,6 +123,13 @@ test('partial or inconsistent bundles are clear coded errors', async () => {
   assert.equal(await codeOfAsync(loadCaCertsDir(await writeDir('mismatch', filesOf({ ...bundle, caKeyPem: otherKey })))), 'ERR_PKI_CACERTS_KEY_MISMATCH');
   // Expired signer, and a CA cert that is not a CA.
   assert.throws(() => validateCaBundle(bundle, now + 400 * DAY * 1000), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_SIGNER_EXPIRED');
+  const leafKey = await generateKeyPair();
+  const notCa = await makeCustomCert({ issuer: { cert: root.cert, privateKey: root.privateKey }, subject: 'CN=Not a CA', publicKey: leafKey.publicKey, extensions: [keyUsage(KU.digitalSignature), basicConstraints(false)] });
+  const notCaPem = notCa.toString('pem') + '\n';
+  assert.throws(
+    () => validateCaBundle({ caCertPem: notCaPem, caKeyPem: exportPkcs8Pem(leafKey.privateKey).reveal(), certChainPem: notCaPem + root.pem, rootCertPem: root.pem }, now),
+    (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_SIGNER_NOT_CA',
+  );
   // Error messages never carry key material.
   try {
     validateCaBundle({ ...bundle, caKeyPem: otherKey }, now);

@@ -16,11 +16,11 @@ import {
   LeafTemplate,
   parseCsr,
   pemEncode,
-  positiveIntegerContentForTest,
   type CaKeyMaterial,
   type KeySpec,
   type LeafPlan,
-} from './differential-support.js';
+} from '../../src/pki/index.js';
+import { positiveIntegerContent as positiveIntegerContentForTest } from '../../src/pki/der.js';
 import { basicConstraints, keyUsage, KU, makeCustomCert } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 

@@ -2,7 +2,6 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   caKeyMaterial,
-  checkX509SvidForTest,
   createCsr,
   createIntermediateCa,
   createRootCa,
@@ -11,9 +10,9 @@ import {
   PkiError,
   parseCertificate,
   responseChainPems,
-  SpiffeError,
   x509,
-} from './leaf-support.js';
+} from '../../src/pki/index.js';
+import { checkX509Svid as checkX509SvidForTest, SpiffeError } from '../../src/spiffe/index.js';
 import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
