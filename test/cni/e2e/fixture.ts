@@ -167,13 +167,15 @@ export function cniBinDir(dir: string, istioCni: string): string {
 
 export interface NetworkNames {
   readonly bridge: string;
-  /** Third octet of 10.244.<n>.0/24, unique per test process. */
+  /** Third octet of 10.244.<n>.0/24: per test file (tag) a disjoint range, per process a slot in it. */
   readonly subnet: string;
   readonly gateway: string;
 }
 
-export function networkNames(tag: string): NetworkNames {
-  const n = 100 + ((process.pid + tag.charCodeAt(0)) % 150);
+const SUBNET_BASE: Readonly<Record<string, number>> = { s: 100, a: 150, b: 200 };
+
+export function networkNames(tag: 's' | 'a' | 'b'): NetworkNames {
+  const n = SUBNET_BASE[tag]! + (process.pid % 50);
   return { bridge: `cb${tag}${process.pid % 100000}`.slice(0, 15), subnet: `10.244.${n}.0/24`, gateway: `10.244.${n}.1` };
 }
 
