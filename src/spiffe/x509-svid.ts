@@ -52,7 +52,13 @@ export function x509SvidProblems(input: CertInput, options: SvidCheckOptions = {
   const problems: SpiffeError[] = [];
   let spiffeId: SpiffeId | undefined;
 
-  const sanExt = cert.extensions.find((e) => e.type === OID_SAN);
+  let extensions: x509.Extension[];
+  try {
+    extensions = cert.extensions;
+  } catch (err) {
+    return { spiffeId: undefined, problems: [new SpiffeError('ERR_SVID_CERT_UNPARSEABLE', 'certificate extensions cannot be parsed', err)] };
+  }
+  const sanExt = extensions.find((e) => e.type === OID_SAN);
   let uris: string[] = [];
   if (sanExt) {
     try {
@@ -78,10 +84,17 @@ export function x509SvidProblems(input: CertInput, options: SvidCheckOptions = {
     }
   }
 
-  const bcExt = cert.extensions.find((e) => e.type === OID_BASIC_CONSTRAINTS);
-  const isCa = bcExt ? new x509.BasicConstraintsExtension(bcExt.rawData).ca : false;
-  const kuExt = cert.extensions.find((e) => e.type === OID_KEY_USAGE);
-  const usages = kuExt ? new x509.KeyUsagesExtension(kuExt.rawData).usages : 0;
+  const bcExt = extensions.find((e) => e.type === OID_BASIC_CONSTRAINTS);
+  const kuExt = extensions.find((e) => e.type === OID_KEY_USAGE);
+  let isCa = false;
+  let usages = 0;
+  try {
+    isCa = bcExt ? new x509.BasicConstraintsExtension(bcExt.rawData).ca : false;
+    usages = kuExt ? new x509.KeyUsagesExtension(kuExt.rawData).usages : 0;
+  } catch (err) {
+    problems.push(new SpiffeError('ERR_SVID_CERT_UNPARSEABLE', 'basicConstraints or keyUsage cannot be parsed', err));
+    return { spiffeId, problems };
+  }
 
   if (role === 'leaf') {
     if (isCa) problems.push(new SpiffeError('ERR_SVID_LEAF_IS_CA', 'leaf certificate has basicConstraints cA=true'));

@@ -67,6 +67,18 @@ test('signing certificates need CA:true and keyCertSign', async () => {
   assert.deepEqual(x509SvidProblems(noSign, { role: 'signing' }).problems.map((p) => p.code), ['ERR_SVID_SIGNING_NO_KEY_CERT_SIGN']);
 });
 
+test('malformed extensions are a coded problem, not a crash', async () => {
+  const ca = await makeRoot();
+  const issuer = { cert: ca.root.cert, privateKey: ca.root.privateKey };
+  const { x509 } = await import('../../src/pki/index.js');
+  const badBc = new x509.Extension('2.5.29.19', true, new Uint8Array([0x05, 0x00]));
+  const cert = await makeCustomCert({ issuer, extensions: [keyUsage(KU.digitalSignature), badBc, uriSan([ID])] });
+  assert.deepEqual(x509SvidProblems(cert).problems.map((p) => p.code), ['ERR_SVID_CERT_UNPARSEABLE']);
+  const badSan = new x509.Extension('2.5.29.17', true, new Uint8Array([0x30, 0x03, 0x86, 0x05, 0x41]));
+  const cert2 = await makeCustomCert({ issuer, extensions: [keyUsage(KU.digitalSignature), badSan] });
+  assert.ok(x509SvidProblems(cert2).problems.some((p) => p.code === 'ERR_SVID_CERT_UNPARSEABLE'));
+});
+
 test('unparseable input is a coded error, not a crash', () => {
   assert.throws(() => checkX509Svid('not a certificate'), (err: unknown) => err instanceof SpiffeError && err.code === 'ERR_SVID_CERT_UNPARSEABLE');
   assert.throws(() => checkX509Svid(new Uint8Array([0x30, 0x03, 1, 2, 3])), (err: unknown) => err instanceof SpiffeError && err.code === 'ERR_SVID_CERT_UNPARSEABLE');
