@@ -129,7 +129,7 @@ test('API errors are retried as Istio does: two 500s, then the pod is read and p
     },
     stdin: JSON.stringify({ ...JSON.parse(conf()), pod_retrieval_interval_ms: 20, plugin_log_level: 'debug' }),
   });
-  assert.equal(o.code, 0, o.stdout);
+  assert.equal(o.code, 0, o.stdout + o.stderr);
   assert.equal((o.stderr.match(/"API request failed"/g) ?? []).length, 2);
   assert.equal(readFileSync(out, 'utf8'), goldenText(cases.basic!));
 });

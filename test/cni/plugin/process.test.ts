@@ -32,7 +32,7 @@ const conf = (over: Record<string, unknown> = {}) =>
 
 /** Asserts the spec's error object (exactly its four keys) and a failing exit; returns it. */
 function assertCniError(o: ExecOutcome, code: number, msg: RegExp): { cniVersion: string; msg: string } {
-  assert.notEqual(o.code, 0, 'exit code must be non-zero');
+  assert.notEqual(o.code, 0, `exit code must be non-zero; stdout: ${o.stdout} stderr: ${o.stderr.slice(-1500)}`);
   assert.doesNotMatch(o.stdout, /\n\s+at /, 'no stack trace on stdout');
   const parsed = JSON.parse(o.stdout) as Record<string, unknown>;
   assert.deepEqual(Object.keys(parsed).sort(), ['cniVersion', 'code', 'details', 'msg']);
