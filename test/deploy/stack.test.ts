@@ -1,0 +1,100 @@
+/**
+ * The CA and the node broker running under the service accounts and the exact RBAC rendered
+ * from deploy/: the CA authenticates with TokenReview, indexes pods and creates its
+ * self-signed root in istio-ca-secret as `certbroker-ca`; the broker requests its own
+ * pod-bound token and watches its node's pods as `ztunnel`, and gets a workload certificate
+ * by impersonation. A permission missing from deploy/ fails here.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startCaServer, type CaServer } from '../../src/ca/index.js';
+import { startBroker, type Broker } from '../../src/broker/index.js';
+import { silentLogger } from '../../src/core/log.js';
+import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
+import { identityObjects } from './manifests.js';
+
+const NS = 'istio-system';
+const TD = 'cluster.local';
+let cluster: DevCluster;
+let ca: CaServer | undefined;
+let broker: Broker | undefined;
+let dir: string;
+
+before(async () => {
+  cluster = await startCluster();
+  await cluster.apply(await identityObjects());
+  dir = mkdtempSync(join(tmpdir(), 'deploy-stack-'));
+});
+
+after(async () => {
+  await broker?.stop(500).catch(() => undefined);
+  await ca?.stop().catch(() => undefined);
+  await cluster?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('CA and broker work with exactly the deploy/ RBAC and issue a workload certificate by impersonation', async () => {
+  const caToken = await serviceAccountToken(cluster, { namespace: NS, serviceAccountName: 'certbroker-ca' });
+  ca = await startCaServer({
+    grpcHost: '127.0.0.1',
+    grpcPort: 0,
+    plaintext: false,
+    trustDomain: TD,
+    servingDnsNames: ['localhost', '127.0.0.1'],
+    defaultTtlSeconds: 3600,
+    maxTtlSeconds: 90 * 86400,
+    trustedNodeAccounts: [`${NS}/ztunnel`],
+    clusters: [{ id: 'Kubernetes', kubeConfig: kubeConfigFor(cluster, caToken), audiences: ['istio-ca'], tokenReview: true }],
+    defaultClusterId: 'Kubernetes',
+    signer: { kind: 'self-signed', namespace: NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
+    tokenCacheSeconds: 60,
+    signingWorkers: 0,
+    shutdownGraceMs: 500,
+    logger: silentLogger,
+  });
+  for (let i = 0; i < 400 && !ca.ready; i++) await new Promise((r) => setTimeout(r, 25));
+  assert.ok(ca.ready, 'CA ready: its pod informer synced under the deploy/ RBAC');
+  const secret = await adminClient(cluster).core.readNamespacedSecret({ namespace: NS, name: 'istio-ca-secret' });
+  assert.ok(secret.data?.['ca-cert.pem'], 'the CA created its root secret as certbroker-ca');
+
+  const brokerPod = await createPod(cluster, { namespace: NS, name: 'certbroker-node-broker-abcde', serviceAccountName: 'ztunnel', nodeName: 'node-a' });
+  await createPod(cluster, { namespace: 'app', name: 'web-1', serviceAccountName: 'web', nodeName: 'node-a' });
+  const brokerApiToken = await serviceAccountToken(cluster, { namespace: NS, serviceAccountName: 'ztunnel' });
+  broker = await startBroker({
+    trustDomain: TD,
+    nodeName: 'node-a',
+    pod: { namespace: NS, name: brokerPod.metadata!.name!, uid: brokerPod.metadata!.uid!, serviceAccount: 'ztunnel' },
+    ca: {
+      address: `127.0.0.1:${ca.port}`,
+      rootsPem: ca.rootsPem(),
+      tlsServerName: 'localhost',
+      clusterId: 'Kubernetes',
+      audience: 'istio-ca',
+      certTtlSeconds: 3600,
+    },
+    tokenExpirationSeconds: 3600,
+    maxConcurrentFetches: 4,
+    forgetGraceMs: 30_000,
+    brokerSocketPath: join(dir, 'broker.sock'),
+    cniEventSocketPath: join(dir, 'pluginevent.sock'),
+    allowedCallers: [`spiffe://${TD}/ns/${NS}/sa/ztunnel`],
+    updateJitterMs: 10,
+    shutdownGraceMs: 500,
+    kubeConfig: kubeConfigFor(cluster, brokerApiToken),
+    logger: silentLogger,
+  });
+  const ready = new AbortController();
+  const timer = setTimeout(() => ready.abort(new Error('broker not ready')), 20_000);
+  await broker.whenReady(ready.signal).finally(() => clearTimeout(timer));
+
+  const identity = `spiffe://${TD}/ns/app/sa/web`;
+  for (let i = 0; i < 400; i++) {
+    if (broker.snapshot().some((s) => s.identity === identity && s.state === 'ready')) break;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const status = broker.snapshot().find((s) => s.identity === identity);
+  assert.equal(status?.state, 'ready', `workload certificate issued (last error: ${status?.lastError ?? 'none'})`);
+});
