@@ -76,6 +76,17 @@ export function caKeyMaterial(input: CaKeyMaterialInput): CaKeyMaterial {
  * root), each intermediate, then all roots concatenated as the last element.
  */
 export function responseChainPems(material: CaKeyMaterial): string[] {
+  let cached = chainCache.get(material);
+  if (!cached) {
+    cached = buildResponseChain(material);
+    chainCache.set(material, cached);
+  }
+  return [...cached];
+}
+
+const chainCache = new WeakMap<CaKeyMaterial, readonly string[]>();
+
+function buildResponseChain(material: CaKeyMaterial): string[] {
   const out: string[] = [];
   if (!material.signerIsRoot) out.push(material.certPem);
   for (const c of material.chain) out.push(pemEncode('CERTIFICATE', new Uint8Array(c.rawData)));
