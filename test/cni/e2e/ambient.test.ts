@@ -41,6 +41,7 @@ before(async () => {
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'web', namespace: 'mesh' } },
     podObject('mesh', 'web-1', { nodeName: NODE_NAME, serviceAccountName: 'web' }),
     podObject('plain', 'plain-1', { nodeName: NODE_NAME }),
+    podObject('mesh', 'elsewhere-1', { nodeName: 'another-node', serviceAccountName: 'web' }),
   ]);
   stack = await startBrokerStack(pc);
   runtime = new CniRuntime({ cniPath: [cniBinDir(dir, bins.istioCni)] });
@@ -100,6 +101,20 @@ test('a pod that is not ambient is not registered and passes through', { skip },
   const result = await runtime.add(list, a);
   assert.equal((result.ips as unknown[]).length, 1);
   assert.equal(registrations('plain/plain-1').length, 0);
+  await runtime.del(list, a);
+});
+
+test('a pod the broker refuses (it runs on another node) fails ADD with 101 and the broker\'s reason', { skip }, async () => {
+  const ns = new Netns(`cbcni-o-${process.pid}`);
+  namespaces.push(ns);
+  const a = attachment(ns, 'mesh', 'elsewhere-1');
+  await assert.rejects(runtime.add(list, a), (err: unknown) => {
+    assert.ok(err instanceof CniPluginError, String(err));
+    assert.equal(err.result?.code, 101);
+    assert.match(err.result?.msg ?? '', /HTTP 400/);
+    assert.match(err.result?.details ?? '', /does not run on this node/);
+    return true;
+  });
   await runtime.del(list, a);
 });
 
