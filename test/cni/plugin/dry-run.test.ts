@@ -6,12 +6,14 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execPlugin } from '../../support/cni-runner.js';
-import { namespaceObject, startPluginCluster, type PluginCluster } from '../e2e/fixture.js';
+import { adminRequest, namespaceObject, startPluginCluster, type PluginCluster } from '../e2e/fixture.js';
+import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
+import { Secret } from '../../../src/core/secret.js';
 import { casePod, goldenText, loadCniCases } from './conformance-cases.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
@@ -132,4 +134,48 @@ test('API errors are retried as Istio does: two 500s, then the pod is read and p
   assert.equal(o.code, 0, o.stdout + o.stderr);
   assert.equal((o.stderr.match(/"API request failed"/g) ?? []).length, 2);
   assert.equal(readFileSync(out, 'utf8'), goldenText(cases.basic!));
+});
+
+test('a service account without the plugin\'s RBAC is refused: 100 with the 403, token not logged', async () => {
+  await pc!.cluster.apply([{ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'nobody', namespace: 'istio-system' } }]);
+  const tr = (await adminRequest(pc!.cluster, 'POST', '/api/v1/namespaces/istio-system/serviceaccounts/nobody/token', {
+    spec: { expirationSeconds: 600 },
+  })) as { status: { token: string } };
+  const url = new URL(pc!.cluster.url);
+  const kubeconfig = join(dir, 'kubeconfig-nobody');
+  writeFileSync(
+    kubeconfig,
+    renderKubeconfig({
+      serviceHost: url.hostname,
+      servicePort: url.port,
+      serviceProtocol: 'https',
+      caPem: pc!.cluster.caCertPem,
+      skipTlsVerify: false,
+      token: new Secret(tr.status.token),
+    }),
+  );
+  const o = await execPlugin({
+    command: process.execPath,
+    args: [MAIN],
+    env: {
+      CNI_COMMAND: 'ADD',
+      CNI_CONTAINERID: 'c-rbac',
+      CNI_NETNS: '/var/run/netns/x',
+      CNI_IFNAME: 'eth0',
+      CNI_PATH: '/opt/cni/bin',
+      CNI_ARGS: 'K8S_POD_NAMESPACE=test-ns;K8S_POD_NAME=pod-basic',
+    },
+    stdin: JSON.stringify({
+      ...JSON.parse(conf()),
+      kubernetes: { kubeconfig },
+      pod_retrieval_max_retries: 2,
+      pod_retrieval_interval_ms: 10,
+      plugin_log_level: 'debug',
+    }),
+  });
+  assert.equal(o.code, 1, o.stdout);
+  const e = JSON.parse(o.stdout) as { code: number; msg: string };
+  assert.equal(e.code, 100);
+  assert.match(e.msg, /HTTP 403/);
+  assert.ok(!o.stderr.includes(tr.status.token) && !o.stdout.includes(tr.status.token), 'the token is never printed');
 });
