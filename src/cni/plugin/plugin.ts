@@ -124,7 +124,17 @@ export async function runPlugin(options: PluginOptions): Promise<PluginOutcome> 
     }
     errorVersion = bestEffortVersion(stdin);
     checkEnv(command, env);
-    const config = parsePluginConfig(decodeConfigJson(stdin), env);
+    let config: PluginConfig;
+    try {
+      config = parsePluginConfig(decodeConfigJson(stdin), env);
+    } catch (err) {
+      // Teardown must not get stuck on a config this plugin cannot use (Istio's DEL reads none).
+      if (command === 'DEL' && err instanceof CniError && err.code === 'ERR_CNI_INVALID_CONFIG') {
+        log.warn('DEL with an invalid network configuration: nothing to do', { err: err.message });
+        return { stdout: '', exitCode: 0 };
+      }
+      throw err;
+    }
     log = createLogger({
       level: config.logLevel,
       fields: { plugin: 'istio-cni', command, containerId: env[ENV.containerId] ?? '' },

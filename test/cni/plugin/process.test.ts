@@ -178,3 +178,12 @@ test('DEL of a namespace that is already gone succeeds quietly', async () => {
   assert.equal(o.code, 0, o.stdout);
   assert.equal(o.stdout, '');
 });
+
+test('DEL does not fail on a plugin config it cannot use (teardown never gets stuck), ADD does', async () => {
+  const bad = conf({ ambient_enabled: 'yes' });
+  const del = await run('DEL', bad);
+  assert.equal(del.code, 0, del.stdout);
+  assert.match(del.stderr, /invalid network configuration/);
+  assertCniError(await run('ADD', bad), 7, /ambient_enabled/);
+  assertCniError(await run('DEL', '{not json'), 6, /not valid JSON/);
+});
