@@ -132,3 +132,29 @@ test('garbage, wrong PEM types and tampered CSRs are coded errors', async () => 
   }
   assert.equal(csrDer(good.pem).equals(good.der), true);
 });
+
+test('fast CSR parse agrees with @peculiar/x509 on the SPKI and the signature verdict', async () => {
+  const { x509 } = await import('../../src/pki/index.js');
+  const specs = [undefined, { kind: 'ec', curve: 'P-384' } as const, { kind: 'rsa', bits: 2048 } as const];
+  for (let i = 0; i < 12; i++) {
+    const key = await generateKeyPair(specs[i % specs.length]);
+    const der = Buffer.from(createCsr({ privateKey: key.privateKey, uri: `${ID}${i}` }).der);
+    if (i % 2 === 1) {
+      // Tamper inside the signed part (the URI), keeping the structure.
+      const at = der.indexOf(Buffer.from(`sleep${i}`));
+      der[at] = 'S'.charCodeAt(0);
+    }
+    const reference = await verifyCsrReference(der);
+    let fastOk: boolean;
+    try {
+      const parsed = parseCsr(der);
+      assert.equal(parsed.spki.equals(Buffer.from(new x509.Pkcs10CertificateRequest(der).publicKey.rawData)), true);
+      fastOk = true;
+    } catch (err) {
+      assert.ok(err instanceof PkiError && err.code === 'ERR_PKI_CSR_SIGNATURE_INVALID', String(err));
+      fastOk = false;
+    }
+    assert.equal(fastOk, reference, `case ${i}`);
+    assert.equal(fastOk, i % 2 === 0, `case ${i}`);
+  }
+});
