@@ -5,7 +5,16 @@
  */
 import { X509Certificate } from 'node:crypto';
 import type { PeerCertificate } from 'node:tls';
-import { ChannelCredentials, Metadata, type Client, type ClientReadableStream, type ServiceClientConstructor } from '@grpc/grpc-js';
+import {
+  ChannelCredentials,
+  makeGenericClientConstructor,
+  Metadata,
+  type Client,
+  type ClientReadableStream,
+  type ServiceClientConstructor,
+  type ServiceError,
+} from '@grpc/grpc-js';
+import { healthServiceDefinition } from '../grpc/health.js';
 import type { Secret } from '../core/secret.js';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { BROKER_HEADER, BROKER_PROTO, BROKER_SERVICE } from './broker-proto.js';
@@ -41,6 +50,8 @@ type StreamMethod<T> = (request: unknown, metadata: Metadata) => ClientReadableS
 
 export class BrokerClient {
   readonly client: Client;
+  readonly #target: string;
+  readonly #credentials: ChannelCredentials;
 
   constructor(options: BrokerClientOptions) {
     const { grpcObject } = loadProtos([BROKER_PROTO]);
@@ -59,7 +70,24 @@ export class BrokerClient {
       Buffer.from(options.certChainPem),
       { checkServerIdentity },
     );
-    this.client = new Ctor(`unix://${options.socketPath}`, credentials, {});
+    this.#target = `unix://${options.socketPath}`;
+    this.#credentials = credentials;
+    this.client = new Ctor(this.#target, credentials, {});
+  }
+
+  /** grpc.health.v1 Check on the broker socket ('' = the whole server). */
+  health(service = ''): Promise<string> {
+    const Health = makeGenericClientConstructor(healthServiceDefinition(), 'Health');
+    const client = new Health(this.#target, this.#credentials) as unknown as Client & {
+      Check(req: { service: string }, cb: (e: ServiceError | null, res?: { status: string }) => void): void;
+    };
+    return new Promise<string>((resolve, reject) =>
+      client.Check({ service }, (e, res) => {
+        client.close();
+        if (e) reject(e);
+        else resolve(res?.status ?? 'UNKNOWN');
+      }),
+    );
   }
 
   subscribeX509Svid(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<X509SvidResponse> {

@@ -144,6 +144,25 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     assert.equal(jwt?.code, GrpcStatus.UNIMPLEMENTED);
   });
 
+  it('gives nothing to a host-network pod (registration answered, no identity), and serves gRPC health', async () => {
+    const uid = await stack.createPod({ namespace: 'shop', name: 'node-agent', serviceAccount: 'batch', nodeName: NODE, hostNetwork: true });
+    await pushCniAddEvent({ Netns: '', PodName: 'node-agent', PodNamespace: 'shop', IPs: null }, { socketPath: broker.cniEventSocketPath, timeoutMs: 5000 });
+    assert.equal(broker.pods.byUid(uid), undefined);
+    assert.equal(broker.certs.status(`spiffe://${TD}/ns/shop/sa/batch`), undefined);
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid })), grpcError(GrpcStatus.NOT_FOUND));
+    assert.equal(await client.health(''), 'SERVING');
+    assert.equal(await client.health('spiffe.broker.API'), 'SERVING');
+  });
+
+  it('keeps following the node after dropped watches and a compacted history (410 -> re-list)', async () => {
+    stack.dc.faults.compact();
+    assert.ok(stack.dc.faults.dropWatches() > 0);
+    const uid = await stack.createPod({ namespace: 'shop', name: 'web-late', serviceAccount: 'web', nodeName: NODE });
+    await eventually('pod seen after the watch broke', () => broker.pods.byUid(uid));
+    await stack.deletePod('shop', 'web-late');
+    await eventually('deletion seen', () => (broker.pods.byUid(uid) === undefined ? true : undefined));
+  });
+
   it('bundle stream answers at once with the trust domain roots', async () => {
     const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
     const s = client.subscribeX509Bundles({ uid: cartUid });
