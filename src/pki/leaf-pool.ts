@@ -11,7 +11,7 @@ import { Worker } from 'node:worker_threads';
 import { CertbrokerError } from '../core/errors.js';
 import { SpiffeError, type SpiffeErrorCode } from '../spiffe/errors.js';
 import { PkiError, type PkiErrorCode } from './errors.js';
-import type { IssuedLeaf, LeafRequest, LeafSigner } from './leaf-template.js';
+import { LeafTemplate, type IssuedLeaf, type LeafRequest, type LeafSigner } from './leaf-template.js';
 import type { ResultsMessage, WorkerItem } from './leaf-pool-protocol.js';
 
 export interface LeafIssuerPoolOptions {
@@ -48,6 +48,7 @@ export class LeafIssuerPool {
   #closed = false;
 
   constructor(options: LeafIssuerPoolOptions) {
+    new LeafTemplate(options.signer); // throws a coded error for an unusable signer, here, not in a worker
     this.size = Math.max(1, options.size ?? availableParallelism());
     this.#signer = options.signer;
     this.#maxTtlSeconds = options.maxTtlSeconds;
@@ -84,6 +85,7 @@ export class LeafIssuerPool {
 
   /** Replaces the signing CA for all later requests (e.g. after a cacerts reload). */
   setSigner(signer: LeafSigner): void {
+    new LeafTemplate(signer);
     this.#signer = signer;
     for (const s of this.#slots) s.worker.postMessage({ kind: 'signer', signer, maxTtlSeconds: this.#maxTtlSeconds });
   }

@@ -9,7 +9,7 @@ import { parseSpiffeId } from '../spiffe/id.js';
 import { signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.js';
 import { encodeOid, encodeTime, tlv, TAG_BIT_STRING, TAG_INTEGER, TAG_OCTET_STRING, TAG_SEQUENCE } from './der.js';
 import { PkiError } from './errors.js';
-import type { KeySpec } from './keys.js';
+import { keySpecOf, type KeySpec } from './keys.js';
 import { parseCsr } from './csr.js';
 import { pemEncode } from './pem.js';
 import {
@@ -83,6 +83,16 @@ export class LeafTemplate {
   readonly #fixedExtensions: Buffer;
 
   constructor(signer: LeafSigner) {
+    if (!signer.privateKey || signer.privateKey.type !== 'private') {
+      throw new PkiError('ERR_PKI_KEY_INVALID', 'leaf signer needs a private KeyObject');
+    }
+    const spec = keySpecOf(signer.privateKey);
+    if (JSON.stringify(spec) !== JSON.stringify(signer.keySpec)) {
+      throw new PkiError('ERR_PKI_KEY_INVALID', 'leaf signer keySpec does not describe its private key');
+    }
+    if (!Buffer.isBuffer(signer.subjectDer) || signer.subjectDer[0] !== TAG_SEQUENCE || !Number.isFinite(signer.notAfterMs)) {
+      throw new PkiError('ERR_PKI_CERT_INVALID', 'leaf signer needs the signing certificate subject (DER) and notAfter');
+    }
     this.signer = signer;
     this.algorithm = signatureAlgorithmForKey(signer.keySpec);
     this.#sigAlgAndIssuer = Buffer.concat([this.algorithm.der, signer.subjectDer]);

@@ -23,8 +23,18 @@ function issueOne(item: WorkerItem): WorkerResult {
 
 parentPort?.on('message', (msg: WorkerMessage) => {
   if (msg.kind === 'signer') {
-    const signer: LeafSigner = { ...msg.signer, subjectDer: Buffer.from(msg.signer.subjectDer), subjectKeyId: msg.signer.subjectKeyId ? Buffer.from(msg.signer.subjectKeyId) : undefined };
-    issuer = new FastLeafIssuer({ signer, maxTtlSeconds: msg.maxTtlSeconds });
+    const signer: LeafSigner = {
+      ...msg.signer,
+      subjectDer: Buffer.from(msg.signer.subjectDer),
+      subjectKeyId: msg.signer.subjectKeyId ? Buffer.from(msg.signer.subjectKeyId) : undefined,
+    };
+    try {
+      issuer = new FastLeafIssuer({ signer, maxTtlSeconds: msg.maxTtlSeconds });
+    } catch {
+      // The pool validates signers before sending them; if one still fails here, requests get
+      // a coded error instead of the worker dying (and being respawned) in a loop.
+      issuer = undefined;
+    }
     return;
   }
   const results = msg.items.map(issueOne);

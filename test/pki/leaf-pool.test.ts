@@ -70,3 +70,20 @@ test('the pool issues on worker threads; openssl verifies the results; errors ke
   }
   await assert.rejects(pool.issue({ csr: 'x', spiffeId: 'spiffe://a/b', ttlSeconds: 1 }), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_POOL_CLOSED');
 });
+
+test('an unusable signer is refused up front, never sent to (and crashing) the workers', async () => {
+  const good = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
+  const other = await generateKeyPair({ kind: 'ec', curve: 'P-384' });
+  const bad = { ...good, privateKey: other.privateKey };
+  assert.throws(() => new LeafIssuerPool({ signer: bad, size: 1 }), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_KEY_INVALID');
+  assert.throws(() => new LeafIssuerPool({ signer: { ...good, privateKey: other.publicKey }, size: 1 }), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_KEY_INVALID');
+  const pool = new LeafIssuerPool({ signer: good, size: 1 });
+  try {
+    assert.throws(() => pool.setSigner(bad), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_KEY_INVALID');
+    const csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://x/y' }).pem;
+    const leaf = await pool.issue({ csr, spiffeId: 'spiffe://cluster.local/ns/a/sa/b', ttlSeconds: 60 });
+    verifyChain({ leaf: parseCertificate(leaf.pem), roots: [root.cert], nowMs: Date.now() });
+  } finally {
+    await pool.close();
+  }
+});
