@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const CONFORMANCE = fileURLToPath(new URL('../../../../../shared/conformance/install-cni/', import.meta.url));
-const RUN_MODULE = fileURLToPath(new URL('../../../src/cni/install/run.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../../src/cli/main.js', import.meta.url));
 
 export interface HostTree {
   readonly root: string;
@@ -79,9 +79,9 @@ export class DaemonProcess {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   #buffer = '';
 
+  /** Runs the real `certbroker install-cni` CLI with `env` (and nothing else) as its environment. */
   constructor(env: Record<string, string>) {
-    const script = `import(${JSON.stringify(RUN_MODULE)}).then((m) => m.runInstallCni()).catch((e) => { process.stderr.write('FATAL ' + e.message + '\\n'); process.exitCode = 1; });`;
-    this.child = spawn(process.execPath, ['--input-type=module', '-e', script], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    this.child = spawn(process.execPath, [CLI, 'install-cni'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     this.child.stderr!.setEncoding('utf8');
     this.child.stderr!.on('data', (chunk: string) => {
       this.#buffer += chunk;
@@ -93,7 +93,7 @@ export class DaemonProcess {
         try {
           this.logs.push(JSON.parse(line) as LogRecord);
         } catch {
-          // not a log record (e.g. FATAL)
+          // not a log record (e.g. the CLI's fatal error line)
         }
       }
     });
