@@ -5,7 +5,7 @@
  * authorization failures all become one generic UNAUTHENTICATED while the precise code goes to
  * the log and the `reason` metric label.
  */
-import type { Metadata, sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { Metadata, sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
 import { CertbrokerError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -167,7 +167,7 @@ export class CertificateService {
     return cluster.authorizer.authorize(caller, impersonated).id;
   }
 
-  #reject(err: unknown, peer: string): Partial<import('@grpc/grpc-js').ServiceError> {
+  #reject(err: unknown, peer: string): Partial<ServiceError> {
     const o = this.#o;
     const outcome = outcomeFor(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';

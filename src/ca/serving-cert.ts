@@ -5,7 +5,6 @@
  * @peculiar/x509 path (it is made once per rotation, not per request).
  */
 import { isIP } from 'node:net';
-import { Secret } from '../core/secret.js';
 import {
   LEAF_BACKDATE_MS,
   computedKeyId,
@@ -52,7 +51,7 @@ export async function issueServingCertificate(
   const chain = [pemEncode('CERTIFICATE', new Uint8Array(cert.rawData))];
   if (!material.signerIsRoot) chain.push(material.certPem);
   for (const c of material.chain) chain.push(pemEncode('CERTIFICATE', new Uint8Array(c.rawData)));
-  return { certChainPem: chain.join(''), privateKeyPem: exportPkcs8Pem(privateKey) as Secret<string>, notAfterMs };
+  return { certChainPem: chain.join(''), privateKeyPem: exportPkcs8Pem(privateKey), notAfterMs };
 }
 
 /** WebCrypto signing parameters for a CA key (ECDSA hash follows the curve, RSA uses PKCS#1 v1.5). */

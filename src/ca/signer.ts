@@ -4,6 +4,7 @@
  * `SelfSignedSigner` (root persisted in the `istio-ca-secret` Secret) and `CacertsSigner`
  * (Istio's plug-in `cacerts` directory).
  */
+import type { Secret } from '../core/secret.js';
 
 export interface SignRequest {
   /** PEM PKCS#10 CSR; its signature must verify, its subject and SANs are ignored. */
@@ -49,6 +50,6 @@ export interface Signer {
 
 export interface ServingCertificate {
   readonly certChainPem: string;
-  readonly privateKeyPem: import('../core/secret.js').Secret<string>;
+  readonly privateKeyPem: Secret<string>;
   readonly notAfterMs: number;
 }
