@@ -86,8 +86,7 @@ test('RSA self-signed root works too', async () => {
     assert.equal(r.code, undefined, JSON.stringify(r));
     assert.equal(new X509Certificate(rsa.rootsPem()).publicKey.asymmetricKeyType, 'rsa');
     assert.match(await opensslVerifyChain(r.chain!), /OK/);
-    const leaf = new X509Certificate(r.chain![0]!);
-    assert.ok(Date.parse(leaf.validTo) <= Date.parse(new X509Certificate(rsa.rootsPem()).validTo), 'notAfter clamped to the signer');
+    assert.equal(new X509Certificate(r.chain![0]!).publicKey.asymmetricKeyType, 'ec', 'the leaf keeps the CSR key type');
   } finally {
     c.close();
     await rsa.stop();
@@ -129,13 +128,16 @@ test('CreateCertificate codes: bad CSR, CSR signature invalid, TTL over max, TTL
 
 test('signer not ready: UNAVAILABLE until the cacerts appear (plaintext, loopback)', async () => {
   const dir = await tempDir();
-  const pc = await env.startCa({ plaintext: true, signer: { kind: 'cacerts', dir: dir.path, pollIntervalMs: 50 } });
+  const pc = await env.startCa({ plaintext: true, opsHost: '127.0.0.1', opsPort: 0, signer: { kind: 'cacerts', dir: dir.path, pollIntervalMs: 50 } });
   const c = caClient(pc.port, undefined);
   try {
     const r = await c.create({ token, csr: await newCsr() });
     assert.equal(r.code, status.UNAVAILABLE);
     assert.equal(r.errorCode, 'ERR_CA_SIGNER_NOT_READY');
     assert.equal(pc.ready, false);
+    const notReady = await httpGet(pc.opsPort!, '/readyz');
+    assert.equal(notReady.status, 503);
+    assert.match(notReady.body, /signer failed: cacerts .*missing/);
     const plugin = await makePluginCa();
     await writeCacerts(dir.path, plugin);
     while (!pc.ready) await new Promise((res) => setTimeout(res, 10));
@@ -149,6 +151,22 @@ test('signer not ready: UNAVAILABLE until the cacerts appear (plaintext, loopbac
     await pc.stop();
     await dir.remove();
   }
+});
+
+test('serving certificate: from the CA root, with the configured DNS and IP SANs', async () => {
+  const { connect } = await import('node:tls');
+  const cert = await new Promise<import('node:crypto').X509Certificate>((resolve, reject) => {
+    const s = connect({ host: '127.0.0.1', port: ca.port, ca: ca.rootsPem(), servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
+      const c = s.getPeerX509Certificate();
+      s.destroy();
+      if (c) resolve(c);
+      else reject(new Error('no certificate'));
+    });
+    s.on('error', reject);
+  });
+  assert.equal(cert.subjectAltName, 'DNS:localhost, IP Address:127.0.0.1');
+  assert.ok(cert.checkIssued(new X509Certificate(ca.rootsPem())));
+  assert.equal(cert.ca, false);
 });
 
 test('ops endpoint: healthz, readyz, metrics', async () => {

@@ -114,3 +114,21 @@ test('cacerts: a directory that appears later is found by the poll', async (t) =
   assert.equal(signer.ready, true);
   assert.deepEqual(signer.roots(), [ca.root.pem]);
 });
+
+test('cacerts: notAfter is clamped to a signing certificate that expires first', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  const { createIntermediateCa, createRootCa } = await import('../../src/pki/index.js');
+  const root = await createRootCa({ subject: 'CN=Clamp Root', ttlSeconds: 365 * 86400 });
+  const intermediate = await createIntermediateCa({ subject: 'CN=Short Intermediate', ttlSeconds: 3600, issuer: { cert: root.cert, privateKey: root.privateKey } });
+  await writeCacerts(dir.path, { root, intermediate });
+  const signer = signerFor(dir.path, new FakeClock(Date.now()));
+  t.after(() => signer.close());
+  await signer.start();
+  const signed = await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 86400 });
+  const { X509Certificate } = await import('node:crypto');
+  const leaf = new X509Certificate(signed.certChain[0]!);
+  assert.equal(Date.parse(leaf.validTo), intermediate.cert.notAfter.getTime(), 'leaf ends when its signer ends');
+  assert.equal(signed.notAfterMs, intermediate.cert.notAfter.getTime());
+  assert.match(await opensslVerifyChain(signed.certChain), /OK/);
+});
