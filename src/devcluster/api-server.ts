@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from '../core/log.js';
-import type { ObjectStore } from './store.js';
+import type { ObjectStore, KubeObject } from './store.js';
 import { ApiError, badRequest, forbidden, methodNotAllowed, unauthorized, unknownPath, internalError } from './status.js';
 import { resolveRequest, type RequestInfo } from './request-info.js';
 import { decodeBody, mediaType, readBody, sendError, sendJson, BODY_TYPES, PATCH_TYPES } from './http-io.js';
@@ -17,6 +17,7 @@ import type { Reviews } from './reviews.js';
 import type { TokenIssuer } from './tokens.js';
 import type { FaultInjector } from './faults.js';
 import { openApiV3Document, openApiV3Root } from './openapi.js';
+import { includeObjectParam, toTable, wantsTable } from './tables.js';
 import { serveWatch, type WatchHub } from './watch.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 
@@ -31,6 +32,7 @@ export interface ApiServerParts {
   readonly hub: WatchHub;
   readonly logger: Logger;
   readonly maxBodyBytes: number;
+  readonly now: () => number;
   /** host:port as clients reach us, for /api serverAddressByClientCIDRs. */
   readonly serverAddress: () => string;
   readonly publicUrl: () => string;
@@ -227,10 +229,15 @@ export class ApiServer {
     switch (verb) {
       case 'get': {
         const r = rest.get(t, ns, name!);
+        if (wantsTable(req)) return sendJson(res, r.code, toTable(t, [r.body as KubeObject], { nowMs: this.#p.now(), include: includeObjectParam(q) }));
         return sendJson(res, r.code, r.body);
       }
       case 'list': {
         const r = rest.list(t, ns, q);
+        if (wantsTable(req)) {
+          const list = r.body as { items: KubeObject[]; metadata: { resourceVersion?: string; continue?: string } };
+          return sendJson(res, r.code, toTable(t, list.items, { nowMs: this.#p.now(), include: includeObjectParam(q), ...(list.metadata.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}), ...(list.metadata.continue ? { continueToken: list.metadata.continue } : {}) }));
+        }
         return sendJson(res, r.code, r.body);
       }
       case 'watch': {
@@ -244,6 +251,7 @@ export class ApiServer {
           resourceVersion: q.get('resourceVersion') ?? undefined,
           allowBookmarks: q.get('allowWatchBookmarks') === 'true' || q.get('allowWatchBookmarks') === '1',
           timeoutSeconds: timeout !== null && /^\d+$/.test(timeout) ? Number(timeout) : undefined,
+          ...(wantsTable(req) ? { render: (o: KubeObject) => toTable(t, [o], { nowMs: this.#p.now(), include: includeObjectParam(q) }) } : {}),
         });
         return;
       }

@@ -95,6 +95,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const api = new ApiServer({
     store, authn, rbac, rest, reviews, issuer, faults, hub, logger,
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+    now,
     serverAddress: () => address,
     publicUrl: () => `https://${address}`,
   });

@@ -20,6 +20,8 @@ export interface WatchRequest {
   readonly resourceVersion: string | undefined;
   readonly allowBookmarks: boolean;
   readonly timeoutSeconds: number | undefined;
+  /** Renders each event's object (e.g. as a one-row Table); default: the object with its kind. */
+  readonly render?: (o: KubeObject) => unknown;
 }
 
 export interface WatchHub {
@@ -47,6 +49,7 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
 
   res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'transfer-encoding': 'chunked' });
   res.flushHeaders();
+  const render = w.render ?? ((o: KubeObject) => o);
   const send = (type: string, object: unknown): void => {
     if (!res.destroyed && !res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
   };
@@ -54,18 +57,18 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
   const translate = (e: StoreEvent): void => {
     const was = matches(e.prev);
     const is = e.type !== 'DELETED' && matches(e.object);
-    if (e.type === 'ADDED' && is) send('ADDED', withKind(w.type, e.object));
-    else if (e.type === 'MODIFIED' && was && is) send('MODIFIED', withKind(w.type, e.object));
-    else if (e.type === 'MODIFIED' && !was && is) send('ADDED', withKind(w.type, e.object));
+    if (e.type === 'ADDED' && is) send('ADDED', render(withKind(w.type, e.object)));
+    else if (e.type === 'MODIFIED' && was && is) send('MODIFIED', render(withKind(w.type, e.object)));
+    else if (e.type === 'MODIFIED' && !was && is) send('ADDED', render(withKind(w.type, e.object)));
     else if (e.type === 'MODIFIED' && was && !is) {
       const gone = structuredClone(e.prev!);
       gone.metadata.resourceVersion = String(e.rv);
-      send('DELETED', withKind(w.type, gone));
-    } else if (e.type === 'DELETED' && was) send('DELETED', withKind(w.type, e.object));
+      send('DELETED', render(withKind(w.type, gone)));
+    } else if (e.type === 'DELETED' && was) send('DELETED', render(withKind(w.type, e.object)));
   };
 
   if (startRv === undefined) {
-    for (const o of store.list(w.type, w.namespace)) if (matches(o)) send('ADDED', withKind(w.type, o));
+    for (const o of store.list(w.type, w.namespace)) if (matches(o)) send('ADDED', render(withKind(w.type, o)));
   } else {
     const past = store.eventsSince(w.type, startRv);
     if (past === 'expired') {

@@ -117,3 +117,17 @@ test('kubectl get pods --field-selector spec.nodeName=N --watch sees adds and de
     await rm(dir, { recursive: true, force: true });
   }
 });
+
+test('kubectl get prints server-side Tables (pods with READY/STATUS/IP/NODE, namespaces with STATUS)', async () => {
+  await ok(['create', 'namespace', 'tables']);
+  await ok(['create', '-f', '-'], { stdin: POD('tables', 'runner', 'default', 'node-t') });
+  let wide = '';
+  for (let i = 0; i < 200 && !/Running/.test(wide); i++) wide = await ok(['-n', 'tables', 'get', 'pods', '-o', 'wide']);
+  const [header, row] = wide.trim().split('\n');
+  assert.deepEqual(header!.split(/\s{2,}/), ['NAME', 'READY', 'STATUS', 'RESTARTS', 'AGE', 'IP', 'NODE', 'NOMINATED NODE', 'READINESS GATES']);
+  const cells = row!.split(/\s{2,}/);
+  assert.deepEqual([cells[0], cells[1], cells[2], cells[3], cells[6]], ['runner', '1/1', 'Running', '0', 'node-t']);
+  assert.match(cells[5]!, /^10\.244\.\d+\.\d+$/);
+  assert.match(await ok(['get', 'namespace', 'tables']), /^NAME\s+STATUS\s+AGE\ntables\s+Active\s+\d+s\n$/);
+  assert.match(await ok(['-n', 'tables', 'get', 'pods', '--show-labels']), /LABELS/);
+});

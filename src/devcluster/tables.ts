@@ -1,0 +1,108 @@
+/**
+ * Server-side printing: when a client asks for `application/json;as=Table;g=meta.k8s.io;v=v1`
+ * (kubectl get does), lists, single objects and watch events come back as meta.k8s.io/v1 Tables
+ * with the columns kubectl users know (pods: READY, STATUS, RESTARTS, AGE, IP, NODE; namespaces:
+ * STATUS; nodes: STATUS, ROLES, VERSION; everything else NAME and AGE).
+ */
+import type { IncomingMessage } from 'node:http';
+import type { KubeObject } from './store.js';
+import type { ResourceType } from './resources.js';
+
+interface Column {
+  readonly name: string;
+  readonly type: string;
+  readonly format: string;
+  readonly description: string;
+  readonly priority: number;
+}
+
+const col = (name: string, type: string, priority = 0, format = ''): Column => ({ name, type, format, description: name, priority });
+
+/** True when the Accept header asks for meta.k8s.io Tables. */
+export function wantsTable(req: IncomingMessage): boolean {
+  const accept = req.headers.accept ?? '';
+  return accept.split(',').some((part) => {
+    const p = part.replace(/\s/g, '');
+    return p.includes('as=Table') && p.includes('g=meta.k8s.io') && (p.includes('v=v1;') || p.endsWith('v=v1'));
+  });
+}
+
+/** kubectl's duration printing: 45s, 3m20s, 15m, 5h12m, 36h, 3d4h, 120d, 3y... */
+export function humanAge(ms: number): string {
+  const s = Math.max(0, Math.floor(ms / 1000));
+  if (s < 120) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 10) return s % 60 === 0 ? `${m}m` : `${m}m${s % 60}s`;
+  if (m < 180) return `${m}m`;
+  const h = Math.floor(m / 60);
+  if (h < 8) return m % 60 === 0 ? `${h}h` : `${h}h${m % 60}m`;
+  if (h < 48) return `${h}h`;
+  const d = Math.floor(h / 24);
+  if (h < 24 * 8) return h % 24 === 0 ? `${d}d` : `${d}d${h % 24}h`;
+  if (d < 365 * 2) return `${d}d`;
+  return `${Math.floor(d / 365)}y`;
+}
+
+function age(o: KubeObject, nowMs: number): string {
+  const created = Date.parse(o.metadata.creationTimestamp ?? '');
+  return Number.isNaN(created) ? '<unknown>' : humanAge(nowMs - created);
+}
+
+type Status = Record<string, unknown> | undefined;
+
+function podRow(o: KubeObject, nowMs: number): unknown[] {
+  const spec = (o.spec ?? {}) as { containers?: unknown[]; nodeName?: string };
+  const status = o.status as Status;
+  const cs = ((status?.containerStatuses as Array<{ ready?: boolean; restartCount?: number }> | undefined) ?? []);
+  const ready = cs.filter((c) => c.ready).length;
+  const restarts = cs.reduce((n, c) => n + (c.restartCount ?? 0), 0);
+  const phase = o.metadata.deletionTimestamp ? 'Terminating' : String(status?.phase ?? 'Pending');
+  return [o.metadata.name, `${ready}/${(spec.containers ?? []).length}`, phase, restarts, age(o, nowMs), status?.podIP ?? '<none>', spec.nodeName || '<none>', '<none>', '<none>'];
+}
+
+function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, nowMs: number) => unknown[] } {
+  const name = { ...col('Name', 'string', 0, 'name') };
+  if (t.group === '' && t.plural === 'pods') {
+    return {
+      columns: [name, col('Ready', 'string'), col('Status', 'string'), col('Restarts', 'string'), col('Age', 'string'), col('IP', 'string', 1), col('Node', 'string', 1), col('Nominated Node', 'string', 1), col('Readiness Gates', 'string', 1)],
+      row: podRow,
+    };
+  }
+  if (t.group === '' && t.plural === 'namespaces') {
+    return { columns: [name, col('Status', 'string'), col('Age', 'string')], row: (o, now) => [o.metadata.name, o.metadata.deletionTimestamp ? 'Terminating' : String((o.status as Status)?.phase ?? 'Active'), age(o, now)] };
+  }
+  if (t.group === '' && t.plural === 'nodes') {
+    return {
+      columns: [name, col('Status', 'string'), col('Roles', 'string'), col('Age', 'string'), col('Version', 'string')],
+      row: (o, now) => [o.metadata.name, 'Ready', '<none>', age(o, now), 'v1.32.0-devcluster'],
+    };
+  }
+  return { columns: [name, col('Age', 'string')], row: (o, now) => [o.metadata.name, age(o, now)] };
+}
+
+export type IncludeObject = 'None' | 'Metadata' | 'Object';
+
+function rowObject(t: ResourceType, o: KubeObject, include: IncludeObject): Record<string, unknown> | undefined {
+  if (include === 'None') return undefined;
+  if (include === 'Object') return { apiVersion: t.group === '' ? t.version : `${t.group}/${t.version}`, kind: t.kind, ...o };
+  return { kind: 'PartialObjectMetadata', apiVersion: 'meta.k8s.io/v1', metadata: o.metadata };
+}
+
+export function includeObjectParam(q: URLSearchParams): IncludeObject {
+  const v = q.get('includeObject');
+  return v === 'None' || v === 'Object' ? v : 'Metadata';
+}
+
+export function toTable(t: ResourceType, objects: readonly KubeObject[], o: { nowMs: number; include: IncludeObject; resourceVersion?: string; continueToken?: string }): Record<string, unknown> {
+  const shape = tableShape(t);
+  return {
+    kind: 'Table',
+    apiVersion: 'meta.k8s.io/v1',
+    metadata: { ...(o.resourceVersion ? { resourceVersion: o.resourceVersion } : {}), ...(o.continueToken ? { continue: o.continueToken } : {}) },
+    columnDefinitions: shape.columns,
+    rows: objects.map((obj) => {
+      const object = rowObject(t, obj, o.include);
+      return { cells: shape.row(obj, o.nowMs), ...(object ? { object } : {}) };
+    }),
+  };
+}
