@@ -16,6 +16,7 @@ const SUBCOMMANDS: readonly string[] = [
   './broker.js',
   './fetch.js',
   './iptables.js',
+  './cni-plugin.js',
   './certs.js',
 ];
 

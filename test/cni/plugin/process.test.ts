@@ -187,3 +187,18 @@ test('DEL does not fail on a plugin config it cannot use (teardown never gets st
   assertCniError(await run('ADD', bad), 7, /ambient_enabled/);
   assertCniError(await run('DEL', '{not json'), 6, /not valid JSON/);
 });
+
+test('`certbroker cni-plugin` answers exactly as the standalone entry', async () => {
+  const cli = resolve(here, '../../../src/cli/main.js');
+  const viaCli = await execPlugin({
+    command: process.execPath,
+    args: [cli, 'cni-plugin'],
+    env: { ...ENV_OK, CNI_COMMAND: 'ADD' },
+    stdin: conf({ prevResult: prev04 }),
+  });
+  const direct = await run('ADD', conf({ prevResult: prev04 }));
+  assert.equal(viaCli.code, 0, viaCli.stderr);
+  assert.equal(viaCli.stdout, direct.stdout);
+  const bad = await execPlugin({ command: process.execPath, args: [cli, 'cni-plugin'], env: { ...ENV_OK, CNI_COMMAND: 'ADD' }, stdin: '' });
+  assertCniError(bad, 6, /no network configuration/);
+});
