@@ -71,3 +71,29 @@ test('rotation: new connections get a serving certificate from the new CA; chain
     c.close();
   }
 });
+
+test('TLS CA started before its cacerts exist refuses handshakes, then serves once they appear', async () => {
+  await mkdir(join(dir.path, 'late'));
+  const late = await env.startCa({ signer: { kind: 'cacerts', dir: join(dir.path, 'late'), pollIntervalMs: 50 } });
+  const plugin = await makePluginCa('Late');
+  const handshake = () =>
+    new Promise<string>((resolve) => {
+      const s = connect({ host: '127.0.0.1', port: late.port, ca: plugin.root.pem, servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
+        const issuer = s.getPeerX509Certificate()?.issuer ?? '';
+        s.destroy();
+        resolve(issuer);
+      });
+      s.on('error', () => resolve('refused'));
+    });
+  assert.equal(late.ready, false);
+  assert.equal(await handshake(), 'refused');
+  await writeCacertsAtomic(join(dir.path, 'late'), cacertsFiles(plugin));
+  let issuer = 'refused';
+  for (let i = 0; i < 300 && issuer === 'refused'; i++) {
+    issuer = await handshake();
+    if (issuer === 'refused') await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.match(issuer, /CN=Late Intermediate/);
+  assert.equal(late.ready, true);
+  await late.stop();
+});
