@@ -141,15 +141,26 @@ export class NodePodWatch {
       undefined,
       fieldSelector,
     );
-    const upsert = (p: V1Pod) => {
+    // A pod the broker cannot make sense of is logged and skipped; it never stops the watch.
+    const guarded = (what: string, fn: (p: V1Pod) => void) => (p: V1Pod) => {
+      try {
+        fn(p);
+      } catch (err) {
+        options.logger.warn(`pod ${what} skipped`, { pod: `${p.metadata?.namespace}/${p.metadata?.name}`, err: describeError(err) });
+      }
+    };
+    const upsert = guarded('update', (p) => {
       const facts = podFacts(p);
       if (facts) options.pods.upsert(facts);
-    };
+    });
     this.#informer.on('add', upsert);
     this.#informer.on('update', upsert);
-    this.#informer.on('delete', (p: V1Pod) => {
-      if (p.metadata?.uid) options.pods.remove(p.metadata.uid);
-    });
+    this.#informer.on(
+      'delete',
+      guarded('delete', (p) => {
+        if (p.metadata?.uid) options.pods.remove(p.metadata.uid);
+      }),
+    );
     this.#informer.on('error', (err: unknown) => this.#restart(err));
   }
 
