@@ -15,7 +15,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import { CniPluginError, CniRuntime, type Attachment, type Conflist } from '../../support/cni-runner.js';
 import { seaBinaries } from '../../support/sea-binary.js';
 import { NODE_NAME, TRUST_DOMAIN, startBrokerStack, type BrokerStack } from './broker-stack.js';
-import { Netns, cniBinDir, conflist, e2eUnavailable, namespaceObject, networkNames, podObject, removeBridge, startPluginCluster, type PluginCluster } from './fixture.js';
+import { Netns, cniBinDir, conflist, e2eUnavailable, namespaceObject, networkNames, podObject, preserveIpForward, removeBridge, startPluginCluster, type PluginCluster } from './fixture.js';
 
 const skip = e2eUnavailable();
 const net = networkNames('a');
@@ -30,8 +30,11 @@ function attachment(ns: Netns, namespace: string, pod: string): Attachment {
   return { containerId: `${pod}-${process.pid}`, netns: ns.path, ifname: 'eth0', args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${pod}` };
 }
 
+let restoreIpForward: (() => void) | undefined;
+
 before(async () => {
   if (skip) return;
+  restoreIpForward = preserveIpForward();
   dir = mkdtempSync(join(tmpdir(), 'cni-e2e-ambient-'));
   const bins = await seaBinaries();
   pc = await startPluginCluster(dir);
@@ -51,6 +54,7 @@ before(async () => {
 after(async () => {
   for (const ns of namespaces) ns.remove();
   removeBridge(net.bridge);
+  restoreIpForward?.();
   await stack?.stop();
   await pc?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });

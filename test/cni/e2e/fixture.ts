@@ -7,7 +7,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:https';
-import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
 import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
@@ -228,4 +228,20 @@ export class Netns {
 
 export function removeBridge(name: string): void {
   spawnSync('ip', ['link', 'del', name]);
+}
+
+/**
+ * The bridge plugin with isGateway turns on IPv4 forwarding on the host; the tests put the
+ * previous value back when they are done.
+ */
+export function preserveIpForward(): () => void {
+  const path = '/proc/sys/net/ipv4/ip_forward';
+  const before = readFileSync(path, 'utf8').trim();
+  return () => {
+    try {
+      writeFileSync(path, before);
+    } catch {
+      /* not writable here: nothing was changed either */
+    }
+  };
 }

@@ -21,6 +21,7 @@ import {
   e2eUnavailable,
   namespaceObject,
   networkNames,
+  preserveIpForward,
   removeBridge,
   sidecarPod,
   startPluginCluster,
@@ -43,8 +44,11 @@ let list: Conflist;
 let attachment: Attachment;
 const net = networkNames('s');
 
+let restoreIpForward: (() => void) | undefined;
+
 before(async () => {
   if (skip) return;
+  restoreIpForward = preserveIpForward();
   dir = mkdtempSync(join(tmpdir(), 'cni-e2e-sidecar-'));
   const bins = await seaBinaries();
   if (bins.buildMs > 0) process.stdout.write(`# built the single executables in ${bins.buildMs} ms\n`);
@@ -69,6 +73,7 @@ after(async () => {
     netns.remove();
   }
   removeBridge(net.bridge);
+  restoreIpForward?.();
   await pc?.close();
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
