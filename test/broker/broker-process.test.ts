@@ -1,0 +1,89 @@
+/**
+ * `certbroker broker` as a process: configured only by environment variables (as the DaemonSet
+ * does), serves a pod, drains on SIGTERM and exits 0 leaving no socket behind, and never writes
+ * its token or a private key to its logs, even at debug level.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { BrokerClient, firstMessage } from '../../src/broker/broker-client.js';
+import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
+
+const RUN = fileURLToPath(new URL('../../src/broker/run.js', import.meta.url));
+
+describe('certbroker broker process', () => {
+  let dir: string;
+  let stack: Stack;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'broker-proc-'));
+    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
+  });
+
+  after(async () => {
+    await stack?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('runs from env, serves, drains on SIGTERM and exits 0 without logging secrets', async () => {
+    const kubeconfig = join(dir, 'broker.kubeconfig');
+    const apiToken = (stack.brokerKubeConfig.getCurrentUser()?.token ?? '') as string;
+    assert.ok(apiToken.length > 20);
+    await stack.dc.writeKubeconfig(kubeconfig, { token: apiToken, name: 'broker' });
+    const rootFile = join(dir, 'root.pem');
+    await writeFile(rootFile, stack.ca.rootsPem());
+    const brokerSocket = join(dir, 'proc', 'broker.sock');
+    const cniSocket = join(dir, 'proc', 'pluginevent.sock');
+    const env = {
+      PATH: process.env.PATH ?? '',
+      LOG_LEVEL: 'debug',
+      NODE_NAME: NODE,
+      POD_NAME: stack.brokerPod.name,
+      POD_NAMESPACE: stack.brokerPod.namespace,
+      POD_UID: stack.brokerPod.uid,
+      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
+      TRUST_DOMAIN: TD,
+      CA_ADDRESS: `127.0.0.1:${stack.caPort}`,
+      CA_TLS_SERVER_NAME: 'localhost',
+      CA_ROOT_CERT_FILE: rootFile,
+      KUBECONFIG: kubeconfig,
+      SPIFFE_BROKER_SOCKET: `unix://${brokerSocket}`,
+      CNI_EVENT_SOCKET: cniSocket,
+      BROKER_OPS_ADDRESS: 'off',
+      BROKER_SHUTDOWN_GRACE_SECONDS: '2',
+    };
+    const child = spawn(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(RUN)}).then((m) => m.runBroker({}))`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    try {
+      await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
+      const consumer = await stack.ownSvid(BROKER_NS, CONSUMER_SA);
+      for (let i = 0; i < 400 && !stderr.includes('own SVID ready'); i++) await new Promise((r) => setTimeout(r, 25));
+      assert.ok(stderr.includes('own SVID ready'), stderr.slice(-2000));
+      const client = new BrokerClient({ socketPath: brokerSocket, rootsPem: stack.ca.rootsPem(), certChainPem: consumer.certChainPem, privateKeyPem: consumer.privateKeyPem, trustDomain: TD });
+      const msg = await firstMessage(client.subscribeX509Svid({ namespace: 'shop', name: 'cart-0' }));
+      assert.equal(msg.svids[0]!.spiffe_id, `spiffe://${TD}/ns/shop/sa/cart`);
+      const keyB64 = msg.svids[0]!.x509_svid_key.toString('base64').slice(0, 40);
+
+      child.kill('SIGTERM');
+      assert.equal(await exited, 0, stderr.slice(-2000));
+      client.close();
+      assert.equal(existsSync(brokerSocket), false, 'Broker API socket removed');
+      assert.equal(existsSync(cniSocket), false, 'CNI socket removed');
+      assert.match(stderr, /"msg":"shutting down"/);
+      assert.match(stderr, /"msg":"node broker stopped"/);
+      assert.ok(!stderr.includes(apiToken), 'API token not logged');
+      assert.ok(!stderr.includes(keyB64), 'private key not logged');
+      assert.ok(!/eyJ[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}\./.test(stderr), 'no JWT in the logs');
+      assert.ok(!stderr.includes('PRIVATE KEY'), 'no PEM key in the logs');
+    } finally {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    }
+  });
+});
