@@ -37,6 +37,7 @@ const HOST_PORT = 18080;
 let dir = '';
 let pc: PluginCluster | undefined;
 let netns: Netns | undefined;
+let tproxyNetns: Netns | undefined;
 let listeners: PodListeners | undefined;
 let host: Server | undefined;
 let runtime: CniRuntime;
@@ -53,7 +54,11 @@ before(async () => {
   const bins = await seaBinaries();
   if (bins.buildMs > 0) process.stdout.write(`# built the single executables in ${bins.buildMs} ms\n`);
   pc = await startPluginCluster(dir);
-  await pc.cluster.apply([namespaceObject('shop'), sidecarPod('shop', 'cart-1')]);
+  await pc.cluster.apply([
+    namespaceObject('shop'),
+    sidecarPod('shop', 'cart-1'),
+    sidecarPod('shop', 'cart-tproxy', { 'sidecar.istio.io/interceptionMode': 'TPROXY' }),
+  ]);
   runtime = new CniRuntime({ cniPath: [cniBinDir(dir, bins.istioCni)] });
   list = conflist(net, { ipamDir: join(dir, 'ipam'), runDir: pc.runDir, ambient: false });
   netns = new Netns(`cbcni-s-${process.pid}`);
@@ -72,6 +77,7 @@ after(async () => {
     await runtime.del(list, attachment).catch(() => undefined);
     netns.remove();
   }
+  tproxyNetns?.remove();
   removeBridge(net.bridge);
   restoreIpForward?.();
   await pc?.close();
@@ -129,4 +135,24 @@ test('DEL removes the rules and the interface; a second ADD programs exactly one
   await runtime.add(list, { ...attachment, containerId: `${attachment.containerId}b`, ifname: 'eth1' });
   assert.equal(istioLines().filter((l) => /^-A OUTPUT .*-j ISTIO_OUTPUT/.test(l)).length, 1);
   await runtime.del(list, { ...attachment, containerId: `${attachment.containerId}b`, ifname: 'eth1' });
+});
+
+test('a TPROXY sidecar pod gets the mangle rules and the policy route; DEL takes both away', { skip }, async () => {
+  tproxyNetns = new Netns(`cbcni-t-${process.pid}`);
+  const a: Attachment = {
+    containerId: `tproxy${process.pid}`,
+    netns: tproxyNetns.path,
+    ifname: 'eth0',
+    args: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-tproxy',
+  };
+  await runtime.add(list, a);
+  const save = tproxyNetns.exec('iptables-save', []);
+  assert.match(save, /^-A ISTIO_TPROXY .*-j TPROXY --on-port 15006 .*--tproxy-mark 0x539\/0xffffffff$/m);
+  assert.match(save, /^-A PREROUTING -p tcp -j ISTIO_INBOUND$/m);
+  assert.match(tproxyNetns.exec('ip', ['-4', 'rule', 'show']), /fwmark 0x539 lookup 133/);
+  assert.match(tproxyNetns.exec('ip', ['-4', 'route', 'show', 'table', '133']), /local default dev lo/);
+
+  await runtime.del(list, a);
+  assert.doesNotMatch(tproxyNetns.exec('iptables-save', []), /ISTIO_|0x539|0x53a/);
+  assert.doesNotMatch(tproxyNetns.exec('ip', ['-4', 'rule', 'show']), /lookup 133/);
 });
