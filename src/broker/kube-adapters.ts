@@ -5,14 +5,14 @@
  * its own pod, and the projected-token-file fallback.
  */
 import { readFile } from 'node:fs/promises';
-import { CoreV1Api, ListWatch, Watch, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { createPodInformer, type PodInformer } from '../kube/pod-informer.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import { Secret } from '../core/secret.js';
 import type { NodePods, PodFacts } from './node-pods.js';
-import { backoff } from './refresh-policy.js';
 import type { PodLookup } from './registration-server.js';
 import type { FetchedToken, TokenFetcher } from './token-source.js';
 
@@ -118,29 +118,22 @@ export interface NodePodWatchOptions {
   readonly clock: Clock;
   readonly rng: Rng;
   readonly logger: Logger;
+  /** How long `start()` waits for the first list before going on in the background. Default 10 000. */
+  readonly syncTimeoutMs?: number;
 }
 
-/** Watches the pods of one node into `NodePods`. */
+/**
+ * Watches the pods of one node into `NodePods`, through the shared informer of src/kube
+ * (`fieldSelector=spec.nodeName=<node>`; re-list on 410 with a diff, reconnect with backoff on
+ * drops, errors and failed lists).
+ */
 export class NodePodWatch {
   readonly #o: NodePodWatchOptions;
-  readonly #informer: ListWatch<V1Pod>;
-  readonly #stop = new AbortController();
-  #synced = false;
-  #restarting = false;
-  #restarts = 0;
+  readonly #informer: PodInformer;
+  #errors = 0;
 
   constructor(options: NodePodWatchOptions) {
     this.#o = options;
-    const api = options.kubeConfig.makeApiClient(CoreV1Api);
-    const fieldSelector = `spec.nodeName=${options.nodeName}`;
-    this.#informer = new ListWatch<V1Pod>(
-      '/api/v1/pods',
-      new Watch(options.kubeConfig),
-      () => api.listPodForAllNamespaces({ fieldSelector }),
-      false,
-      undefined,
-      fieldSelector,
-    );
     // A pod the broker cannot make sense of is logged and skipped; it never stops the watch.
     const guarded = (what: string, fn: (p: V1Pod) => void) => (p: V1Pod) => {
       try {
@@ -153,60 +146,53 @@ export class NodePodWatch {
       const facts = podFacts(p);
       if (facts) options.pods.upsert(facts);
     });
-    this.#informer.on('add', upsert);
-    this.#informer.on('update', upsert);
-    this.#informer.on(
-      'delete',
-      guarded('delete', (p) => {
+    this.#informer = createPodInformer({
+      kubeConfig: options.kubeConfig,
+      fieldSelector: `spec.nodeName=${options.nodeName}`,
+      clock: options.clock,
+      rng: options.rng,
+      logger: options.logger,
+      onAdd: upsert,
+      onUpdate: (p) => upsert(p),
+      onDelete: guarded('delete', (p) => {
         if (p.metadata?.uid) options.pods.remove(p.metadata.uid);
       }),
-    );
-    this.#informer.on('error', (err: unknown) => this.#restart(err));
+      onError: (err) => {
+        this.#errors++;
+        options.logger.warn('node pod watch failed, reconnecting', { err: describeError(err) });
+      },
+    });
   }
 
   /** The first full list has been applied. */
   get synced(): boolean {
-    return this.#synced;
+    return this.#informer.synced;
   }
 
-  get restarts(): number {
-    return this.#restarts;
+  /** Watch/list failures so far. */
+  get errors(): number {
+    return this.#errors;
   }
 
-  /** Starts; resolves after the first list, or keeps retrying in the background if it fails. */
+  /** Starts; resolves after the first list, or after `syncTimeoutMs` with the informer retrying in the background. */
   async start(): Promise<void> {
-    try {
-      await this.#informer.start();
-      this.#synced = true;
-      this.#o.logger.info('node pod watch synced', { node: this.#o.nodeName, pods: this.#o.pods.size });
-    } catch (err) {
-      this.#restart(err);
-    }
+    this.#informer.start();
+    const timeout = new AbortController();
+    const timer = this.#o.clock.sleep(this.#o.syncTimeoutMs ?? 10_000, timeout.signal).then(
+      () => 'timeout' as const,
+      () => 'cancelled' as const,
+    );
+    const synced = this.#informer.waitForSync().then(
+      () => 'synced' as const,
+      () => 'cancelled' as const, // stopped before the first list: never an unhandled rejection
+    );
+    const outcome = await Promise.race([synced, timer]);
+    timeout.abort();
+    if (outcome === 'synced') this.#o.logger.info('node pod watch synced', { node: this.#o.nodeName, pods: this.#o.pods.size });
+    else this.#o.logger.warn('node pod watch not synced yet; continuing in the background', { node: this.#o.nodeName });
   }
 
   async stop(): Promise<void> {
-    this.#stop.abort();
     await this.#informer.stop();
-  }
-
-  #restart(err: unknown): void {
-    if (this.#restarting || this.#stop.signal.aborted) return;
-    this.#restarting = true;
-    this.#restarts++;
-    this.#o.logger.warn('node pod watch failed, reconnecting', { err: describeError(err) });
-    void (async () => {
-      for (let attempt = 0; !this.#stop.signal.aborted; attempt++) {
-        try {
-          await this.#o.clock.sleep(Math.min(backoff(attempt, this.#o.rng), 30_000), this.#stop.signal);
-          await this.#informer.start();
-          this.#synced = true;
-          break;
-        } catch (e) {
-          if (this.#stop.signal.aborted) break;
-          this.#o.logger.warn('node pod list failed, retrying', { err: describeError(e) });
-        }
-      }
-      this.#restarting = false;
-    })().catch(() => undefined);
   }
 }
