@@ -295,7 +295,9 @@ export class ApiServer {
     }
     if (path !== '/devcluster/faults') throw unknownPath();
     if (req.method !== 'POST') throw methodNotAllowed();
-    const body = (await this.#body(req, ['application/json'])) as Record<string, unknown>;
+    const raw = await this.#body(req, ['application/json']);
+    if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw badRequest('the fault request must be a JSON object');
+    const body = raw as Record<string, unknown>;
     const f = this.#p.faults;
     const num = (v: unknown, what: string): number => {
       if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`${what} must be a non-negative integer`);

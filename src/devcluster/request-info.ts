@@ -4,7 +4,7 @@
  * Authorization and the router both work from this.
  */
 import { findResource, type ResourceType } from './resources.js';
-import { unknownPath } from './status.js';
+import { badRequest, unknownPath } from './status.js';
 
 export type ResourceRequest = {
   readonly kind: 'resource';
@@ -31,7 +31,12 @@ function isWatch(query: URLSearchParams): boolean {
 }
 
 export function resolveRequest(method: string, path: string, query: URLSearchParams): RequestInfo {
-  const segs = path.split('/').filter((s) => s !== '').map((s) => decodeURIComponent(s));
+  let segs: string[];
+  try {
+    segs = path.split('/').filter((s) => s !== '').map((s) => decodeURIComponent(s));
+  } catch {
+    throw badRequest(`malformed URL path ${JSON.stringify(path.slice(0, 200))}`);
+  }
   let group: string;
   let version: string;
   let rest: string[];

@@ -75,7 +75,7 @@ export class RestStorage {
       let start: number;
       try {
         const parsed = JSON.parse(Buffer.from(cont, 'base64url').toString('utf8')) as { start?: unknown; rv?: unknown };
-        if (typeof parsed.start !== 'number' || typeof parsed.rv !== 'number') throw new Error('bad');
+        if (typeof parsed.start !== 'number' || typeof parsed.rv !== 'number' || !Number.isInteger(parsed.start) || parsed.start < 0) throw new Error('bad');
         start = parsed.start;
         if (parsed.rv < this.#o.store.compactedResourceVersion) {
           throw expired('The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.');

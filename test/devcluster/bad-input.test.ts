@@ -156,6 +156,11 @@ test('bad selectors and patches -> 400/422', async () => {
   assertStatus(await call('PATCH', '/api/v1/namespaces/default', { body: '[{"op":"remove","path":"/metadata/nothing"}]', contentType: 'application/json-patch+json' }), 422, 'Invalid');
   assertStatus(await call('PATCH', '/api/v1/namespaces/default', { body: '[1]', contentType: 'application/merge-patch+json' }), 400, 'BadRequest');
   assertStatus(await call('PUT', '/apis/authentication.k8s.io/v1/tokenreviews', { body: '{}', contentType: 'application/json' }), 405, 'MethodNotAllowed');
+  assertStatus(await call('GET', '/api/v1/namespaces/%E0%A4%A/pods'), 400, 'BadRequest');
+  const badContinue = Buffer.from(JSON.stringify({ rv: 1e9, start: -3 })).toString('base64url');
+  assertStatus(await call('GET', `/api/v1/namespaces?limit=1&continue=${badContinue}`), 400, 'BadRequest');
+  assertStatus(await call('GET', '/api/v1/namespaces?limit=1&continue=%21%21'), 400, 'BadRequest');
+  assertStatus(await call('POST', '/devcluster/faults', { body: 'null', contentType: 'application/json' }), 400, 'BadRequest');
 });
 
 test('the server is still healthy after all of the above', async () => {
