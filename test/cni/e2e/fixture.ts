@@ -179,6 +179,12 @@ export function networkNames(tag: 's' | 'a' | 'b'): NetworkNames {
   return { bridge: `cb${tag}${process.pid % 100000}`.slice(0, 15), subnet: `10.244.${n}.0/24`, gateway: `10.244.${n}.1` };
 }
 
+/** An IPv6-only network: fd00:cb:<n>::/64 (unique local addresses, never routed outside). */
+export function networkNames6(tag: 's' | 'a' | 'b'): NetworkNames {
+  const n = (SUBNET_BASE[tag]! + (process.pid % 50)).toString(16);
+  return { bridge: `cb6${tag}${process.pid % 100000}`.slice(0, 15), subnet: `fd00:cb:${n}::/64`, gateway: `fd00:cb:${n}::1` };
+}
+
 /** bridge + host-local (private IPAM dir), then istio-cni as install-cni would chain it. */
 export function conflist(net: NetworkNames, options: { ipamDir: string; runDir: string; ambient: boolean; extra?: Record<string, unknown> }): Conflist {
   const entry = buildPluginEntry({
@@ -201,7 +207,12 @@ export function conflist(net: NetworkNames, options: { ipamDir: string; runDir: 
         bridge: net.bridge,
         isGateway: true,
         ipMasq: false,
-        ipam: { type: 'host-local', subnet: net.subnet, dataDir: options.ipamDir, routes: [{ dst: '0.0.0.0/0' }] },
+        ipam: {
+          type: 'host-local',
+          subnet: net.subnet,
+          dataDir: options.ipamDir,
+          routes: [{ dst: net.subnet.includes(':') ? '::/0' : '0.0.0.0/0' }],
+        },
       },
       { ...(pluginEntry as Record<string, unknown>), type: 'istio-cni', pod_retrieval_max_retries: 5, pod_retrieval_interval_ms: 200, ...options.extra },
     ],

@@ -17,7 +17,8 @@ const net = require('node:net');
 const ports = ${JSON.stringify(ports)};
 let up = 0;
 for (const [port, name] of Object.entries(ports)) {
-  net.createServer((s) => s.end(name + '\\n')).listen(Number(port), '0.0.0.0', () => {
+  // '::' takes IPv4 too (dual-stack socket), so one listener serves both families.
+  net.createServer((s) => s.end(name + '\\n')).listen(Number(port), '::', () => {
     if (++up === Object.keys(ports).length) process.stdout.write('ready\\n');
   });
 }
