@@ -235,6 +235,12 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     const ended = await eventually('stream ended', () => rec.ended);
     assert.notEqual(ended, 'ok');
     assert.equal((ended as ServiceError).code, GrpcStatus.NOT_FOUND);
+
+    // The identity outlives its last pod for the grace period (30 s), then it is forgotten.
+    const batchId = `spiffe://${TD}/ns/shop/sa/batch`;
+    assert.ok(broker.certs.status(batchId), 'still held within the grace period');
+    clock.skip(30_000);
+    await eventually('batch identity forgotten', () => (broker.certs.status(batchId) === undefined ? true : undefined));
   });
 
   it('certbroker fetch gets its own SVID from the CA, subscribes, prints and writes PEMs that openssl verifies', async () => {
