@@ -19,6 +19,7 @@ import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
 import { createLogger } from '../../src/core/log.js';
 import { SkipClock } from './support/skip-clock.js';
 import { runFetch } from '../../src/broker/fetch.js';
+import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
 
 const run = promisify(execFile);
@@ -163,12 +164,28 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     await eventually('deletion seen', () => (broker.pods.byUid(uid) === undefined ? true : undefined));
   });
 
-  it('bundle stream answers at once with the trust domain roots', async () => {
+  it('bundle stream answers at once; a trust bundle change reaches every open stream with the full state', async () => {
     const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
-    const s = client.subscribeX509Bundles({ uid: cartUid });
-    const msg = await firstMessage(s);
-    s.cancel();
-    assert.deepEqual(Object.keys(msg.bundles), [`spiffe://${TD}`]);
+    const bundles: Array<Record<string, Buffer>> = [];
+    const bs = client.subscribeX509Bundles({ uid: cartUid });
+    bs.on('data', (m: { bundles: Record<string, Buffer> }) => bundles.push(m.bundles));
+    bs.on('error', () => undefined);
+    const svids = new Recorder(client.subscribeX509Svid({ uid: cartUid }));
+    await eventually('first messages', () => (bundles.length >= 1 && svids.messages.length >= 1) || undefined);
+    assert.deepEqual(Object.keys(bundles[0]!), [`spiffe://${TD}`]);
+
+    // A second root appears (as when the CA starts a root rotation and sends both).
+    const extra = await createRootCa({ subject: 'CN=next root', ttlSeconds: 86400 });
+    const current = broker.bundle.rootsDer;
+    assert.equal(broker.bundle.update([...current, Buffer.from(extra.der)]), true);
+    await eventually('both streams updated', () => (bundles.length >= 2 && svids.messages.length >= 2) || undefined);
+    assert.equal(splitDerCertificates(bundles.at(-1)![`spiffe://${TD}`]!).length, 2);
+    const svid = svids.messages.at(-1)!.svids[0]!;
+    assert.equal(svid.spiffe_id, cartId, 'full state: the SVID comes again with the new bundle');
+    assert.equal(splitDerCertificates(svid.bundle).length, 2);
+    broker.bundle.update(current);
+    bs.cancel();
+    svids.stream.cancel();
   });
 
   it('registers a pod through the CNI socket (the plugin client) and shares one certificate between two pods of one service account', async () => {
