@@ -1,8 +1,8 @@
 /**
  * The packaged CNI binaries for tests: `scripts/build-sea.mjs` builds them once into
- * build/test-sea/<hash>/ (the hash covers the sources the bundles are made from and the node
- * binary), and every later test run or file reuses them. A lock directory keeps two test files
- * running in parallel from building the same thing twice. CERTBROKER_CNI_BIN_DIR points tests at
+ * build/test-sea/<hash>/ (the hash covers every file esbuild bundles, and the node binary), and
+ * every later test run or file reuses them. A lock directory keeps two test files running in
+ * parallel from building the same thing twice. CERTBROKER_CNI_BIN_DIR points tests at
  * prebuilt binaries instead.
  */
 import { spawnSync } from 'node:child_process';
@@ -11,25 +11,33 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } fr
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
+import { build } from 'esbuild';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 /** dist/test/support -> repo root */
 export const REPO_ROOT = resolve(here, '../../..');
 
-function sourceFiles(dir: string, out: string[] = []): string[] {
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) sourceFiles(p, out);
-    else if (e.name.endsWith('.ts')) out.push(p);
-  }
-  return out;
-}
+const ENTRIES = ['src/cni/plugin/main.ts', 'src/cni/iptables/main.ts'];
 
-function sourceHash(): string {
+/** Every file the bundles are made from (esbuild's own view of the imports), hashed with node's identity. */
+async function sourceHash(): Promise<string> {
   const h = createHash('sha256');
   h.update(process.execPath + statSync(process.execPath).size);
-  const files = [...sourceFiles(join(REPO_ROOT, 'src/cni')), ...sourceFiles(join(REPO_ROOT, 'src/core'))].sort();
-  for (const f of [...files, join(REPO_ROOT, 'scripts/build-sea.mjs')]) {
+  const inputs = new Set<string>([join(REPO_ROOT, 'scripts/build-sea.mjs')]);
+  for (const entry of ENTRIES) {
+    const r = await build({
+      entryPoints: [join(REPO_ROOT, entry)],
+      bundle: true,
+      platform: 'node',
+      format: 'cjs',
+      write: false,
+      metafile: true,
+      logLevel: 'silent',
+      absWorkingDir: REPO_ROOT,
+    });
+    for (const f of Object.keys(r.metafile.inputs)) inputs.add(resolve(REPO_ROOT, f));
+  }
+  for (const f of [...inputs].sort()) {
     h.update(f);
     h.update(readFileSync(f));
   }
@@ -50,7 +58,7 @@ export async function seaBinaries(): Promise<SeaBinaries> {
     return { dir: prebuilt, istioCni: join(prebuilt, 'istio-cni'), istioIptables: join(prebuilt, 'istio-iptables'), buildMs: 0 };
   }
   const base = join(REPO_ROOT, 'build/test-sea');
-  const dir = join(base, sourceHash());
+  const dir = join(base, await sourceHash());
   const result = (buildMs: number): SeaBinaries => ({
     dir,
     istioCni: join(dir, 'istio-cni'),
