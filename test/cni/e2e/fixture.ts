@@ -1,6 +1,6 @@
 /**
- * What the CNI end-to-end tests share: a devcluster with the istio-cni service account and its
- * RBAC (get pods and namespaces, nothing else), the plugin kubeconfig written as install-cni
+ * What the CNI end-to-end tests share: a devcluster with the istio-cni service account bound by
+ * the shipped RBAC (deploy/rbac-istio-cni.yaml, enforced by the devcluster), the plugin kubeconfig written as install-cni
  * writes it (its own renderer, a TokenRequest token), the plugin's conflist entry from
  * install-cni's builder chained after Debian's bridge + host-local, and throwaway network
  * namespaces and a private bridge that are removed even when a test fails.
@@ -8,8 +8,9 @@
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:https';
 import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseManifest, startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
 import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
 import { buildPluginEntry } from '../../../src/cni/install/plugin-entry.js';
 import { Secret } from '../../../src/core/secret.js';
@@ -17,6 +18,9 @@ import type { Conflist } from '../../support/cni-runner.js';
 
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
 export const CNI_NAMESPACE = 'istio-system';
+
+/** The RBAC the istio-cni service account ships with (dist/test/cni/e2e -> repo root). */
+const ISTIO_CNI_RBAC = resolve(fileURLToPath(new URL('.', import.meta.url)), '../../../../deploy/rbac-istio-cni.yaml');
 
 /** Why these tests cannot run here, or undefined. */
 export function e2eUnavailable(): string | undefined {
@@ -78,19 +82,7 @@ export async function startPluginCluster(dir: string): Promise<PluginCluster> {
     await cluster.apply([
       { apiVersion: 'v1', kind: 'Namespace', metadata: { name: CNI_NAMESPACE } },
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'istio-cni', namespace: CNI_NAMESPACE } },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRole',
-        metadata: { name: 'istio-cni-plugin' },
-        rules: [{ apiGroups: [''], resources: ['pods', 'namespaces'], verbs: ['get'] }],
-      },
-      {
-        apiVersion: 'rbac.authorization.k8s.io/v1',
-        kind: 'ClusterRoleBinding',
-        metadata: { name: 'istio-cni-plugin' },
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'istio-cni-plugin' },
-        subjects: [{ kind: 'ServiceAccount', name: 'istio-cni', namespace: CNI_NAMESPACE }],
-      },
+      ...(parseManifest(readFileSync(ISTIO_CNI_RBAC, 'utf8')) as object[]),
     ]);
     const tr = (await adminRequest(cluster, 'POST', `/api/v1/namespaces/${CNI_NAMESPACE}/serviceaccounts/istio-cni/token`, {
       apiVersion: 'authentication.k8s.io/v1',
