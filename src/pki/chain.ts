@@ -101,3 +101,27 @@ export function verifyChain(input: VerifyChainInput): x509.X509Certificate[] {
   }
   return path.map((n) => n.cert);
 }
+
+export interface ResponseChain {
+  readonly leaf: x509.X509Certificate;
+  /** Between the leaf and the roots, nearest first. */
+  readonly intermediates: readonly x509.X509Certificate[];
+  /** The last element of the response (may hold several roots during a rotation). */
+  readonly roots: readonly x509.X509Certificate[];
+}
+
+/**
+ * Splits an `IstioCertificateResponse.cert_chain` (leaf first, one intermediate per element,
+ * the root bundle last) into parsed certificates and verifies the leaf up to one of the roots at
+ * `nowMs`. A response of one element (leaf only) is ERR_PKI_CHAIN_EMPTY.
+ */
+export function parseResponseChain(certChain: readonly string[], nowMs: number): ResponseChain {
+  if (certChain.length < 2) throw new PkiError('ERR_PKI_CHAIN_EMPTY', `certificate chain has ${certChain.length} element(s); want the leaf and the roots at least`);
+  const leaves = parseCertificates(certChain[0]!, 'leaf certificate');
+  if (leaves.length !== 1) throw new PkiError('ERR_PKI_CERT_INVALID', `the first chain element must hold one certificate, found ${leaves.length}`);
+  const intermediates = certChain.slice(1, -1).flatMap((pem) => parseCertificates(pem, 'intermediate certificate'));
+  const roots = parseCertificates(certChain[certChain.length - 1]!, 'root certificate');
+  const leaf = leaves[0]!;
+  verifyChain({ leaf, intermediates, roots, nowMs });
+  return { leaf, intermediates, roots };
+}

@@ -23,7 +23,8 @@
  *   createIntermediateCa({...same, issuer: {cert, privateKey}}) -> CaCertificate {cert, der, pem, privateKey}
  *   caKeyMaterial({cert, keyObject, chain?, roots?}) -> CaKeyMaterial {cert, certDer, certPem, keyObject,
  *     keySpec, chain, roots, leafSigner, notAfterMs, signerIsRoot}; responseChainPems(m); rootBundlePem(m)
- * Chains: verifyChain({leaf, intermediates, roots, nowMs}); parseCertificates(pem) / parseCertificate
+ * Chains: verifyChain({leaf, intermediates, roots, nowMs, leafIsCa?}) -> ordered path; parseCertificates(pem);
+ *   parseCertificate(derOrPem); parseResponseChain(certChainPems, nowMs) -> {leaf, intermediates, roots} (verified)
  * cacerts: validateCaBundle({caCertPem, caKeyPem, certChainPem, rootCertPem, nowMs}) (pure);
  *   loadCaCertsDir(dir, nowMs?) (reads ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem)
  * PEM/DER: parsePem, parsePemBlocksOfType, parsePemOne, pemEncode, certificateFields
@@ -96,7 +97,7 @@ export {
   type CaKeyMaterialInput,
 } from './ca-material.js';
 export { parseCertificate, toSigningCryptoKey, x509 } from './x509-lib.js';
-export { parseCertificates, verifyChain, type VerifyChainInput } from './chain.js';
+export { parseCertificates, parseResponseChain, verifyChain, type ResponseChain, type VerifyChainInput } from './chain.js';
 export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle.js';
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';

@@ -16,6 +16,7 @@
  *   `SpiffeError` (`ERR_SVID_*`); `cert` is a @peculiar/x509 `X509Certificate`, DER bytes or PEM.
  * - `checkX509Svid(cert, {role})` returns the SPIFFE ID or throws the first problem.
  *   role 'leaf' (default) or 'signing' (CA certs in the chain).
+ * - `x509SvidChainProblems([leaf, ...cas])`: leaf rules on the first, signing rules on the rest.
  */
 export { SpiffeError, type SpiffeErrorCode } from './errors.js';
 export {
@@ -32,6 +33,7 @@ export {
 export { kubernetesIdentity, parseKubernetesIdentity, type KubernetesIdentity } from './kubernetes.js';
 export {
   checkX509Svid,
+  x509SvidChainProblems,
   x509SvidProblems,
   type SvidCheckOptions,
   type SvidCheckResult,

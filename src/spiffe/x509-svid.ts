@@ -129,3 +129,22 @@ export function checkX509Svid(input: CertInput, options: SvidCheckOptions = {}):
   if (problems.length > 0) throw problems[0]!;
   return spiffeId;
 }
+
+/**
+ * Checks a whole X509-SVID chain: the first certificate as a leaf SVID, every following one
+ * (intermediates, and roots if given) as a signing certificate. Returns the leaf's SPIFFE ID
+ * and every problem, each prefixed with the position it was found at.
+ */
+export function x509SvidChainProblems(chain: readonly CertInput[]): SvidCheckResult {
+  if (chain.length === 0) {
+    return { spiffeId: undefined, problems: [new SpiffeError('ERR_SVID_CERT_UNPARSEABLE', 'empty certificate chain')] };
+  }
+  const leaf = x509SvidProblems(chain[0]!, { role: 'leaf' });
+  const problems = [...leaf.problems];
+  for (let i = 1; i < chain.length; i++) {
+    for (const p of x509SvidProblems(chain[i]!, { role: 'signing' }).problems) {
+      problems.push(new SpiffeError(p.code, `chain[${i}]: ${p.message}`, p));
+    }
+  }
+  return { spiffeId: leaf.spiffeId, problems };
+}

@@ -125,3 +125,29 @@ test('intermediates are clamped to the issuer lifetime; bad CA options are coded
   assert.match(text.stdout, /sha256WithRSAEncryption/);
   assert.match(text.stdout, /Public-Key: \(2048 bit\)/);
 });
+
+test('parseResponseChain splits and verifies an IstioCertificateResponse chain', async () => {
+  const { parseResponseChain, responseChainPems } = await import('../../src/pki/index.js');
+  const { x509SvidChainProblems } = await import('../../src/spiffe/index.js');
+  const root = await createRootCa({ subject: 'CN=Root', ttlSeconds: DAY });
+  const other = await createRootCa({ subject: 'CN=Next Root', ttlSeconds: DAY });
+  const inter = await createIntermediateCa({ subject: 'CN=I', ttlSeconds: DAY, issuer: { cert: root.cert, privateKey: root.privateKey } });
+  const material = caKeyMaterial({ cert: inter.cert, keyObject: inter.privateKey, roots: [other.cert, root.cert] });
+  const leaf = new FastLeafIssuer({ signer: material.leafSigner }).issue({ csr: createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: ID }).pem, spiffeId: ID, ttlSeconds: 600 });
+  const response = [leaf.pem, ...responseChainPems(material)];
+  assert.equal(response.length, 3);
+  const parsed = parseResponseChain(response, Date.now());
+  assert.deepEqual(parsed.intermediates.map((c) => c.subject), ['CN=I']);
+  assert.deepEqual(parsed.roots.map((c) => c.subject), ['CN=Next Root', 'CN=Root']);
+  const svid = x509SvidChainProblems([parsed.leaf, ...parsed.intermediates, ...parsed.roots]);
+  assert.equal(svid.spiffeId?.id, ID);
+  assert.deepEqual(svid.problems, []);
+  // The leaf checked as a signing cert, or a CA checked as a leaf, is reported with its position.
+  const swapped = x509SvidChainProblems([parsed.intermediates[0]!, parsed.leaf]);
+  assert.ok(swapped.problems.some((p) => p.code === 'ERR_SVID_URI_SAN_MISSING'));
+  assert.ok(swapped.problems.some((p) => p.code === 'ERR_SVID_SIGNING_NOT_CA' && p.message.startsWith('chain[1]')));
+  assert.equal(codeOf(() => parseResponseChain([leaf.pem], Date.now())), 'ERR_PKI_CHAIN_EMPTY');
+  assert.equal(codeOf(() => parseResponseChain([leaf.pem, other.pem], Date.now())), 'ERR_PKI_CHAIN_BROKEN');
+  assert.equal(codeOf(() => parseResponseChain([leaf.pem + leaf.pem, inter.pem, root.pem], Date.now())), 'ERR_PKI_CERT_INVALID');
+  assert.equal(codeOf(() => parseResponseChain([leaf.pem, 'garbage', root.pem], Date.now())), 'ERR_PKI_PEM_EMPTY');
+});
