@@ -1,0 +1,68 @@
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { inspect } from 'node:util';
+import { loadKubeconfig } from '../../../src/cni/plugin/kubeconfig.js';
+import { CniError } from '../../../src/cni/plugin/cni-error.js';
+
+const here = fileURLToPath(new URL('.', import.meta.url));
+const installCni = resolve(here, '../../../../../shared/conformance/install-cni');
+let dir = '';
+before(() => {
+  dir = mkdtempSync(join(tmpdir(), 'cni-kubeconfig-'));
+});
+after(() => rmSync(dir, { recursive: true, force: true }));
+
+test("reads Istio's TLS kubeconfig: server, inlined CA, token kept secret", async () => {
+  const k = await loadKubeconfig(join(installCni, 'kubeconfig-tls'));
+  assert.equal(k.server.href, 'https://10.96.0.1/');
+  assert.equal(k.caPem, readFileSync(join(installCni, 'kube-ca.crt'), 'utf8'));
+  assert.equal(k.insecureSkipTlsVerify, false);
+  assert.equal(k.token?.reveal(), 'service_account_token_string');
+  assert.doesNotMatch(inspect(k) + JSON.stringify(k), /service_account_token_string/);
+});
+
+test("reads Istio's skip-TLS kubeconfig", async () => {
+  const k = await loadKubeconfig(join(installCni, 'kubeconfig-skip-tls'));
+  assert.equal(k.insecureSkipTlsVerify, true);
+  assert.equal(k.caPem, undefined);
+});
+
+test('tokenFile and certificate-authority files are read; JSON kubeconfigs work too', async () => {
+  writeFileSync(join(dir, 'token'), 'tok-from-file\n');
+  writeFileSync(join(dir, 'ca.crt'), 'PEM');
+  const path = join(dir, 'kc.json');
+  writeFileSync(
+    path,
+    JSON.stringify({
+      'current-context': 'c',
+      contexts: [{ name: 'c', context: { cluster: 'k', user: 'u' } }],
+      clusters: [{ name: 'k', cluster: { server: 'https://api.local:6443', 'certificate-authority': join(dir, 'ca.crt') } }],
+      users: [{ name: 'u', user: { tokenFile: join(dir, 'token') } }],
+    }),
+  );
+  const k = await loadKubeconfig(path);
+  assert.equal(k.token?.reveal(), 'tok-from-file');
+  assert.equal(k.caPem, 'PEM');
+  assert.equal(k.server.port, '6443');
+});
+
+test('a missing kubeconfig is "try again later" (11); a broken one is an invalid config (7)', async () => {
+  await assert.rejects(loadKubeconfig(join(dir, 'absent')), (e: unknown) => e instanceof CniError && e.wireCode === 11);
+  const cases: Record<string, string> = {
+    'no-context': 'apiVersion: v1\nclusters: []\n',
+    'bad-yaml': 'clusters: [\n  - {',
+    'unknown-context': "current-context: x\ncontexts: []\n",
+    'bad-server': "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\nclusters: [{name: k, cluster: {server: 'ftp://x'}}]\n",
+    'exec-user':
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n",
+  };
+  for (const [name, text] of Object.entries(cases)) {
+    const p = join(dir, name);
+    writeFileSync(p, text);
+    await assert.rejects(loadKubeconfig(p), (e: unknown) => e instanceof CniError && e.wireCode === 7, name);
+  }
+});
