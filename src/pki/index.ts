@@ -25,8 +25,10 @@
  *     keySpec, chain, roots, leafSigner, notAfterMs, signerIsRoot}; responseChainPems(m); rootBundlePem(m)
  * Chains: verifyChain({leaf, intermediates, roots, nowMs, leafIsCa?}) -> ordered path; parseCertificates(pem);
  *   parseCertificate(derOrPem); parseResponseChain(certChainPems, nowMs) -> {leaf, intermediates, roots} (verified)
- * cacerts: validateCaBundle({caCertPem, caKeyPem, certChainPem, rootCertPem, nowMs}) (pure);
- *   loadCaCertsDir(dir, nowMs?) (reads ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem)
+ * cacerts: validateCaBundle({caCertPem, caKeyPem, certChainPem, rootCertPem}, nowMs) -> CaKeyMaterial (pure);
+ *   loadCaCertsDir(dir, nowMs?) (reads ca-cert.pem, ca-key.pem, cert-chain.pem, root-cert.pem);
+ *   makePluginCaBundle({rootSubject, caSubject, rootTtlSeconds, caTtlSeconds, keyType, nowMs}) (pure) and
+ *   writeCaCertsDir(dir, bundle, force?) — what `certbroker certs` uses.
  * PEM/DER: parsePem, parsePemBlocksOfType, parsePemOne, pemEncode, certificateFields
  * Errors: PkiError with ERR_PKI_* codes (input problems -> invalid-argument; signer problems ->
  *   failed-precondition; signing failure -> internal).
