@@ -202,3 +202,15 @@ test('`certbroker cni-plugin` answers exactly as the standalone entry', async ()
   const bad = await execPlugin({ command: process.execPath, args: [cli, 'cni-plugin'], env: { ...ENV_OK, CNI_COMMAND: 'ADD' }, stdin: '' });
   assertCniError(bad, 6, /no network configuration/);
 });
+
+test('plugin_log_level decides what reaches stderr; stdout carries only the result', async () => {
+  const args = { ...ENV_OK, CNI_ARGS: 'K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-1' };
+  const quiet = await run('ADD', conf({ exclude_namespaces: ['kube-system'], plugin_log_level: 'none' }), args);
+  assert.equal(quiet.code, 0);
+  assert.equal(quiet.stderr, '');
+  const chatty = await run('ADD', conf({ exclude_namespaces: ['kube-system'], plugin_log_level: 'debug' }), args);
+  assert.equal(chatty.code, 0);
+  const lines = chatty.stderr.trim().split('\n').map((l) => JSON.parse(l) as { level: string; msg: string });
+  assert.ok(lines.some((l) => l.msg === 'pod namespace excluded' && l.level === 'info'));
+  assert.deepEqual(JSON.parse(chatty.stdout), JSON.parse(quiet.stdout));
+});
