@@ -112,7 +112,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
           reviewer: kubeTokenReviewer(c.kubeConfig),
           cache,
           clock,
-          onCacheLookup: (result) => metrics.tokenReviewCache.inc({ result }),
+          onCacheLookup: (result) => (result === 'hit' ? metrics.cacheHit.inc() : metrics.tokenReviewCache.inc({ result })),
         }),
       );
     }
