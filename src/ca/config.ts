@@ -3,6 +3,7 @@
  * the in-process stack); `readCaConfig` builds it from flags and environment variables for
  * `certbroker ca`, listing every problem at once.
  */
+import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
@@ -44,6 +45,12 @@ export const DEFAULT_AUDIENCES: readonly string[] = ['istio-ca'];
 export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/ztunnel'];
 export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
 export const SELF_SIGNED_SECRET_NAME = 'istio-ca-secret';
+/**
+ * Signing worker threads by default: one per core except one, which the main thread needs for
+ * gRPC, TLS and HTTP/2 (on 2 cores: 1 worker; with every core signing, the main thread is
+ * starved and the full path gets slower — see docs/benchmarks.md).
+ */
+export const DEFAULT_SIGNING_WORKERS = Math.max(1, availableParallelism() - 1);
 
 /** How one cluster's callers are authenticated. `kubeConfig` is a @kubernetes/client-node KubeConfig. */
 export interface ClusterConfig {
@@ -175,7 +182,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     trustedNodeAccounts: trusted,
     defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
-    signingWorkers: r.int(ENV.WORKERS, 2, { min: 0, max: 64 }),
+    signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
     audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),
