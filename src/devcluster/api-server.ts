@@ -226,6 +226,7 @@ export class ApiServer {
       return sendJson(res, 201, await reviews.tokenRequest(ns!, name!, body));
     }
     if (!t.verbs.includes(verb) && !(sub && ['get', 'update', 'patch'].includes(verb))) throw methodNotAllowed();
+    if ((verb === 'update' || verb === 'patch') && name === undefined) throw methodNotAllowed();
     switch (verb) {
       case 'get': {
         const r = rest.get(t, ns, name!);

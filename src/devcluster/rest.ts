@@ -142,6 +142,7 @@ export class RestStorage {
     const current = this.#o.store.get(t, ns, name);
     if (!current) {
       if (contentType === 'application/apply-patch+yaml' && sub === undefined) {
+        if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) throw badRequest('an apply patch must be an object');
         return this.create(t, ns, { ...(patch as object), metadata: { ...((patch as KubeObject).metadata ?? {}), name } }, q, user);
       }
       throw notFound(t.plural, t.group, name);
