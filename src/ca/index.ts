@@ -36,6 +36,7 @@ export {
   DEFAULT_TRUSTED_NODE_ACCOUNTS,
   DEFAULT_SERVING_DNS_NAMES,
   SELF_SIGNED_SECRET_NAME,
+  DEFAULT_SIGNING_WORKERS,
   type CaServerConfig,
   type CaEnvConfig,
   type CaCliFlags,
