@@ -48,8 +48,12 @@ export function classifyNetworkConfig(value: unknown, source = '(input)'): Netwo
   throw invalid(source, 'neither a plugin config (no "type") nor a config list (no "plugins")');
 }
 
-/** Parses file text into a classified network config; a JSON syntax error is ERR_CNI_CONFIG_INVALID. */
-export function parseNetworkConfig(text: string, source = '(input)'): NetworkConfig {
+/**
+ * Parses file text into a classified network config; a JSON syntax error is
+ * ERR_CNI_CONFIG_INVALID. `source` names the file in error messages.
+ */
+export function parseNetworkConfig(text: string, options: { readonly source?: string } = {}): NetworkConfig {
+  const source = options.source ?? '(input)';
   let value: unknown;
   try {
     value = JSON.parse(text);

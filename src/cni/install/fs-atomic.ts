@@ -23,8 +23,13 @@ async function discard(path: string): Promise<void> {
   await unlink(path).catch(() => undefined);
 }
 
-/** Replaces `dir/name` with `data`, giving the file `mode`. */
-export async function writeFileAtomic(dir: string, name: string, data: string | Uint8Array, mode: number): Promise<void> {
+/** Replaces `target.dir/target.name` with `data`, giving the file `mode`. */
+export async function writeFileAtomic(
+  target: { readonly dir: string; readonly name: string },
+  data: string | Uint8Array,
+  mode: number,
+): Promise<void> {
+  const { dir, name } = target;
   const tmp = tempPath(dir, name);
   try {
     const handle = await open(tmp, 'wx', mode);

@@ -160,7 +160,7 @@ export class Installer {
       modeOk = ((await stat(this.kubeconfigPath)).mode & 0o777) === this.#cfg.kubeconfigMode;
     }
     if (current === wanted && modeOk) return false;
-    await writeFileAtomic(this.#cfg.mountedCniAgentRunDir, this.#cfg.kubeconfigFilename, wanted, this.#cfg.kubeconfigMode);
+    await writeFileAtomic({ dir: this.#cfg.mountedCniAgentRunDir, name: this.#cfg.kubeconfigFilename }, wanted, this.#cfg.kubeconfigMode);
     return true;
   }
 
@@ -204,7 +204,7 @@ export class Installer {
       return { state: 'waiting', reason: `${what} in ${dir}` };
     }
     const primaryText = entries.find((e) => e.name === primary.name)?.text ?? '';
-    const primaryValue: unknown = parseNetworkConfig(primaryText, primary.name).value;
+    const primaryValue: unknown = parseNetworkConfig(primaryText, { source: primary.name }).value;
     const mode = (await stat(join(dir, primary.name))).mode & 0o7777;
 
     if (this.#cfg.istioOwnedCniConfig) {
@@ -220,7 +220,7 @@ export class Installer {
           // unparseable: rewrite
         }
       }
-      await writeFileAtomic(dir, own, renderNetworkConfig(wanted), mode || DEFAULT_CONFIG_MODE);
+      await writeFileAtomic({ dir, name: own }, renderNetworkConfig(wanted), mode || DEFAULT_CONFIG_MODE);
       return { state: 'written', file: own, previous };
     }
 
@@ -228,7 +228,7 @@ export class Installer {
     if (state === 'installed') return { state: 'unchanged', file: primary.name };
     const chained = chainPlugin(primaryValue, this.#entry, primary.name);
     const target = primary.name.endsWith('.conf') ? `${primary.name}list` : primary.name;
-    await writeFileAtomic(dir, target, renderNetworkConfig(chained), mode || DEFAULT_CONFIG_MODE);
+    await writeFileAtomic({ dir, name: target }, renderNetworkConfig(chained), mode || DEFAULT_CONFIG_MODE);
     // A lone .conf became a .conflist: drop the .conf, which would otherwise sort first.
     if (target !== primary.name) await removeIfPresent(join(dir, primary.name));
     return { state: 'written', file: target, previous: state === 'missing' ? 'missing' : 'outdated' };
@@ -298,7 +298,7 @@ export class Installer {
         if (out.kind === 'untouched') continue;
         const mode = (await stat(join(dir, entry.name))).mode & 0o7777;
         if (out.kind === 'empty') await removeIfPresent(join(dir, entry.name));
-        else await writeFileAtomic(dir, entry.name, renderNetworkConfig(out.config), mode || DEFAULT_CONFIG_MODE);
+        else await writeFileAtomic({ dir, name: entry.name }, renderNetworkConfig(out.config), mode || DEFAULT_CONFIG_MODE);
         config = entry.name;
       }
     }

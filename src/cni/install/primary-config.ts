@@ -42,9 +42,10 @@ function byteOrder(a: string, b: string): number {
  * Why a runtime would not load this file, or undefined when it would: the extension decides
  * the expected shape (a `.conflist` must be a named list, a `.conf` a single plugin).
  */
-export function unloadableReason(name: string, text: string): string | undefined {
+export function unloadableReason(file: { readonly name: string; readonly text: string }): string | undefined {
+  const { name, text } = file;
   try {
-    const config = parseNetworkConfig(text, name);
+    const config = parseNetworkConfig(text, { source: name });
     if (name.endsWith('.conflist')) {
       if (config.kind !== 'list') return `CNI config ${name}: a .conflist needs a "plugins" list`;
       if (typeof config.value.name !== 'string' || config.value.name === '') return `CNI config ${name}: the list has no "name"`;
@@ -80,7 +81,7 @@ export function selectPrimaryConfig(
       skipped.push({ name: entry.name, reason: 'unreadable' });
       continue;
     }
-    const reason = unloadableReason(entry.name, entry.text);
+    const reason = unloadableReason({ name: entry.name, text: entry.text });
     if (reason !== undefined) {
       skipped.push({ name: entry.name, reason });
       continue;

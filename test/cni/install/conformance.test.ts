@@ -109,7 +109,7 @@ for (const bad of ['invalid-arr.conflist', 'invalid-map.conflist']) {
       assert.match(err.message, new RegExp(bad.replace('.', '\\.')));
       return true;
     });
-    assert.throws(() => parseNetworkConfig(read(bad), bad), { code: 'ERR_CNI_CONFIG_INVALID' });
+    assert.throws(() => parseNetworkConfig(read(bad), { source: bad }), { code: 'ERR_CNI_CONFIG_INVALID' });
   });
 }
 

@@ -29,10 +29,10 @@ test('no candidates: undefined (the daemon waits)', () => {
 });
 
 test('the extension decides the shape a runtime expects', () => {
-  assert.match(unloadableReason('a.conflist', CONF) ?? '', /plugins/);
-  assert.match(unloadableReason('a.conf', LIST) ?? '', /single plugin/);
-  assert.match(unloadableReason('a.conflist', JSON.stringify({ plugins: [{ type: 'x' }] })) ?? '', /name/);
-  assert.equal(unloadableReason('a.conflist', LIST), undefined);
+  assert.match(unloadableReason({ name: 'a.conflist', text: CONF }) ?? '', /plugins/);
+  assert.match(unloadableReason({ name: 'a.conf', text: LIST }) ?? '', /single plugin/);
+  assert.match(unloadableReason({ name: 'a.conflist', text: JSON.stringify({ plugins: [{ type: 'x' }] }) }) ?? '', /name/);
+  assert.equal(unloadableReason({ name: 'a.conflist', text: LIST }), undefined);
 });
 
 test('our own istio-owned file is never the primary', () => {
