@@ -241,6 +241,19 @@ test('graceful shutdown: in-flight calls finish, new calls fail', async () => {
   }
 });
 
+test('pod informer survives dropped watches and compacted history', async () => {
+  const { waitForIndex } = await import('./support/ca-env.js');
+  assert.ok(env.cluster.faults.dropWatches() >= 1, 'the CA had a pod watch open');
+  await env.createPod({ namespace: 'default', name: 'after-drop', serviceAccount: 'sleep', node: 'node-b' });
+  await waitForIndex(ca, (i) => i.getPod('default', 'after-drop') !== undefined);
+  env.cluster.faults.compact();
+  env.cluster.faults.dropWatches();
+  await env.deletePod('default', 'after-drop');
+  await env.createPod({ namespace: 'default', name: 'after-compact', serviceAccount: 'sleep', node: 'node-b' });
+  await waitForIndex(ca, (i) => i.getPod('default', 'after-compact') !== undefined && i.getPod('default', 'after-drop') === undefined);
+  assert.equal(ca.ready, true);
+});
+
 test('no private key or token in the CA log', () => {
   const sig = token.split('.')[2]!;
   for (const line of env.logs) {
