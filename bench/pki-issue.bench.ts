@@ -6,7 +6,7 @@
  * run as the baseline. Scenarios run interleaved round-robin, the median of the rounds is
  * reported. Results go to the "PKI leaf issuing" section of docs/benchmarks.md.
  *
- * BENCH_PKI_ROUNDS (default 3), BENCH_PKI_SECONDS per scenario per round (default 1.5).
+ * BENCH_PKI_ROUNDS (default 6), BENCH_PKI_SECONDS per scenario per round (default 1).
  */
 import { createPublicKey, sign, verify } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -25,8 +25,8 @@ import {
 } from '../src/pki/index.js';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
-const ROUNDS = Number(process.env.BENCH_PKI_ROUNDS ?? 3);
-const SECONDS = Number(process.env.BENCH_PKI_SECONDS ?? 1.5);
+const ROUNDS = Number(process.env.BENCH_PKI_ROUNDS ?? 6);
+const SECONDS = Number(process.env.BENCH_PKI_SECONDS ?? 1);
 const CSR_COUNT = 512;
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 
