@@ -8,6 +8,7 @@
  * extension is accepted too, because chaining turns `X.conf` into `X.conflist`.
  */
 import { parseNetworkConfig } from './conflist.js';
+import { PLUGIN_TYPE } from './plugin-entry.js';
 
 export const CNI_CONFIG_EXTENSIONS: readonly string[] = ['.conf', '.conflist'];
 
@@ -52,6 +53,10 @@ export function unloadableReason(file: { readonly name: string; readonly text: s
     } else if (config.kind !== 'single') {
       return `CNI config ${name}: a .conf holds a single plugin, not a list`;
     }
+    // A leftover standalone istio-cni config is not a network: chaining into it would only
+    // duplicate us.
+    const types = config.kind === 'list' ? config.plugins.map((p) => p.type) : [config.value.type];
+    if (types.every((t) => t === PLUGIN_TYPE)) return `CNI config ${name}: holds only the ${PLUGIN_TYPE} plugin, not a primary network`;
     return undefined;
   } catch (err) {
     return err instanceof Error ? err.message : String(err);

@@ -35,6 +35,18 @@ test('the extension decides the shape a runtime expects', () => {
   assert.equal(unloadableReason({ name: 'a.conflist', text: LIST }), undefined);
 });
 
+test('a file holding only istio-cni is not a primary network', () => {
+  const ours = JSON.stringify({ cniVersion: '0.3.1', name: 'istio-cni', type: 'istio-cni' });
+  const onlyOursList = JSON.stringify({ cniVersion: '0.3.1', name: 'x', plugins: [{ type: 'istio-cni' }] });
+  const picked = selectPrimaryConfig([
+    { name: '00-istio-cni.conf', text: ours },
+    { name: '01-only-ours.conflist', text: onlyOursList },
+    { name: '10-calico.conflist', text: LIST },
+  ]);
+  assert.equal(picked?.name, '10-calico.conflist');
+  assert.equal(picked?.skipped.length, 2);
+});
+
 test('our own istio-owned file is never the primary', () => {
   const picked = selectPrimaryConfig(
     [{ name: '02-istio-cni.conflist', text: LIST }, { name: '10-calico.conflist', text: LIST }],
