@@ -44,6 +44,14 @@ async function sourceHash(): Promise<string> {
   return h.digest('hex').slice(0, 16);
 }
 
+function lockAgeMs(lock: string): number {
+  try {
+    return Date.now() - statSync(lock).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
 export interface SeaBinaries {
   readonly dir: string;
   readonly istioCni: string;
@@ -75,8 +83,8 @@ export async function seaBinaries(): Promise<SeaBinaries> {
       break;
     } catch {
       if (existsSync(done)) return result(0);
-      // A stale lock (a killed run) is taken over after two minutes.
-      if (waited > 120_000) rmSync(lock, { recursive: true, force: true });
+      // A lock left by a killed run (older than any real build) is taken over.
+      if (waited > 0 && lockAgeMs(lock) > 600_000) rmSync(lock, { recursive: true, force: true });
       await delay(200);
     }
   }
