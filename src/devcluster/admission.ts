@@ -230,8 +230,15 @@ export function admitUpdate(t: ResourceType, current: KubeObject, input: unknown
   }
   let next: KubeObject;
   if (ctx.subresource === 'status') {
-    next = structuredClone(current);
-    next.status = obj.status;
+    // As the real status strategies: the spec stays; metadata (labels, annotations) may change,
+    // except what each kind protects (pods: ownerReferences; apps: labels).
+    next = obj;
+    next.metadata = { ...meta };
+    if (current.spec !== undefined) next.spec = structuredClone(current.spec);
+    else delete next.spec;
+    if (t.group === '' && t.plural === 'pods') next.metadata.ownerReferences = structuredClone(current.metadata.ownerReferences);
+    if (t.group === 'apps') next.metadata.labels = structuredClone(current.metadata.labels);
+    validateMeta(t, { ...next.metadata, name: ctx.nameFromUrl });
   } else if (ctx.subresource === 'approval') {
     next = structuredClone(current);
     const conditions = (obj.status as { conditions?: unknown } | undefined)?.conditions;

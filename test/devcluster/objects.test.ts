@@ -112,3 +112,19 @@ test('deleting a namespace removes everything in it', async () => {
   const left = await core.listConfigMapForAllNamespaces({ fieldSelector: 'metadata.namespace=doomed' });
   assert.equal(left.items.length, 0);
 });
+
+test('pods/status writes may change labels and annotations but never the spec (as the real status strategy)', async () => {
+  const { core } = adminClient(cluster);
+  await core.createNamespace({ body: { metadata: { name: 'status-meta' } } });
+  await core.createNamespacedPod({ namespace: 'status-meta', body: { metadata: { name: 'p', labels: { a: '1' } }, spec: { containers: [{ name: 'c', image: 'i' }] } } });
+  const merge = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+  const out = await core.patchNamespacedPodStatus(
+    { namespace: 'status-meta', name: 'p', body: { metadata: { labels: { 'cni.istio.io/uninitialized': 'true' } }, spec: { nodeName: 'sneaky' }, status: { phase: 'Failed' } } },
+    merge,
+  );
+  assert.deepEqual(out.metadata?.labels, { a: '1', 'cni.istio.io/uninitialized': 'true' });
+  assert.equal(out.spec?.nodeName, undefined, 'spec changes through /status are dropped');
+  assert.equal(out.status?.phase, 'Failed');
+  const read = await core.readNamespacedPod({ namespace: 'status-meta', name: 'p' });
+  assert.equal(read.metadata?.labels?.['cni.istio.io/uninitialized'], 'true');
+});
