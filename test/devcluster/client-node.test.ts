@@ -1,6 +1,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setHeaderOptions, PatchStrategy } from '@kubernetes/client-node';
+import { createPodInformer } from '../../src/kube/index.js';
 import {
   startCluster, adminClient, createPod, createServiceAccount, serviceAccountToken, kubeConfigFor, clientsFor,
   waitForPodRunning, deletePod, type DevCluster,
@@ -92,3 +93,35 @@ test('a service-account client is held to RBAC and gets the real 403 Status', as
 function k8sMergePatch() {
   return setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
 }
+
+test('simulated kubelet: hostNetwork pods get the node InternalIP; deleting a running pod marks it terminating, then removes it', async () => {
+  const { core } = adminClient(cluster);
+  await core.createNode({ body: { metadata: { name: 'node-ip' }, status: { addresses: [{ type: 'InternalIP', address: '192.0.2.10' }] } } });
+  await createPod(cluster, { namespace: 'kubelet', name: 'host', nodeName: 'node-ip', hostNetwork: true });
+  await createPod(cluster, { namespace: 'kubelet', name: 'normal', nodeName: 'node-ip' });
+  const host = await waitForPodRunning(cluster, { namespace: 'kubelet', name: 'host' });
+  const normal = await waitForPodRunning(cluster, { namespace: 'kubelet', name: 'normal' });
+  assert.equal(host.status?.podIP, '192.0.2.10');
+  assert.equal(host.status?.hostIP, '192.0.2.10');
+  assert.notEqual(normal.status?.podIP, '192.0.2.10');
+  assert.equal(normal.status?.containerStatuses?.[0]?.ready, true);
+  assert.equal(normal.status?.conditions?.find((c) => c.type === 'Ready')?.status, 'True');
+
+  const seen: string[] = [];
+  const informer = createPodInformer({
+    kubeConfig: kubeConfigFor(cluster, cluster.adminToken),
+    namespace: 'kubelet',
+    onUpdate: (p) => seen.push(`update ${p.metadata?.name} ${p.metadata?.deletionTimestamp ? 'terminating' : 'live'}`),
+    onDelete: (p) => seen.push(`delete ${p.metadata?.name}`),
+  });
+  informer.start();
+  try {
+    await informer.waitForSync();
+    const marked = await core.deleteNamespacedPod({ namespace: 'kubelet', name: 'normal' });
+    assert.ok(marked.metadata?.deletionTimestamp, 'the DELETE answer carries deletionTimestamp');
+    for (let i = 0; i < 2000 && !seen.includes('delete normal'); i++) await new Promise((r) => setTimeout(r, 5));
+    assert.deepEqual(seen, ['update normal terminating', 'delete normal']);
+  } finally {
+    await informer.stop();
+  }
+});
