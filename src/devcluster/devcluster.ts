@@ -49,6 +49,8 @@ export interface DevClusterOptions {
   readonly bookmarkIntervalMs?: number;
   /** Events watches can replay before older resourceVersions are compacted (default 20000). */
   readonly historyLimit?: number;
+  /** Reject pods whose service account does not exist, as the ServiceAccount admission plugin does (default false). */
+  readonly requireServiceAccounts?: boolean;
   /** Static admin bearer token (default: 32 random bytes, hex). */
   readonly adminToken?: string;
 }
@@ -86,7 +88,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const authn = new Authenticator({ adminToken, issuer, store, apiAudiences: [issuerUrl] });
   const rbac = new RbacAuthorizer(store);
   const kubelet = new SimulatedKubelet({ store, now });
-  const rest = new RestStorage({ store, now, gracefulPodDeletion: () => kubelet.enabled, rootCaPem: material.caCertPem });
+  const rest = new RestStorage({ store, now, gracefulPodDeletion: () => kubelet.enabled, rootCaPem: material.caCertPem, requireServiceAccounts: options.requireServiceAccounts ?? false });
   const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
   const hub: WatchHub = { open: new Set<ServerResponse>(), bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000 };
   const faults = new FaultInjector({ store, watches: hub.open });

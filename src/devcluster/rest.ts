@@ -9,7 +9,7 @@ import { apiVersionOf, findResource, RESOURCE_TYPES, type ResourceType } from '.
 import { admitCreate, admitUpdate, isoSeconds, type CreateContext } from './admission.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js';
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
-import { alreadyExists, badRequest, conflict, expired, notFound } from './status.js';
+import { alreadyExists, badRequest, conflict, expired, forbidden, notFound } from './status.js';
 import { parse as parseYaml } from 'yaml';
 
 const NAMESPACES = findResource('', 'v1', 'namespaces')!;
@@ -23,6 +23,8 @@ export interface RestOptions {
   readonly gracefulPodDeletion: () => boolean;
   /** PEM the kube-root-ca.crt ConfigMap of each namespace carries. */
   readonly rootCaPem: string;
+  /** ServiceAccount admission: pods naming a missing service account are rejected (403). */
+  readonly requireServiceAccounts?: boolean;
 }
 
 export interface Outcome {
@@ -108,6 +110,12 @@ export class RestStorage {
       if (nsObj?.metadata.deletionTimestamp) throw badRequest(`unable to create new content in namespace ${ns} because it is being terminated`);
     }
     const obj = admitCreate(t, input, { nowMs: this.#o.now(), namespace: ns, ...(user ? { user } : {}) });
+    if (this.#o.requireServiceAccounts && t.group === '' && t.plural === 'pods') {
+      const sa = String((obj.spec as { serviceAccountName?: string }).serviceAccountName);
+      if (!this.#o.store.get(SERVICE_ACCOUNTS, ns, sa)) {
+        throw forbidden(`pods "${obj.metadata.name}" is forbidden: error looking up service account ${ns}/${sa}: serviceaccount "${sa}" not found`, { name: obj.metadata.name!, kind: 'pods' });
+      }
+    }
     if (this.#o.store.get(t, ns, obj.metadata.name!)) throw alreadyExists(t.plural, t.group, obj.metadata.name!);
     if (isDryRun(q)) return { code: 201, body: withTypeMeta(t, obj) };
     const stored = this.#o.store.create(t, obj);

@@ -128,3 +128,21 @@ test('pods/status writes may change labels and annotations but never the spec (a
   const read = await core.readNamespacedPod({ namespace: 'status-meta', name: 'p' });
   assert.equal(read.metadata?.labels?.['cni.istio.io/uninitialized'], 'true');
 });
+
+test('optional ServiceAccount admission rejects pods whose service account is missing', async () => {
+  const strict = await startCluster({ requireServiceAccounts: true });
+  try {
+    const { core } = adminClient(strict);
+    await core.createNamespace({ body: { metadata: { name: 'sa-adm' } } });
+    const body = { metadata: { name: 'p' }, spec: { serviceAccountName: 'missing', containers: [{ name: 'c', image: 'i' }] } };
+    await assert.rejects(core.createNamespacedPod({ namespace: 'sa-adm', body }), (e: { code?: number; body?: string }) => {
+      assert.equal(e.code, 403);
+      assert.match(JSON.parse(e.body ?? '{}').message, /error looking up service account sa-adm\/missing: serviceaccount "missing" not found/);
+      return true;
+    });
+    const ok = await core.createNamespacedPod({ namespace: 'sa-adm', body: { ...body, spec: { ...body.spec, serviceAccountName: 'default' } } });
+    assert.equal(ok.spec?.serviceAccountName, 'default');
+  } finally {
+    await strict.close();
+  }
+});
