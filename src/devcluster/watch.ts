@@ -12,6 +12,9 @@ import { apiVersionOf, storeKey, type ResourceType } from './resources.js';
 import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.js';
 import { badRequest, expired } from './status.js';
 
+/** Unsent watch data above which a slow consumer's stream is closed. */
+export const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
+
 export interface WatchRequest {
   readonly type: ResourceType;
   readonly namespace: string | undefined;
@@ -51,7 +54,14 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
   res.flushHeaders();
   const render = w.render ?? ((o: KubeObject) => o);
   const send = (type: string, object: unknown): void => {
-    if (!res.destroyed && !res.writableEnded) res.write(JSON.stringify({ type, object }) + '\n');
+    if (res.destroyed || res.writableEnded) return;
+    // A consumer that stops reading is cut off, as the real watch cache does, instead of
+    // buffering without bound.
+    if (res.writableLength > MAX_BUFFERED_BYTES) {
+      res.destroy();
+      return;
+    }
+    res.write(JSON.stringify({ type, object }) + '\n');
   };
 
   const translate = (e: StoreEvent): void => {
