@@ -18,11 +18,10 @@ const SHUTDOWN_CHECK_TIMEOUT_MS = 5_000;
 
 /** install-cni's own API credentials: KUBECONFIG when set, in-cluster otherwise. */
 export async function loadKubeConfig(config: Pick<InstallConfig, 'kubeconfig'>): Promise<KubeConfig> {
-  const { KubeConfig } = await import('@kubernetes/client-node');
-  const kc = new KubeConfig();
-  if (config.kubeconfig !== undefined) kc.loadFromFile(config.kubeconfig);
-  else kc.loadFromCluster();
-  return kc;
+  const kube = await import('../../kube/index.js');
+  return config.kubeconfig !== undefined
+    ? kube.loadKubeConfig({ kubeconfigPath: config.kubeconfig })
+    : kube.loadKubeConfig({ inCluster: true });
 }
 
 async function makeAdvisor(config: InstallConfig, kc: () => Promise<KubeConfig>, logger: Logger): Promise<ShutdownAdvisor> {

@@ -1,26 +1,18 @@
 /**
- * The repair controller: watches the pods on this node (list+watch with
+ * The repair controller: watches the pods on this node (the shared pod informer with
  * `spec.nodeName=<node>`), finds the ones that started before the CNI plugin was ready
  * (`brokenPodReason`), and labels them through the pods/status subresource or deletes them
  * with UID + resourceVersion preconditions, recording a Kubernetes Event either way.
  * Failures are retried with backoff a bounded number of times.
  */
-import {
-  ApiException,
-  CoreV1Api,
-  ListWatch,
-  PatchStrategy,
-  Watch,
-  setHeaderOptions,
-  type KubeConfig,
-  type V1Pod,
-} from '@kubernetes/client-node';
+import { ApiException, CoreV1Api, PatchStrategy, setHeaderOptions, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { Counter, type Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { systemRng, type Rng } from '../../core/rng.js';
+import { createPodInformer } from '../../kube/index.js';
 import { brokenPodReason } from './broken-pod.js';
 import type { RepairConfig } from './config.js';
 import { RepairError } from './errors.js';
@@ -67,15 +59,6 @@ export async function startRepairController(options: RepairControllerOptions): P
     registers: [options.registry],
   });
   const fieldSelector = [config.fieldSelector, `spec.nodeName=${config.nodeName}`].filter((s) => s !== undefined && s !== '').join(',');
-  const listWatch = new ListWatch<V1Pod>(
-    '/api/v1/pods',
-    new Watch(kubeConfig),
-    () => api.listPodForAllNamespaces({ fieldSelector, labelSelector: config.labelSelector }),
-    false,
-    config.labelSelector,
-    fieldSelector,
-  );
-
   const recordEvent = async (pod: V1Pod, reason: string, message: string): Promise<void> => {
     const m = pod.metadata!;
     const now = new Date();
@@ -150,7 +133,7 @@ export async function startRepairController(options: RepairControllerOptions): P
 
   const reconcile = async (key: string): Promise<void> => {
     const slash = key.indexOf('/');
-    const pod = listWatch.get(key.slice(slash + 1), key.slice(0, slash));
+    const pod = informer.get(key.slice(0, slash), key.slice(slash + 1));
     if (pod?.metadata?.name === undefined || pod.metadata.namespace === undefined) return;
     if (pod.metadata.deletionTimestamp !== undefined && pod.metadata.deletionTimestamp !== null) return;
     const reason = brokenPodReason(
@@ -176,46 +159,32 @@ export async function startRepairController(options: RepairControllerOptions): P
   const enqueue = (pod: V1Pod) => {
     if (pod.metadata?.name && pod.metadata.namespace) queue.add(podKey(pod.metadata.namespace, pod.metadata.name));
   };
-  listWatch.on('add', enqueue);
-  listWatch.on('update', enqueue);
-  listWatch.on('delete', (pod: V1Pod) => labelled.delete(pod.metadata?.uid ?? ''));
-
-  let synced = false;
   let lastError: string | undefined;
-  let failures = 0;
-  const retryLater = (err: unknown): void => {
-    lastError = describeError(err);
-    if (signal.aborted) return;
-    failures++;
-    const delay = Math.min(30_000, 500 * 2 ** Math.min(failures, 6));
-    logger.warn('pod list/watch failed; restarting', { err: lastError, inMs: delay });
-    void clock.sleep(delay, signal).then(connect, () => undefined);
-  };
-  // ListWatch reports list and watch failures through 'error' and then stops; it resolves
-  // start() either way, so "synced" is judged by whether a list set a resourceVersion.
-  const connect = (): void => {
-    if (signal.aborted) return;
-    listWatch.start().then(
-      () => {
-        if (listWatch.latestResourceVersion() !== '') {
-          synced = true;
-          failures = 0;
-        }
-      },
-      retryLater,
-    );
-  };
-  listWatch.on('error', retryLater);
-  connect();
+  const informer = createPodInformer({
+    kubeConfig,
+    clock,
+    rng: options.rng ?? systemRng,
+    logger,
+    fieldSelector,
+    ...(config.labelSelector !== undefined ? { labelSelector: config.labelSelector } : {}),
+    onAdd: enqueue,
+    onUpdate: (pod) => enqueue(pod),
+    onDelete: (pod) => labelled.delete(pod.metadata?.uid ?? ''),
+    onError: (err) => {
+      lastError = describeError(err);
+      logger.warn('pod list/watch failed; retrying', { err: lastError });
+    },
+  });
+  informer.start();
 
   const worker = queue.run(signal);
   const stopped = (async () => {
     await worker;
-    await listWatch.stop();
+    await informer.stop();
   })();
   logger.info('repair controller started', { node: config.nodeName, mode: config.mode, fieldSelector });
   return {
-    problem: () => (synced ? undefined : `pod list not synced${lastError === undefined ? '' : `: ${lastError}`}`),
+    problem: () => (informer.synced ? undefined : `pod list not synced${lastError === undefined ? '' : `: ${lastError}`}`),
     stopped,
   };
 }

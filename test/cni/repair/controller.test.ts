@@ -112,7 +112,8 @@ test('label mode: the broken pod is labelled through pods/status (a 500 retried)
   assert.equal(messages.filter((m) => m.startsWith('pod detected as broken, but failed to label')).length, 1, 'the failed first attempt is recorded');
   assert.equal(messages.filter((m) => m === 'pod detected as broken, labeled').length, 1);
 
-  // A pod that breaks later is found through the watch.
+  // A pod that breaks later is found through the watch, even after the watch connection broke.
+  assert.ok(cluster.faults.dropWatches() >= 1);
   await setValidation(ns, 'plain', 126);
   await waitFor(() => logs.some((l) => l.msg === 'labelled broken pod' && l.pod === `${ns}/plain`), 'late-broken pod labelled');
 
