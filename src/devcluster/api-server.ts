@@ -16,6 +16,7 @@ import type { RestStorage } from './rest.js';
 import type { Reviews } from './reviews.js';
 import type { TokenIssuer } from './tokens.js';
 import type { FaultInjector } from './faults.js';
+import { applyFaultRequest } from './faults-endpoint.js';
 import { openApiV3Document, openApiV3Root } from './openapi.js';
 import { includeObjectParam, toTable, wantsTable } from './tables.js';
 import { serveWatch, type WatchHub } from './watch.js';
@@ -298,28 +299,7 @@ export class ApiServer {
     if (req.method !== 'POST') throw methodNotAllowed();
     const raw = await this.#body(req, ['application/json']);
     if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw badRequest('the fault request must be a JSON object');
-    const body = raw as Record<string, unknown>;
-    const f = this.#p.faults;
-    const num = (v: unknown, what: string): number => {
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < 0) throw badRequest(`${what} must be a non-negative integer`);
-      return v;
-    };
-    const spec = (v: unknown): { count: number; retryAfterSeconds?: number; path?: string } => {
-      const o = (v ?? {}) as Record<string, unknown>;
-      return { count: num(o.count, 'count'), ...(o.retryAfterSeconds !== undefined ? { retryAfterSeconds: num(o.retryAfterSeconds, 'retryAfterSeconds') } : {}), ...(typeof o.path === 'string' ? { path: o.path } : {}) };
-    };
-    if (body.clear === true) f.clear();
-    if (body.latencyMs !== undefined) f.setLatency(num(body.latencyMs, 'latencyMs'));
-    if (body.fail429 !== undefined) {
-      const s = spec(body.fail429);
-      f.failWith429(s.count, { ...(s.retryAfterSeconds !== undefined ? { retryAfterSeconds: s.retryAfterSeconds } : {}), ...(s.path ? { match: { path: s.path } } : {}) });
-    }
-    if (body.fail500 !== undefined) {
-      const s = spec(body.fail500);
-      f.failWith500(s.count, s.path ? { match: { path: s.path } } : {});
-    }
-    const dropped = body.dropWatches === true ? f.dropWatches() : 0;
-    if (body.compact === true) f.compact();
-    sendJson(res, 200, { droppedWatches: dropped, resourceVersion: String(this.#p.store.resourceVersion), openWatches: f.openWatches });
+    const dropped = applyFaultRequest(this.#p.faults, raw as Record<string, unknown>);
+    sendJson(res, 200, { droppedWatches: dropped, resourceVersion: String(this.#p.store.resourceVersion), openWatches: this.#p.faults.openWatches });
   }
 }
