@@ -200,7 +200,16 @@ export class RestStorage {
       });
       return { code: 200, body: withTypeMeta(t, marked) };
     }
-    if (t === NAMESPACES) this.#deleteNamespaceContents(name);
+    if (t === NAMESPACES) {
+      // As the namespace controller does, only without the wait: Terminating first (watchers see
+      // it), then the contents, then the namespace. The answer is the Terminating namespace.
+      current.metadata.deletionTimestamp = isoSeconds(this.#o.now());
+      current.status = { ...((current.status as object | undefined) ?? {}), phase: 'Terminating' };
+      const terminating = this.#o.store.update(t, current);
+      this.#deleteNamespaceContents(name);
+      this.#o.store.delete(t, ns, name);
+      return { code: 200, body: withTypeMeta(t, terminating) };
+    }
     const gone = this.#o.store.delete(t, ns, name)!;
     if (isPod || t === NAMESPACES || t.plural === 'services' || t.group === 'apps' || t.group === 'certificates.k8s.io') {
       return { code: 200, body: withTypeMeta(t, gone) };

@@ -107,7 +107,8 @@ test('deleting a namespace removes everything in it', async () => {
   assert.deepEqual(sas.items.map((s) => s.metadata?.name), ['default']);
   const root = await core.readNamespacedConfigMap({ namespace: 'doomed', name: 'kube-root-ca.crt' });
   assert.equal(root.data?.['ca.crt'], cluster.caCertPem);
-  await core.deleteNamespace({ name: 'doomed' });
+  const answer = await core.deleteNamespace({ name: 'doomed' });
+  assert.equal((answer as { status?: { phase?: string } }).status?.phase, 'Terminating');
   await assert.rejects(core.readNamespace({ name: 'doomed' }), (e: { code?: number }) => e.code === 404);
   const left = await core.listConfigMapForAllNamespaces({ fieldSelector: 'metadata.namespace=doomed' });
   assert.equal(left.items.length, 0);
