@@ -73,6 +73,11 @@ export class InMemoryPodIndex implements PodIndex {
     if (bucket && bucket.size === 0) this.#bySaNode.delete(k);
   }
 
+  /** Every pod in the index (a copy). */
+  all(): PodInfo[] {
+    return [...this.#byName.values()];
+  }
+
   clear(): void {
     this.#byName.clear();
     this.#bySaNode.clear();

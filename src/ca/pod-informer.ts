@@ -1,9 +1,13 @@
 /**
  * The real PodIndex: a Kubernetes list+watch of all pods (@kubernetes/client-node ListWatch),
  * reduced to the few fields the node authorizer reads and indexed by name and by
- * (namespace, serviceAccountName, nodeName). Reconnects with capped backoff after a watch
- * error; `synced` turns true after the first complete list and stays true across reconnects
- * (the relist replaces the content).
+ * (namespace, serviceAccountName, nodeName).
+ *
+ * Recovery: the client's ListWatch re-lists by itself after a clean watch end or 410 Gone; on
+ * any other error (apiserver 5xx, connection reset) it stops. Then this class builds a fresh
+ * ListWatch after a capped backoff, lists again, and reconciles the index with the new list
+ * (pods deleted during the outage are dropped). `synced` turns true after the first complete
+ * list and stays true across reconnects: a slightly stale index beats refusing every request.
  */
 import { CoreV1Api, makeInformer, type Informer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
@@ -15,6 +19,8 @@ export interface PodInformerOptions {
   readonly clock: Clock;
   readonly logger: Logger;
 }
+
+type ListingInformer = Informer<V1Pod> & { list(namespace?: string): readonly V1Pod[] };
 
 function toPodInfo(p: V1Pod): PodInfo | undefined {
   const m = p.metadata;
@@ -32,24 +38,17 @@ function toPodInfo(p: V1Pod): PodInfo | undefined {
 export class PodInformer implements PodIndex {
   readonly #index = new InMemoryPodIndex({ synced: false });
   readonly #o: PodInformerOptions;
-  readonly #informer: Informer<V1Pod>;
+  readonly #api: CoreV1Api;
   readonly #stop = new AbortController();
+  #informer: ListingInformer;
+  #generation = 0;
   #restarting = false;
+  #failed = false;
 
   constructor(options: PodInformerOptions) {
     this.#o = options;
-    const api = options.kubeConfig.makeApiClient(CoreV1Api);
-    this.#informer = makeInformer<V1Pod>(options.kubeConfig, '/api/v1/pods', () => api.listPodForAllNamespaces());
-    const upsert = (p: V1Pod) => {
-      const info = toPodInfo(p);
-      if (info) this.#index.upsert(info);
-    };
-    this.#informer.on('add', upsert);
-    this.#informer.on('update', upsert);
-    this.#informer.on('delete', (p: V1Pod) => {
-      if (p.metadata?.name && p.metadata.namespace) this.#index.remove(p.metadata.namespace, p.metadata.name);
-    });
-    this.#informer.on('error', (err: unknown) => this.#restart(err));
+    this.#api = options.kubeConfig.makeApiClient(CoreV1Api);
+    this.#informer = this.#create();
   }
 
   get synced(): boolean {
@@ -71,39 +70,82 @@ export class PodInformer implements PodIndex {
   /** Starts the list+watch; resolves after the first list (or rejects if it fails). */
   async start(): Promise<void> {
     await this.#informer.start();
+    // ListWatch reports a failed list through its error callback and still resolves start();
+    // the callback has then re-armed the restart loop, and the index is not synced.
+    if (this.#failed) return;
     this.#index.markSynced(true);
     this.#o.logger.info('pod informer synced', { pods: this.#index.size });
   }
 
-  /** Starts in the background, retrying the first list until it works or `stop()`. */
+  /** Starts in the background, retrying until it works or `stop()`. */
   startInBackground(): void {
     this.start().catch((err: unknown) => this.#restart(err));
   }
 
   async stop(): Promise<void> {
     this.#stop.abort();
+    this.#generation++;
     await this.#informer.stop();
   }
 
+  /** A ListWatch whose events only count while it is the current one. */
+  #create(): ListingInformer {
+    const generation = ++this.#generation;
+    const informer = makeInformer<V1Pod>(this.#o.kubeConfig, '/api/v1/pods', () => this.#api.listPodForAllNamespaces()) as ListingInformer;
+    const current = () => generation === this.#generation;
+    const upsert = (p: V1Pod) => {
+      if (!current()) return;
+      const info = toPodInfo(p);
+      if (info) this.#index.upsert(info);
+    };
+    informer.on('add', upsert);
+    informer.on('update', upsert);
+    informer.on('delete', (p: V1Pod) => {
+      if (current() && p.metadata?.name && p.metadata.namespace) this.#index.remove(p.metadata.namespace, p.metadata.name);
+    });
+    informer.on('error', (err: unknown) => {
+      if (current()) this.#restart(err);
+    });
+    return informer;
+  }
+
   #restart(err: unknown): void {
-    if (this.#restarting || this.#stop.signal.aborted) return;
+    if (this.#stop.signal.aborted) return;
+    // An error while a restart is in progress (the new watch failing at once) re-arms the loop.
+    this.#failed = true;
+    if (this.#restarting) return;
     this.#restarting = true;
     this.#o.logger.warn('pod watch failed, restarting', { err });
     void (async () => {
       let delayMs = 500;
-      while (!this.#stop.signal.aborted) {
+      while (this.#failed && !this.#stop.signal.aborted) {
+        this.#failed = false;
         try {
           await this.#o.clock.sleep(delayMs, this.#stop.signal);
-          await this.#informer.start();
+          delayMs = Math.min(delayMs * 2, 30_000);
+          await this.#informer.stop().catch(() => undefined);
+          const next = this.#create();
+          this.#informer = next;
+          await next.start();
+          if (this.#failed) continue; // the list or the new watch failed (see start())
+          this.#reconcile(next.list());
           this.#index.markSynced(true);
-          break;
+          this.#o.logger.info('pod watch restarted', { pods: this.#index.size });
         } catch (e) {
           if (this.#stop.signal.aborted) break;
+          this.#failed = true;
           this.#o.logger.warn('pod list failed, retrying', { err: e, delayMs });
-          delayMs = Math.min(delayMs * 2, 30_000);
         }
       }
       this.#restarting = false;
     })().catch(() => undefined);
+  }
+
+  /** Drops index entries that the fresh list no longer has (deleted during the outage). */
+  #reconcile(listed: readonly V1Pod[]): void {
+    const keep = new Set(listed.map((p) => `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`));
+    for (const pod of this.#index.all()) {
+      if (!keep.has(`${pod.namespace}/${pod.name}`)) this.#index.remove(pod.namespace, pod.name);
+    }
   }
 }

@@ -254,6 +254,23 @@ test('pod informer survives dropped watches and compacted history', async () => 
   assert.equal(ca.ready, true);
 });
 
+test('pod informer: apiserver errors during re-list keep the old index, then it catches up', async () => {
+  const { waitForIndex } = await import('./support/ca-env.js');
+  const faults = env.cluster.faults;
+  const before = faults.injectedFailures;
+  faults.failWith500(1, { match: { path: '/pods', method: 'GET' } });
+  faults.dropWatches();
+  while (faults.injectedFailures < before + 1) {
+    // While the informer cannot list, what it knew stays (no wipe, still synced).
+    assert.ok(ca.podIndex('Kubernetes')!.getPod('default', 'sleep-a'), 'index kept during the outage');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  await env.createPod({ namespace: 'default', name: 'after-errors', serviceAccount: 'sleep', node: 'node-b' });
+  await env.deletePod('default', 'after-compact');
+  await waitForIndex(ca, (i) => i.getPod('default', 'after-errors') !== undefined && i.getPod('default', 'after-compact') === undefined);
+  assert.ok(env.logs.some((l) => l.includes('"msg":"pod watch restarted"')));
+});
+
 test('no private key or token in the CA log', () => {
   const sig = token.split('.')[2]!;
   for (const line of env.logs) {
