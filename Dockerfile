@@ -19,7 +19,7 @@ COPY scripts ./scripts
 COPY proto ./proto
 COPY src ./src
 # Only src/ is compiled into the image (tests and benchmarks stay out).
-RUN npx tsc -p tsconfig.json --rootDir . \
+RUN npx tsc -p tsconfig.json \
   && node scripts/copy-assets.mjs \
   && node scripts/build-sea.mjs --out-dir /src/build/bin \
   && test -x /src/build/bin/istio-cni && test -x /src/build/bin/istio-iptables \
