@@ -1,0 +1,156 @@
+/**
+ * The Broker API service's stream logic on a fake clock: first message at once, updates paced
+ * by the rng within `updateJitterMs`, one pending update per stream (coalesced), a stream that
+ * ends when its pod goes. The gRPC call is an in-memory stand-in for grpc-js's server call
+ * object (the transport itself is covered over a real socket in broker-e2e.test.ts); the caller
+ * certificate is a real X509-SVID.
+ */
+import assert from 'node:assert/strict';
+import { EventEmitter } from 'node:events';
+import { before, describe, it } from 'node:test';
+import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
+import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { silentLogger } from '../../src/core/log.js';
+import { Secret } from '../../src/core/secret.js';
+import { BrokerApiService } from '../../src/broker/broker-api.js';
+import { CertManager } from '../../src/broker/cert-manager.js';
+import { NodePods } from '../../src/broker/node-pods.js';
+import { TrustBundle } from '../../src/broker/trust-bundle.js';
+import { encodePodReference } from '../../src/broker/workload-reference.js';
+import type { CaClient, WorkloadCert } from '../../src/broker/workload-cert.js';
+import { caKeyMaterial, createCsr, createRootCa, FastLeafIssuer, generateKeyPair } from '../../src/pki/index.js';
+
+const ZTUNNEL = 'spiffe://cluster.local/ns/istio-system/sa/ztunnel';
+const HOUR = 3_600_000;
+
+/** What the service uses of a grpc-js server writable stream. */
+class FakeCall extends EventEmitter {
+  readonly written: unknown[] = [];
+  ended = false;
+  error: { code?: number; details?: string } | undefined;
+  readonly metadata = new Metadata();
+  constructor(
+    readonly request: unknown,
+    private readonly peerDer: Buffer | undefined,
+  ) {
+    super();
+    this.on('error', (e: { code?: number; details?: string }) => (this.error = e));
+  }
+  write(m: unknown): boolean {
+    this.written.push(m);
+    return true;
+  }
+  end(): void {
+    this.ended = true;
+  }
+  getAuthContext() {
+    return this.peerDer ? { sslPeerCertificate: { raw: this.peerDer } } : {};
+  }
+  getPeer(): string {
+    return 'unix:fake';
+  }
+}
+
+describe('BrokerApiService streams (fake clock)', () => {
+  let ztunnelDer: Buffer;
+  let webDer: Buffer;
+
+  before(async () => {
+    const root = await createRootCa({ subject: 'CN=test root', ttlSeconds: 86400 });
+    const issuer = new FastLeafIssuer({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner });
+    const leaf = async (id: string) => {
+      const { privateKey } = await generateKeyPair();
+      return Buffer.from(issuer.issue({ csr: createCsr({ privateKey, uri: id }).der, spiffeId: id, ttlSeconds: 3600 }).der);
+    };
+    ztunnelDer = await leaf(ZTUNNEL);
+    webDer = await leaf('spiffe://cluster.local/ns/shop/sa/web');
+  });
+
+  function setup() {
+    const clock = new FakeClock();
+    let serial = 0;
+    const ca: CaClient = {
+      fetchCertificate: async (identity): Promise<WorkloadCert> => ({
+        identity,
+        chainDer: [Buffer.from(`leaf-${++serial}`)],
+        rootsDer: [Buffer.from('root')],
+        privateKey: new Secret(Buffer.from('key')),
+        serial: String(serial),
+        notBefore: clock.now(),
+        notAfter: clock.now() + HOUR,
+      }),
+    };
+    const certs = new CertManager({ ca, clock, rng: () => 0.5 });
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => clock.now() });
+    const bundle = new TrustBundle('cluster.local', [Buffer.from('root')]);
+    const service = new BrokerApiService({
+      pods, certs, bundle, allowedCallers: [ZTUNNEL], clock, rng: () => 0.25, logger: silentLogger, updateJitterMs: 1000,
+    });
+    const impl = service.implementation() as unknown as Record<string, (call: FakeCall) => void>;
+    const open = (uid: string, options: { peer?: Buffer | null; header?: boolean; rpc?: string } = {}) => {
+      const call = new FakeCall({ reference: { reference: encodePodReference({ uid }) } }, options.peer === null ? undefined : (options.peer ?? ztunnelDer));
+      if (options.header !== false) call.metadata.set('broker.spiffe.io', 'true');
+      impl[options.rpc ?? 'SubscribeToX509SVID']!(call);
+      return call;
+    };
+    const addPod = (uid: string, sa: string) =>
+      pods.upsert({ uid, namespace: 'shop', name: `${sa}-${uid.slice(-1)}`, serviceAccount: sa, nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
+    return { clock, certs, pods, bundle, service, open, addPod };
+  }
+
+  const uid = (n: number) => `00000000-0000-4000-8000-00000000000${n}`;
+
+  it('sends the first message at once and paces updates by the rng, coalescing changes', async () => {
+    const { clock, bundle, open, addPod, certs } = setup();
+    addPod(uid(1), 'web');
+    addPod(uid(2), 'web');
+    addPod(uid(3), 'cart');
+    await flushMicrotasks();
+    const calls = [open(uid(1)), open(uid(2)), open(uid(3)), open(uid(1), { rpc: 'SubscribeToX509Bundles' })];
+    await flushMicrotasks();
+    assert.deepEqual(calls.map((c) => c.written.length), [1, 1, 1, 1], 'first message at once');
+    assert.equal(certs.caCalls, 2, 'two pods of one SA share one certificate');
+
+    bundle.update([Buffer.from('root'), Buffer.from('root-2')]);
+    bundle.update([Buffer.from('root-2')]); // a second change before the first update went out
+    await flushMicrotasks();
+    assert.deepEqual(calls.map((c) => c.written.length), [1, 1, 1, 1], 'nothing before the paced delay');
+    await clock.advance(249); // rng 0.25 x 1000 ms
+    assert.deepEqual(calls.map((c) => c.written.length), [1, 1, 1, 1]);
+    await clock.advance(1);
+    assert.deepEqual(calls.map((c) => c.written.length), [2, 2, 2, 2], 'one update per stream, with the latest state');
+    const last = calls[0]!.written.at(-1) as { svids: Array<{ bundle: Buffer; spiffe_id: string }> };
+    assert.equal(last.svids[0]!.bundle.toString(), 'root-2');
+    assert.equal(last.svids[0]!.spiffe_id, 'spiffe://cluster.local/ns/shop/sa/web');
+  });
+
+  it('ends the stream with NOT_FOUND when the pod is deleted', async () => {
+    const { pods, open, addPod } = setup();
+    addPod(uid(1), 'web');
+    const call = open(uid(1));
+    await flushMicrotasks();
+    pods.remove(uid(1));
+    assert.equal(call.error?.code, GrpcStatus.NOT_FOUND);
+  });
+
+  it('refuses callers off the allow-list, missing headers and unknown pods, with the spec codes', async () => {
+    const { open, addPod } = setup();
+    addPod(uid(1), 'web');
+    assert.equal(open(uid(1), { peer: webDer }).error?.code, GrpcStatus.PERMISSION_DENIED);
+    assert.equal(open(uid(1), { peer: null }).error?.code, GrpcStatus.UNAUTHENTICATED);
+    assert.equal(open(uid(1), { header: false }).error?.code, GrpcStatus.INVALID_ARGUMENT);
+    assert.equal(open(uid(9)).error?.code, GrpcStatus.NOT_FOUND);
+    assert.equal(open(uid(1), { rpc: 'SubscribeToJWTBundles' }).error?.code, GrpcStatus.UNIMPLEMENTED);
+  });
+
+  it('closes every open stream with UNAVAILABLE on shutdown', async () => {
+    const { service, open, addPod } = setup();
+    addPod(uid(1), 'web');
+    const call = open(uid(1));
+    await flushMicrotasks();
+    assert.equal(service.openStreams, 1);
+    service.closeAll();
+    assert.equal(call.error?.code, GrpcStatus.UNAVAILABLE);
+    assert.equal(service.openStreams, 0);
+  });
+});
