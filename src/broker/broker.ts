@@ -119,7 +119,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
     api?.health.setStatus('spiffe.broker.API', 'SERVING');
   });
 
-  const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now() });
+  const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now(), ownPodUid: config.pod.uid });
   const watch = new NodePodWatch({ kubeConfig: config.kubeConfig, nodeName: config.nodeName, pods, clock, rng, logger });
 
   const service = new BrokerApiService({

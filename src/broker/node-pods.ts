@@ -38,13 +38,15 @@ export interface IdentityRetainer {
   release(identity: string, holder: string): void;
 }
 
-export type PodEligibility = 'eligible' | 'other-node' | 'host-network' | 'terminating' | 'finished';
+export type PodEligibility = 'eligible' | 'other-node' | 'host-network' | 'terminating' | 'finished' | 'self';
 
 export interface NodePodsOptions {
   readonly nodeName: string;
   readonly trustDomain: string;
   readonly certs: IdentityRetainer;
   readonly now: () => number;
+  /** The broker's own pod: it has its own SVID and gets no impersonated one. */
+  readonly ownPodUid?: string;
 }
 
 export class NodePods {
@@ -63,6 +65,7 @@ export class NodePods {
 
   eligibility(pod: PodFacts): PodEligibility {
     if (pod.nodeName !== this.#opts.nodeName) return 'other-node';
+    if (pod.uid === this.#opts.ownPodUid) return 'self';
     if (pod.hostNetwork) return 'host-network';
     if (pod.deleting) return 'terminating';
     if (pod.phase === 'Succeeded' || pod.phase === 'Failed') return 'finished';

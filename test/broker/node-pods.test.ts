@@ -34,9 +34,10 @@ describe('NodePods', () => {
     assert.equal(pods.byUid('u1')?.identity, 'spiffe://cluster.local/ns/shop/sa/cart');
   });
 
-  it('gives nothing to host-network, terminating, finished or other-node pods', () => {
+  it('gives nothing to host-network, terminating, finished or other-node pods, nor to the broker\'s own pod', () => {
     const certs = recorder();
-    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0, ownPodUid: 'self' });
+    assert.equal(pods.upsert(pod({ uid: 'self' })), 'self');
     assert.equal(pods.upsert(pod({ uid: 'a', hostNetwork: true })), 'host-network');
     assert.equal(pods.upsert(pod({ uid: 'b', deleting: true })), 'terminating');
     assert.equal(pods.upsert(pod({ uid: 'c', phase: 'Succeeded' })), 'finished');
