@@ -12,7 +12,7 @@
  * pool rate.
  *
  * BENCH_CA_SECONDS (default 4) measurement window per scenario; BENCH_CA_CHANNELS (default 4)
- * and BENCH_CA_INFLIGHT (default 32 per channel).
+ * and BENCH_CA_INFLIGHT (default 32 per channel); BENCH_CA_DOCS overrides the file written.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -369,7 +369,7 @@ const START = '<!-- bench:ca:start -->';
 const END = '<!-- bench:ca:end -->';
 
 function writeSection(body: string): void {
-  const file = join(ROOT, 'docs/benchmarks.md');
+  const file = process.env.BENCH_CA_DOCS ?? join(ROOT, 'docs/benchmarks.md');
   const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
   const section = `${START}\n${body}\n${END}`;
   const a = text.indexOf(START);
