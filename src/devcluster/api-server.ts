@@ -265,7 +265,7 @@ export class ApiServer {
       }
       case 'update': {
         const body = await this.#body(req, BODY_TYPES);
-        const r = rest.update(t, ns, name!, body, sub, q);
+        const r = rest.update(t, ns, name!, body, sub, q, user);
         return sendJson(res, r.code, r.body);
       }
       case 'patch': {

@@ -14,6 +14,7 @@ import { ObjectStore } from './store.js';
 import { TokenIssuer } from './tokens.js';
 import { Authenticator } from './authn.js';
 import { RbacAuthorizer } from './rbac.js';
+import { makeEscalationCheck } from './rbac-escalation.js';
 import { RestStorage } from './rest.js';
 import { Reviews } from './reviews.js';
 import { FaultInjector, type Faults } from './faults.js';
@@ -88,7 +89,14 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const authn = new Authenticator({ adminToken, issuer, store, apiAudiences: [issuerUrl] });
   const rbac = new RbacAuthorizer(store);
   const kubelet = new SimulatedKubelet({ store, now });
-  const rest = new RestStorage({ store, now, gracefulPodDeletion: () => kubelet.enabled, rootCaPem: material.caCertPem, requireServiceAccounts: options.requireServiceAccounts ?? false });
+  const rest = new RestStorage({
+    store,
+    now,
+    gracefulPodDeletion: () => kubelet.enabled,
+    rootCaPem: material.caCertPem,
+    requireServiceAccounts: options.requireServiceAccounts ?? false,
+    authorizeObject: makeEscalationCheck({ store, rbac }),
+  });
   const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
   const hub: WatchHub = { open: new Set<ServerResponse>(), bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000 };
   const faults = new FaultInjector({ store, watches: hub.open });

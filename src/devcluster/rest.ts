@@ -25,6 +25,8 @@ export interface RestOptions {
   readonly rootCaPem: string;
   /** ServiceAccount admission: pods naming a missing service account are rejected (403). */
   readonly requireServiceAccounts?: boolean;
+  /** Checks a caller may store this object (RBAC escalation prevention); throws a Status error. */
+  readonly authorizeObject?: (t: ResourceType, obj: KubeObject, user: NonNullable<CreateContext['user']>) => void;
 }
 
 export interface Outcome {
@@ -117,6 +119,7 @@ export class RestStorage {
       }
     }
     if (this.#o.store.get(t, ns, obj.metadata.name!)) throw alreadyExists(t.plural, t.group, obj.metadata.name!);
+    if (user) this.#o.authorizeObject?.(t, obj, user);
     if (isDryRun(q)) return { code: 201, body: withTypeMeta(t, obj) };
     const stored = this.#o.store.create(t, obj);
     if (t === NAMESPACES) this.#seedNamespace(stored.metadata.name!);
@@ -137,10 +140,11 @@ export class RestStorage {
     }
   }
 
-  update(t: ResourceType, ns: string | undefined, name: string, input: unknown, sub: string | undefined, q: URLSearchParams): Outcome {
+  update(t: ResourceType, ns: string | undefined, name: string, input: unknown, sub: string | undefined, q: URLSearchParams, user?: CreateContext['user']): Outcome {
     const current = this.#o.store.get(t, ns, name);
     if (!current) throw notFound(t.plural, t.group, name);
     const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub });
+    if (user) this.#o.authorizeObject?.(t, next, user);
     if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, next) };
     const stored = this.#o.store.update(t, next);
     return { code: 200, body: withTypeMeta(t, stored) };
@@ -170,7 +174,7 @@ export class RestStorage {
         if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) throw badRequest('a strategic merge patch must be a JSON object');
         result = strategicMergePatch(base, patch);
     }
-    return this.update(t, ns, name, result, sub, q);
+    return this.update(t, ns, name, result, sub, q, user);
   }
 
   delete(t: ResourceType, ns: string | undefined, name: string, options: unknown, q: URLSearchParams): Outcome {

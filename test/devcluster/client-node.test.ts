@@ -125,3 +125,49 @@ test('simulated kubelet: hostNetwork pods get the node InternalIP; deleting a ru
     await informer.stop();
   }
 });
+
+test('RBAC escalation prevention: roles and bindings only with permissions held, or with escalate/bind', async () => {
+  const { rbac: adminRbac } = adminClient(cluster);
+  await createServiceAccount(cluster, { namespace: 'esc', name: 'manager' });
+  // The manager may manage Roles and RoleBindings in its namespace and read pods there, nothing else.
+  await adminRbac.createNamespacedRole({
+    namespace: 'esc',
+    body: { metadata: { name: 'rbac-manager' }, rules: [{ apiGroups: ['rbac.authorization.k8s.io'], resources: ['roles', 'rolebindings'], verbs: ['create', 'update', 'patch', 'get'] }, { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list'] }] },
+  });
+  await adminRbac.createNamespacedRoleBinding({
+    namespace: 'esc',
+    body: { metadata: { name: 'manager' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'rbac-manager' }, subjects: [{ kind: 'ServiceAccount', name: 'manager', namespace: 'esc' }] },
+  });
+  const manager = clientsFor(kubeConfigFor(cluster, await serviceAccountToken(cluster, { namespace: 'esc', serviceAccountName: 'manager' }))).rbac;
+
+  // Within what it holds: fine.
+  await manager.createNamespacedRole({ namespace: 'esc', body: { metadata: { name: 'pod-reader' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get'] }] } });
+  await manager.createNamespacedRoleBinding({
+    namespace: 'esc',
+    body: { metadata: { name: 'readers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'pod-reader' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: 'esc' }] },
+  });
+  // Beyond it: 403, for new rules, wildcards and bindings to bigger roles.
+  const forbiddenGrant = (e: { code?: number; body?: string }) => e.code === 403 && /attempting to grant RBAC permissions not currently held/.test(JSON.parse(e.body ?? '{}').message);
+  await assert.rejects(manager.createNamespacedRole({ namespace: 'esc', body: { metadata: { name: 'secrets' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }] } }), forbiddenGrant);
+  await assert.rejects(manager.createNamespacedRole({ namespace: 'esc', body: { metadata: { name: 'all-pods' }, rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['*'] }] } }), forbiddenGrant);
+  await assert.rejects(
+    manager.createNamespacedRoleBinding({
+      namespace: 'esc',
+      body: { metadata: { name: 'admin' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' }, subjects: [{ kind: 'ServiceAccount', name: 'manager', namespace: 'esc' }] },
+    }),
+    forbiddenGrant,
+  );
+  // With `bind` on that role, the binding is allowed.
+  await adminRbac.createNamespacedRole({ namespace: 'esc', body: { metadata: { name: 'binder' }, rules: [{ apiGroups: ['rbac.authorization.k8s.io'], resources: ['clusterroles'], verbs: ['bind'], resourceNames: ['view-secrets'] }] } });
+  await adminRbac.createClusterRole({ body: { metadata: { name: 'view-secrets' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get'] }] } });
+  await adminRbac.createNamespacedRoleBinding({
+    namespace: 'esc',
+    body: { metadata: { name: 'manager-binder' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'binder' }, subjects: [{ kind: 'ServiceAccount', name: 'manager', namespace: 'esc' }] },
+  });
+  await manager.createNamespacedRoleBinding({
+    namespace: 'esc',
+    body: { metadata: { name: 'secret-viewers' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'view-secrets' }, subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: 'esc' }] },
+  });
+  const bindings = await adminRbac.listNamespacedRoleBinding({ namespace: 'esc' });
+  assert.deepEqual(bindings.items.map((b) => b.metadata?.name).sort(), ['manager', 'manager-binder', 'readers', 'secret-viewers']);
+});
