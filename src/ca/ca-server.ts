@@ -20,6 +20,7 @@ import { discoveredJwks } from './authn/oidc-discovery.js';
 import { TokenCache } from './authn/token-cache.js';
 import { TokenReviewAuthenticator } from './authn/token-review.js';
 import { CertificateService, type ClusterAuth } from './certificate-service.js';
+import { startH2Transport } from './h2-transport.js';
 import type { CaServerConfig } from './config.js';
 import { CaMetrics } from './metrics.js';
 import { NodeAuthorizer } from './node-authorizer.js';
@@ -37,6 +38,8 @@ export const CA_SERVICE = 'istio.v1.auth.IstioCertificateService';
 const SERVING_CERT_TTL_SECONDS = 30 * 24 * 3600;
 /** Skew allowed on JWT time claims when verifying locally. */
 const JWT_CLOCK_TOLERANCE_SECONDS = 10;
+/** Largest request message accepted (a CSR is a few KB). */
+const MAX_MESSAGE_BYTES = 256 * 1024;
 
 export interface CaServer {
   /** The bound gRPC port. */
@@ -196,16 +199,35 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     if (!identity.hasIdentity) await rotateServing();
   }
 
-  // Channelz bookkeeping costs CPU on every call and nothing reads it here.
-  const server = new Server({ 'grpc.max_receive_message_length': 256 * 1024, 'grpc.enable_channelz': 0 });
-  server.addService(caServiceDefinition(), service.implementation());
-  health.addToServer(server);
-  addReflection(server, [CA_PROTO, HEALTH_PROTO]);
-  const creds = config.plaintext ? ServerCredentials.createInsecure() : identity.credentials();
-  if (config.plaintext) logger.warn('gRPC is PLAINTEXT: for loopback development only');
-  const hostPart = config.grpcHost.includes(':') ? `[${config.grpcHost}]` : config.grpcHost;
-  const port = await bindServer(server, `${hostPart}:${config.grpcPort}`, creds);
-  logger.info('CA listening', { host: config.grpcHost, port, tls: !config.plaintext, signer: signer.description });
+  const transport = config.transport ?? 'grpc-js';
+  if (transport === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+  let port: number;
+  let stopTransport: () => Promise<'graceful' | 'forced'>;
+  if (transport === 'http2') {
+    const h2t = await startH2Transport({
+      host: config.grpcHost,
+      port: config.grpcPort,
+      identity,
+      service,
+      health,
+      logger,
+      maxMessageBytes: MAX_MESSAGE_BYTES,
+    });
+    port = h2t.port;
+    stopTransport = () => h2t.close(config.shutdownGraceMs);
+  } else {
+    // Channelz bookkeeping costs CPU on every call and nothing reads it here.
+    const server = new Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.enable_channelz': 0 });
+    server.addService(caServiceDefinition(), service.implementation());
+    health.addToServer(server);
+    addReflection(server, [CA_PROTO, HEALTH_PROTO]);
+    const creds = config.plaintext ? ServerCredentials.createInsecure() : identity.credentials();
+    if (config.plaintext) logger.warn('gRPC is PLAINTEXT: for loopback development only');
+    const hostPart = config.grpcHost.includes(':') ? `[${config.grpcHost}]` : config.grpcHost;
+    port = await bindServer(server, `${hostPart}:${config.grpcPort}`, creds);
+    stopTransport = () => stopServer(server, config.shutdownGraceMs);
+  }
+  logger.info('CA listening', { host: config.grpcHost, port, tls: !config.plaintext, transport, signer: signer.description });
 
   const healthTimer = setInterval(refreshHealth, 500);
   healthTimer.unref();
@@ -237,7 +259,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
         if (servingTimer) clearTimeout(servingTimer);
         unsubscribe();
         health.shutdown();
-        const how = await stopServer(server, config.shutdownGraceMs);
+        const how = await stopTransport();
         logger.info('CA stopped', { shutdown: how });
         await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
         await signer.close();

@@ -102,7 +102,7 @@ export class CertificateService {
       ) => {
         this.createCertificate(call.request, call.metadata).then(
           (res) => callback(null, res),
-          (err: unknown) => callback(this.#reject(err, call.getPeer())),
+          (err: unknown) => callback(this.rejection(err, call.getPeer())),
         );
       },
     };
@@ -167,7 +167,11 @@ export class CertificateService {
     return cluster.authorizer.authorize(caller, impersonated).id;
   }
 
-  #reject(err: unknown, peer: string): Partial<ServiceError> {
+  /**
+   * Counts and logs a failed call and returns the status to send (generic UNAUTHENTICATED for
+   * every authn/authz failure). Public for transports other than grpc-js.
+   */
+  rejection(err: unknown, peer: string): Partial<ServiceError> {
     const o = this.#o;
     const outcome = outcomeFor(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';

@@ -35,6 +35,7 @@ export const ENV = Object.freeze({
   TOKEN_REVIEW: 'CA_TOKEN_REVIEW',
   REMOTE_CLUSTERS: 'CA_REMOTE_CLUSTERS',
   WORKERS: 'CA_SIGNING_WORKERS',
+  TRANSPORT: 'CA_TRANSPORT',
   SHUTDOWN_SECONDS: 'CA_SHUTDOWN_GRACE_SECONDS',
   LOG_LEVEL: 'LOG_LEVEL',
 });
@@ -104,6 +105,11 @@ export interface CaServerConfig {
   readonly tokenCacheSeconds: number;
   readonly signingWorkers: number;
   readonly shutdownGraceMs: number;
+  /**
+   * 'grpc-js' (default): full gRPC server with health Watch and reflection. 'http2': the lean
+   * node:http2 transport (CreateCertificate and health Check only; TLS only) for throughput.
+   */
+  readonly transport?: 'grpc-js' | 'http2';
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -183,6 +189,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
+    transport: r.oneOf(ENV.TRANSPORT, ['grpc-js', 'http2'] as const, 'grpc-js'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
     audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),

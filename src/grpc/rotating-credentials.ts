@@ -19,6 +19,20 @@ export class RotatingServerIdentity {
     for (const l of this.#listeners) l(this.#latest);
   }
 
+  /** The current identity as PEM buffers (null before the first update). */
+  current(): { certificate: Buffer; privateKey: Buffer } | null {
+    return this.#latest;
+  }
+
+  /** Calls `listener` on every later update; returns an unsubscribe function. */
+  onUpdate(listener: (identity: { certificate: Buffer; privateKey: Buffer }) => void): () => void {
+    const l: IdentityListener = (u) => {
+      if (u) listener(u);
+    };
+    this.#listeners.add(l);
+    return () => this.#listeners.delete(l);
+  }
+
   get hasIdentity(): boolean {
     return this.#latest !== null;
   }

@@ -29,6 +29,7 @@ const CLIENT = [
 
 let env: CaEnv;
 let ca: CaServer;
+let h2ca: CaServer;
 let work: { path: string; remove: () => Promise<void> };
 let plugin: PluginCa;
 
@@ -45,6 +46,7 @@ before(async () => {
   await mkdir(join(work.path, 'cacerts'));
   await writeCacerts(join(work.path, 'cacerts'), plugin);
   ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') } });
+  h2ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') }, transport: 'http2' });
   await waitForIndex(ca, (i) => i.getPod('default', 'sleep-a') !== undefined);
   await writeFile(join(work.path, 'roots.pem'), ca.rootsPem());
 });
@@ -54,13 +56,13 @@ after(async () => {
   await work?.remove();
 });
 
-async function py(args: { token: string; impersonate?: string; ttl?: number }): Promise<{ cert_chain?: string[]; code?: string; details?: string }> {
+async function py(args: { token: string; impersonate?: string; ttl?: number; port?: number }): Promise<{ cert_chain?: string[]; code?: string; details?: string }> {
   await writeFile(join(work.path, 'csr.pem'), await newCsr());
   await writeFile(join(work.path, 'token'), args.token);
   const { stdout } = await run(PYTHON, [
     CLIENT,
     work.path,
-    `127.0.0.1:${ca.port}`,
+    `127.0.0.1:${args.port ?? ca.port}`,
     join(work.path, 'roots.pem'),
     join(work.path, 'csr.pem'),
     join(work.path, 'token'),
@@ -70,9 +72,11 @@ async function py(args: { token: string; impersonate?: string; ttl?: number }): 
   return JSON.parse(stdout) as { cert_chain?: string[]; code?: string; details?: string };
 }
 
-test('python grpcio gets a certificate over TLS; chain is leaf, intermediate, root bundle last', async () => {
+for (const transport of ['grpc-js', 'http2'] as const) {
+test(`python grpcio gets a certificate over TLS (${transport} transport); chain is leaf, intermediate, root bundle last`, async () => {
+  const port = transport === 'http2' ? h2ca.port : ca.port;
   const token = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
-  const res = await py({ token, impersonate: `spiffe://${TD}/ns/default/sa/sleep`, ttl: 7200 });
+  const res = await py({ token, impersonate: `spiffe://${TD}/ns/default/sa/sleep`, ttl: 7200, port });
   assert.ok(res.cert_chain, JSON.stringify(res));
   const chain = res.cert_chain;
   assert.equal(chain.length, 3);
@@ -89,6 +93,7 @@ test('python grpcio gets a certificate over TLS; chain is leaf, intermediate, ro
   assert.ok(new X509Certificate(chain[1]!).checkIssued(last));
   assert.match(await opensslVerifyChain(chain), /OK/);
 });
+}
 
 test('python grpcio sees UNAUTHENTICATED for a bad token and INVALID_ARGUMENT for TTL over max', async () => {
   const bad = await py({ token: 'not-a-token' });

@@ -1,0 +1,110 @@
+/**
+ * The lean node:http2 transport (CA_TRANSPORT=http2) against grpc-js clients: same results and
+ * codes as the grpc-js transport for CreateCertificate, health Check, UNIMPLEMENTED for the
+ * rest, graceful stop. (Python grpcio also talks to it: python-interop.e2e.test.ts.)
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { credentials, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
+import type { CaServer } from '../../src/ca/index.js';
+import { loadProtos, lookup } from '../../src/grpc/index.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
+import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
+import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
+
+let env: CaEnv;
+let ca: CaServer;
+let ztunnel: string;
+
+before(async () => {
+  env = await startCaEnv();
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
+  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+  ca = await env.startCa({ transport: 'http2', signingWorkers: 1 });
+  await waitForIndex(ca, (i) => i.getPod('default', 'sleep-a') !== undefined);
+  ztunnel = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+});
+
+after(async () => {
+  await env?.close();
+});
+
+test('http2 transport: issues (own and impersonated identity); chain verifies', async () => {
+  const c = caClient(ca.port, ca.rootsPem());
+  try {
+    const own = await c.create({ token: ztunnel, csr: await newCsr() });
+    assert.equal(own.code, undefined, JSON.stringify(own));
+    assert.equal(checkX509Svid(own.chain![0]!)?.id, `spiffe://${TD}/ns/istio-system/sa/ztunnel`);
+    const imp = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: `spiffe://${TD}/ns/default/sa/sleep`, ttlSeconds: 600 });
+    assert.equal(imp.code, undefined, JSON.stringify(imp));
+    assert.equal(checkX509Svid(imp.chain![0]!)?.id, `spiffe://${TD}/ns/default/sa/sleep`);
+    assert.equal(imp.chain![imp.chain!.length - 1], ca.rootsPem());
+    assert.match(await opensslVerifyChain(imp.chain!), /OK/);
+  } finally {
+    c.close();
+  }
+});
+
+test('http2 transport: same codes as grpc-js (denied, TTL over max, bad CSR, no token)', async () => {
+  const c = caClient(ca.port, ca.rootsPem());
+  try {
+    const denied = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: `spiffe://${TD}/ns/default/sa/nobody` });
+    assert.equal(denied.code, status.UNAUTHENTICATED);
+    assert.equal(denied.details, 'authentication failed');
+    assert.equal(denied.errorCode, 'ERR_CA_UNAUTHENTICATED');
+    assert.equal(lastDenialReason(env.logs), 'ERR_CA_NO_POD_ON_NODE');
+    const ttl = await c.create({ token: ztunnel, csr: await newCsr(), ttlSeconds: 30 * 86_400 });
+    assert.equal(ttl.code, status.INVALID_ARGUMENT);
+    assert.equal(ttl.errorCode, 'ERR_CA_TTL_OVER_MAX');
+    assert.match(ttl.details ?? '', /greater than the max allowed TTL/);
+    const bad = await c.create({ token: ztunnel, csr: 'garbage' });
+    assert.equal(bad.code, status.INVALID_ARGUMENT);
+    const none = await c.create({ csr: await newCsr() });
+    assert.equal(none.code, status.UNAUTHENTICATED);
+    assert.equal(lastDenialReason(env.logs), 'ERR_CA_NO_TOKEN');
+  } finally {
+    c.close();
+  }
+});
+
+type Unary = (req: unknown, cb: (err: ServiceError | null, res?: { status: string }) => void) => void;
+
+test('http2 transport: health Check; other methods UNIMPLEMENTED', async () => {
+  const { grpcObject } = loadProtos(['grpc/health/v1/health.proto']);
+  const Health = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { Check: Unary; List: Unary }>(grpcObject, 'grpc.health.v1.Health');
+  const h = new Health(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
+  try {
+    const ok = await new Promise<{ status: string } | ServiceError>((resolve) => h.Check({ service: '' }, (e, r) => resolve(e ?? r!)));
+    assert.deepEqual(ok, { status: 'SERVING' });
+    const unknown = await new Promise<ServiceError | undefined>((resolve) => h.Check({ service: 'nope' }, (e) => resolve(e ?? undefined)));
+    assert.equal(unknown?.code, status.NOT_FOUND);
+    const list = await new Promise<ServiceError | undefined>((resolve) => h.List({}, (e) => resolve(e ?? undefined)));
+    assert.equal(list?.code, status.UNIMPLEMENTED);
+  } finally {
+    h.close();
+  }
+});
+
+test('http2 transport: graceful stop lets an in-flight call finish', async () => {
+  const s = await env.startCa({ transport: 'http2', signingWorkers: 0 });
+  const c = caClient(s.port, s.rootsPem());
+  try {
+    assert.equal((await c.create({ token: ztunnel, csr: await newCsr() })).code, undefined);
+    const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+    env.cluster.faults.setLatency(300);
+    const misses = async () => (await s.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
+    const before = await misses();
+    const inflight = c.create({ token: fresh, csr: await newCsr() });
+    while ((await misses()) === before) await new Promise((r) => setTimeout(r, 2));
+    const stopping = s.stop();
+    const r = await inflight;
+    await stopping;
+    assert.equal(r.code, undefined, JSON.stringify(r));
+    assert.ok(env.logs.some((l) => l.includes('"msg":"CA stopped"') && l.includes('"shutdown":"graceful"')));
+    const late = await c.create({ token: ztunnel, csr: await newCsr() });
+    assert.equal(late.code, status.UNAVAILABLE);
+  } finally {
+    env.cluster.faults.clear();
+    c.close();
+  }
+});
