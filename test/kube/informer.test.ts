@@ -2,6 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeInformer, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createPodInformer } from '../../src/kube/index.js';
+import { FakeClock } from '../../src/core/clock.js';
 import { startCluster, adminClient, createPod, deletePod, kubeConfigFor, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
@@ -104,6 +105,38 @@ test('client-node makeInformer reports a dropped watch as an error (why src/kube
     await rec.until(() => rec.errors.length > 0 || rec.events.length > 1);
     assert.ok(rec.errors.length > 0, 'makeInformer surfaces the drop through its error callback and does not restart itself');
   } finally {
+    await informer.stop();
+  }
+});
+
+test('informer retries a failing list with exponential backoff on the injected clock (no real waiting)', async () => {
+  const clock = new FakeClock();
+  await adminClient(cluster).core.createNamespace({ body: { metadata: { name: 'bo' } } });
+  cluster.faults.failWith500(4, { match: { path: '/api/v1/namespaces/bo/pods' } });
+  const errors: unknown[] = [];
+  const informer = createPodInformer({
+    kubeConfig: kubeConfigFor(cluster, cluster.adminToken),
+    namespace: 'bo',
+    clock,
+    rng: () => 0.5, // jitter midpoint: the base delay exactly
+    initialBackoffMs: 100,
+    maxBackoffMs: 400,
+    onError: (err) => errors.push(err),
+  });
+  informer.start();
+  try {
+    for (const expected of [100, 200, 400, 400]) {
+      await clock.waitForTimers(1);
+      assert.equal(clock.nextDue! - clock.now(), expected);
+      assert.equal(informer.synced, false);
+      await clock.advance(expected);
+    }
+    await informer.waitForSync();
+    assert.equal(errors.length, 4);
+    assert.equal((errors[0] as { code?: number }).code, 500);
+    assert.equal(informer.stats.consecutiveFailures, 0);
+  } finally {
+    cluster.faults.clear();
     await informer.stop();
   }
 });
