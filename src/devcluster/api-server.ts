@@ -264,11 +264,13 @@ export class ApiServer {
         return sendJson(res, r.code, r.body);
       }
       case 'update': {
+        this.#checkSigner(user, info);
         const body = await this.#body(req, BODY_TYPES);
         const r = rest.update(t, ns, name!, body, sub, q, user);
         return sendJson(res, r.code, r.body);
       }
       case 'patch': {
+        this.#checkSigner(user, info);
         const body = await this.#body(req, PATCH_TYPES);
         const r = rest.patch(t, ns, name!, mediaType(req), body, sub, q, user);
         return sendJson(res, r.code, r.body);
@@ -286,6 +288,26 @@ export class ApiServer {
       }
       default:
         throw methodNotAllowed();
+    }
+  }
+
+  /**
+   * Approving a CSR (`/approval`) also needs `approve`, and issuing it (`/status`) `sign`, on
+   * `signers` named after its signerName (or `<domain>/*`), as the real server checks.
+   */
+  #checkSigner(user: UserInfo, info: Extract<RequestInfo, { kind: 'resource' }>): void {
+    if (info.type.group !== 'certificates.k8s.io' || info.type.plural !== 'certificatesigningrequests') return;
+    if (info.subresource !== 'approval' && info.subresource !== 'status') return;
+    const csr = this.#p.store.get(info.type, undefined, info.name ?? '');
+    if (!csr) return; // the handler answers 404
+    const signer = String((csr.spec as { signerName?: string } | undefined)?.signerName ?? '');
+    const verb = info.subresource === 'approval' ? 'approve' : 'sign';
+    const names = [signer, `${signer.split('/')[0]}/*`];
+    const allowed = names.some((name) => this.#p.rbac.authorize({ user, resourceRequest: true, verb, apiGroup: 'certificates.k8s.io', resource: 'signers', name }).allowed);
+    if (!allowed) {
+      throw forbidden(`certificatesigningrequests.certificates.k8s.io "${info.name}" is forbidden: user not permitted to ${verb} requests with signerName "${signer}"`, {
+        name: info.name ?? '', group: 'certificates.k8s.io', kind: 'certificatesigningrequests',
+      });
     }
   }
 

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { setHeaderOptions, PatchStrategy } from '@kubernetes/client-node';
 import { parseManifest } from '../../src/devcluster/index.js';
-import { startCluster, adminClient, kubectl, type DevCluster } from '../support/cluster.js';
+import { startCluster, adminClient, kubectl, clientsFor, kubeConfigFor, createServiceAccount, serviceAccountToken, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
 before(async () => {
@@ -146,4 +146,19 @@ test('optional ServiceAccount admission rejects pods whose service account is mi
   } finally {
     await strict.close();
   }
+});
+
+test('approving or signing a CSR needs approve/sign on its signer, besides the subresource', async () => {
+  const { certs, rbac } = adminClient(cluster);
+  await createServiceAccount(cluster, { namespace: 'csr-ns', name: 'approver' });
+  const approver = clientsFor(kubeConfigFor(cluster, await serviceAccountToken(cluster, { namespace: 'csr-ns', serviceAccountName: 'approver' }))).certs;
+  const csr = await certs.createCertificateSigningRequest({ body: { metadata: { name: 'to-approve' }, spec: { request: Buffer.from('x').toString('base64'), signerName: 'example.com/mesh' } } });
+  await rbac.createClusterRole({ body: { metadata: { name: 'csr-approval' }, rules: [{ apiGroups: ['certificates.k8s.io'], resources: ['certificatesigningrequests/approval'], verbs: ['update'] }] } });
+  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'csr-approval' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'csr-approval' }, subjects: [{ kind: 'ServiceAccount', name: 'approver', namespace: 'csr-ns' }] } });
+  const approve = () => approver.replaceCertificateSigningRequestApproval({ name: 'to-approve', body: { ...csr, status: { conditions: [{ type: 'Approved', status: 'True', reason: 'R', message: 'm' }] } } });
+  await assert.rejects(approve(), (e: { code?: number; body?: string }) => e.code === 403 && /user not permitted to approve requests with signerName "example.com\/mesh"/.test(JSON.parse(e.body ?? '{}').message));
+  await rbac.createClusterRole({ body: { metadata: { name: 'mesh-signer-approver' }, rules: [{ apiGroups: ['certificates.k8s.io'], resources: ['signers'], verbs: ['approve'], resourceNames: ['example.com/*'] }] } });
+  await rbac.createClusterRoleBinding({ body: { metadata: { name: 'mesh-signer-approver' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'mesh-signer-approver' }, subjects: [{ kind: 'ServiceAccount', name: 'approver', namespace: 'csr-ns' }] } });
+  const approved = await approve();
+  assert.equal(approved.status?.conditions?.[0]?.type, 'Approved');
 });
