@@ -139,10 +139,12 @@ async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
   for (let c = 0; c < job.channels; c++) for (let k = 0; k < job.inflight; k++) loops.push(loop(c));
   await new Promise((r) => setTimeout(r, job.warmupMs));
   measuring = true;
+  process.stdout.write('window-start\n');
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   await new Promise((r) => setTimeout(r, job.measureMs));
   measuring = false;
+  process.stdout.write('window-end\n');
   const cpu = process.cpuUsage(cpu0);
   const seconds = (performance.now() - t0) / 1000;
   stop = true;
@@ -204,10 +206,12 @@ async function runClient(jobFile: string): Promise<void> {
   for (let c = 0; c < job.channels; c++) for (let k = 0; k < job.inflight; k++) loops.push(loop(c));
   await new Promise((r) => setTimeout(r, job.warmupMs));
   measuring = true;
+  process.stdout.write('window-start\n');
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   await new Promise((r) => setTimeout(r, job.measureMs));
   measuring = false;
+  process.stdout.write('window-end\n');
   const cpu = process.cpuUsage(cpu0);
   const seconds = (performance.now() - t0) / 1000;
   stop = true;
@@ -217,13 +221,33 @@ async function runClient(jobFile: string): Promise<void> {
   process.stdout.write(JSON.stringify(result) + '\n');
 }
 
-function runLoad(job: ClientJob, dir: string): Promise<ClientResult> {
+interface Window {
+  /** CA process CPU seconds and main-thread event-loop utilization during the load's measurement window. */
+  cpuSeconds: number;
+  elu: number;
+}
+
+/** Runs the load process; samples this process's CPU and main-thread busy time over the client's window. */
+function runLoad(job: ClientJob, dir: string, window: Window): Promise<ClientResult> {
   const file = join(dir, `job-${Date.now()}.json`);
   writeFileSync(file, JSON.stringify(job));
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', file], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    let cpu0: NodeJS.CpuUsage | undefined;
+    let elu0: ReturnType<typeof performance.eventLoopUtilization> | undefined;
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+      if (cpu0 === undefined && out.includes('window-start\n')) {
+        cpu0 = process.cpuUsage();
+        elu0 = performance.eventLoopUtilization();
+      }
+      if (cpu0 !== undefined && window.cpuSeconds === 0 && out.includes('window-end\n')) {
+        const d = process.cpuUsage(cpu0);
+        window.cpuSeconds = (d.user + d.system) / 1e6;
+        window.elu = performance.eventLoopUtilization(elu0).utilization;
+      }
+    });
     child.on('error', reject);
     child.on('close', (code) => {
       if (code !== 0) reject(new Error(`load process exited with ${code}`));
@@ -306,28 +330,30 @@ async function main(): Promise<void> {
       await env.createPod({ namespace: 'istio-system', name: `ztunnel-${i}`, serviceAccount: 'ztunnel', node: nodes[0]! });
       tokens.push(await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: `ztunnel-${i}` }));
     }
-    const scenarios: Array<{ workers: number; client: 'http2' | 'grpc-js' }> = [
-      { workers: inproc.poolSize, client: 'http2' },
-      { workers: inproc.poolSize, client: 'grpc-js' },
-      { workers: 1, client: 'http2' },
-      { workers: 0, client: 'http2' },
+    type Scenario = { workers: number; client: 'http2' | 'grpc-js'; transport: 'grpc-js' | 'http2' };
+    const scenarios: Scenario[] = [
+      { transport: 'grpc-js', workers: inproc.poolSize, client: 'http2' },
+      { transport: 'grpc-js', workers: 1, client: 'http2' },
+      { transport: 'grpc-js', workers: 1, client: 'grpc-js' },
+      { transport: 'grpc-js', workers: 0, client: 'http2' },
+      { transport: 'http2', workers: inproc.poolSize, client: 'http2' },
+      { transport: 'http2', workers: 1, client: 'http2' },
     ];
-    for (const { workers, client } of scenarios) {
-      const ca = await env.startCa({ signingWorkers: workers, logger: (await import('../src/core/log.js')).silentLogger });
+    for (const { workers, client, transport } of scenarios) {
+      const ca = await env.startCa({ signingWorkers: workers, transport, logger: (await import('../src/core/log.js')).silentLogger });
       await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-3') !== undefined && i.getPod('default', 'sleep-a') !== undefined);
-      const elu0 = performance.eventLoopUtilization();
-      const cpu0 = process.cpuUsage();
+      const win: Window = { cpuSeconds: 0, elu: 0 };
       const res = await runLoad(
         { port: ca.port, rootsPem: ca.rootsPem(), tokens, csrs, impersonate: IDENTITY, channels: CHANNELS, inflight: INFLIGHT, warmupMs: 1000, measureMs: SECONDS * 1000, client },
         dir,
+        win,
       );
-      const elu = performance.eventLoopUtilization(elu0).utilization;
-      const caCpu = process.cpuUsage(cpu0);
-      const caCpuSeconds = (caCpu.user + caCpu.system) / 1e6;
+      const elu = win.elu;
+      const caCpuSeconds = win.cpuSeconds;
       if (res.firstError) process.stdout.write(`  first error: ${res.firstError}\n`);
       const hits = (await ca.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'hit')?.value ?? 0;
       const misses = (await ca.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
-      const name = `gRPC+TLS (${client} load), signing ${workers > 0 ? `on ${workers} worker${workers > 1 ? 's' : ''}` : 'on the main thread'}`;
+      const name = `${transport === 'http2' ? 'lean http2 transport' : 'grpc-js server'}, ${client} load, signing ${workers > 0 ? `on ${workers} worker${workers > 1 ? 's' : ''}` : 'on the main thread'}`;
       rows.push({ name, rate: res.count / res.seconds, errors: res.errors, elu, caCpuSeconds, clientCpuSeconds: res.cpuSeconds, seconds: res.seconds, count: res.count });
       process.stdout.write(
         `${name}: ${(res.count / res.seconds).toFixed(0)}/s (errors ${res.errors}; TokenReview cache ${hits} hits / ${misses} reviews sent; ` +
