@@ -3,7 +3,7 @@
  * own `makeInformer` stops for good on a non-410 watch error (a dropped connection, a 500) and on
  * a failed list. This one lists, then watches from the list's resourceVersion with bookmarks;
  * re-lists on 410 Gone (ERROR event or status); reconnects after drops and errors with jittered
- * exponential backoff; diffs a re-list against its cache so callbacks see exactly the adds,
+ * exponential backoff (at least a 429's Retry-After); diffs a re-list against its cache so callbacks see exactly the adds,
  * updates and deletes that happened. `synced` turns true after the first complete list and stays
  * true across reconnects. Time and randomness are parameters.
  */
@@ -54,6 +54,14 @@ interface WatchEnd {
 
 function keyOf(o: KubernetesObject): string {
   return `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
+}
+
+/** Retry-After (seconds) from a client-node ApiException, in milliseconds. */
+function retryAfterMs(err: unknown): number | undefined {
+  const headers = (err as { headers?: Record<string, string | undefined> } | null)?.headers;
+  const raw = headers?.['retry-after'] ?? headers?.['Retry-After'];
+  if (raw === undefined || !/^\d+$/.test(raw.trim())) return undefined;
+  return Math.min(Number(raw) * 1000, 10 * 60 * 1000);
 }
 
 function isGone(err: unknown): boolean {
@@ -158,7 +166,8 @@ export class Informer<T extends KubernetesObject> {
         this.#failures++;
         this.#o.onError?.(err);
         const base = Math.min((this.#o.initialBackoffMs ?? 200) * 2 ** (this.#failures - 1), this.#o.maxBackoffMs ?? 30_000);
-        const delay = jitter(base, 0.2, this.#rng);
+        // A 429/503 with Retry-After is the server asking for at least that long.
+        const delay = Math.max(jitter(base, 0.2, this.#rng), retryAfterMs(err) ?? 0);
         this.#logger.warn('list/watch failed, retrying', { path: this.#o.path, attempt: this.#failures, delayMs: Math.round(delay), err: describeError(err) });
         try {
           await this.#clock.sleep(delay, signal);

@@ -140,3 +140,20 @@ test('informer retries a failing list with exponential backoff on the injected c
     await informer.stop();
   }
 });
+
+test('informer honours Retry-After from a 429 on the list', async () => {
+  const clock = new FakeClock();
+  await adminClient(cluster).core.createNamespace({ body: { metadata: { name: 'ra' } } });
+  cluster.faults.failWith429(1, { retryAfterSeconds: 3, match: { path: '/api/v1/namespaces/ra/pods' } });
+  const informer = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'ra', clock, rng: () => 0.5, initialBackoffMs: 100 });
+  informer.start();
+  try {
+    await clock.waitForTimers(1);
+    assert.equal(clock.nextDue! - clock.now(), 3000);
+    await clock.advance(3000);
+    await informer.waitForSync();
+  } finally {
+    cluster.faults.clear();
+    await informer.stop();
+  }
+});
