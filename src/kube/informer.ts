@@ -3,9 +3,9 @@
  * own `makeInformer` stops for good on a non-410 watch error (a dropped connection, a 500) and on
  * a failed list. This one lists, then watches from the list's resourceVersion with bookmarks;
  * re-lists on 410 Gone (ERROR event or status); reconnects after drops and errors with jittered
- * exponential backoff (at least a 429's Retry-After); diffs a re-list against its cache so callbacks see exactly the adds,
- * updates and deletes that happened. `synced` turns true after the first complete list and stays
- * true across reconnects. Time and randomness are parameters.
+ * exponential backoff (at least a 429's Retry-After); diffs a re-list against its cache so
+ * callbacks see exactly the adds, updates and deletes that happened. `synced` turns true after
+ * the first complete list and stays true across reconnects. Time and randomness are parameters.
  */
 import { Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../core/clock.js';
