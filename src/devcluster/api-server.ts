@@ -252,6 +252,7 @@ export class ApiServer {
           fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []),
           resourceVersion: q.get('resourceVersion') ?? undefined,
           allowBookmarks: q.get('allowWatchBookmarks') === 'true' || q.get('allowWatchBookmarks') === '1',
+          sendInitialEvents: q.get('sendInitialEvents') === 'true',
           timeoutSeconds: timeout !== null && /^\d+$/.test(timeout) ? Number(timeout) : undefined,
           ...(wantsTable(req) ? { render: (o: KubeObject) => toTable(t, [o], { nowMs: this.#p.now(), include: includeObjectParam(q) }) } : {}),
         });

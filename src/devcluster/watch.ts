@@ -10,7 +10,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ObjectStore, KubeObject, StoreEvent } from './store.js';
 import { apiVersionOf, storeKey, type ResourceType } from './resources.js';
 import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.js';
-import { badRequest, expired } from './status.js';
+import { badRequest, expired, invalid } from './status.js';
 
 /** Unsent watch data above which a slow consumer's stream is closed. */
 export const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
@@ -22,6 +22,8 @@ export interface WatchRequest {
   readonly fields: FieldSelector;
   readonly resourceVersion: string | undefined;
   readonly allowBookmarks: boolean;
+  /** Watch-list (`sendInitialEvents=true`): current state as ADDED, then an initial-events-end BOOKMARK. */
+  readonly sendInitialEvents?: boolean;
   readonly timeoutSeconds: number | undefined;
   /** Renders each event's object (e.g. as a one-row Table); default: the object with its kind. */
   readonly render?: (o: KubeObject) => unknown;
@@ -44,8 +46,11 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
     matchesLabels(w.labels, o.metadata.labels) &&
     matchesFields(w.fields, o);
 
+  if (w.sendInitialEvents && !w.allowBookmarks) {
+    throw invalid('ListOptions', 'meta.k8s.io', '', [{ field: 'allowWatchBookmarks', reason: 'FieldValueRequired', message: 'Required value: allowWatchBookmarks must be set to true when sendInitialEvents is specified' }]);
+  }
   let startRv: number | undefined;
-  if (w.resourceVersion !== undefined && w.resourceVersion !== '' && w.resourceVersion !== '0') {
+  if (!w.sendInitialEvents && w.resourceVersion !== undefined && w.resourceVersion !== '' && w.resourceVersion !== '0') {
     if (!/^\d+$/.test(w.resourceVersion)) throw badRequest(`invalid resource version: ${JSON.stringify(w.resourceVersion)}`);
     startRv = Number(w.resourceVersion);
   }
@@ -79,6 +84,13 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
 
   if (startRv === undefined) {
     for (const o of store.list(w.type, w.namespace)) if (matches(o)) send('ADDED', render(withKind(w.type, o)));
+    if (w.sendInitialEvents) {
+      send('BOOKMARK', {
+        kind: w.type.kind,
+        apiVersion: apiVersionOf(w.type),
+        metadata: { resourceVersion: String(store.resourceVersion), annotations: { 'k8s.io/initial-events-end': 'true' } },
+      });
+    }
   } else {
     const past = store.eventsSince(w.type, startRv);
     if (past === 'expired') {

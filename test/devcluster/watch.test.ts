@@ -139,6 +139,18 @@ test('bookmarks carry the current resourceVersion when asked for', async () => {
   none.close();
 });
 
+test('watch-list: sendInitialEvents streams the current state, then an initial-events-end bookmark', async () => {
+  const s = new WatchStream('/api/v1/namespaces/w1/pods?watch=1&sendInitialEvents=true&allowWatchBookmarks=true&resourceVersionMatch=NotOlderThan');
+  await s.until((w) => w.events.some((e) => e.type === 'BOOKMARK'));
+  const end = s.events.findIndex((e) => e.type === 'BOOKMARK');
+  assert.ok(end > 0 && s.events.slice(0, end).every((e) => e.type === 'ADDED'));
+  const bookmark = s.events[end]!.object as { metadata?: { annotations?: Record<string, string>; resourceVersion?: string } };
+  assert.equal(bookmark.metadata?.annotations?.['k8s.io/initial-events-end'], 'true');
+  s.close();
+  const bad = await fetchAdmin('GET', '/api/v1/namespaces/w1/pods?watch=1&sendInitialEvents=true');
+  assert.equal(bad.code, 422);
+});
+
 test('after compaction a watch from an older resourceVersion gets a 410 Expired ERROR event', async () => {
   const old = cluster.resourceVersion;
   await adminClient(cluster).core.createNamespacedConfigMap({ namespace: 'default', body: { metadata: { name: 'bump' } } });
