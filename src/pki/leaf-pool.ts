@@ -64,7 +64,7 @@ export class LeafIssuerPool {
         const p = slot.outstanding.get(r.id);
         if (!p) continue;
         slot.outstanding.delete(r.id);
-        if ('leaf' in r) p.resolve({ ...r.leaf, der: Buffer.from(r.leaf.der) });
+        if ('leaf' in r) p.resolve({ ...r.leaf, der: Buffer.from(r.leaf.der.buffer, r.leaf.der.byteOffset, r.leaf.der.byteLength) });
         else p.reject(errorFromCode(r.code, r.message));
       }
       if (slot.outstanding.size === 0) worker.unref();
