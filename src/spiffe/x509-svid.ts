@@ -1,10 +1,12 @@
 /**
  * The X509-SVID rules (SPIFFE X509-SVID specification) checked over a parsed certificate:
  * - exactly one URI SAN, and it is a valid SPIFFE ID;
- * - leaf: basicConstraints cA false (or absent), keyUsage present and critical with
- *   digitalSignature and without keyCertSign/cRLSign;
+ * - leaf: the ID has a non-root path; basicConstraints cA false (or absent); keyUsage
+ *   present and critical with digitalSignature and without keyCertSign/cRLSign; an
+ *   extKeyUsage, when present, has both serverAuth and clientAuth;
  * - the SAN extension is critical when the subject is empty (RFC 5280 4.2.1.6);
- * - signing certificate: cA true and keyCertSign (its URI SAN is optional).
+ * - signing certificate: cA true, keyUsage critical with keyCertSign; its URI SAN is
+ *   optional, and when present the ID has no path.
  * `x509SvidProblems` lists every violation; `checkX509Svid` throws the first one.
  */
 import 'reflect-metadata';
@@ -28,6 +30,9 @@ export interface SvidCheckResult {
 const OID_SAN = '2.5.29.17';
 const OID_KEY_USAGE = '2.5.29.15';
 const OID_BASIC_CONSTRAINTS = '2.5.29.19';
+const OID_EXT_KEY_USAGE = '2.5.29.37';
+const EKU_SERVER_AUTH = '1.3.6.1.5.5.7.3.1';
+const EKU_CLIENT_AUTH = '1.3.6.1.5.5.7.3.2';
 
 type CertInput = x509.X509Certificate | Uint8Array | string;
 
@@ -86,17 +91,29 @@ export function x509SvidProblems(input: CertInput, options: SvidCheckOptions = {
 
   const bcExt = extensions.find((e) => e.type === OID_BASIC_CONSTRAINTS);
   const kuExt = extensions.find((e) => e.type === OID_KEY_USAGE);
+  const ekuExt = extensions.find((e) => e.type === OID_EXT_KEY_USAGE);
   let isCa = false;
   let usages = 0;
+  let ekus: string[] | undefined;
   try {
     isCa = bcExt ? new x509.BasicConstraintsExtension(bcExt.rawData).ca : false;
     usages = kuExt ? new x509.KeyUsagesExtension(kuExt.rawData).usages : 0;
+    ekus = ekuExt ? new x509.ExtendedKeyUsageExtension(ekuExt.rawData).usages.map(String) : undefined;
   } catch (err) {
     problems.push(new SpiffeError('ERR_SVID_CERT_UNPARSEABLE', 'basicConstraints or keyUsage cannot be parsed', err));
     return { spiffeId, problems };
   }
 
+  if (spiffeId && role === 'leaf' && spiffeId.path === '') {
+    problems.push(new SpiffeError('ERR_SVID_LEAF_ID_NO_PATH', 'a leaf SVID\'s SPIFFE ID must have a path'));
+  }
+  if (spiffeId && role === 'signing' && spiffeId.path !== '') {
+    problems.push(new SpiffeError('ERR_SVID_SIGNING_ID_HAS_PATH', 'a signing certificate\'s SPIFFE ID must not have a path'));
+  }
   if (role === 'leaf') {
+    if (ekus && !(ekus.includes(EKU_SERVER_AUTH) && ekus.includes(EKU_CLIENT_AUTH))) {
+      problems.push(new SpiffeError('ERR_SVID_LEAF_EXT_KEY_USAGE', 'leaf extKeyUsage must include serverAuth and clientAuth'));
+    }
     if (isCa) problems.push(new SpiffeError('ERR_SVID_LEAF_IS_CA', 'leaf certificate has basicConstraints cA=true'));
     if (!kuExt) {
       problems.push(new SpiffeError('ERR_SVID_KEY_USAGE_MISSING', 'leaf certificate has no keyUsage extension'));
@@ -116,8 +133,11 @@ export function x509SvidProblems(input: CertInput, options: SvidCheckOptions = {
     if (!isCa) problems.push(new SpiffeError('ERR_SVID_SIGNING_NOT_CA', 'signing certificate lacks basicConstraints cA=true'));
     if (!kuExt) {
       problems.push(new SpiffeError('ERR_SVID_KEY_USAGE_MISSING', 'signing certificate has no keyUsage extension'));
-    } else if (!(usages & x509.KeyUsageFlags.keyCertSign)) {
-      problems.push(new SpiffeError('ERR_SVID_SIGNING_NO_KEY_CERT_SIGN', 'signing certificate keyUsage lacks keyCertSign'));
+    } else {
+      if (!kuExt.critical) problems.push(new SpiffeError('ERR_SVID_KEY_USAGE_NOT_CRITICAL', 'keyUsage is not critical'));
+      if (!(usages & x509.KeyUsageFlags.keyCertSign)) {
+        problems.push(new SpiffeError('ERR_SVID_SIGNING_NO_KEY_CERT_SIGN', 'signing certificate keyUsage lacks keyCertSign'));
+      }
     }
   }
   return { spiffeId, problems };

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { checkX509Svid, x509SvidProblems, SpiffeError } from '../../src/spiffe/index.js';
-import { createCsr, FastLeafIssuer, generateKeyPair } from '../../src/pki/index.js';
+import { createCsr, FastLeafIssuer, generateKeyPair, x509 } from '../../src/pki/index.js';
 import { basicConstraints, keyUsage, KU, makeCustomCert, makeRoot, uriSan } from '../pki/fixtures.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
@@ -34,6 +34,8 @@ test('each X509-SVID rule violation is reported with its code', async () => {
     ['keyCertSign on leaf', [keyUsage(good | KU.keyCertSign), uriSan([ID])], ['ERR_SVID_LEAF_KEY_CERT_SIGN']],
     ['cRLSign on leaf', [keyUsage(good | KU.cRLSign), uriSan([ID])], ['ERR_SVID_LEAF_CRL_SIGN']],
     ['SAN not critical, empty subject', [keyUsage(good), uriSan([ID], false)], ['ERR_SVID_SAN_NOT_CRITICAL']],
+    ['leaf ID without a path', [keyUsage(good), uriSan(['spiffe://cluster.local'])], ['ERR_SVID_LEAF_ID_NO_PATH']],
+    ['EKU without clientAuth', [keyUsage(good), new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth]), uriSan([ID])], ['ERR_SVID_LEAF_EXT_KEY_USAGE']],
   ];
   for (const [name, extensions, codes, subject] of cases) {
     const cert = await makeCustomCert({ issuer, extensions, subject });
@@ -65,6 +67,14 @@ test('signing certificates need CA:true and keyCertSign', async () => {
   assert.deepEqual(x509SvidProblems(notCa, { role: 'signing' }).problems.map((p) => p.code), ['ERR_SVID_SIGNING_NOT_CA']);
   const noSign = await makeCustomCert({ issuer, subject: 'CN=x', extensions: [keyUsage(KU.cRLSign), basicConstraints(true)] });
   assert.deepEqual(x509SvidProblems(noSign, { role: 'signing' }).problems.map((p) => p.code), ['ERR_SVID_SIGNING_NO_KEY_CERT_SIGN']);
+  const withPath = await makeCustomCert({ issuer, subject: 'CN=x', extensions: [keyUsage(KU.keyCertSign, false), basicConstraints(true), uriSan([ID])] });
+  assert.deepEqual(
+    x509SvidProblems(withPath, { role: 'signing' }).problems.map((p) => p.code),
+    ['ERR_SVID_SIGNING_ID_HAS_PATH', 'ERR_SVID_KEY_USAGE_NOT_CRITICAL'],
+  );
+  const tdOnly = await makeCustomCert({ issuer, extensions: [keyUsage(KU.keyCertSign | KU.cRLSign), basicConstraints(true), uriSan(['spiffe://cluster.local'])] });
+  assert.equal(x509SvidProblems(tdOnly, { role: 'signing' }).problems.length, 0);
+  assert.equal(x509SvidProblems(tdOnly, { role: 'signing' }).spiffeId?.trustDomain, 'cluster.local');
 });
 
 test('malformed extensions are a coded problem, not a crash', async () => {
