@@ -99,6 +99,7 @@ async function main(): Promise<void> {
   const sigs = keys.map((k) => sign('sha256', tbsLike, k.privateKey));
   const size = availableParallelism();
   const pool = new LeafIssuerPool({ signer: material.leafSigner, size });
+  const pool1 = new LeafIssuerPool({ signer: material.leafSigner, size: 1 });
 
   const scenarios: Scenario[] = [
     { name: 'node:crypto P-256 sign (cached KeyObject)', rates: [], run: async (ms) => loopSync(ms, () => sign('sha256', tbsLike, material.keyObject)) },
@@ -120,6 +121,7 @@ async function main(): Promise<void> {
     },
     { name: 'fast path, 1 thread (FastLeafIssuer)', rates: [], run: async (ms) => loopSync(ms, (i) => fast.issue({ csr: csrs[i % CSR_COUNT]!, spiffeId: ID, ttlSeconds: 86400 })) },
     { name: `fast path, LeafIssuerPool (${size} workers)`, rates: [], run: (ms) => poolLoop(pool, ms, csrs, 256) },
+    { name: 'fast path, LeafIssuerPool (1 worker: the cost of the thread hop)', rates: [], run: (ms) => poolLoop(pool1, ms, csrs, 256) },
     {
       name: 'generic @peculiar/x509 path, 1 thread',
       rates: [],
@@ -137,6 +139,7 @@ async function main(): Promise<void> {
     }
   }
   await pool.close();
+  await pool1.close();
 
   const rate = (i: number) => median(scenarios[i]!.rates);
   const signRate = rate(0);
