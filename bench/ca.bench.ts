@@ -341,7 +341,7 @@ async function main(): Promise<void> {
     ];
     for (const { workers, client, transport } of scenarios) {
       const ca = await env.startCa({ signingWorkers: workers, transport, logger: (await import('../src/core/log.js')).silentLogger });
-      await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-3') !== undefined && i.getPod('default', 'sleep-a') !== undefined);
+      await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-3' }) !== undefined && i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
       const win: Window = { cpuSeconds: 0, elu: 0 };
       const res = await runLoad(
         { port: ca.port, rootsPem: ca.rootsPem(), tokens, csrs, impersonate: IDENTITY, channels: CHANNELS, inflight: INFLIGHT, warmupMs: 1000, measureMs: SECONDS * 1000, client },

@@ -50,7 +50,7 @@ export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type Lea
 export { poolIssuerFactory } from './signers/pool-issuer.js';
 export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type StoredCa } from './signers/ca-secret-store.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
-export { InMemoryPodIndex, type PodIndex, type PodInfo } from './pod-index.js';
+export { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer } from './pod-informer.js';
 export { CertificateService, IMPERSONATED_IDENTITY_KEY, CLUSTER_ID_HEADER, DEFAULT_CLUSTER_ID, type IstioCertificateRequest, type IstioCertificateResponse } from './certificate-service.js';
 export { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';

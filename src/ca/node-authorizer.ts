@@ -56,7 +56,7 @@ export class NodeAuthorizer {
     if (caller.podName === undefined || caller.podUid === undefined || caller.podName === '' || caller.podUid === '') {
       throw authzError('ERR_CA_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
     }
-    const callerPod = this.#pods.getPod(caller.namespace, caller.podName);
+    const callerPod = this.#pods.getPod({ namespace: caller.namespace, name: caller.podName });
     if (!callerPod) {
       throw authzError('ERR_CA_CALLER_POD_MISSING', `caller pod ${caller.namespace}/${caller.podName} not found`);
     }

@@ -15,10 +15,16 @@ export interface PodInfo {
   readonly phase: string;
 }
 
+/** A pod by namespace and name. */
+export interface PodRef {
+  readonly namespace: string;
+  readonly name: string;
+}
+
 export interface PodIndex {
   /** True once the initial list is complete. */
   readonly synced: boolean;
-  getPod(namespace: string, name: string): PodInfo | undefined;
+  getPod(ref: PodRef): PodInfo | undefined;
   /** Pods with this (namespace, serviceAccountName, nodeName). */
   podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[];
 }
@@ -53,7 +59,7 @@ export class InMemoryPodIndex implements PodIndex {
   }
 
   upsert(pod: PodInfo): void {
-    this.remove(pod.namespace, pod.name);
+    this.remove(pod);
     const nameKey = `${pod.namespace}/${pod.name}`;
     this.#byName.set(nameKey, pod);
     const k = saNodeKey(pod.namespace, pod.serviceAccountName, pod.nodeName);
@@ -62,8 +68,8 @@ export class InMemoryPodIndex implements PodIndex {
     bucket.set(nameKey, pod);
   }
 
-  remove(namespace: string, name: string): void {
-    const nameKey = `${namespace}/${name}`;
+  remove(ref: PodRef): void {
+    const nameKey = `${ref.namespace}/${ref.name}`;
     const old = this.#byName.get(nameKey);
     if (!old) return;
     this.#byName.delete(nameKey);
@@ -83,8 +89,8 @@ export class InMemoryPodIndex implements PodIndex {
     this.#bySaNode.clear();
   }
 
-  getPod(namespace: string, name: string): PodInfo | undefined {
-    return this.#byName.get(`${namespace}/${name}`);
+  getPod(ref: PodRef): PodInfo | undefined {
+    return this.#byName.get(`${ref.namespace}/${ref.name}`);
   }
 
   podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {

@@ -12,7 +12,7 @@
 import { CoreV1Api, makeInformer, type Informer, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { InMemoryPodIndex, type PodIndex, type PodInfo } from './pod-index.js';
+import { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 
 export interface PodInformerOptions {
   readonly kubeConfig: KubeConfig;
@@ -59,8 +59,8 @@ export class PodInformer implements PodIndex {
     return this.#index.size;
   }
 
-  getPod(namespace: string, name: string): PodInfo | undefined {
-    return this.#index.getPod(namespace, name);
+  getPod(ref: PodRef): PodInfo | undefined {
+    return this.#index.getPod(ref);
   }
 
   podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
@@ -101,7 +101,7 @@ export class PodInformer implements PodIndex {
     informer.on('add', upsert);
     informer.on('update', upsert);
     informer.on('delete', (p: V1Pod) => {
-      if (current() && p.metadata?.name && p.metadata.namespace) this.#index.remove(p.metadata.namespace, p.metadata.name);
+      if (current() && p.metadata?.name && p.metadata.namespace) this.#index.remove({ namespace: p.metadata.namespace, name: p.metadata.name });
     });
     informer.on('error', (err: unknown) => {
       if (current()) this.#restart(err);
@@ -145,7 +145,7 @@ export class PodInformer implements PodIndex {
   #reconcile(listed: readonly V1Pod[]): void {
     const keep = new Set(listed.map((p) => `${p.metadata?.namespace ?? ''}/${p.metadata?.name ?? ''}`));
     for (const pod of this.#index.all()) {
-      if (!keep.has(`${pod.namespace}/${pod.name}`)) this.#index.remove(pod.namespace, pod.name);
+      if (!keep.has(`${pod.namespace}/${pod.name}`)) this.#index.remove(pod);
     }
   }
 }

@@ -245,12 +245,12 @@ test('pod informer survives dropped watches and compacted history', async () => 
   const { waitForIndex } = await import('./support/ca-env.js');
   assert.ok(env.cluster.faults.dropWatches() >= 1, 'the CA had a pod watch open');
   await env.createPod({ namespace: 'default', name: 'after-drop', serviceAccount: 'sleep', node: 'node-b' });
-  await waitForIndex(ca, (i) => i.getPod('default', 'after-drop') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'after-drop' }) !== undefined);
   env.cluster.faults.compact();
   env.cluster.faults.dropWatches();
   await env.deletePod('default', 'after-drop');
   await env.createPod({ namespace: 'default', name: 'after-compact', serviceAccount: 'sleep', node: 'node-b' });
-  await waitForIndex(ca, (i) => i.getPod('default', 'after-compact') !== undefined && i.getPod('default', 'after-drop') === undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'after-compact' }) !== undefined && i.getPod({ namespace: 'default', name: 'after-drop' }) === undefined);
   assert.equal(ca.ready, true);
 });
 
@@ -262,12 +262,12 @@ test('pod informer: apiserver errors during re-list keep the old index, then it 
   faults.dropWatches();
   while (faults.injectedFailures < before + 1) {
     // While the informer cannot list, what it knew stays (no wipe, still synced).
-    assert.ok(ca.podIndex('Kubernetes')!.getPod('default', 'sleep-a'), 'index kept during the outage');
+    assert.ok(ca.podIndex('Kubernetes')!.getPod({ namespace: 'default', name: 'sleep-a' }), 'index kept during the outage');
     await new Promise((r) => setTimeout(r, 20));
   }
   await env.createPod({ namespace: 'default', name: 'after-errors', serviceAccount: 'sleep', node: 'node-b' });
   await env.deletePod('default', 'after-compact');
-  await waitForIndex(ca, (i) => i.getPod('default', 'after-errors') !== undefined && i.getPod('default', 'after-compact') === undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'after-errors' }) !== undefined && i.getPod({ namespace: 'default', name: 'after-compact' }) === undefined);
   assert.ok(env.logs.some((l) => l.includes('"msg":"pod watch restarted"')));
 });
 

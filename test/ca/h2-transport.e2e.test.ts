@@ -21,7 +21,7 @@ before(async () => {
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
   ca = await env.startCa({ transport: 'http2', signingWorkers: 1 });
-  await waitForIndex(ca, (i) => i.getPod('default', 'sleep-a') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
   ztunnel = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
 });
 

@@ -38,9 +38,9 @@ before(async () => {
     ],
   });
   multiCa = await a.startCa({ clusters: [a.clusterConfig('Kubernetes'), b.clusterConfig('cluster-b')] });
-  await waitForIndex(jwtCa, (i) => i.getPod('default', 'sleep-a') !== undefined);
-  await waitForIndex(multiCa, (i) => i.getPod('default', 'sleep-a') !== undefined);
-  await waitForIndex(multiCa, (i) => i.getPod('default', 'remote-a') !== undefined, 'cluster-b');
+  await waitForIndex(jwtCa, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  await waitForIndex(multiCa, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  await waitForIndex(multiCa, (i) => i.getPod({ namespace: 'default', name: 'remote-a' }) !== undefined, 'cluster-b');
   csr = await newCsr();
   caClock.set(Date.now());
 });

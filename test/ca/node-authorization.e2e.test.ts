@@ -33,7 +33,7 @@ before(async () => {
   await env.ensureServiceAccount('default', 'nopods');
   ca = await env.startCa();
   client = caClient(ca.port, ca.rootsPem());
-  await waitForIndex(ca, (i) => i.getPod('default', 'both-b') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'both-b' }) !== undefined);
   tokens.a = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
   tokens.b = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-b' });
   csr = await newCsr();
@@ -99,7 +99,7 @@ test('trusted list empty: nobody impersonates', async () => {
   const strict = await env.startCa({ trustedNodeAccounts: [] });
   const c = caClient(strict.port, strict.rootsPem());
   try {
-    await waitForIndex(strict, (i) => i.getPod('default', 'sleep-a') !== undefined);
+    await waitForIndex(strict, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
     assertDenied(await c.create({ token: tokens.a!, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_NODE_NOT_TRUSTED');
   } finally {
     c.close();
@@ -120,23 +120,23 @@ test('token whose bound pod was deleted: the apiserver rejects it', async () => 
 
 test('caller pod missing (review still cached, pod gone from the index): denied', async () => {
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-m', serviceAccount: 'ztunnel', node: 'node-a' });
-  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-m') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-m' }) !== undefined);
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-m' });
   await assertIssued(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
   await env.deletePod('istio-system', 'ztunnel-m');
-  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-m') === undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-m' }) === undefined);
   assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_POD_MISSING');
 });
 
 test('caller pod UID mismatch (pod recreated under the same name): denied', async () => {
   const { uid: first } = await env.createPod({ namespace: 'istio-system', name: 'ztunnel-u', serviceAccount: 'ztunnel', node: 'node-a' });
-  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-u') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-u' }) !== undefined);
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-u' });
   await assertIssued(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
   await env.deletePod('istio-system', 'ztunnel-u');
   const { uid: second } = await env.createPod({ namespace: 'istio-system', name: 'ztunnel-u', serviceAccount: 'ztunnel', node: 'node-a' });
   assert.notEqual(first, second);
-  await waitForIndex(ca, (i) => i.getPod('istio-system', 'ztunnel-u')?.uid === second);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-u' })?.uid === second);
   assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_POD_UID_MISMATCH');
 });
 
@@ -147,7 +147,7 @@ test('a failed pod does not count as running on the node', async () => {
     name: 'failed-a',
     body: { ...(await env.core.readNamespacedPod({ namespace: 'default', name: 'failed-a' })), status: { phase: 'Failed' } },
   });
-  await waitForIndex(ca, (i) => i.getPod('default', 'failed-a')?.phase === 'Failed');
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'failed-a' })?.phase === 'Failed');
   assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'failedsa') }), 'ERR_CA_NO_POD_ON_NODE');
 });
 

@@ -77,7 +77,7 @@ test('a pod that moves off the node stops counting (index follows updates and de
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
   assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
-  pods.remove('default', 'sleep-1');
+  pods.remove({ namespace: 'default', name: 'sleep-1' });
   assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
 });
 

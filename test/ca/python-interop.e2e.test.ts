@@ -47,7 +47,7 @@ before(async () => {
   await writeCacerts(join(work.path, 'cacerts'), plugin);
   ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') } });
   h2ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') }, transport: 'http2' });
-  await waitForIndex(ca, (i) => i.getPod('default', 'sleep-a') !== undefined);
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
   await writeFile(join(work.path, 'roots.pem'), ca.rootsPem());
 });
 

@@ -46,7 +46,7 @@ export class JwtAuthenticator implements Authenticator {
   }
 
   async authenticate(token: Secret<string>): Promise<Caller> {
-    const key = tokenCacheKey(`jwt\0${this.#o.clusterId}`, token.reveal());
+    const key = tokenCacheKey({ clusterId: `jwt\0${this.#o.clusterId}`, token: token.reveal() });
     const cached = this.#o.cache.get(key);
     if (cached) return cached;
     let payload: JWTPayload;

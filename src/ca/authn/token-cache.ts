@@ -18,8 +18,8 @@ interface Entry {
   readonly expiresAtMs: number;
 }
 
-export function tokenCacheKey(clusterId: string, token: string): string {
-  return createHash('sha256').update(clusterId).update('\0').update(token).digest('base64url');
+export function tokenCacheKey(key: { readonly clusterId: string; readonly token: string }): string {
+  return createHash('sha256').update(key.clusterId).update('\0').update(key.token).digest('base64url');
 }
 
 export class TokenCache {

@@ -47,7 +47,7 @@ export class TokenReviewAuthenticator implements Authenticator {
   }
 
   async authenticate(token: Secret<string>): Promise<Caller> {
-    const key = tokenCacheKey(this.#o.clusterId, token.reveal());
+    const key = tokenCacheKey({ clusterId: this.#o.clusterId, token: token.reveal() });
     const cached = this.#o.cache.get(key);
     if (cached && cached.authenticator === this.kind) {
       this.#o.onCacheLookup?.('hit');
