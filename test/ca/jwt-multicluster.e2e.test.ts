@@ -118,6 +118,25 @@ test('JWT: algorithm allow-list (ES256 tokens refused when only RS256 is allowed
   }
 });
 
+test('JWT: discovery document for another issuer is refused', async () => {
+  const wrong = await a.startCa({
+    clusters: [
+      a.clusterConfig('Kubernetes', {
+        tokenReview: false,
+        oidc: { issuer: 'https://issuer.example', discoveryUrl: a.cluster.url, caPem: a.cluster.caCertPem, algorithms: ['ES256'], useKubeCredentials: true },
+      }),
+    ],
+  });
+  const c = caClient(wrong.port, wrong.rootsPem());
+  try {
+    const t = await a.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+    denied(await c.create({ token: t, csr }), a.logs, 'ERR_CA_AUTHN_BACKEND');
+  } finally {
+    c.close();
+    await wrong.stop();
+  }
+});
+
 test('JWT: expired token (CA clock past exp) denied', async () => {
   const c = caClient(jwtCa.port, jwtCa.rootsPem());
   try {

@@ -171,6 +171,13 @@ test('no token and unknown clusterid: denied', async () => {
   await assertIssued(await client.create({ token: tokens.a!, csr, clusterId: 'Kubernetes' }), id('istio-system', 'ztunnel'));
 });
 
+test('TokenReview failing at the apiserver: denied (and not cached), then works again', async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  env.cluster.faults.failWith500(1, { match: { path: '/tokenreviews' } });
+  assertDenied(await client.create({ token: t, csr }), 'ERR_CA_AUTHN_BACKEND');
+  await assertIssued(await client.create({ token: t, csr }), id('istio-system', 'ztunnel'));
+});
+
 test('expired token: denied (cluster time moves past exp)', async () => {
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 600 });
   await clusterClock.advance(601_000);
