@@ -47,11 +47,11 @@ export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/z
 export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
 export const SELF_SIGNED_SECRET_NAME = 'istio-ca-secret';
 /**
- * Signing worker threads by default: one per core except one, which the main thread needs for
- * gRPC, TLS and HTTP/2 (on 2 cores: 1 worker; with every core signing, the main thread is
- * starved and the full path gets slower — see docs/benchmarks.md).
+ * Signing worker threads by default: one per core. The gRPC main thread shares the cores with
+ * them; on the quiet 2-core runs in docs/benchmarks.md two workers beat one (on a heavily loaded
+ * machine one was sometimes better — set CA_SIGNING_WORKERS to tune).
  */
-export const DEFAULT_SIGNING_WORKERS = Math.max(1, availableParallelism() - 1);
+export const DEFAULT_SIGNING_WORKERS = Math.max(1, availableParallelism());
 
 /** How one cluster's callers are authenticated. `kubeConfig` is a @kubernetes/client-node KubeConfig. */
 export interface ClusterConfig {

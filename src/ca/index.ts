@@ -13,7 +13,7 @@
  *     clusters: [{ id: 'Kubernetes', kubeConfig, audiences: ['istio-ca'], tokenReview: true }],
  *     defaultClusterId: 'Kubernetes',
  *     signer: { kind: 'self-signed', namespace: 'istio-system', secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 315360000 },
- *     tokenCacheSeconds: 60, signingWorkers: 1, shutdownGraceMs: 5000,
+ *     tokenCacheSeconds: 60, signingWorkers: 2, shutdownGraceMs: 5000,
  *   });
  *   ca.port         // bound gRPC port (grpcPort 0 picks one)
  *   ca.rootsPem()   // PEM roots: trust these to reach the CA over TLS and to verify leaves
