@@ -199,12 +199,18 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     if (!identity.hasIdentity) await rotateServing();
   }
 
-  const transport = config.transport ?? 'grpc-js';
+  const transport = config.transport ?? (config.plaintext ? 'grpc-js' : 'http2');
   if (transport === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
   let port: number;
   let stopTransport: () => Promise<'graceful' | 'forced'>;
   if (transport === 'http2') {
+    // Health Watch/List and reflection stay on grpc-js, on loopback, relayed by the transport.
+    const fallback = new Server({ 'grpc.enable_channelz': 0 });
+    health.addToServer(fallback);
+    addReflection(fallback, [CA_PROTO, HEALTH_PROTO]);
+    const fallbackPort = await bindServer(fallback, '127.0.0.1:0', ServerCredentials.createInsecure());
     const h2t = await startH2Transport({
+      fallbackPort,
       host: config.grpcHost,
       port: config.grpcPort,
       identity,
@@ -214,7 +220,11 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
       maxMessageBytes: MAX_MESSAGE_BYTES,
     });
     port = h2t.port;
-    stopTransport = () => h2t.close(config.shutdownGraceMs);
+    stopTransport = async () => {
+      const how = await h2t.close(config.shutdownGraceMs);
+      await stopServer(fallback, 100);
+      return how;
+    };
   } else {
     // Channelz bookkeeping costs CPU on every call and nothing reads it here.
     const server = new Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.enable_channelz': 0 });

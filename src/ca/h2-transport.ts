@@ -1,15 +1,25 @@
 /**
- * An optional lean transport for the CA: gRPC unary calls served directly on node:http2 over
- * TLS (no grpc-js), for throughput. It speaks the same wire protocol — HTTP/2 POST, 5-byte
- * length-prefixed protobuf messages, `grpc-status`/`grpc-message` trailers — for exactly two
- * methods: `istio.v1.auth.IstioCertificateService/CreateCertificate` and
- * `grpc.health.v1.Health/Check`. Everything else answers UNIMPLEMENTED (no health Watch, no
- * reflection: use the default grpc-js transport when those matter).
+ * A lean transport for the CA: the hot method,
+ * `istio.v1.auth.IstioCertificateService/CreateCertificate`, is served directly on node:http2
+ * over TLS (no grpc-js) for throughput, speaking the gRPC wire protocol (HTTP/2 POST, 5-byte
+ * length-prefixed protobuf messages, `grpc-status`/`grpc-message` trailers).
+ * `grpc.health.v1.Health/Check` is answered here too. Every other call (health Watch/List,
+ * reflection) is relayed stream-for-stream to a grpc-js server on loopback (`fallbackPort`)
+ * when one is given, else answered UNIMPLEMENTED.
  *
  * The handler is the same `CertificateService` as on grpc-js; messages are decoded/encoded with
  * protobufjs from the same .proto files (keepCase, so the request has the same shape).
  */
-import { createSecureServer, constants as h2, type Http2SecureServer, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import {
+  connect,
+  createSecureServer,
+  constants as h2,
+  type ClientHttp2Session,
+  type Http2SecureServer,
+  type Http2Session,
+  type IncomingHttpHeaders,
+  type ServerHttp2Stream,
+} from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
@@ -32,6 +42,8 @@ export interface H2TransportOptions {
   readonly health: HealthService;
   readonly logger: Logger;
   readonly maxMessageBytes: number;
+  /** A plaintext grpc-js server on 127.0.0.1 for every other method (health Watch, reflection). */
+  readonly fallbackPort?: number;
 }
 
 export interface H2Transport {
@@ -121,6 +133,54 @@ function readMessage(stream: ServerHttp2Stream, maxBytes: number): Promise<Buffe
   });
 }
 
+/** Headers of one side minus the pseudo-headers and hop-by-hop ones. */
+function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of Object.entries(headers)) {
+    if (v === undefined || k.startsWith(':') || k === 'connection' || k === 'host') continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * Relays one gRPC call (any kind: unary, server/client/bidi streaming) to the loopback grpc-js
+ * server: request headers and messages up, response headers, messages and trailers down;
+ * cancellation either way resets the other side.
+ */
+function relay(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, session: ClientHttp2Session): void {
+  const up = session.request({
+    ...endToEnd(headers),
+    [h2.HTTP2_HEADER_METHOD]: 'POST',
+    [h2.HTTP2_HEADER_PATH]: String(headers[h2.HTTP2_HEADER_PATH]),
+  });
+  let trailers: Record<string, string | string[]> | undefined;
+  up.on('response', (h) => {
+    if (stream.destroyed || stream.closed) return;
+    const hs = { ...endToEnd(h), [h2.HTTP2_HEADER_STATUS]: h[h2.HTTP2_HEADER_STATUS] ?? 200 };
+    if (h['grpc-status'] !== undefined) {
+      // Trailers-only response.
+      stream.respond(hs, { endStream: true });
+      up.resume();
+      return;
+    }
+    stream.respond(hs, { waitForTrailers: true });
+    stream.once('wantTrailers', () => stream.sendTrailers(trailers ?? { 'grpc-status': String(GrpcStatus.INTERNAL), 'grpc-message': 'upstream ended without status' }));
+    up.pipe(stream);
+  });
+  up.on('trailers', (t) => {
+    trailers = endToEnd(t);
+  });
+  up.on('error', () => sendError(stream, { code: GrpcStatus.UNAVAILABLE, details: 'service unavailable' }));
+  stream.pipe(up);
+  stream.on('close', () => {
+    if (!up.closed) up.close(h2.NGHTTP2_CANCEL);
+  });
+  up.on('close', () => {
+    if (!stream.closed && up.rstCode !== undefined && up.rstCode !== h2.NGHTTP2_NO_ERROR) stream.close(h2.NGHTTP2_CANCEL);
+  });
+}
+
 function metadataFrom(headers: IncomingHttpHeaders): Metadata {
   const md = new Metadata();
   const auth = headers.authorization;
@@ -187,9 +247,26 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
         .catch(() => sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' }));
       return;
     }
+    if (o.fallbackPort !== undefined) {
+      relay(stream, headers, upstream());
+      return;
+    }
     stream.resume();
     sendError(stream, { code: GrpcStatus.UNIMPLEMENTED, details: `method ${String(path)} is not served by this transport` });
   });
+
+  // One shared HTTP/2 session to the loopback grpc-js server, re-opened when it goes away.
+  let upstreamSession: ClientHttp2Session | undefined;
+  const upstream = (): ClientHttp2Session => {
+    if (upstreamSession && !upstreamSession.closed && !upstreamSession.destroyed) return upstreamSession;
+    const s = connect(`http://127.0.0.1:${o.fallbackPort}`);
+    s.on('error', () => undefined);
+    s.on('close', () => {
+      if (upstreamSession === s) upstreamSession = undefined;
+    });
+    upstreamSession = s;
+    return s;
+  };
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -222,6 +299,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
         });
         // GOAWAY: open streams finish, no new ones start.
         for (const s of sessions) s.close();
+        upstreamSession?.close();
       });
     },
   };

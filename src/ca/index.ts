@@ -20,6 +20,9 @@
  *   ca.ready        // signer loaded and pod informers synced
  *   await ca.stop() // graceful (tryShutdown) within shutdownGraceMs, then forced
  *
+ * Transport: with TLS the lean node:http2 transport serves CreateCertificate (grpc-js on loopback
+ * behind it for health Watch and reflection); `transport: 'grpc-js'` or plaintext uses grpc-js.
+ *
  * With TLS (the default) `startCaServer` resolves once the signer is loaded and the serving
  * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` it
  * resolves at once and answers UNAVAILABLE until the signer is ready.

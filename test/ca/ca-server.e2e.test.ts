@@ -20,7 +20,8 @@ let token: string;
 before(async () => {
   env = await startCaEnv();
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
-  ca = await env.startCa({ opsHost: '127.0.0.1', opsPort: 0 });
+  // This file exercises the grpc-js transport (the default with TLS is the lean http2 one).
+  ca = await env.startCa({ opsHost: '127.0.0.1', opsPort: 0, transport: 'grpc-js' });
   token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
 });
 
@@ -217,7 +218,7 @@ async function reflectionProtoDir(): Promise<string> {
 }
 
 test('graceful shutdown: in-flight calls finish, new calls fail', async () => {
-  const s = await env.startCa();
+  const s = await env.startCa({ transport: 'grpc-js' });
   const c = caClient(s.port, s.rootsPem());
   const csr = await newCsr();
   try {

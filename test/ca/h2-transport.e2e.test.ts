@@ -67,22 +67,61 @@ test('http2 transport: same codes as grpc-js (denied, TTL over max, bad CSR, no 
   }
 });
 
-type Unary = (req: unknown, cb: (err: ServiceError | null, res?: { status: string }) => void) => void;
+type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
+type Streaming = (req: unknown) => NodeJS.ReadableStream & { cancel(): void };
 
-test('http2 transport: health Check; other methods UNIMPLEMENTED', async () => {
+test('http2 transport: health Check here; Watch, List and reflection relayed to grpc-js; unknown methods UNIMPLEMENTED', async () => {
   const { grpcObject } = loadProtos(['grpc/health/v1/health.proto']);
-  const Health = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { Check: Unary; List: Unary }>(grpcObject, 'grpc.health.v1.Health');
-  const h = new Health(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
+  const opts = { 'grpc.ssl_target_name_override': 'localhost' };
+  const creds = credentials.createSsl(Buffer.from(ca.rootsPem()));
+  const Health = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { Check: Unary; List: Unary; Watch: Streaming }>(grpcObject, 'grpc.health.v1.Health');
+  const h = new Health(`127.0.0.1:${ca.port}`, creds, opts);
   try {
-    const ok = await new Promise<{ status: string } | ServiceError>((resolve) => h.Check({ service: '' }, (e, r) => resolve(e ?? r!)));
+    const ok = await new Promise<Record<string, unknown> | ServiceError>((resolve) => h.Check({ service: '' }, (e, r) => resolve(e ?? r!)));
     assert.deepEqual(ok, { status: 'SERVING' });
     const unknown = await new Promise<ServiceError | undefined>((resolve) => h.Check({ service: 'nope' }, (e) => resolve(e ?? undefined)));
     assert.equal(unknown?.code, status.NOT_FOUND);
-    const list = await new Promise<ServiceError | undefined>((resolve) => h.List({}, (e) => resolve(e ?? undefined)));
-    assert.equal(list?.code, status.UNIMPLEMENTED);
+    const list = await new Promise<Record<string, unknown> | ServiceError>((resolve) => h.List({}, (e, r) => resolve(e ?? r!)));
+    assert.deepEqual(Object.keys((list as { statuses: Record<string, unknown> }).statuses).sort(), ['', 'istio.v1.auth.IstioCertificateService']);
+    const watch = h.Watch({ service: 'istio.v1.auth.IstioCertificateService' });
+    const first = await new Promise<{ status: string }>((resolve, reject) => {
+      watch.once('data', (m: { status: string }) => resolve(m));
+      watch.once('error', reject);
+    });
+    assert.deepEqual(first, { status: 'SERVING' });
+    watch.on('error', () => undefined);
+    watch.cancel();
   } finally {
     h.close();
   }
+
+  const { loadSync } = await import('@grpc/proto-loader');
+  const { loadPackageDefinition } = await import('@grpc/grpc-js');
+  const { createRequire } = await import('node:module');
+  const { dirname, join } = await import('node:path');
+  const dir = join(dirname(createRequire(import.meta.url).resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
+  const pkg = loadPackageDefinition(loadSync('reflection.proto', { includeDirs: [dir], keepCase: true, defaults: true, oneofs: true }));
+  const R = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { ServerReflectionInfo: () => NodeJS.ReadWriteStream & { write(m: unknown): void; end(): void } }>(pkg, 'grpc.reflection.v1.ServerReflection');
+  const r = new R(`127.0.0.1:${ca.port}`, creds, opts);
+  const stream = r.ServerReflectionInfo();
+  const services = await new Promise<string[]>((resolve, reject) => {
+    stream.on('data', (msg: { list_services_response?: { service: { name: string }[] } }) => resolve((msg.list_services_response?.service ?? []).map((x) => x.name)));
+    stream.on('error', reject);
+    stream.write({ list_services: '' });
+  });
+  stream.end();
+  r.close();
+  assert.ok(services.includes('istio.v1.auth.IstioCertificateService'), services.join(','));
+
+  const { makeGenericClientConstructor } = await import('@grpc/grpc-js');
+  const Generic = makeGenericClientConstructor(
+    { Nope: { path: '/no.such.Service/Nope', requestStream: false, responseStream: false, requestSerialize: (x: Buffer) => x, requestDeserialize: (x: Buffer) => x, responseSerialize: (x: Buffer) => x, responseDeserialize: (x: Buffer) => x } },
+    'NoSuch',
+  );
+  const g = new Generic(`127.0.0.1:${ca.port}`, creds, opts) as unknown as Client & { Nope: (req: Buffer, cb: (e: ServiceError | null) => void) => void };
+  const nope = await new Promise<ServiceError | null>((resolve) => g.Nope(Buffer.alloc(0), (e) => resolve(e)));
+  g.close();
+  assert.equal(nope?.code, status.UNIMPLEMENTED);
 });
 
 test('http2 transport: graceful stop lets an in-flight call finish', async () => {
