@@ -130,6 +130,8 @@ function readMessage(stream: ServerHttp2Stream, maxBytes: number): Promise<Buffe
       resolve(buf.subarray(5));
     });
     stream.once('error', reject);
+    // A client that resets the stream before the end: settle, so nothing waits forever.
+    stream.once('close', () => reject(Object.assign(new Error('stream closed early'), { grpcCode: GrpcStatus.CANCELLED })));
   });
 }
 
@@ -248,7 +250,12 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
       return;
     }
     if (o.fallbackPort !== undefined) {
-      relay(stream, headers, upstream());
+      try {
+        relay(stream, headers, upstream());
+      } catch {
+        // The loopback session was closing (shutdown): answer instead of throwing.
+        sendError(stream, { code: GrpcStatus.UNAVAILABLE, details: 'service unavailable' });
+      }
       return;
     }
     stream.resume();

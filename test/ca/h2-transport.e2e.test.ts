@@ -124,6 +124,46 @@ test('http2 transport: health Check here; Watch, List and reflection relayed to 
   assert.equal(nope?.code, status.UNIMPLEMENTED);
 });
 
+test('http2 transport: malformed requests get clear statuses and never take the server down', async () => {
+  const http2 = await import('node:http2');
+  const session = http2.connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
+  session.on('error', () => undefined);
+  const call = (headers: Record<string, string>, body: Buffer | undefined, reset = false) =>
+    new Promise<{ status?: number; grpcStatus?: string }>((resolve) => {
+      const req = session.request({ ':method': 'POST', ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate', 'content-type': 'application/grpc', te: 'trailers', ...headers });
+      const out: { status?: number; grpcStatus?: string } = {};
+      req.on('response', (h) => {
+        out.status = Number(h[':status']);
+        if (h['grpc-status'] !== undefined) out.grpcStatus = String(h['grpc-status']);
+      });
+      req.on('trailers', (t) => (out.grpcStatus = String(t['grpc-status'])));
+      req.on('error', () => undefined);
+      req.on('close', () => resolve(out));
+      req.resume();
+      if (reset) {
+        req.write(Buffer.from([0, 0, 0, 1, 0]));
+        setTimeout(() => req.close(http2.constants.NGHTTP2_CANCEL), 20);
+      } else req.end(body);
+    });
+  const get = await call({ ':method': 'GET', 'content-type': 'text/plain' }, undefined);
+  assert.equal(get.status, 415);
+  assert.equal((await call({}, Buffer.from([0, 0, 0]))).grpcStatus, String(status.INTERNAL), 'truncated frame');
+  assert.equal((await call({}, Buffer.from([1, 0, 0, 0, 1, 0]))).grpcStatus, String(status.UNIMPLEMENTED), 'compressed message');
+  assert.equal((await call({}, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]))).grpcStatus, String(status.INTERNAL), 'garbage protobuf');
+  const big = Buffer.alloc(5 + 300 * 1024);
+  big.writeUInt32BE(300 * 1024, 1);
+  assert.equal((await call({}, big)).grpcStatus, String(status.RESOURCE_EXHAUSTED), 'over the size limit');
+  await call({}, undefined, true); // reset mid-body
+  session.close();
+  // Still serving.
+  const c = caClient(ca.port, ca.rootsPem());
+  try {
+    assert.equal((await c.create({ token: ztunnel, csr: await newCsr() })).code, undefined);
+  } finally {
+    c.close();
+  }
+});
+
 test('http2 transport: graceful stop lets an in-flight call finish', async () => {
   const s = await env.startCa({ transport: 'http2', signingWorkers: 0 });
   const c = caClient(s.port, s.rootsPem());
