@@ -333,8 +333,8 @@ async function main(): Promise<void> {
     type Scenario = { workers: number; client: 'http2' | 'grpc-js'; transport: 'grpc-js' | 'http2' };
     const scenarios: Scenario[] = [
       { transport: 'grpc-js', workers: inproc.poolSize, client: 'http2' },
+      { transport: 'grpc-js', workers: inproc.poolSize, client: 'grpc-js' },
       { transport: 'grpc-js', workers: 1, client: 'http2' },
-      { transport: 'grpc-js', workers: 1, client: 'grpc-js' },
       { transport: 'grpc-js', workers: 0, client: 'http2' },
       { transport: 'http2', workers: inproc.poolSize, client: 'http2' },
       { transport: 'http2', workers: 1, client: 'http2' },
@@ -353,7 +353,7 @@ async function main(): Promise<void> {
       if (res.firstError) process.stdout.write(`  first error: ${res.firstError}\n`);
       const hits = (await ca.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'hit')?.value ?? 0;
       const misses = (await ca.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
-      const name = `${transport === 'http2' ? 'lean http2 transport' : 'grpc-js server'}, ${client} load, signing ${workers > 0 ? `on ${workers} worker${workers > 1 ? 's' : ''}` : 'on the main thread'}`;
+      const name = `${transport === 'http2' ? 'http2 transport' : 'grpc-js transport (default)'}, ${client} load, signing ${workers > 0 ? `on ${workers} worker${workers > 1 ? 's' : ''}` : 'on the main thread'}`;
       rows.push({ name, rate: res.count / res.seconds, errors: res.errors, elu, caCpuSeconds, clientCpuSeconds: res.cpuSeconds, seconds: res.seconds, count: res.count });
       process.stdout.write(
         `${name}: ${(res.count / res.seconds).toFixed(0)}/s (errors ${res.errors}; TokenReview cache ${hits} hits / ${misses} reviews sent; ` +

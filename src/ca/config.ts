@@ -106,9 +106,9 @@ export interface CaServerConfig {
   readonly signingWorkers: number;
   readonly shutdownGraceMs: number;
   /**
-   * 'http2' (default with TLS): CreateCertificate and health Check served directly on
-   * node:http2, everything else (health Watch/List, reflection) relayed to a loopback grpc-js
-   * server. 'grpc-js' (default with plaintext): everything on grpc-js.
+   * 'grpc-js' (default): everything on grpc-js. 'http2' (TLS only): CreateCertificate and health
+   * Check served directly on node:http2, everything else (health Watch/List, reflection) relayed
+   * to a loopback grpc-js server.
    */
   readonly transport?: 'grpc-js' | 'http2';
   readonly clock?: Clock;
@@ -190,7 +190,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
-    ...(r.optionalString(ENV.TRANSPORT) !== undefined ? { transport: r.oneOf(ENV.TRANSPORT, ['grpc-js', 'http2'] as const, 'http2') } : {}),
+    transport: r.oneOf(ENV.TRANSPORT, ['grpc-js', 'http2'] as const, 'grpc-js'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
     audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),

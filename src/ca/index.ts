@@ -20,8 +20,8 @@
  *   ca.ready        // signer loaded and pod informers synced
  *   await ca.stop() // graceful (tryShutdown) within shutdownGraceMs, then forced
  *
- * Transport: with TLS the lean node:http2 transport serves CreateCertificate (grpc-js on loopback
- * behind it for health Watch and reflection); `transport: 'grpc-js'` or plaintext uses grpc-js.
+ * Transport: grpc-js by default; `transport: 'http2'` serves CreateCertificate directly on
+ * node:http2 (TLS only) with grpc-js on loopback behind it for health Watch/List and reflection.
  *
  * With TLS (the default) `startCaServer` resolves once the signer is loaded and the serving
  * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` it

@@ -20,7 +20,6 @@ let token: string;
 before(async () => {
   env = await startCaEnv();
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
-  // This file exercises the grpc-js transport (the default with TLS is the lean http2 one).
   ca = await env.startCa({ opsHost: '127.0.0.1', opsPort: 0, transport: 'grpc-js' });
   token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
 });
