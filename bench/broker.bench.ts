@@ -72,7 +72,7 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
     // Let the CA's pod index see every pod before the clock starts.
     await waitFor('CA pod index', () => {
       const idx = stack.ca.podIndex('Kubernetes');
-      return idx !== undefined && idx.getPod('bench', `pod-${PODS - 1}`) !== undefined;
+      return idx !== undefined && idx.getPod({ namespace: 'bench', name: `pod-${PODS - 1}` }) !== undefined;
     });
     const identities = sas.map((s) => `spiffe://${TD}/ns/bench/sa/${s}`);
     const runs: ColdStart[] = [];
