@@ -4,8 +4,9 @@
  * socket with mTLS, prints identity, serial and validity of each message, and can write the
  * chain, key and bundle as PEM files.
  */
-import { X509Certificate } from 'node:crypto';
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { randomBytes, X509Certificate } from 'node:crypto';
+import { constants } from 'node:fs';
+import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigReader } from '../core/config.js';
 import { Secret } from '../core/secret.js';
@@ -52,9 +53,25 @@ export function describeSvidMessage(msg: X509SvidResponse): string[] {
   });
 }
 
+/**
+ * Writes `text` to `path` through a fresh temp file and a rename. The temp name is random and
+ * opened with O_CREAT|O_EXCL|O_NOFOLLOW, so a file or symlink already at a predictable temp path
+ * (left over, or planted by another user of the directory) is never written through and never
+ * lends the key its own mode; the mode is set explicitly, whatever the umask.
+ */
 async function writeAtomically(path: string, text: string, mode: number): Promise<void> {
-  await writeFile(`${path}.tmp`, text, { mode });
-  await rename(`${path}.tmp`, path);
+  const tmp = `${path}.${randomBytes(8).toString('hex')}.tmp`;
+  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    await fh.chmod(mode);
+    await fh.writeFile(text);
+    await fh.close();
+    await rename(tmp, path);
+  } catch (err) {
+    await fh.close().catch(() => undefined);
+    await rm(tmp, { force: true });
+    throw err;
+  }
 }
 
 export async function writeSvidFiles(dir: string, msg: X509SvidResponse): Promise<void> {
@@ -119,10 +136,15 @@ export async function runFetch(options: FetchOptions): Promise<void> {
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     await new Promise<void>((resolve, reject) => {
+      const outDir = options.outDir;
+      // One write at a time, in message order: the files of two rotations never mix (a chain
+      // from one message beside the key of another), and a later rotation is never overwritten
+      // by an earlier one. The call resolves only once the last write is on disk.
+      let writes: Promise<void> = Promise.resolve();
       stream.on('data', (msg: X509SvidResponse) => {
         for (const line of describeSvidMessage(msg)) print(line);
-        const written = options.outDir ? writeSvidFiles(options.outDir, msg) : Promise.resolve();
-        written.then(
+        writes = writes.then(() => (outDir ? writeSvidFiles(outDir, msg) : undefined));
+        writes.then(
           () => {
             if (!options.watch) {
               stream.cancel();
@@ -133,10 +155,10 @@ export async function runFetch(options: FetchOptions): Promise<void> {
         );
       });
       stream.on('error', (err: { code?: number; details?: string }) => {
-        if (err.code === 1 /* CANCELLED by us */) resolve();
+        if (err.code === 1 /* CANCELLED by us */) writes.then(resolve, reject);
         else reject(new Error(`Broker API: ${err.details ?? String(err)}`));
       });
-      stream.on('end', () => resolve());
+      stream.on('end', () => writes.then(resolve, reject));
     });
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
