@@ -1,8 +1,11 @@
 /**
  * Structured logs: one JSON object per line on stderr (stdout belongs to protocols such as
- * CNI). Fields whose names look secret (token, key, password, authorization, jwt, csr bodies
- * are fine) are replaced by `[redacted]` before anything is written, in addition to `Secret`
- * values redacting themselves.
+ * CNI). Fields whose names look secret (token, password, secret, authorization, jwt, bearer,
+ * private key, in snake, kebab or camel case: `token`, `bearer_token`, `accessToken`,
+ * `privateKey`; csr bodies are fine) are replaced by `[redacted]` before anything is written,
+ * in addition to `Secret` values redacting themselves. As a second line of defence, text that
+ * looks like a JWT or a PEM private key is cut out of every string written (error messages from
+ * libraries included).
  */
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error' | 'silent';
@@ -28,17 +31,48 @@ export interface LoggerOptions {
   readonly now?: () => number;
 }
 
-const SECRET_FIELD = /(^|_|-|\b)(token|password|passwd|secret|authorization|private_?key|privatekey|jwt|bearer|key_?pem)$/i;
+/** A field is secret when its last word is one of these ... */
+const SECRET_LAST_WORDS: ReadonlySet<string> = new Set([
+  'token', 'tokens', 'password', 'passwd', 'secret', 'secrets', 'authorization', 'jwt', 'bearer', 'credential', 'credentials',
+  'privatekey', 'keypem',
+]);
+/** ... or its last two words are one of these. */
+const SECRET_LAST_PAIRS: ReadonlySet<string> = new Set(['private key', 'key pem']);
+
+/** `bearer_token`, `x-auth-token`, `accessToken`, `privateKEY` -> lower-case words. */
+function fieldWords(name: string): string[] {
+  return name
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter((w) => w !== '');
+}
 
 export function isSecretFieldName(name: string): boolean {
-  return SECRET_FIELD.test(name);
+  const words = fieldWords(name);
+  const last = words.at(-1);
+  if (last === undefined) return false;
+  return SECRET_LAST_WORDS.has(last) || SECRET_LAST_PAIRS.has(words.slice(-2).join(' '));
+}
+
+/** A compact JWS (JWT): base64url header starting `{"` (eyJ), payload, signature. */
+const JWT_TEXT = /eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*/g;
+/** A PEM private key block (PKCS#8, SEC1, PKCS#1, encrypted), complete or cut off. */
+const PEM_KEY_TEXT = /-----BEGIN ([A-Z ]*)PRIVATE KEY-----[\s\S]*?(-----END \1PRIVATE KEY-----|$)/g;
+
+/** `text` with anything that looks like a JWT or a PEM private key replaced by `[redacted]`. */
+export function redactSecretText(text: string): string {
+  if (!text.includes('eyJ') && !text.includes('PRIVATE KEY')) return text;
+  return text.replace(JWT_TEXT, '[redacted]').replace(PEM_KEY_TEXT, '[redacted]');
 }
 
 function sanitize(value: unknown, depth: number): unknown {
   if (value === null || value === undefined) return value;
+  if (typeof value === 'string') return redactSecretText(value);
   if (typeof value === 'bigint') return value.toString();
   if (value instanceof Error) {
-    const out: Record<string, unknown> = { message: value.message, name: value.name };
+    const out: Record<string, unknown> = { message: redactSecretText(value.message), name: value.name };
     const code = (value as { code?: unknown }).code;
     if (typeof code === 'string' || typeof code === 'number') out.code = code;
     return out;

@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { inspect } from 'node:util';
 import { Secret } from '../../src/core/secret.js';
-import { createLogger, isSecretFieldName, parseLogLevel } from '../../src/core/log.js';
+import { createLogger, isSecretFieldName, parseLogLevel, redactSecretText } from '../../src/core/log.js';
 
 test('Secret never prints its value', () => {
   const s = new Secret('eyJhbGciOi.top-secret');
@@ -37,6 +37,39 @@ test('secret field names', () => {
     assert.ok(isSecretFieldName(n), n);
   }
   for (const n of ['serial', 'identity', 'notAfter', 'tokenExpiry', 'keyUsage']) assert.ok(!isSecretFieldName(n), n);
+});
+
+test('camel-case and kebab-case secret field names are redacted too', () => {
+  for (const n of ['accessToken', 'bearerToken', 'idToken', 'saToken', 'x-auth-token', 'Authorization', 'clientSecret', 'caKeyPem', 'signingPrivateKey', 'PRIVATE_KEY', 'apiTOKEN', 'credentials']) {
+    assert.ok(isSecretFieldName(n), n);
+  }
+  for (const n of ['secretName', 'tokenSource', 'keyId', 'publicKey', 'key', 'authenticator', 'tokenFile', 'expiresAt']) assert.ok(!isSecretFieldName(n), n);
+  const lines: string[] = [];
+  const log = createLogger({ level: 'info', sink: (l) => lines.push(l) });
+  log.info('camel', { accessToken: 'tok-123', nested: { clientSecret: 'sec-456', secretName: 'istio-ca-secret' } });
+  const rec = JSON.parse(lines[0]!) as { accessToken: string; nested: Record<string, string> };
+  assert.equal(rec.accessToken, '[redacted]');
+  assert.deepEqual(rec.nested, { clientSecret: '[redacted]', secretName: 'istio-ca-secret' });
+  assert.ok(!lines[0]!.includes('tok-123') && !lines[0]!.includes('sec-456'));
+});
+
+test('JWTs and PEM private keys are cut out of any logged text, error messages included', () => {
+  const jwt = 'eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YTpiIn0.c2lnbmF0dXJlLWJ5dGVz';
+  const pem = '-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n';
+  assert.equal(redactSecretText(`upstream said: invalid bearer ${jwt} (expired)`), 'upstream said: invalid bearer [redacted] (expired)');
+  assert.equal(redactSecretText(`key: ${pem}`), 'key: [redacted]\n');
+  assert.equal(redactSecretText('-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEI'), '[redacted]', 'a cut-off key block too');
+  const plain = 'spiffe://cluster.local/ns/a/sa/b serial=0a1b notAfter=2026-01-01T00:00:00Z -----BEGIN CERTIFICATE-----';
+  assert.equal(redactSecretText(plain), plain);
+  const lines: string[] = [];
+  const log = createLogger({ level: 'debug', sink: (l) => lines.push(l) });
+  log.warn('request failed', { err: new Error(`401 for ${jwt}`), detail: `got ${pem}`, list: [jwt] });
+  const out = lines.join('\n');
+  assert.ok(!out.includes('c2lnbmF0dXJlLWJ5dGVz'), out);
+  assert.ok(!out.includes('MIGHAgEAMBMGByqGSM49'), out);
+  const rec = JSON.parse(lines[0]!) as { err: { message: string }; detail: string; list: string[] };
+  assert.equal(rec.err.message, '401 for [redacted]');
+  assert.deepEqual(rec.list, ['[redacted]']);
 });
 
 test('parseLogLevel rejects unknown levels', () => {
