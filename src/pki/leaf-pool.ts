@@ -32,6 +32,9 @@ interface Slot {
   queued: WorkerItem[];
 }
 
+/** Largest batch per message: several queued messages keep a worker busy between round trips. */
+const MAX_BATCH = 32;
+
 function errorFromCode(code: string, message: string): CertbrokerError {
   if (code.startsWith('ERR_SPIFFE') || code.startsWith('ERR_SVID')) return new SpiffeError(code as SpiffeErrorCode, message);
   if (code.startsWith('ERR_PKI')) return new PkiError(code as PkiErrorCode, message);
@@ -75,7 +78,7 @@ export class LeafIssuerPool {
       slot.outstanding.clear();
       if (idx >= 0 && !this.#closed) this.#slots[idx] = this.#spawn();
     };
-    worker.on('error', () => fail('failed'));
+    worker.on('error', (err) => fail(`failed: ${err instanceof Error ? err.message : String(err)}`));
     worker.on('exit', (code) => {
       if (!this.#closed) fail(`exited with code ${code}`);
     });
@@ -121,7 +124,9 @@ export class LeafIssuerPool {
       const items = s.queued;
       s.queued = [];
       s.worker.ref();
-      s.worker.postMessage({ kind: 'batch', items });
+      for (let i = 0; i < items.length; i += MAX_BATCH) {
+        s.worker.postMessage({ kind: 'batch', items: items.slice(i, i + MAX_BATCH) });
+      }
     }
   }
 

@@ -8,6 +8,8 @@ import { CertbrokerError } from '../core/errors.js';
 import { FastLeafIssuer, type IssuedLeaf, type LeafSigner } from './leaf-template.js';
 import type { WorkerItem, WorkerMessage, WorkerResult } from './leaf-pool-protocol.js';
 
+const RESULT_CHUNK = 16;
+
 let issuer: FastLeafIssuer | undefined;
 
 function issueOne(item: WorkerItem): WorkerResult {
@@ -19,6 +21,10 @@ function issueOne(item: WorkerItem): WorkerResult {
     if (err instanceof CertbrokerError) return { id: item.id, code: err.code, message: err.message };
     return { id: item.id, code: 'ERR_PKI_SIGN_FAILED', message: 'unexpected failure while issuing' };
   }
+}
+
+function post(results: WorkerResult[]): void {
+  parentPort!.postMessage({ kind: 'results', results });
 }
 
 parentPort?.on('message', (msg: WorkerMessage) => {
@@ -37,6 +43,15 @@ parentPort?.on('message', (msg: WorkerMessage) => {
     }
     return;
   }
-  const results = msg.items.map(issueOne);
-  parentPort!.postMessage({ kind: 'results', results });
+  // Answer in small chunks so the pool can hand out more work while this batch is still
+  // running: the worker's queue never runs dry waiting for a whole batch's round trip.
+  let results: WorkerResult[] = [];
+  for (const item of msg.items) {
+    results.push(issueOne(item));
+    if (results.length === RESULT_CHUNK) {
+      post(results);
+      results = [];
+    }
+  }
+  if (results.length > 0) post(results);
 });
