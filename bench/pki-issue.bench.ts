@@ -13,6 +13,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import {
   caKeyMaterial,
   createCsr,
@@ -81,6 +82,38 @@ async function poolLoop(pool: LeafIssuerPool, ms: number, csrs: readonly string[
   return (done * 1000) / (performance.now() - start);
 }
 
+/**
+ * The scaling ceiling for the pool: every core runs its own FastLeafIssuer loop in a worker,
+ * with its own CSRs and no per-request messages. Returns the summed rate.
+ */
+async function independentThreads(count: number, ms: number, signer: unknown, csrs: readonly string[]): Promise<number> {
+  const pkiUrl = new URL('../src/pki/index.js', import.meta.url).href;
+  const code = `
+    const { parentPort, workerData } = require('node:worker_threads');
+    (async () => {
+      const { FastLeafIssuer } = await import(${JSON.stringify(pkiUrl)});
+      const s = workerData.signer;
+      const issuer = new FastLeafIssuer({ signer: { ...s, subjectDer: Buffer.from(s.subjectDer), subjectKeyId: s.subjectKeyId ? Buffer.from(s.subjectKeyId) : undefined } });
+      const csrs = workerData.csrs;
+      const one = (i) => issuer.issue({ csr: csrs[i % csrs.length], spiffeId: ${JSON.stringify(ID)}, ttlSeconds: 86400 });
+      for (let i = 0; i < 300; i++) one(i);
+      while (Date.now() < workerData.startAt) {}
+      let n = 0;
+      const t0 = performance.now();
+      while (performance.now() - t0 < workerData.ms) for (let k = 0; k < 20; k++) one(n++);
+      parentPort.postMessage((n * 1000) / (performance.now() - t0));
+    })();
+  `;
+  const startAt = Date.now() + 400;
+  const workers = Array.from({ length: count }, () => new Worker(code, { eval: true, workerData: { signer, csrs, ms, startAt } }));
+  try {
+    const rates = await Promise.all(workers.map((w) => new Promise<number>((res, rej) => { w.once('message', res); w.once('error', rej); })));
+    return rates.reduce((a, b) => a + b, 0);
+  } finally {
+    await Promise.all(workers.map((w) => w.terminate()));
+  }
+}
+
 function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -123,6 +156,7 @@ async function main(): Promise<void> {
     },
     { name: 'fast path, 1 thread (FastLeafIssuer)', rates: [], run: async (ms) => loopSync(ms, (i) => fast.issue({ csr: csrs[i % CSR_COUNT]!, spiffeId: ID, ttlSeconds: 86400 })) },
     { name: `fast path, LeafIssuerPool (${size} workers)`, rates: [], run: (ms) => poolLoop(pool, ms, csrs, 256) },
+    { name: `fast path, ${size} worker threads issuing independently (no messages: the pool's ceiling)`, rates: [], run: (ms) => independentThreads(size, ms, material.leafSigner, csrs) },
     { name: 'fast path, LeafIssuerPool (1 worker: the cost of the thread hop)', rates: [], run: (ms) => poolLoop(pool1, ms, csrs, 256) },
     {
       name: 'generic @peculiar/x509 path, 1 thread',
