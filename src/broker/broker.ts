@@ -13,6 +13,7 @@ import { BrokerApiService } from './broker-api.js';
 import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './broker-api-server.js';
 import { IstioCaClient } from './ca-client.js';
 import { CertManager, type IdentityStatus } from './cert-manager.js';
+import { BrokerError } from './errors.js';
 import type { BrokerConfig } from './config.js';
 import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFetcher } from './kube-adapters.js';
 import { BrokerMetrics } from './metrics.js';
@@ -54,14 +55,21 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   let certsRef: CertManager | undefined;
   const metrics = new BrokerMetrics(() => certsRef);
 
-  // Own token.
+  // Own token: TokenRequest (the projected file as fallback), or the projected file alone.
+  const fileFetcher = config.tokenFile ? projectedTokenFileFetcher(config.tokenFile) : undefined;
+  if (config.tokenSource === 'file' && !fileFetcher) {
+    throw new BrokerError('ERR_TOKEN_UNAVAILABLE', "tokenSource 'file' needs tokenFile", { status: 'invalid-argument' });
+  }
   const tokens = new TokenSource({
-    primary: tokenRequestFetcher(config.kubeConfig, {
-      pod: config.pod,
-      audience: config.ca.audience,
-      expirationSeconds: config.tokenExpirationSeconds,
-    }),
-    ...(config.tokenFile ? { fallback: projectedTokenFileFetcher(config.tokenFile) } : {}),
+    primary:
+      config.tokenSource === 'file'
+        ? fileFetcher!
+        : tokenRequestFetcher(config.kubeConfig, {
+            pod: config.pod,
+            audience: config.ca.audience,
+            expirationSeconds: config.tokenExpirationSeconds,
+          }),
+    ...(config.tokenSource !== 'file' && fileFetcher ? { fallback: fileFetcher } : {}),
     clock,
     rng,
     logger,

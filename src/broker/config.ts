@@ -24,6 +24,7 @@ export const ENV = Object.freeze({
   CA_AUDIENCE: 'CA_TOKEN_AUDIENCE',
   TOKEN_EXPIRATION_SECONDS: 'BROKER_TOKEN_EXPIRATION_SECONDS',
   TOKEN_FILE: 'BROKER_TOKEN_FILE',
+  TOKEN_SOURCE: 'BROKER_TOKEN_SOURCE',
   CERT_TTL_SECONDS: 'WORKLOAD_CERT_TTL_SECONDS',
   MAX_CONCURRENT_FETCHES: 'BROKER_MAX_CONCURRENT_FETCHES',
   FORGET_GRACE_SECONDS: 'BROKER_FORGET_GRACE_SECONDS',
@@ -60,6 +61,8 @@ export function defaultAllowedCallers(trustDomain: string): string[] {
   return [`spiffe://${trustDomain}/ns/istio-system/sa/ztunnel`];
 }
 
+export type TokenSourceKind = 'token-request' | 'file';
+
 export interface BrokerConfig {
   readonly trustDomain: string;
   readonly nodeName: string;
@@ -75,8 +78,15 @@ export interface BrokerConfig {
     readonly certTtlSeconds: number;
   };
   readonly tokenExpirationSeconds: number;
-  /** Projected token file used when TokenRequest fails. */
+  /** Projected token file: the fallback when TokenRequest fails, or the only source (`tokenSource: 'file'`). */
   readonly tokenFile?: string;
+  /**
+   * Where the broker's CA token comes from. `token-request` (default): TokenRequest for its own
+   * service account, bound to its own pod; needs `serviceaccounts/token` create, which RBAC cannot
+   * limit to the broker's own pod (see docs/security.md). `file`: only the kubelet-projected token
+   * in `tokenFile` (audience istio-ca), so the broker needs no token permission at all.
+   */
+  readonly tokenSource?: TokenSourceKind;
   readonly maxConcurrentFetches: number;
   readonly forgetGraceMs: number;
   /** Filesystem path of the Broker API socket. */
@@ -152,6 +162,12 @@ export async function readBrokerConfig(
   const audience = r.string(ENV.CA_AUDIENCE, DEFAULTS.caAudience);
   const tokenExpirationSeconds = r.int(ENV.TOKEN_EXPIRATION_SECONDS, DEFAULTS.tokenExpirationSeconds, { min: 600, max: 86_400 * 2 });
   const tokenFile = r.optionalString(ENV.TOKEN_FILE);
+  const tokenSource = r.string(ENV.TOKEN_SOURCE, 'token-request');
+  if (tokenSource !== 'token-request' && tokenSource !== 'file') {
+    r.problem(`${ENV.TOKEN_SOURCE}=${JSON.stringify(tokenSource)} is not token-request or file`);
+  } else if (tokenSource === 'file' && !tokenFile) {
+    r.problem(`${ENV.TOKEN_SOURCE}=file needs ${ENV.TOKEN_FILE} (the projected token with audience istio-ca)`);
+  }
   const certTtlSeconds = r.int(ENV.CERT_TTL_SECONDS, DEFAULTS.certTtlSeconds, { min: 60, max: 90 * 86_400, explicit: f.certTtlSeconds });
   const maxConcurrentFetches = r.int(ENV.MAX_CONCURRENT_FETCHES, DEFAULTS.maxConcurrentFetches, { min: 1, max: 1024 });
   const forgetGraceSeconds = r.int(ENV.FORGET_GRACE_SECONDS, DEFAULTS.forgetGraceSeconds, { min: 0, max: 3600 });
@@ -182,6 +198,7 @@ export async function readBrokerConfig(
     ca: { address: caAddress, rootsPem, ...(tlsServerName ? { tlsServerName } : {}), clusterId, audience, certTtlSeconds },
     tokenExpirationSeconds,
     ...(tokenFile ? { tokenFile } : {}),
+    tokenSource: tokenSource as TokenSourceKind,
     maxConcurrentFetches,
     forgetGraceMs: forgetGraceSeconds * 1000,
     brokerSocketPath: brokerSocketPath!,

@@ -5,13 +5,22 @@
  *
  * - pods get/list/watch (cluster scope: the watch is `fieldSelector=spec.nodeName=<node>`,
  *   the CNI registration lookup is a GET of one pod);
- * - serviceaccounts/token create, only for the broker's own service account (TokenRequest).
+ * - serviceaccounts/token create, only for the broker's own service account (TokenRequest) —
+ *   left out with `tokenRequest: false`, for a broker that reads its kubelet-projected token
+ *   (`BROKER_TOKEN_SOURCE=file`). RBAC cannot limit this permission to the broker's own pod:
+ *   whoever holds it can mint tokens bound to any pod of the service account (docs/security.md).
  */
-export function brokerRbacObjects(options: { readonly namespace: string; readonly serviceAccount: string; readonly name?: string }): object[] {
+export function brokerRbacObjects(options: {
+  readonly namespace: string;
+  readonly serviceAccount: string;
+  readonly name?: string;
+  /** Include `serviceaccounts/token` create (default true). */
+  readonly tokenRequest?: boolean;
+}): object[] {
   const name = options.name ?? 'certbroker-node-broker';
   const subject = { kind: 'ServiceAccount', name: options.serviceAccount, namespace: options.namespace };
   const rbac = 'rbac.authorization.k8s.io/v1';
-  return [
+  const pods = [
     {
       apiVersion: rbac,
       kind: 'ClusterRole',
@@ -25,6 +34,10 @@ export function brokerRbacObjects(options: { readonly namespace: string; readonl
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name },
       subjects: [subject],
     },
+  ];
+  if (options.tokenRequest === false) return pods;
+  return [
+    ...pods,
     {
       apiVersion: rbac,
       kind: 'Role',
