@@ -23,7 +23,9 @@ export function podFacts(p: V1Pod): PodFacts | undefined {
     uid: m.uid,
     namespace: m.namespace,
     name: m.name,
-    serviceAccount: p.spec?.serviceAccountName || 'default',
+    // Never defaulted: the API server sets it on every ordinary pod; an empty one (a mirror pod)
+    // means no identity (NodePods: 'no-service-account').
+    serviceAccount: p.spec?.serviceAccountName ?? '',
     nodeName: p.spec?.nodeName ?? '',
     hostNetwork: p.spec?.hostNetwork === true,
     deleting: m.deletionTimestamp !== undefined && m.deletionTimestamp !== null,

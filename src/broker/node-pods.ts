@@ -12,6 +12,7 @@ export interface PodFacts {
   readonly uid: string;
   readonly namespace: string;
   readonly name: string;
+  /** `spec.serviceAccountName`, '' when the pod has none (mirror pods). */
   readonly serviceAccount: string;
   readonly nodeName: string;
   readonly hostNetwork: boolean;
@@ -38,7 +39,13 @@ export interface IdentityRetainer {
   release(identity: string, holder: string): void;
 }
 
-export type PodEligibility = 'eligible' | 'other-node' | 'host-network' | 'terminating' | 'finished' | 'self';
+/**
+ * `no-service-account`: `spec.serviceAccountName` is empty. The API server fills it in for every
+ * ordinary pod; it stays empty on mirror pods of static pods, which anyone who can write the
+ * node's manifest directory can create in any namespace. Such a pod has no identity — mapping it
+ * to `default` would let the node claim `ns/<any>/sa/default`.
+ */
+export type PodEligibility = 'eligible' | 'other-node' | 'host-network' | 'terminating' | 'finished' | 'self' | 'no-service-account';
 
 export interface NodePodsOptions {
   readonly nodeName: string;
@@ -67,13 +74,14 @@ export class NodePods {
     if (pod.nodeName !== this.#opts.nodeName) return 'other-node';
     if (pod.uid === this.#opts.ownPodUid) return 'self';
     if (pod.hostNetwork) return 'host-network';
+    if (pod.serviceAccount === '') return 'no-service-account';
     if (pod.deleting) return 'terminating';
     if (pod.phase === 'Succeeded' || pod.phase === 'Failed') return 'finished';
     return 'eligible';
   }
 
   identityOf(pod: Pick<PodFacts, 'namespace' | 'serviceAccount'>): string {
-    return kubernetesIdentity(this.#opts.trustDomain, pod.namespace, pod.serviceAccount || 'default');
+    return kubernetesIdentity(this.#opts.trustDomain, pod.namespace, pod.serviceAccount);
   }
 
   /**

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { podFacts } from '../../src/broker/kube-adapters.js';
 import { NodePods, type PodFacts, type PodGoneReason } from '../../src/broker/node-pods.js';
 
 function recorder() {
@@ -75,5 +76,23 @@ describe('NodePods', () => {
     assert.deepEqual(pods.pods().map((p) => p.uid).sort(), ['b', 'c']);
     assert.ok(certs.calls.includes('release spiffe://cluster.local/ns/shop/sa/cart a'));
     assert.ok(certs.calls.includes('retain spiffe://cluster.local/ns/shop/sa/other c'));
+  });
+
+  it('a pod without a service account (a static pod\'s mirror) gets no identity, never `default`', () => {
+    // What the API server holds for a mirror pod: the kubelet creates it from a static manifest,
+    // it may not reference a service account, and ServiceAccount admission leaves it alone.
+    const mirror = podFacts({
+      metadata: { name: 'evil-node-1', namespace: 'payments', uid: 'm1', annotations: { 'kubernetes.io/config.mirror': 'abc' } },
+      spec: { nodeName: 'node-1', containers: [{ name: 'c', image: 'x' }] },
+      status: { phase: 'Running' },
+    });
+    assert.equal(mirror?.serviceAccount, '');
+    const certs = recorder();
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
+    assert.equal(pods.upsert(mirror!), 'no-service-account');
+    assert.deepEqual(certs.calls, [], 'no spiffe://cluster.local/ns/payments/sa/default');
+    assert.equal(pods.size, 0);
+    // An ordinary pod keeps the account the API server set.
+    assert.equal(podFacts({ metadata: { name: 'a', namespace: 'n', uid: 'u' }, spec: { nodeName: 'node-1', serviceAccountName: 'default', containers: [] } })?.serviceAccount, 'default');
   });
 });
