@@ -107,3 +107,14 @@ test('rejections carry codes', async () => {
   });
   assert.equal(await code(failing.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
 });
+
+test('a review without status.audiences (valid only for the apiserver audience) is refused when we asked for ours', async () => {
+  const { authn, calls } = setup({ ...OK, audiences: [] });
+  assert.equal(await code(authn.authenticate(new Secret('t1'))), 'ERR_CA_TOKEN_AUDIENCE');
+  const { audiences: _omitted, ...noField } = OK;
+  assert.equal(await code(setup(noField).authn.authenticate(new Secret('t2'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.deepEqual(calls, [['istio-ca']], 'the review did ask for our audience');
+  // One of several returned audiences being ours is enough.
+  const caller = await setup({ ...OK, audiences: ['https://kubernetes.default.svc', 'istio-ca'] }).authn.authenticate(new Secret('t3'));
+  assert.equal(caller.serviceAccount, 'ztunnel');
+});

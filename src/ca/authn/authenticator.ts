@@ -1,7 +1,11 @@
 /**
  * Authenticators turn a bearer token into a `Caller` or throw a CaError with status
- * unauthenticated. `AuthenticatorChain` tries them in order; the first success wins, and when
- * all fail the first one's error is kept (the others are logged at debug).
+ * unauthenticated. `AuthenticatorChain` tries them in order; the first success wins.
+ *
+ * A definite "no" ends the chain: only an authenticator that could not decide (its backend
+ * failed or is unreachable, `ERR_CA_AUTHN_BACKEND`) hands the token to the next one. Otherwise
+ * a token that TokenReview rejected (its bound pod or service account is gone) would still pass
+ * local JWT verification, which cannot see either.
  */
 import type { Logger } from '../../core/log.js';
 import type { Secret } from '../../core/secret.js';
@@ -23,18 +27,26 @@ export class AuthenticatorChain {
   }
 
   async authenticate(token: Secret<string>): Promise<Caller> {
-    let first: unknown;
+    let undecided: unknown;
     for (const a of this.#authenticators) {
       try {
         return await a.authenticate(token);
       } catch (err) {
-        this.#logger.debug('authenticator rejected token', { authenticator: a.kind, err });
-        first ??= err;
+        // An unexpected exception is neither a verdict nor a known outage: deny, do not fall through.
+        if (!(err instanceof CaError)) throw authnError('ERR_CA_AUTHN_BACKEND', `${a.kind} authenticator failed`, err);
+        if (!couldNotDecide(err)) throw err;
+        this.#logger.debug('authenticator could not decide, trying the next', { authenticator: a.kind, err });
+        undecided ??= err;
       }
     }
-    if (first instanceof CaError) throw first;
-    throw authnError('ERR_CA_AUTHN_BACKEND', 'no authenticator accepted the token', first);
+    if (undecided instanceof CaError) throw undecided;
+    throw authnError('ERR_CA_AUTHN_BACKEND', 'no authenticator could decide', undecided);
   }
+}
+
+/** True when the authenticator failed to reach a verdict (backend error), not when it said no. */
+function couldNotDecide(err: unknown): boolean {
+  return err instanceof CaError && err.code === 'ERR_CA_AUTHN_BACKEND';
 }
 
 /**

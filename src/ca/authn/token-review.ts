@@ -91,9 +91,14 @@ export function callerFromReview(
   if (!result.authenticated) {
     throw authnError('ERR_CA_TOKEN_INVALID', `TokenReview: not authenticated${result.error ? ` (${result.error})` : ''}`);
   }
-  if (result.audiences !== undefined && result.audiences.length > 0 && context.audiences.length > 0) {
-    if (!result.audiences.some((a) => context.audiences.includes(a))) {
-      throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${result.audiences.join(',')} do not include ${context.audiences.join(',')}`);
+  // We send spec.audiences; an audience-aware apiserver answers with the ones the token is valid
+  // for. An empty or missing status.audiences means the token is valid for the apiserver's own
+  // audience only (a backend that ignored spec.audiences): not a token for us.
+  if (context.audiences.length > 0) {
+    const granted = result.audiences ?? [];
+    if (!granted.some((a) => context.audiences.includes(a))) {
+      const said = granted.length > 0 ? granted.join(',') : '(none: the apiserver audience)';
+      throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${said} do not include ${context.audiences.join(',')}`);
     }
   }
   if (context.expiresAtMs !== undefined && context.expiresAtMs <= context.nowMs) {
