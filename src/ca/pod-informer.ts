@@ -22,14 +22,21 @@ export interface PodInformerOptions {
 
 type ListingInformer = Informer<V1Pod> & { list(namespace?: string): readonly V1Pod[] };
 
-function toPodInfo(p: V1Pod): PodInfo | undefined {
+/**
+ * A pod as the authorizer sees it. `spec.serviceAccountName` is taken as it is, never defaulted:
+ * the apiserver sets it on every ordinary pod, and it is empty only on mirror pods of static
+ * pods, which whoever can write a node's manifest directory (node root) can create in any
+ * namespace. Such a pod is indexed under no service account (`''`, which no SPIFFE ID names),
+ * so it never authorizes impersonation of `<ns>/default` or anything else.
+ */
+export function toPodInfo(p: V1Pod): PodInfo | undefined {
   const m = p.metadata;
   if (!m?.name || !m.namespace) return undefined;
   return {
     namespace: m.namespace,
     name: m.name,
     uid: m.uid ?? '',
-    serviceAccountName: p.spec?.serviceAccountName ?? 'default',
+    serviceAccountName: p.spec?.serviceAccountName ?? '',
     nodeName: p.spec?.nodeName ?? '',
     phase: p.status?.phase ?? 'Pending',
   };
@@ -64,6 +71,8 @@ export class PodInformer implements PodIndex {
   }
 
   podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
+    // Pods without a service account (see toPodInfo) stand for no identity.
+    if (key.serviceAccountName === '') return [];
     return this.#index.podsOnNode(key);
   }
 
