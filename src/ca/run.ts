@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger, parseLogLevel } from '../core/log.js';
 import { aborted, signalController } from '../ops/lifecycle.js';
+import { kubeCredentialsAllowedForOidc } from './authn/oidc-discovery.js';
 import { startCaServer } from './ca-server.js';
 import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type ClusterConfig } from './config.js';
 
@@ -20,24 +21,41 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
   const env = readCaConfig(flags);
   const logger = createLogger({ level: parseLogLevel(env.logLevel) });
   const oidcCaPem = env.oidc?.caFile ? await readFile(env.oidc.caFile, 'utf8') : undefined;
-  const clusterFrom = (id: string, path: string | undefined): ClusterConfig => ({
-    id,
-    kubeConfig: loadKubeConfig(path),
-    audiences: env.audiences,
-    tokenReview: env.tokenReview,
-    ...(env.oidc && id === env.defaultClusterId
-      ? {
-          oidc: {
-            issuer: env.oidc.issuer,
-            algorithms: env.oidc.algorithms,
-            ...(env.oidc.discoveryUrl ? { discoveryUrl: env.oidc.discoveryUrl } : {}),
-            ...(env.oidc.jwksUri ? { jwksUri: env.oidc.jwksUri } : {}),
-            ...(oidcCaPem ? { caPem: oidcCaPem } : {}),
-            useKubeCredentials: true,
-          },
-        }
-      : {}),
-  });
+  const clusterFrom = (id: string, path: string | undefined): ClusterConfig => {
+    const kubeConfig = loadKubeConfig(path);
+    const oidc = env.oidc && id === env.defaultClusterId ? env.oidc : undefined;
+    // The CA's own Kubernetes token goes on OIDC fetches only when they start at the API
+    // server; discovery then sends it to that origin alone (never to a jwks_uri elsewhere).
+    const useKubeCredentials =
+      oidc !== undefined &&
+      kubeCredentialsAllowedForOidc({
+        apiServerUrl: kubeConfig.getCurrentCluster()?.server,
+        issuer: oidc.issuer,
+        ...(oidc.discoveryUrl ? { discoveryUrl: oidc.discoveryUrl } : {}),
+        ...(oidc.jwksUri ? { jwksUri: oidc.jwksUri } : {}),
+      });
+    if (oidc && !useKubeCredentials) {
+      logger.info('OIDC discovery/JWKS fetched without the CA\'s Kubernetes credentials (not at the API server\'s origin)', { cluster: id, issuer: oidc.issuer });
+    }
+    return {
+      id,
+      kubeConfig,
+      audiences: env.audiences,
+      tokenReview: env.tokenReview,
+      ...(oidc
+        ? {
+            oidc: {
+              issuer: oidc.issuer,
+              algorithms: oidc.algorithms,
+              ...(oidc.discoveryUrl ? { discoveryUrl: oidc.discoveryUrl } : {}),
+              ...(oidc.jwksUri ? { jwksUri: oidc.jwksUri } : {}),
+              ...(oidcCaPem ? { caPem: oidcCaPem } : {}),
+              useKubeCredentials,
+            },
+          }
+        : {}),
+    };
+  };
   const clusters = [clusterFrom(env.defaultClusterId, env.kubeconfigPath), ...env.remoteClusters.map((r) => clusterFrom(r.id, r.kubeconfigPath))];
   const controller = signalController(logger);
   const ca = await startCaServer({

@@ -4,6 +4,10 @@
  * from `jwks_uri`. The HTTPS fetch trusts a given CA bundle and may send a bearer token (the
  * apiserver serves discovery to authenticated callers unless anonymous access is granted).
  * Discovery runs lazily on the first verification and is retried after a failure.
+ *
+ * The bearer token is the CA's own Kubernetes credential: it goes only to one origin (the
+ * Kubernetes API server's), never to a `jwks_uri` or issuer elsewhere, which would otherwise
+ * receive a token that acts as the CA against the cluster.
  */
 import { request } from 'node:https';
 import { createRemoteJWKSet, customFetch, type FetchImplementation, type JWTVerifyGetKey } from 'jose';
@@ -22,16 +26,55 @@ export interface OidcDiscoveryOptions {
   /** PEM roots for the HTTPS fetches; default: Node's built-in roots. */
   readonly caPem?: string;
   readonly bearerToken?: () => Secret<string> | undefined;
+  /**
+   * The only origin (`https://host[:port]`) that receives `bearerToken`: the Kubernetes API
+   * server's. Default: the origin the first document is fetched from (`jwksUri` when discovery
+   * is skipped, else `discoveryUrl`, else the issuer) — so a `jwks_uri` on another host never
+   * sees the token.
+   */
+  readonly bearerTokenOrigin?: string;
   readonly timeoutMs?: number;
 }
 
-/** A fetch over node:https with our own trust roots (jose calls it for the JWKS). */
-export function httpsFetch(options: { readonly caPem?: string; readonly bearerToken?: () => Secret<string> | undefined; readonly timeoutMs?: number }): FetchImplementation {
+/** `new URL(url).origin`, or undefined when `url` is not an absolute URL. */
+export function originOf(url: string): string | undefined {
+  try {
+    const origin = new URL(url).origin;
+    return origin === 'null' ? undefined : origin;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Where discovery (or, without discovery, the JWKS) is first fetched from. */
+export function oidcFetchOrigin(o: { readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string }): string | undefined {
+  return originOf(o.jwksUri ?? o.discoveryUrl ?? o.issuer);
+}
+
+/**
+ * Whether the CA may send its Kubernetes credentials on OIDC fetches at all: only when those
+ * fetches start at the API server (`apiServerUrl`, the kubeconfig's cluster server).
+ */
+export function kubeCredentialsAllowedForOidc(o: { readonly apiServerUrl: string | undefined; readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string }): boolean {
+  const api = o.apiServerUrl === undefined ? undefined : originOf(o.apiServerUrl);
+  return api !== undefined && api === oidcFetchOrigin(o);
+}
+
+/**
+ * A fetch over node:https with our own trust roots (jose calls it for the JWKS). The bearer
+ * token is added only to requests whose origin equals `bearerTokenOrigin` (none without it).
+ */
+export function httpsFetch(options: {
+  readonly caPem?: string;
+  readonly bearerToken?: () => Secret<string> | undefined;
+  readonly bearerTokenOrigin?: string;
+  readonly timeoutMs?: number;
+}): FetchImplementation {
   return (url, init) =>
     new Promise<Response>((resolve, reject) => {
       const headers: Record<string, string> = { accept: 'application/json' };
       init.headers.forEach((v, k) => (headers[k] = v));
-      const token = options.bearerToken?.();
+      const token = options.bearerTokenOrigin !== undefined && originOf(url) === options.bearerTokenOrigin ? options.bearerToken?.() : undefined;
       if (token) headers.authorization = `Bearer ${token.reveal()}`;
       const req = request(
         url,
@@ -56,7 +99,8 @@ export function httpsFetch(options: { readonly caPem?: string; readonly bearerTo
 
 /** A JWTVerifyGetKey that discovers the JWKS on first use. */
 export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
-  const fetchImpl = httpsFetch(options);
+  const bearerTokenOrigin = options.bearerTokenOrigin ?? oidcFetchOrigin(options);
+  const fetchImpl = httpsFetch({ ...options, ...(bearerTokenOrigin !== undefined ? { bearerTokenOrigin } : {}) });
   let keys: Promise<JWTVerifyGetKey> | undefined;
   const resolveKeys = async (): Promise<JWTVerifyGetKey> => {
     const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, options.discoveryUrl ?? options.issuer, fetchImpl));
