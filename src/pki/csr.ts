@@ -12,7 +12,7 @@
  */
 import 'reflect-metadata';
 import * as x509 from '@peculiar/x509';
-import { createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
+import { createPublicKey, KeyObject, sign, verify, webcrypto } from 'node:crypto';
 import { findSignatureAlgorithm, signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.js';
 import {
   encodeOid,
@@ -113,12 +113,19 @@ export function csrDer(input: string | Uint8Array): Buffer {
   return Buffer.from(body, 'base64');
 }
 
-/**
- * Parses a CSR (PEM or DER) and verifies its signature. Coded errors: ERR_PKI_PEM_* (not a CSR
- * PEM), ERR_PKI_CSR_MALFORMED (garbage), ERR_PKI_CSR_UNSUPPORTED_ALGORITHM,
- * ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID.
- */
-export function parseCsr(input: string | Uint8Array): VerifiedCsr {
+/** The pieces of a structurally valid CSR, before its key is imported and its signature checked. */
+interface CsrParts {
+  readonly der: Buffer;
+  readonly spki: Buffer;
+  readonly alg: SignatureAlgorithm;
+  readonly infoStart: number;
+  readonly infoEnd: number;
+  readonly sigStart: number;
+  readonly sigEnd: number;
+}
+
+/** The strict DER walk shared by `parseCsr` and `parseCsrAsync`. */
+function readCsrParts(input: string | Uint8Array): CsrParts {
   const der = csrDer(input);
   if (der.length > MAX_CSR_BYTES) throw malformed('too large');
   let infoStart: number, infoEnd: number, spki: Buffer;
@@ -158,18 +165,60 @@ export function parseCsr(input: string | Uint8Array): VerifiedCsr {
     throw malformed(err instanceof Error ? err.message : 'unreadable', err);
   }
   if (!alg) throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_ALGORITHM', 'CSR signature algorithm is not supported');
-  const { publicKey, keySpec } = importCsrKey(spki);
-  if (keySpec.kind !== alg.keyKind) {
-    throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_ALGORITHM', `CSR signature algorithm ${alg.name} does not match its ${keySpec.kind} key`);
+  return { der, spki, alg, infoStart, infoEnd, sigStart, sigEnd };
+}
+
+/** Checks the imported key against the signature algorithm and verifies the signature. */
+function verifyCsrParts(parts: CsrParts, key: { publicKey: KeyObject; keySpec: KeySpec }): VerifiedCsr {
+  const { der, alg } = parts;
+  if (key.keySpec.kind !== alg.keyKind) {
+    throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_ALGORITHM', `CSR signature algorithm ${alg.name} does not match its ${key.keySpec.kind} key`);
   }
   let ok = false;
   try {
-    ok = verify(alg.hash, der.subarray(infoStart, infoEnd), publicKey, der.subarray(sigStart, sigEnd));
+    ok = verify(alg.hash, der.subarray(parts.infoStart, parts.infoEnd), key.publicKey, der.subarray(parts.sigStart, parts.sigEnd));
   } catch {
     ok = false;
   }
   if (!ok) throw new PkiError('ERR_PKI_CSR_SIGNATURE_INVALID', 'CSR signature does not verify');
-  return { spki: Buffer.from(spki), publicKey, keySpec, signatureAlgorithm: alg };
+  return { spki: Buffer.from(parts.spki), publicKey: key.publicKey, keySpec: key.keySpec, signatureAlgorithm: alg };
+}
+
+/**
+ * Parses a CSR (PEM or DER) and verifies its signature. Coded errors: ERR_PKI_PEM_* (not a CSR
+ * PEM), ERR_PKI_CSR_MALFORMED (garbage), ERR_PKI_CSR_UNSUPPORTED_ALGORITHM,
+ * ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID.
+ */
+export function parseCsr(input: string | Uint8Array): VerifiedCsr {
+  const parts = readCsrParts(input);
+  return verifyCsrParts(parts, importCsrKey(parts.spki));
+}
+
+/**
+ * `parseCsr` with the same checks and error codes, faster for uncompressed P-256 keys (the
+ * CA's common case): the point is imported through WebCrypto's raw import, which checks that it
+ * lies on the curve (enough for P-256, cofactor 1) but skips the JWK route's extra scalar
+ * multiplication by the group order — ~20 % of a whole issue. WebCrypto only offers the
+ * import as a promise, hence async; the work itself is synchronous.
+ */
+export async function parseCsrAsync(input: string | Uint8Array): Promise<VerifiedCsr> {
+  const parts = readCsrParts(input);
+  const spki = parts.spki;
+  if (!isUncompressedP256(spki)) return verifyCsrParts(parts, importCsrKey(spki));
+  let publicKey: KeyObject;
+  try {
+    const cryptoKey = await webcrypto.subtle.importKey('raw', spki.subarray(26), P256_IMPORT, false, ['verify']);
+    publicKey = KeyObject.from(cryptoKey);
+  } catch (err) {
+    throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_KEY', 'CSR public key is not a valid P-256 point', err);
+  }
+  return verifyCsrParts(parts, { publicKey, keySpec: P256_SPEC });
+}
+
+const P256_IMPORT = Object.freeze({ name: 'ECDSA', namedCurve: 'P-256' });
+
+function isUncompressedP256(spki: Buffer): boolean {
+  return spki.length === 91 && spki[26] === 0x04 && spki.compare(P256_SPKI_PREFIX, 0, P256_SPKI_PREFIX.length, 0, P256_SPKI_PREFIX.length) === 0;
 }
 
 const P256_SPEC: KeySpec = Object.freeze({ kind: 'ec', curve: 'P-256' });
@@ -181,11 +230,7 @@ const P256_SPEC: KeySpec = Object.freeze({ kind: 'ec', curve: 'P-256' });
  * else takes the DER route.
  */
 function importCsrKey(spki: Buffer): { publicKey: KeyObject; keySpec: KeySpec } {
-  if (
-    spki.length === 91 &&
-    spki[26] === 0x04 &&
-    spki.compare(P256_SPKI_PREFIX, 0, P256_SPKI_PREFIX.length, 0, P256_SPKI_PREFIX.length) === 0
-  ) {
+  if (isUncompressedP256(spki)) {
     try {
       const publicKey = createPublicKey({
         key: { kty: 'EC', crv: 'P-256', x: spki.toString('base64url', 27, 59), y: spki.toString('base64url', 59, 91) },

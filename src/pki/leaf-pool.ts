@@ -12,7 +12,7 @@ import { CertbrokerError } from '../core/errors.js';
 import { SpiffeError, type SpiffeErrorCode } from '../spiffe/errors.js';
 import { PkiError, type PkiErrorCode } from './errors.js';
 import { LeafTemplate, type IssuedLeaf, type LeafRequest, type LeafSigner } from './leaf-template.js';
-import type { ResultsMessage, WorkerItem } from './leaf-pool-protocol.js';
+import type { BatchMessage, ResultsMessage } from './leaf-pool-protocol.js';
 
 export interface LeafIssuerPoolOptions {
   readonly signer: LeafSigner;
@@ -22,14 +22,55 @@ export interface LeafIssuerPoolOptions {
 }
 
 interface Pending {
+  readonly spiffeId: string;
   readonly resolve: (leaf: IssuedLeaf) => void;
   readonly reject: (err: Error) => void;
+}
+
+/** Requests waiting for the next flush, as the parallel arrays they travel in. */
+interface Queued {
+  readonly ids: number[];
+  readonly csrs: (string | Uint8Array)[];
+  readonly spiffeIds: string[];
+  readonly ttlSeconds: number[];
 }
 
 interface Slot {
   worker: Worker;
   outstanding: Map<number, Pending>;
-  queued: WorkerItem[];
+  queued: Queued;
+}
+
+const emptyQueue = (): Queued => ({ ids: [], csrs: [], spiffeIds: [], ttlSeconds: [] });
+
+/**
+ * A leaf answered by a worker. The DER is decoded from the PEM on first use only: the CA
+ * needs just the PEM, so the DER never crosses the thread boundary.
+ */
+class PooledLeaf implements IssuedLeaf {
+  #der: Uint8Array | undefined;
+  constructor(
+    readonly pem: string,
+    readonly serialHex: string,
+    readonly notBeforeMs: number,
+    readonly notAfterMs: number,
+    readonly spiffeId: string,
+  ) {}
+
+  get der(): Uint8Array {
+    this.#der ??= pemBody(this.pem);
+    return this.#der;
+  }
+
+  toJSON(): object {
+    return { pem: this.pem, serialHex: this.serialHex, notBeforeMs: this.notBeforeMs, notAfterMs: this.notAfterMs, spiffeId: this.spiffeId };
+  }
+}
+
+function pemBody(pem: string): Buffer {
+  const start = pem.indexOf('\n') + 1;
+  const end = pem.indexOf('-----END');
+  return Buffer.from(pem.slice(start, end), 'base64');
 }
 
 /** Largest batch per message: several queued messages keep a worker busy between round trips. */
@@ -60,15 +101,20 @@ export class LeafIssuerPool {
 
   #spawn(): Slot {
     const worker = new Worker(new URL('./leaf-worker.js', import.meta.url));
-    const slot: Slot = { worker, outstanding: new Map(), queued: [] };
+    const slot: Slot = { worker, outstanding: new Map(), queued: emptyQueue() };
     worker.postMessage({ kind: 'signer', signer: this.#signer, maxTtlSeconds: this.#maxTtlSeconds });
     worker.on('message', (msg: ResultsMessage) => {
-      for (const r of msg.results) {
-        const p = slot.outstanding.get(r.id);
+      for (let i = 0; i < msg.ids.length; i++) {
+        const p = slot.outstanding.get(msg.ids[i]!);
         if (!p) continue;
-        slot.outstanding.delete(r.id);
-        if ('leaf' in r) p.resolve({ ...r.leaf, der: Buffer.from(r.leaf.der.buffer, r.leaf.der.byteOffset, r.leaf.der.byteLength) });
-        else p.reject(errorFromCode(r.code, r.message));
+        slot.outstanding.delete(msg.ids[i]!);
+        p.resolve(new PooledLeaf(msg.pems[i]!, msg.serials[i]!, msg.notBeforeMs[i]!, msg.notAfterMs[i]!, p.spiffeId));
+      }
+      for (const f of msg.failed) {
+        const p = slot.outstanding.get(f.id);
+        if (!p) continue;
+        slot.outstanding.delete(f.id);
+        p.reject(errorFromCode(f.code, f.message));
       }
       if (slot.outstanding.size === 0) worker.unref();
     });
@@ -96,7 +142,7 @@ export class LeafIssuerPool {
   /** Requests not yet answered, over all workers. */
   get pending(): number {
     let n = 0;
-    for (const s of this.#slots) n += s.outstanding.size + s.queued.length;
+    for (const s of this.#slots) n += s.outstanding.size + s.queued.ids.length;
     return n;
   }
 
@@ -105,11 +151,15 @@ export class LeafIssuerPool {
     return new Promise<IssuedLeaf>((resolve, reject) => {
       let best = this.#slots[0]!;
       for (const s of this.#slots) {
-        if (s.outstanding.size + s.queued.length < best.outstanding.size + best.queued.length) best = s;
+        if (s.outstanding.size + s.queued.ids.length < best.outstanding.size + best.queued.ids.length) best = s;
       }
       const id = this.#nextId++;
-      best.outstanding.set(id, { resolve, reject });
-      best.queued.push({ id, csr: request.csr, spiffeId: request.spiffeId, ttlSeconds: request.ttlSeconds });
+      best.outstanding.set(id, { spiffeId: request.spiffeId, resolve, reject });
+      const q = best.queued;
+      q.ids.push(id);
+      q.csrs.push(request.csr);
+      q.spiffeIds.push(request.spiffeId);
+      q.ttlSeconds.push(request.ttlSeconds);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
         queueMicrotask(() => this.#flush());
@@ -120,12 +170,20 @@ export class LeafIssuerPool {
   #flush(): void {
     this.#flushScheduled = false;
     for (const s of this.#slots) {
-      if (s.queued.length === 0) continue;
-      const items = s.queued;
-      s.queued = [];
+      const q = s.queued;
+      if (q.ids.length === 0) continue;
+      s.queued = emptyQueue();
       s.worker.ref();
-      for (let i = 0; i < items.length; i += MAX_BATCH) {
-        s.worker.postMessage({ kind: 'batch', items: items.slice(i, i + MAX_BATCH) });
+      for (let i = 0; i < q.ids.length; i += MAX_BATCH) {
+        const j = i + MAX_BATCH;
+        const batch: BatchMessage = {
+          kind: 'batch',
+          ids: q.ids.slice(i, j),
+          csrs: q.csrs.slice(i, j),
+          spiffeIds: q.spiffeIds.slice(i, j),
+          ttlSeconds: q.ttlSeconds.slice(i, j),
+        };
+        s.worker.postMessage(batch);
       }
     }
   }

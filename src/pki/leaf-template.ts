@@ -10,7 +10,7 @@ import { signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.
 import { encodeOid, encodeTime, tlv, TAG_BIT_STRING, TAG_INTEGER, TAG_OCTET_STRING, TAG_SEQUENCE } from './der.js';
 import { PkiError } from './errors.js';
 import { keySpecOf, type KeySpec } from './keys.js';
-import { parseCsr } from './csr.js';
+import { parseCsr, parseCsrAsync, type VerifiedCsr } from './csr.js';
 import { pemEncode } from './pem.js';
 import {
   LEAF_BASIC_CONSTRAINTS_VALUE,
@@ -218,7 +218,19 @@ export class FastLeafIssuer {
 
   issue(request: LeafRequest): IssuedLeaf {
     parseSpiffeId(request.spiffeId);
-    const csr = parseCsr(request.csr);
+    return this.#build(request, parseCsr(request.csr));
+  }
+
+  /**
+   * The same checks, certificate and errors as `issue`, ~20 % less CPU for P-256 CSRs (the key
+   * import goes through `parseCsrAsync`). What the CA and the pool workers use.
+   */
+  async issueAsync(request: LeafRequest): Promise<IssuedLeaf> {
+    parseSpiffeId(request.spiffeId);
+    return this.#build(request, await parseCsrAsync(request.csr));
+  }
+
+  #build(request: LeafRequest, csr: VerifiedCsr): IssuedLeaf {
     const plan = planLeaf({
       nowMs: this.#now(),
       ttlSeconds: request.ttlSeconds,
