@@ -23,7 +23,7 @@ export type LeafIssuerFactory = (material: CaKeyMaterial, options: { readonly cl
 export const inThreadIssuerFactory: LeafIssuerFactory = (material, options) => {
   const issuer = new FastLeafIssuer({ signer: material.leafSigner, now: () => options.clock.now(), maxTtlSeconds: options.maxTtlSeconds });
   return {
-    issue: async (r) => issuer.issue({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
+    issue: (r) => issuer.issueAsync({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
     close: async () => undefined,
   };
 };
