@@ -17,7 +17,7 @@ import {
   type Clients,
   type DevCluster,
 } from '../support/cluster.js';
-import { findObject, identityObjects, renderDeploy } from './manifests.js';
+import { findObject, identityObjects, renderDeploy, type K8sObject } from './manifests.js';
 
 const NS = 'istio-system';
 let cluster: DevCluster;
@@ -113,12 +113,43 @@ test('the API server accepts every rendered object (workloads, PDB, FlowSchema, 
   assert.equal(ds.spec?.template.spec?.serviceAccountName, 'istio-cni');
 });
 
-test('the node broker\'s RBAC in deploy/ is exactly what the broker code declares it needs', async () => {
-  const declared = brokerRbacObjects({ namespace: NS, serviceAccount: 'ztunnel' }) as Array<{ kind: string; rules?: unknown }>;
-  const role = await findObject('ClusterRole', 'certbroker-node-broker');
-  const tokenRole = await findObject('Role', 'certbroker-node-broker-token');
-  assert.deepStrictEqual(role.rules, declared.find((o) => o.kind === 'ClusterRole')?.rules);
-  assert.deepStrictEqual(tokenRole.rules, declared.find((o) => o.kind === 'Role')?.rules);
+test('the node broker\'s RBAC in deploy/ is exactly what the broker code declares for the projected-token mode', async () => {
+  // deploy/ runs the broker with BROKER_TOKEN_SOURCE=file: no serviceaccounts/token Role at all.
+  const declared = brokerRbacObjects({ namespace: NS, serviceAccount: 'ztunnel', tokenRequest: false }) as K8sObject[];
+  const ztunnelBound = (o: K8sObject) =>
+    ((o as { subjects?: Array<{ kind: string; name: string; namespace?: string }> }).subjects ?? []).some((s) => s.kind === 'ServiceAccount' && s.name === 'ztunnel' && s.namespace === NS);
+  const objs = await renderDeploy();
+  const bindings = objs.filter((o) => (o.kind === 'ClusterRoleBinding' || o.kind === 'RoleBinding') && ztunnelBound(o));
+  const roles = bindings.map((b) => {
+    const ref = (b as unknown as { roleRef: { kind: string; name: string } }).roleRef;
+    return objs.find((o) => o.kind === ref.kind && o.metadata.name === ref.name && (ref.kind === 'ClusterRole' || o.metadata.namespace === b.metadata.namespace));
+  });
+  const shape = (o: K8sObject | undefined) => ({ kind: o?.kind, name: o?.metadata.name, rules: (o as { rules?: unknown } | undefined)?.rules, roleRef: (o as { roleRef?: unknown } | undefined)?.roleRef });
+  const sort = (xs: Array<ReturnType<typeof shape>>) => xs.sort((a, b) => `${a.kind}/${a.name}`.localeCompare(`${b.kind}/${b.name}`));
+  assert.deepStrictEqual(sort([...bindings, ...roles].map(shape)), sort(declared.map(shape)));
+  assert.ok(!objs.some((o) => o.metadata.name === 'certbroker-node-broker-token'), 'the token Role/RoleBinding are gone from deploy/');
+});
+
+test('the broker DaemonSet authenticates to the CA with a kubelet-projected istio-ca token', async () => {
+  const ds = (await findObject('DaemonSet', 'certbroker-node-broker')) as unknown as {
+    spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value?: string }>; volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>; volumes: Array<{ name: string; projected?: { sources: Array<{ serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string } }> } }> } } };
+  };
+  const pod = ds.spec.template.spec;
+  const broker = pod.containers.find((c) => c.name === 'broker')!;
+  const env = new Map((broker.env ?? []).map((e) => [e.name, e.value]));
+  assert.equal(env.get('BROKER_TOKEN_SOURCE'), 'file');
+  const tokenFile = env.get('BROKER_TOKEN_FILE');
+  assert.ok(tokenFile, 'BROKER_TOKEN_FILE is set');
+  const mount = (broker.volumeMounts ?? []).find((m) => tokenFile.startsWith(`${m.mountPath.replace(/\/$/, '')}/`));
+  assert.ok(mount, `a volume is mounted where ${tokenFile} lives`);
+  assert.equal(mount.readOnly, true);
+  const volume = pod.volumes.find((v) => v.name === mount.name);
+  const projected = volume?.projected?.sources.find((s) => s.serviceAccountToken)?.serviceAccountToken;
+  assert.ok(projected, `${mount.name} is a projected serviceAccountToken volume`);
+  assert.equal(projected.audience, env.get('CA_TOKEN_AUDIENCE') ?? 'istio-ca');
+  assert.equal(projected.audience, 'istio-ca');
+  assert.equal(projected.expirationSeconds, 3600);
+  assert.equal(`${mount.mountPath.replace(/\/$/, '')}/${projected.path}`, tokenFile);
 });
 
 test('CA: TokenReview and pod reads; its own CA secret only; nothing else', async () => {
@@ -158,16 +189,19 @@ test('CA: TokenReview and pod reads; its own CA secret only; nothing else', asyn
   assert.notEqual(review.status.authenticated, true);
 });
 
-test('node broker (ztunnel): its own token and pod reads; no tokens for others, no secrets', async () => {
+test('node broker (ztunnel): pod reads only; no tokens at all (not even its own), no secrets', async () => {
   await checkMatrix(
     'ztunnel',
     [
-      { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: NS, name: 'ztunnel' },
       { verb: 'get', resource: 'pods', namespace: 'app', name: 'web' },
       { verb: 'list', resource: 'pods' },
       { verb: 'watch', resource: 'pods' },
     ],
     [
+      // Its CA token is kubelet-projected: with this permission its credentials could mint a token
+      // bound to another node's broker pod (RBAC cannot restrict boundObjectRef).
+      { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: NS, name: 'ztunnel' },
+      { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: NS },
       { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: NS, name: 'istio-cni' },
       { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: NS, name: 'certbroker-ca' },
       { verb: 'create', resource: 'serviceaccounts', subresource: 'token', namespace: 'app', name: 'web' },
@@ -184,7 +218,15 @@ test('node broker (ztunnel): its own token and pod reads; no tokens for others, 
   const broker = as('ztunnel');
   const request = (namespace: string, name: string) =>
     broker.core.createNamespacedServiceAccountToken({ namespace, name, body: { spec: { audiences: ['istio-ca'], expirationSeconds: 600 } } });
-  assert.equal(await status(request(NS, 'ztunnel')), 200);
+  assert.equal(await status(request(NS, 'ztunnel')), 403);
+  // The cross-node attack of docs/security.md finding 1: a CA token bound to another node's broker pod.
+  const other = await createPod(cluster, { namespace: NS, name: 'certbroker-node-broker-other', serviceAccountName: 'ztunnel', nodeName: 'node-b' });
+  const bound = broker.core.createNamespacedServiceAccountToken({
+    namespace: NS,
+    name: 'ztunnel',
+    body: { spec: { audiences: ['istio-ca'], expirationSeconds: 600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: other.metadata!.name!, uid: other.metadata!.uid! } } },
+  });
+  assert.equal(await status(bound), 403);
   assert.equal(await status(request(NS, 'istio-cni')), 403);
   assert.equal(await status(request('app', 'web')), 403);
   assert.equal(await status(broker.core.readNamespacedSecret({ namespace: NS, name: 'cacerts' })), 403);

@@ -1,20 +1,21 @@
 /**
  * The CA and the node broker running under the service accounts and the exact RBAC rendered
  * from deploy/: the CA authenticates with TokenReview, indexes pods and creates its
- * self-signed root in istio-ca-secret as `certbroker-ca`; the broker requests its own
- * pod-bound token and watches its node's pods as `ztunnel`, and gets a workload certificate
- * by impersonation. A permission missing from deploy/ fails here.
+ * self-signed root in istio-ca-secret as `certbroker-ca`; the broker takes its CA token from
+ * the file the kubelet projects (as the rendered DaemonSet configures it: audience, lifetime,
+ * BROKER_TOKEN_SOURCE=file), watches its node's pods as `ztunnel`, and gets a workload
+ * certificate by impersonation. A permission missing from deploy/ fails here.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCaServer, type CaServer } from '../../src/ca/index.js';
 import { startBroker, type Broker } from '../../src/broker/index.js';
 import { silentLogger } from '../../src/core/log.js';
 import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
-import { identityObjects } from './manifests.js';
+import { findObject, identityObjects } from './manifests.js';
 
 const NS = 'istio-system';
 const TD = 'cluster.local';
@@ -63,6 +64,22 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
   const brokerPod = await createPod(cluster, { namespace: NS, name: 'certbroker-node-broker-abcde', serviceAccountName: 'ztunnel', nodeName: 'node-a' });
   await createPod(cluster, { namespace: 'app', name: 'web-1', serviceAccountName: 'web', nodeName: 'node-a' });
   const brokerApiToken = await serviceAccountToken(cluster, { namespace: NS, serviceAccountName: 'ztunnel' });
+  // What the kubelet writes into the broker pod for the DaemonSet's projected token volume.
+  const projection = await brokerTokenProjection();
+  assert.equal(projection.tokenSource, 'file', 'deploy/ runs the broker on the projected token');
+  const projected = await adminClient(cluster).core.createNamespacedServiceAccountToken({
+    namespace: NS,
+    name: 'ztunnel',
+    body: {
+      spec: {
+        audiences: [projection.audience],
+        expirationSeconds: projection.expirationSeconds,
+        boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: brokerPod.metadata!.name!, uid: brokerPod.metadata!.uid! },
+      },
+    },
+  });
+  const tokenFile = join(dir, 'istio-token');
+  writeFileSync(tokenFile, projected.status!.token, { mode: 0o600 });
   broker = await startBroker({
     trustDomain: TD,
     nodeName: 'node-a',
@@ -76,6 +93,8 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
       certTtlSeconds: 3600,
     },
     tokenExpirationSeconds: 3600,
+    tokenSource: 'file',
+    tokenFile,
     maxConcurrentFetches: 4,
     forgetGraceMs: 30_000,
     brokerSocketPath: join(dir, 'broker.sock'),
@@ -98,3 +117,15 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
   const status = broker.snapshot().find((s) => s.identity === identity);
   assert.equal(status?.state, 'ready', `workload certificate issued (last error: ${status?.lastError ?? 'none'})`);
 });
+
+/** The broker container's token settings as the rendered DaemonSet has them. */
+async function brokerTokenProjection(): Promise<{ tokenSource: string | undefined; audience: string; expirationSeconds: number }> {
+  const ds = (await findObject('DaemonSet', 'certbroker-node-broker')) as unknown as {
+    spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value?: string }> }>; volumes: Array<{ projected?: { sources: Array<{ serviceAccountToken?: { audience?: string; expirationSeconds?: number } }> } }> } } };
+  };
+  const pod = ds.spec.template.spec;
+  const env = new Map((pod.containers.find((c) => c.name === 'broker')?.env ?? []).map((e) => [e.name, e.value]));
+  const sat = pod.volumes.flatMap((v) => v.projected?.sources ?? []).find((x) => x.serviceAccountToken)?.serviceAccountToken;
+  if (!sat?.audience || !sat.expirationSeconds) throw new Error('the broker DaemonSet projects no serviceAccountToken with audience and expirationSeconds');
+  return { tokenSource: env.get('BROKER_TOKEN_SOURCE'), audience: sat.audience, expirationSeconds: sat.expirationSeconds };
+}
