@@ -89,7 +89,12 @@ export class LeafIssuerPool {
   readonly #maxTtlSeconds: number | undefined;
   #nextId = 1;
   #flushScheduled = false;
+  /** No new requests (close() was called); answers to outstanding ones may still arrive. */
   #closed = false;
+  /** Workers terminated (or being terminated): nothing more is sent or respawned. */
+  #terminated = false;
+  /** Resolved when the last outstanding request is answered (close with drainMs). */
+  #idle: (() => void) | undefined;
 
   constructor(options: LeafIssuerPoolOptions) {
     new LeafTemplate(options.signer); // throws a coded error for an unusable signer, here, not in a worker
@@ -116,17 +121,22 @@ export class LeafIssuerPool {
         slot.outstanding.delete(f.id);
         p.reject(errorFromCode(f.code, f.message));
       }
-      if (slot.outstanding.size === 0) worker.unref();
+      if (slot.outstanding.size === 0) {
+        worker.unref();
+        if (this.#idle && this.pending === 0) this.#idle();
+      }
     });
     const fail = (reason: string) => {
       const idx = this.#slots.indexOf(slot);
       for (const p of slot.outstanding.values()) p.reject(new PkiError('ERR_PKI_POOL_WORKER', `leaf worker ${reason}`));
       slot.outstanding.clear();
-      if (idx >= 0 && !this.#closed) this.#slots[idx] = this.#spawn();
+      slot.queued = emptyQueue();
+      if (idx >= 0 && !this.#terminated) this.#slots[idx] = this.#spawn();
+      if (this.#idle && this.pending === 0) this.#idle();
     };
     worker.on('error', (err) => fail(`failed: ${err instanceof Error ? err.message : String(err)}`));
     worker.on('exit', (code) => {
-      if (!this.#closed) fail(`exited with code ${code}`);
+      if (!this.#terminated) fail(`exited with code ${code}`);
     });
     worker.unref();
     return slot;
@@ -161,14 +171,17 @@ export class LeafIssuerPool {
       q.spiffeIds.push(request.spiffeId);
       q.ttlSeconds.push(request.ttlSeconds);
       if (!this.#flushScheduled) {
+        // After this turn's I/O callbacks: every request that arrived in one event-loop turn
+        // (many gRPC calls per socket read) travels in one message per worker.
         this.#flushScheduled = true;
-        queueMicrotask(() => this.#flush());
+        setImmediate(() => this.#flush());
       }
     });
   }
 
   #flush(): void {
     this.#flushScheduled = false;
+    if (this.#terminated) return;
     for (const s of this.#slots) {
       const q = s.queued;
       if (q.ids.length === 0) continue;
@@ -188,13 +201,30 @@ export class LeafIssuerPool {
     }
   }
 
-  /** Terminates the workers; unanswered requests fail with ERR_PKI_POOL_CLOSED. */
-  async close(): Promise<void> {
+  /**
+   * Stops taking requests and terminates the workers. With `drainMs`, requests already taken
+   * are answered first (for up to that long, e.g. when a signer rotation retires a pool);
+   * whatever is still unanswered then fails with ERR_PKI_POOL_CLOSED.
+   */
+  async close(options: { readonly drainMs?: number } = {}): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    const drainMs = options.drainMs ?? 0;
+    if (drainMs > 0 && this.pending > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await new Promise<void>((resolve) => {
+        this.#idle = resolve;
+        timer = setTimeout(resolve, drainMs);
+        timer.unref();
+      });
+      clearTimeout(timer);
+      this.#idle = undefined;
+    }
+    this.#terminated = true;
     for (const s of this.#slots) {
       for (const p of s.outstanding.values()) p.reject(new PkiError('ERR_PKI_POOL_CLOSED', 'leaf issuer pool closed'));
       s.outstanding.clear();
+      s.queued = emptyQueue();
     }
     await Promise.all(this.#slots.map((s) => s.worker.terminate()));
   }

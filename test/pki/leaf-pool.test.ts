@@ -87,3 +87,26 @@ test('an unusable signer is refused up front, never sent to (and crashing) the w
     await pool.close();
   }
 });
+
+test('close({drainMs}) answers the requests already taken; close() fails them with ERR_PKI_POOL_CLOSED', async () => {
+  const signer = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
+  const csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://x/y' }).pem;
+  const request = { csr, spiffeId: 'spiffe://cluster.local/ns/a/sa/b', ttlSeconds: 600 };
+  const closedCode = (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_POOL_CLOSED';
+
+  const draining = new LeafIssuerPool({ signer, size: 2 });
+  const taken = Array.from({ length: 40 }, () => draining.issue(request));
+  const closing = draining.close({ drainMs: 60_000 });
+  await assert.rejects(draining.issue(request), closedCode);
+  const leaves = await Promise.all(taken);
+  await closing;
+  assert.equal(new Set(leaves.map((l) => l.serialHex)).size, 40);
+  for (const leaf of leaves.slice(0, 3)) verifyChain({ leaf: parseCertificate(leaf.der), roots: [root.cert], nowMs: Date.now() });
+
+  const abrupt = new LeafIssuerPool({ signer, size: 1 });
+  const dropped = Array.from({ length: 20 }, () => abrupt.issue(request));
+  const settling = Promise.allSettled(dropped);
+  await abrupt.close();
+  const settled = await settling;
+  assert.ok(settled.every((s) => s.status === 'rejected' && closedCode(s.reason)), JSON.stringify(settled.map((s) => s.status)));
+});

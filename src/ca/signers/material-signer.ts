@@ -14,8 +14,15 @@ import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../si
 /** Issues a leaf PEM from material; the default runs on this thread, a pool may replace it. */
 export interface LeafIssuerBackend {
   issue(request: SignRequest): Promise<{ readonly pem: string; readonly serialHex: string; readonly notAfterMs: number }>;
-  close(): Promise<void>;
+  /** Stops the backend; with `drainMs`, requests already taken are answered first (up to that long). */
+  close(drainMs?: number): Promise<void>;
 }
+
+/**
+ * How long a backend retired by new material (cacerts reload) may finish the requests it has
+ * already taken: they complete with the old signer and the old response tail instead of failing.
+ */
+export const RETIRED_BACKEND_DRAIN_MS = 5000;
 
 export type LeafIssuerFactory = (material: CaKeyMaterial, options: { readonly clock: Clock; readonly maxTtlSeconds: number }) => LeafIssuerBackend;
 
@@ -117,7 +124,7 @@ export abstract class MaterialSigner implements Signer {
       notAfter: new Date(material.notAfterMs).toISOString(),
       roots: material.roots.length,
     });
-    if (old) void old.backend.close().catch(() => undefined);
+    if (old) void old.backend.close(RETIRED_BACKEND_DRAIN_MS).catch(() => undefined);
     for (const l of this.#listeners) l();
   }
 

@@ -7,7 +7,7 @@ export function poolIssuerFactory(size: number): LeafIssuerFactory {
     const pool = new LeafIssuerPool({ signer: material.leafSigner, size, maxTtlSeconds: options.maxTtlSeconds });
     return {
       issue: (r) => pool.issue({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
-      close: () => pool.close(),
+      close: (drainMs) => pool.close({ drainMs: drainMs ?? 0 }),
     };
   };
 }
