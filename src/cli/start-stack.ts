@@ -62,6 +62,27 @@ interface ConsumerView {
   ended: string | undefined;
 }
 
+/**
+ * `signal`, or a deadline `ms` from now, whichever comes first. Not
+ * `AbortSignal.any([signal, AbortSignal.timeout(ms)])`: Node 20 holds the timeout signal inside
+ * `any()` only weakly, so after a garbage collection it may never fire (nodejs/node#57736) and
+ * `--duration-seconds` never ended the stack. A plain timer owned here does; `dispose()` clears it.
+ */
+export function abortAfter(signal: AbortSignal, ms: number, reason: string): { readonly signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(signal.reason);
+  const timer = setTimeout(() => controller.abort(new Error(reason)), ms);
+  if (signal.aborted) onAbort();
+  else signal.addEventListener('abort', onAbort, { once: true });
+  return {
+    signal: controller.signal,
+    dispose() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    },
+  };
+}
+
 function kubeConfigFor(yaml: string): KubeConfig {
   const kc = new KubeConfig();
   kc.loadFromString(yaml);
@@ -181,7 +202,8 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
       logger,
     });
     cleanups.push(() => broker.stop());
-    await broker.whenReady(AbortSignal.any([signal, AbortSignal.timeout(30_000)]));
+    const readyWait = abortAfter(signal, 30_000, 'the broker was not ready within 30 s');
+    await broker.whenReady(readyWait.signal).finally(() => readyWait.dispose());
 
     // Sample pods; the node-1 ones are registered through the CNI socket as the plugin would.
     const uids = new Map<string, string>();
@@ -246,8 +268,13 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
     tick();
     const timer = setInterval(tick, options.intervalMs);
     cleanups.push(async () => clearInterval(timer));
-    const until = options.durationSeconds > 0 ? AbortSignal.any([signal, AbortSignal.timeout(options.durationSeconds * 1000)]) : signal;
-    await aborted(until);
+    if (options.durationSeconds > 0) {
+      const until = abortAfter(signal, options.durationSeconds * 1000, 'duration reached');
+      cleanups.push(async () => until.dispose());
+      await aborted(until.signal);
+    } else {
+      await aborted(signal);
+    }
     tick();
   } finally {
     await stopAll();
