@@ -182,8 +182,10 @@ async function together(cores: 'sum' | 'mean', peers: readonly Peer[]): Promise<
 
 /** Child process of `independentProcesses`. */
 async function runChild(): Promise<void> {
+  // Listen before the first await: an IPC message with no listener is dropped.
+  const jobArrived = new Promise<{ csrs: string[]; ms: number }>((res) => process.once('message', res as never));
   const { FastLeafIssuer, caKeyMaterial: material, createRootCa: root } = await import('../src/pki/index.js');
-  const job = await new Promise<{ csrs: string[]; ms: number }>((res) => process.once('message', res as never));
+  const job = await jobArrived;
   const ca = await root({ subject: 'O=cluster.local', ttlSeconds: 365 * 86400 });
   const signer = material({ cert: ca.cert, keyObject: ca.privateKey }).leafSigner;
   const issueLoop = new Function(`${ISSUE_LOOP}; return issueLoop;`)() as (
