@@ -337,7 +337,11 @@ async function main(): Promise<void> {
     }); the pool`,
     `reaches ${(rate(7) / rate(8)).toFixed(2)} of the independent threads${
       rate(7) / rate(8) >= 0.97 ? ' (its messaging and dispatching cost nothing measurable here)' : ' — the rest is its messaging and the dispatching main thread, which needs a share of the same cores'
-    }. Two busy threads each run at ~${(rate(8) / size / single).toFixed(2)} of one thread alone (two busy vCPUs of this VM do not each deliver what one delivers alone).`,
+    }. ${
+      Number(cpuOf(8)) >= size * 0.9
+        ? `Two busy threads each run at ~${(rate(8) / size / single).toFixed(2)} of one thread alone (two busy vCPUs of this VM do not each deliver what one delivers alone).`
+        : `The other cores were not free in this run (cores busy ${cpuOf(8)} for the independent threads): the multi-core rows say more about the machine than about the code.`
+    }`,
     `Target (issue 3: Go crypto/x509 ~4,900/s per core, ~9,300/s on 2 cores, idle machine): this run's sign baseline is ${Math.round(signRate)}/s`,
     `against ~32,000/s idle, so scaled to an idle machine one thread is ~${Math.round((single * 32000) / signRate)}/s, the pool ~${Math.round((rate(7) * 32000) / signRate)}/s and`,
     `independent threads ~${Math.round((rate(8) * 32000) / signRate)}/s (estimates; the unscaled medians above are what was measured).`,
