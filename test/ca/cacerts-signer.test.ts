@@ -132,3 +132,29 @@ test('cacerts: notAfter is clamped to a signing certificate that expires first',
   assert.equal(signed.notAfterMs, intermediate.cert.notAfter.getTime());
   assert.match(await opensslVerifyChain(signed.certChain), /OK/);
 });
+
+test('cacerts reload with the worker pool: requests taken before it finish with the old CA and its chain, later ones get the new', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  const first = await makePluginCa('First');
+  await writeCacertsAtomic(dir.path, cacertsFiles(first));
+  const signer = signerFor(dir.path, new FakeClock(Date.now()), true);
+  t.after(() => signer.close());
+  await signer.start();
+  const csrs = await Promise.all(Array.from({ length: 200 }, () => newCsr()));
+  let settled = 0;
+  const taken = csrs.map((csrPem) => signer.sign({ csrPem, spiffeId: ID, ttlSeconds: 600 }).finally(() => settled++));
+  let settledAtChange = -1;
+  signer.onChange(() => (settledAtChange = settled));
+  const second = await makePluginCa('Second');
+  await writeCacertsAtomic(dir.path, cacertsFiles(second));
+  await signer.check();
+  assert.equal(signer.lastError, undefined);
+  assert.ok(settledAtChange >= 0 && settledAtChange < taken.length, `requests were still in flight at the reload (${settledAtChange} of ${taken.length} done)`);
+  const later = await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 });
+  const chains = await Promise.all(taken);
+  for (const c of chains) assert.equal(c.certChain.at(-1), first.root.pem);
+  for (const c of [chains[0]!, chains.at(-1)!]) assert.match(await opensslVerifyChain(c.certChain), /leaf\.pem: OK/);
+  assert.equal(later.certChain.at(-1), second.root.pem);
+  assert.match(await opensslVerifyChain(later.certChain), /leaf\.pem: OK/);
+});
