@@ -10,12 +10,15 @@
  *   createCsr({privateKey, uri}) -> {der, pem}        ztunnel-style (empty subject, critical URI SAN)
  *   parseCsr(pemOrDer) -> VerifiedCsr {spki, publicKey, keySpec, signatureAlgorithm}
  *     fast DER walk + node:crypto verify; ERR_PKI_PEM_*, ERR_PKI_CSR_MALFORMED,
+ *   parseCsrAsync(pemOrDer) -> Promise<VerifiedCsr>: same checks and codes, P-256 keys via WebCrypto raw import (faster)
  *     ERR_PKI_CSR_UNSUPPORTED_ALGORITHM, ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID
  *   readCsrDetails(csr) -> {subject, uris, sanCritical}   (@peculiar/x509, not on the hot path)
  * Leaf issuance (istiod profile, profile.ts):
  *   new FastLeafIssuer({signer: material.leafSigner, now?, randomBytes?, maxTtlSeconds?})
  *     .issue({csr, spiffeId, ttlSeconds}) -> IssuedLeaf {der, pem, serialHex, notBeforeMs, notAfterMs, spiffeId}
- *   new LeafIssuerPool({signer, size?}) .issue(request) -> Promise<IssuedLeaf> (worker threads)
+ *     .issueAsync(request) -> Promise<IssuedLeaf>   (same result and codes, ~7-10 % less CPU: parseCsrAsync)
+ *   new LeafIssuerPool({signer, size?}) .issue(request) -> Promise<IssuedLeaf> (worker threads, issueAsync)
+ *     .setSigner(signer), .pending, .close({drainMs?}) (drain: answer taken requests first)
  *   LeafTemplate (buildTbs/signTbs), planLeaf, buildLeafReference (the @peculiar/x509 reference)
  *   TTL: ERR_PKI_TTL_INVALID (<= 0 / not integer), ERR_PKI_TTL_TOO_LONG (> maxTtlSeconds, default 90 d)
  * CA certificates:
@@ -62,6 +65,7 @@ export {
   MAX_CSR_BYTES,
   createCsr,
   parseCsr,
+  parseCsrAsync,
   readCsrDetails,
   verifyCsrReference,
   type Csr,
