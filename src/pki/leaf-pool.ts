@@ -44,27 +44,23 @@ interface Slot {
 const emptyQueue = (): Queued => ({ ids: [], csrs: [], spiffeIds: [], ttlSeconds: [] });
 
 /**
- * A leaf answered by a worker. The DER is decoded from the PEM on first use only: the CA
- * needs just the PEM, so the DER never crosses the thread boundary.
+ * A leaf answered by a worker. The DER is decoded from the PEM on first use only: the CA needs
+ * just the PEM, so the DER never crosses the thread boundary. `der` is an own enumerable getter,
+ * so spreading or JSON-serialising the leaf still includes it.
  */
-class PooledLeaf implements IssuedLeaf {
-  #der: Uint8Array | undefined;
-  constructor(
-    readonly pem: string,
-    readonly serialHex: string,
-    readonly notBeforeMs: number,
-    readonly notAfterMs: number,
-    readonly spiffeId: string,
-  ) {}
-
-  get der(): Uint8Array {
-    this.#der ??= pemBody(this.pem);
-    return this.#der;
-  }
-
-  toJSON(): object {
-    return { pem: this.pem, serialHex: this.serialHex, notBeforeMs: this.notBeforeMs, notAfterMs: this.notAfterMs, spiffeId: this.spiffeId };
-  }
+function pooledLeaf(pem: string, serialHex: string, notBeforeMs: number, notAfterMs: number, spiffeId: string): IssuedLeaf {
+  let der: Uint8Array | undefined;
+  return {
+    pem,
+    serialHex,
+    notBeforeMs,
+    notAfterMs,
+    spiffeId,
+    get der(): Uint8Array {
+      der ??= pemBody(pem);
+      return der;
+    },
+  };
 }
 
 function pemBody(pem: string): Buffer {
@@ -113,7 +109,7 @@ export class LeafIssuerPool {
         const p = slot.outstanding.get(msg.ids[i]!);
         if (!p) continue;
         slot.outstanding.delete(msg.ids[i]!);
-        p.resolve(new PooledLeaf(msg.pems[i]!, msg.serials[i]!, msg.notBeforeMs[i]!, msg.notAfterMs[i]!, p.spiffeId));
+        p.resolve(pooledLeaf(msg.pems[i]!, msg.serials[i]!, msg.notBeforeMs[i]!, msg.notAfterMs[i]!, p.spiffeId));
       }
       for (const f of msg.failed) {
         const p = slot.outstanding.get(f.id);

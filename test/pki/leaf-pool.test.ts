@@ -40,6 +40,8 @@ test('the pool issues on worker threads; openssl verifies the results; errors ke
       const leaf = leaves[i]!;
       assert.equal(leaf.spiffeId, requests[i]!.spiffeId);
       assert.ok(leaf.der instanceof Uint8Array);
+      // The DER (decoded from the PEM on the main thread) is the certificate, and survives a spread.
+      assert.deepEqual(Buffer.from({ ...leaf }.der), Buffer.from(parseCertificate(leaf.pem).rawData));
       const cert = parseCertificate(leaf.pem);
       verifyChain({ leaf: cert, roots: [root.cert], nowMs: Date.now() });
       if (i % 6 === 0) files.push(await scratch.write(`pool-${i}.pem`, leaf.pem));
