@@ -1,10 +1,12 @@
 /**
  * `LeafIssuerPool`: the fast leaf path on N worker threads (default: one per core), so the
  * CA issues on every core while its own thread serves gRPC. Requests arriving in the same
- * tick are batched per worker (fewer messages); each goes to the worker with the fewest
- * outstanding requests. Errors come back with their code as a PkiError/SpiffeError.
- * `setSigner` swaps the CA (cacerts reload) for every later request. Idle workers are
- * unref'd, so a pool never keeps a process alive on its own.
+ * event-loop turn are batched per worker (fewer messages); each goes to the worker with the
+ * fewest outstanding requests. Errors come back with their code as a PkiError/SpiffeError.
+ * `setSigner` swaps the CA for every later request; `close({drainMs})` answers the requests
+ * already taken before it terminates the workers. A worker that dies fails its outstanding
+ * requests with ERR_PKI_POOL_WORKER and is replaced. Idle workers are unref'd, so a pool never
+ * keeps a process alive on its own.
  */
 import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
@@ -48,13 +50,14 @@ const emptyQueue = (): Queued => ({ ids: [], csrs: [], spiffeIds: [], ttlSeconds
  * just the PEM, so the DER never crosses the thread boundary. `der` is an own enumerable getter,
  * so spreading or JSON-serialising the leaf still includes it.
  */
-function pooledLeaf(pem: string, serialHex: string, notBeforeMs: number, notAfterMs: number, spiffeId: string): IssuedLeaf {
+function pooledLeaf(msg: ResultsMessage, i: number, spiffeId: string): IssuedLeaf {
+  const pem = msg.pems[i]!;
   let der: Uint8Array | undefined;
   return {
     pem,
-    serialHex,
-    notBeforeMs,
-    notAfterMs,
+    serialHex: msg.serials[i]!,
+    notBeforeMs: msg.notBeforeMs[i]!,
+    notAfterMs: msg.notAfterMs[i]!,
     spiffeId,
     get der(): Uint8Array {
       der ??= pemBody(pem);
@@ -109,7 +112,7 @@ export class LeafIssuerPool {
         const p = slot.outstanding.get(msg.ids[i]!);
         if (!p) continue;
         slot.outstanding.delete(msg.ids[i]!);
-        p.resolve(pooledLeaf(msg.pems[i]!, msg.serials[i]!, msg.notBeforeMs[i]!, msg.notAfterMs[i]!, p.spiffeId));
+        p.resolve(pooledLeaf(msg, i, p.spiffeId));
       }
       for (const f of msg.failed) {
         const p = slot.outstanding.get(f.id);
