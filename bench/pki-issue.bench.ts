@@ -11,7 +11,7 @@
  */
 import { execFile, execFileSync, fork } from 'node:child_process';
 import { createPublicKey, KeyObject, sign, verify, webcrypto } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -209,15 +209,16 @@ async function runChild(): Promise<void> {
  * The issue's reference, measured in the same run: Go crypto/x509 doing the same job
  * (bench/go-issue/main.go). Built once with the local Go toolchain; skipped without one.
  */
-function buildGoBaseline(): { binary: string; version: string } | undefined {
+function buildGoBaseline(): { binary: string; version: string; dir: string } | undefined {
   const dir = mkdtempSync(join(tmpdir(), 'bench-go-'));
   const binary = join(dir, 'go-issue');
   const env = { ...process.env, GO111MODULE: 'off', GOCACHE: process.env.GOCACHE ?? join(dir, 'cache'), HOME: process.env.HOME ?? dir };
   try {
     execFileSync('go', ['build', '-o', binary, join(ROOT, 'bench/go-issue/main.go')], { env, stdio: ['ignore', 'ignore', 'pipe'] });
     const version = execFileSync('go', ['version'], { env }).toString().trim().split(' ')[2] ?? 'go';
-    return { binary, version };
+    return { binary, version, dir };
   } catch (err) {
+    rmSync(dir, { recursive: true, force: true });
     process.stdout.write(`Go baseline skipped (no usable Go toolchain: ${err instanceof Error ? err.message.split('\n')[0] : String(err)})\n`);
     return undefined;
   }
@@ -319,6 +320,7 @@ async function main(): Promise<void> {
   }
   await pool.close();
   await pool1.close();
+  if (go) rmSync(go.dir, { recursive: true, force: true });
 
   const rate = (i: number) => median(scenarios[i]!.rates);
   const cpuOf = (i: number) => median(scenarios[i]!.cpu ?? [0]).toFixed(2);
