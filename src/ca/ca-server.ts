@@ -16,7 +16,7 @@ import { startOpsServer, type Check, type OpsServer } from '../ops/ops-server.js
 import { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
 import { JwtAuthenticator } from './authn/jwt-verifier.js';
 import { kubeTokenReviewer } from './authn/kube-token-reviewer.js';
-import { discoveredJwks } from './authn/oidc-discovery.js';
+import { discoveredJwks, originOf } from './authn/oidc-discovery.js';
 import { TokenCache } from './authn/token-cache.js';
 import { TokenReviewAuthenticator } from './authn/token-review.js';
 import { CertificateService, type ClusterAuth } from './certificate-service.js';
@@ -133,7 +133,9 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
             ...(c.oidc.discoveryUrl ? { discoveryUrl: c.oidc.discoveryUrl } : {}),
             ...(c.oidc.jwksUri ? { jwksUri: c.oidc.jwksUri } : {}),
             ...(c.oidc.caPem ? { caPem: c.oidc.caPem } : {}),
-            ...(kubeToken ? { bearerToken: () => new Secret(kubeToken) } : {}),
+            // The CA's own token only ever goes to the API server's origin, whatever the
+            // discovery document points at.
+            ...(kubeToken ? { bearerToken: () => new Secret(kubeToken), ...apiServerOrigin(c.kubeConfig) } : {}),
           }),
           clock,
           cache,
@@ -278,4 +280,9 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
       return stopped;
     },
   };
+}
+
+function apiServerOrigin(kubeConfig: { getCurrentCluster(): { server: string } | null }): { bearerTokenOrigin?: string } {
+  const origin = originOf(kubeConfig.getCurrentCluster()?.server ?? '');
+  return origin === undefined ? {} : { bearerTokenOrigin: origin };
 }

@@ -104,7 +104,10 @@ export class LeafIssuerPool {
   }
 
   #spawn(): Slot {
-    const worker = new Worker(new URL('./leaf-worker.js', import.meta.url));
+    const worker = new Worker(new URL('./leaf-worker.js', import.meta.url), {
+      // Never inherit the parent's node flags (e.g. `--input-type=module -e`), which break the worker.
+      execArgv: [],
+    });
     const slot: Slot = { worker, outstanding: new Map(), queued: emptyQueue() };
     worker.postMessage({ kind: 'signer', signer: this.#signer, maxTtlSeconds: this.#maxTtlSeconds });
     worker.on('message', (msg: ResultsMessage) => {

@@ -139,3 +139,34 @@ test('discovery at the API server: the CA authenticates its fetches and verifies
     }
   });
 });
+
+test('startCaServer with useKubeCredentials and a foreign issuer: the CA token stays at the API server origin', async () => {
+  foreign.seen.length = 0;
+  const jwt = await new SignJWT({ 'kubernetes.io': { namespace: 'default', serviceaccount: { name: 'sleep' } } })
+    .setProtectedHeader({ alg: 'ES256', kid: 'foreign-1' })
+    .setSubject('system:serviceaccount:default:sleep')
+    .setIssuer(FOREIGN_ISSUER)
+    .setAudience('istio-ca')
+    .setExpirationTime('10m')
+    .sign(foreign.key);
+  const { readFile } = await import('node:fs/promises');
+  const caPem = await readFile(foreign.caFile, 'utf8');
+  const ca = await env.startCa({
+    clusters: [
+      env.clusterConfig('Kubernetes', {
+        tokenReview: false,
+        oidc: { issuer: FOREIGN_ISSUER, discoveryUrl: foreign.url, caPem, algorithms: ['ES256'], useKubeCredentials: true },
+      }),
+    ],
+  });
+  const c = caClient(ca.port, ca.rootsPem());
+  try {
+    const r = await c.create({ token: jwt, csr: await newCsr() });
+    assert.equal(r.code, undefined, JSON.stringify(r).slice(0, 300));
+  } finally {
+    c.close();
+    await ca.stop();
+  }
+  assert.ok(foreign.seen.length >= 2, `discovery and JWKS were fetched (${foreign.seen.length} requests)`);
+  assert.deepEqual(foreign.seen, foreign.seen.map(() => undefined), 'no authorization header reached the foreign issuer');
+});
