@@ -72,18 +72,43 @@ export class CacertsSigner extends MaterialSigner {
     await super.close();
   }
 
+  /**
+   * Reads the four files as one consistent set. Kubernetes updates a mounted Secret by
+   * swapping a `..data` symlink, so a read that straddles the swap can see some old and some
+   * new files — a mix that may even validate (old intermediate + new root bundle that still
+   * carries the old root). Two identical reads in a row cannot straddle one swap.
+   */
+  async #readConsistent(): Promise<Map<string, string> | undefined> {
+    const readAll = async (): Promise<Map<string, string>> => {
+      const texts = new Map<string, string>();
+      for (const name of CACERTS_FILES) {
+        try {
+          texts.set(name, await readFile(join(this.#o.dir, name), 'utf8'));
+        } catch {
+          // missing or unreadable: absent from the set
+        }
+      }
+      return texts;
+    };
+    let previous = await readAll();
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const current = await readAll();
+      const same = current.size === previous.size && [...current].every(([k, v]) => previous.get(k) === v);
+      if (same) return current;
+      previous = current;
+    }
+    return undefined; // still changing: the next watch event or poll tries again
+  }
+
   async #checkOnce(): Promise<void> {
-    // Read each file once: the fingerprint and the validated material come from the same bytes.
-    const texts = new Map<string, string>();
+    const texts = await this.#readConsistent();
+    if (texts === undefined) return;
+    // The fingerprint and the validated material come from the same bytes.
     const h = createHash('sha256');
     for (const name of CACERTS_FILES) {
-      try {
-        const text = await readFile(join(this.#o.dir, name), 'utf8');
-        texts.set(name, text);
-        h.update(name).update('\0').update(text).update('\0');
-      } catch {
-        h.update(name).update('\0missing\0');
-      }
+      const text = texts.get(name);
+      if (text === undefined) h.update(name).update('\0missing\0');
+      else h.update(name).update('\0').update(text).update('\0');
     }
     const fp = h.digest('hex');
     if (fp === this.#fingerprint) return;
