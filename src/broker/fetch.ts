@@ -4,12 +4,12 @@
  * socket with mTLS, prints identity, serial and validity of each message, and can write the
  * chain, key and bundle as PEM files.
  */
-import { randomBytes, X509Certificate } from 'node:crypto';
-import { constants } from 'node:fs';
-import { mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { X509Certificate } from 'node:crypto';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ConfigReader } from '../core/config.js';
 import { Secret } from '../core/secret.js';
+import { writeFileAtomic } from '../ops/atomic-file.js';
 import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
 import { BrokerClient, splitDerCertificates, type X509SvidResponse } from './broker-client.js';
@@ -53,34 +53,14 @@ export function describeSvidMessage(msg: X509SvidResponse): string[] {
   });
 }
 
-/**
- * Writes `text` to `path` through a fresh temp file and a rename. The temp name is random and
- * opened with O_CREAT|O_EXCL|O_NOFOLLOW, so a file or symlink already at a predictable temp path
- * (left over, or planted by another user of the directory) is never written through and never
- * lends the key its own mode; the mode is set explicitly, whatever the umask.
- */
-async function writeAtomically(path: string, text: string, mode: number): Promise<void> {
-  const tmp = `${path}.${randomBytes(8).toString('hex')}.tmp`;
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
-  try {
-    await fh.chmod(mode);
-    await fh.writeFile(text);
-    await fh.close();
-    await rename(tmp, path);
-  } catch (err) {
-    await fh.close().catch(() => undefined);
-    await rm(tmp, { force: true });
-    throw err;
-  }
-}
-
+/** Writes the SVID as PEM files; each goes through `writeFileAtomic` (fresh temp file, explicit mode, rename). */
 export async function writeSvidFiles(dir: string, msg: X509SvidResponse): Promise<void> {
   const svid = msg.svids[0];
   if (!svid) return;
   await mkdir(dir, { recursive: true });
-  await writeAtomically(join(dir, 'cert-chain.pem'), splitDerCertificates(svid.x509_svid).map((d) => certificateToPem(d)).join(''), 0o644);
-  await writeAtomically(join(dir, 'key.pem'), pemEncode('PRIVATE KEY', svid.x509_svid_key), 0o600);
-  await writeAtomically(join(dir, 'root-cert.pem'), splitDerCertificates(svid.bundle).map((d) => certificateToPem(d)).join(''), 0o644);
+  await writeFileAtomic(join(dir, 'cert-chain.pem'), splitDerCertificates(svid.x509_svid).map((d) => certificateToPem(d)).join(''), { mode: 0o644 });
+  await writeFileAtomic(join(dir, 'key.pem'), pemEncode('PRIVATE KEY', svid.x509_svid_key), { mode: 0o600 });
+  await writeFileAtomic(join(dir, 'root-cert.pem'), splitDerCertificates(svid.bundle).map((d) => certificateToPem(d)).join(''), { mode: 0o644 });
 }
 
 export async function runFetch(options: FetchOptions): Promise<void> {

@@ -7,28 +7,12 @@
 import type { KubeObject, ObjectStore } from './store.js';
 import { findResource, type ResourceType } from './resources.js';
 import type { UserInfo } from './authn.js';
-import type { Attributes, PolicyRule, RbacAuthorizer } from './rbac.js';
+import { rulesOf, type Attributes, type PolicyRule, type RbacAuthorizer } from './rbac.js';
 import { forbidden, qualifiedResource } from './status.js';
 
 const RBAC_GROUP = 'rbac.authorization.k8s.io';
 const CLUSTER_ROLE = findResource(RBAC_GROUP, 'v1', 'clusterroles')!;
 const ROLE = findResource(RBAC_GROUP, 'v1', 'roles')!;
-
-function strings(v: unknown): string[] {
-  return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
-}
-
-function rulesOf(o: KubeObject | undefined): PolicyRule[] {
-  const raw = o?.rules;
-  if (!Array.isArray(raw)) return [];
-  return raw.map((r: Record<string, unknown>) => ({
-    verbs: strings(r.verbs),
-    apiGroups: strings(r.apiGroups),
-    resources: strings(r.resources),
-    resourceNames: strings(r.resourceNames),
-    nonResourceURLs: strings(r.nonResourceURLs),
-  }));
-}
 
 function describeRule(r: PolicyRule): string {
   const parts: string[] = [];

@@ -44,11 +44,11 @@ const ROLE = findResource('rbac.authorization.k8s.io', 'v1', 'roles')!;
 const CRB = findResource('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings')!;
 const RB = findResource('rbac.authorization.k8s.io', 'v1', 'rolebindings')!;
 
-function strings(v: unknown): string[] {
+export function strings(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
 }
 
-function rulesOf(role: KubeObject | undefined): PolicyRule[] {
+export function rulesOf(role: KubeObject | undefined): PolicyRule[] {
   const raw = role?.rules;
   if (!Array.isArray(raw)) return [];
   return raw.map((r: Record<string, unknown>) => ({

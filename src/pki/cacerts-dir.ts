@@ -3,10 +3,9 @@
  * them to the pure `validateCaBundle`. A partial bundle (some files missing) is
  * ERR_PKI_CACERTS_MISSING naming every missing file.
  */
-import { constants } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { lstat, mkdir, open, readFile, rename, rm } from 'node:fs/promises';
+import { lstat, mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { writeFileAtomic } from '../ops/atomic-file.js';
 import { validateCaBundle, CACERTS_FILES } from './ca-bundle.js';
 import type { CaKeyMaterial } from './ca-material.js';
 import { PkiError } from './errors.js';
@@ -38,31 +37,9 @@ export async function loadCaCertsDir(dir: string, nowMs: number = Date.now()): P
 }
 
 /**
- * Writes `content` to `path` as a new file: a random temp name in the same directory opened with
- * O_CREAT|O_EXCL|O_NOFOLLOW, its mode set explicitly (whatever the umask), then renamed over
- * `path`. So an existing file's mode is never inherited (a 0644 `ca-key.pem` becomes 0600),
- * and a symlink at `path` or at a guessable temp name is replaced, never written through.
- */
-async function replaceFile(path: string, content: string, mode: number): Promise<void> {
-  const tmp = `${path}.${randomBytes(8).toString('hex')}.tmp`;
-  const fh = await open(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
-  try {
-    await fh.chmod(mode);
-    await fh.writeFile(content);
-    await fh.sync();
-    await fh.close();
-    await rename(tmp, path);
-  } catch (err) {
-    await fh.close().catch(() => undefined);
-    await rm(tmp, { force: true });
-    throw err;
-  }
-}
-
-/**
  * Writes a plug-in CA bundle into `dir` (created if needed): the four cacerts files plus
  * root-key.pem; keys with mode 0600, certificates 0644, each through a fresh temp file and a
- * rename (see `replaceFile`). Refuses to overwrite an existing bundle unless `force`; anything
+ * rename (`writeFileAtomic`). Refuses to overwrite an existing bundle unless `force`; anything
  * at one of the names (a dangling symlink included) counts as existing.
  */
 export async function writeCaCertsDir(dir: string, bundle: PluginCaBundle, force = false): Promise<string[]> {
@@ -86,7 +63,7 @@ export async function writeCaCertsDir(dir: string, bundle: PluginCaBundle, force
   const written: string[] = [];
   for (const [name, content, mode] of files) {
     const path = join(dir, name);
-    await replaceFile(path, content, mode);
+    await writeFileAtomic(path, content, { mode, sync: true });
     written.push(path);
   }
   return written;
