@@ -95,7 +95,3 @@ export function cleanupRestore(tables: readonly SavedTable[]): string {
   }
   return out;
 }
-
-export function isTable(name: string): name is Table {
-  return name === 'filter' || name === 'mangle' || name === 'nat' || name === 'raw';
-}
