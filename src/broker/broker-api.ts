@@ -33,6 +33,7 @@ import type { NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
 import type { TrustBundle } from './trust-bundle.js';
 import { describePodReference, parseWorkloadReference, type AnyMessage } from './workload-reference.js';
 import type { WorkloadCert } from './workload-cert.js';
+import { uriSans } from './x509-fields.js';
 
 export interface BrokerApiObserver {
   streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
@@ -93,10 +94,7 @@ export function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundl
 export function spiffeIdOfPeer(raw: Buffer | undefined): string | undefined {
   if (!raw) return undefined;
   try {
-    const uris = (new X509Certificate(raw).subjectAltName ?? '')
-      .split(', ')
-      .filter((s) => s.startsWith('URI:'))
-      .map((s) => s.slice(4));
+    const uris = uriSans(new X509Certificate(raw));
     return uris.length === 1 && uris[0]!.startsWith('spiffe://') ? uris[0] : undefined;
   } catch {
     return undefined;

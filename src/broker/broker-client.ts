@@ -18,6 +18,9 @@ import { healthServiceDefinition } from '../grpc/health.js';
 import type { Secret } from '../core/secret.js';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { BROKER_HEADER, BROKER_PROTO, BROKER_SERVICE } from './broker-proto.js';
+import { uriSans } from './x509-fields.js';
+
+export { splitDerCertificates } from './x509-fields.js';
 import { encodePodReference, type PodReference } from './workload-reference.js';
 
 export interface BrokerClientOptions {
@@ -134,29 +137,6 @@ export function firstMessage<T>(stream: ClientReadableStream<T>): Promise<T> {
 
 function spiffeIdOf(raw: Buffer | undefined): string | undefined {
   if (!raw) return undefined;
-  const uris = (new X509Certificate(raw).subjectAltName ?? '')
-    .split(', ')
-    .filter((s) => s.startsWith('URI:'))
-    .map((s) => s.slice(4));
+  const uris = uriSans(new X509Certificate(raw));
   return uris.length === 1 ? uris[0] : undefined;
-}
-
-/** Splits a concatenated DER sequence of certificates (the Broker API chain/bundle fields). */
-export function splitDerCertificates(buf: Buffer): Buffer[] {
-  const out: Buffer[] = [];
-  let off = 0;
-  while (off < buf.length) {
-    if (buf[off] !== 0x30) throw new Error('not a DER certificate sequence');
-    let len = buf[off + 1]!;
-    let hdr = 2;
-    if (len & 0x80) {
-      const n = len & 0x7f;
-      len = 0;
-      for (let i = 0; i < n; i++) len = len * 256 + buf[off + 2 + i]!;
-      hdr = 2 + n;
-    }
-    out.push(buf.subarray(off, off + hdr + len));
-    off += hdr + len;
-  }
-  return out;
 }

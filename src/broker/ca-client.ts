@@ -22,6 +22,7 @@ import { parsePem } from '../pki/pem.js';
 import type { Secret } from '../core/secret.js';
 import { BrokerError } from './errors.js';
 import type { CaClient, WorkloadCert } from './workload-cert.js';
+import { uriSans } from './x509-fields.js';
 
 export const CA_PROTO = 'istio/v1/auth/ca.proto';
 export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
@@ -182,10 +183,7 @@ export function parseCaResponse(response: CaResponse, identity: string): ParsedC
     throw bad('a certificate does not parse', err);
   }
   const leaf = certs[0]!;
-  const uris = (leaf.subjectAltName ?? '')
-    .split(', ')
-    .filter((s) => s.startsWith('URI:'))
-    .map((s) => s.slice(4));
+  const uris = uriSans(leaf);
   if (uris.length !== 1 || uris[0] !== identity) {
     throw new BrokerError(
       'ERR_CA_SAN_MISMATCH',

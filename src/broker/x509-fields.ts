@@ -1,0 +1,27 @@
+/**
+ * Small certificate readers the broker, its client and the CA client share: the URI SANs of a
+ * certificate, and the split of a concatenated DER certificate sequence (the Broker API's chain
+ * and bundle fields).
+ */
+import type { X509Certificate } from 'node:crypto';
+import { readTlv, TAG_SEQUENCE } from '../pki/der.js';
+
+/** The URI subject alternative names of `cert`, in order. */
+export function uriSans(cert: X509Certificate): string[] {
+  return (cert.subjectAltName ?? '')
+    .split(', ')
+    .filter((s) => s.startsWith('URI:'))
+    .map((s) => s.slice(4));
+}
+
+/** Splits a concatenated DER sequence of certificates (the Broker API chain/bundle fields). */
+export function splitDerCertificates(buf: Buffer): Buffer[] {
+  const out: Buffer[] = [];
+  for (let off = 0; off < buf.length; ) {
+    if (buf[off] !== TAG_SEQUENCE) throw new Error('not a DER certificate sequence');
+    const { end } = readTlv(buf, off);
+    out.push(buf.subarray(off, end));
+    off = end;
+  }
+  return out;
+}
