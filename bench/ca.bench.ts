@@ -52,6 +52,55 @@ interface ClientResult {
 
 type CreateCertificate = (req: unknown, md: Metadata, cb: (err: ServiceError | null, res?: { cert_chain: string[] }) => void) => void;
 
+/** Counts outcomes, but only those that finish inside the measurement window. */
+interface Tally {
+  readonly measuring: boolean;
+  ok(): void;
+  fail(reason: string): void;
+}
+
+/**
+ * The closed loop both load clients share: `job.inflight` loops per channel, each issuing `call`
+ * back to back; after `job.warmupMs` it counts outcomes and this process's CPU for `job.measureMs`
+ * (printing window-start/window-end for the parent), then stops the loops and waits for them.
+ */
+async function closedLoop(job: ClientJob, call: (channel: number, seq: number, tally: Tally) => Promise<void>): Promise<ClientResult> {
+  let stop = false;
+  let seq = 0;
+  let count = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const tally = {
+    measuring: false,
+    ok() {
+      if (tally.measuring) count++;
+    },
+    fail(reason: string) {
+      if (!tally.measuring) return;
+      errors++;
+      firstError ??= reason;
+    },
+  };
+  const loop = async (c: number) => {
+    while (!stop) await call(c, seq++, tally);
+  };
+  const loops: Promise<void>[] = [];
+  for (let c = 0; c < job.channels; c++) for (let k = 0; k < job.inflight; k++) loops.push(loop(c));
+  await new Promise((r) => setTimeout(r, job.warmupMs));
+  tally.measuring = true;
+  process.stdout.write('window-start\n');
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, job.measureMs));
+  tally.measuring = false;
+  process.stdout.write('window-end\n');
+  const cpu = process.cpuUsage(cpu0);
+  const seconds = (performance.now() - t0) / 1000;
+  stop = true;
+  await Promise.all(loops);
+  return { cpuSeconds: (cpu.user + cpu.system) / 1e6, count, errors, seconds, ...(firstError ? { firstError } : {}) };
+}
+
 /**
  * The light load generator: node:http2 over TLS speaking gRPC framing directly, with every
  * request pre-encoded by protobufjs from our .proto. It is a real gRPC client on the wire (the
@@ -80,77 +129,52 @@ async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
   const sessions = Array.from({ length: job.channels }, () =>
     http2.connect(`https://localhost:${job.port}`, { ca: job.rootsPem, servername: 'localhost', host: '127.0.0.1' } as never),
   );
-  let measuring = false;
-  let stop = false;
-  let count = 0;
-  let errors = 0;
   let checked = 0;
-  let firstError: string | undefined;
-  let seq = 0;
-  const one = (c: number): Promise<void> =>
-    new Promise((resolve) => {
-      const i = seq++;
-      const stream = sessions[c]!.request({
-        ':method': 'POST',
-        ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate',
-        'content-type': 'application/grpc',
-        te: 'trailers',
-        authorization: `Bearer ${job.tokens[i % job.tokens.length]}`,
-      });
-      const chunks: Buffer[] = [];
-      let grpcStatus: string | undefined;
-      let message = '';
-      stream.on('response', (h) => {
-        if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
-      });
-      stream.on('trailers', (t) => {
-        grpcStatus = String(t['grpc-status']);
-        message = String(t['grpc-message'] ?? '');
-      });
-      stream.on('data', (d: Buffer) => chunks.push(d));
-      stream.on('error', () => undefined);
-      stream.on('close', () => {
-        if (measuring) {
-          if (grpcStatus === '0') {
-            count++;
-            if (checked < 3) {
-              // Spot-check that a real chain came back (decode a few responses fully).
-              checked++;
-              const buf = Buffer.concat(chunks);
-              const res = Res.decode(buf.subarray(5)) as unknown as { certChain: string[] };
-              if (res.certChain.length < 2 || !res.certChain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) {
-                errors++;
-                firstError ??= 'malformed response';
+  const result = await closedLoop(
+    job,
+    (c, i, tally) =>
+      new Promise((resolve) => {
+        const stream = sessions[c]!.request({
+          ':method': 'POST',
+          ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate',
+          'content-type': 'application/grpc',
+          te: 'trailers',
+          authorization: `Bearer ${job.tokens[i % job.tokens.length]}`,
+        });
+        const chunks: Buffer[] = [];
+        let grpcStatus: string | undefined;
+        let message = '';
+        stream.on('response', (h) => {
+          if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
+        });
+        stream.on('trailers', (t) => {
+          grpcStatus = String(t['grpc-status']);
+          message = String(t['grpc-message'] ?? '');
+        });
+        stream.on('data', (d: Buffer) => chunks.push(d));
+        stream.on('error', () => undefined);
+        stream.on('close', () => {
+          if (tally.measuring) {
+            if (grpcStatus === '0') {
+              tally.ok();
+              if (checked < 3) {
+                // Spot-check that a real chain came back (decode a few responses fully).
+                checked++;
+                const buf = Buffer.concat(chunks);
+                const res = Res.decode(buf.subarray(5)) as unknown as { certChain: string[] };
+                if (res.certChain.length < 2 || !res.certChain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) tally.fail('malformed response');
               }
+            } else {
+              tally.fail(`grpc-status ${grpcStatus} ${decodeURIComponent(message)}`);
             }
-          } else {
-            errors++;
-            firstError ??= `grpc-status ${grpcStatus} ${decodeURIComponent(message)}`;
           }
-        }
-        resolve();
-      });
-      stream.end(frames[i % frames.length]);
-    });
-  const loop = async (c: number) => {
-    while (!stop) await one(c);
-  };
-  const loops: Promise<void>[] = [];
-  for (let c = 0; c < job.channels; c++) for (let k = 0; k < job.inflight; k++) loops.push(loop(c));
-  await new Promise((r) => setTimeout(r, job.warmupMs));
-  measuring = true;
-  process.stdout.write('window-start\n');
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  await new Promise((r) => setTimeout(r, job.measureMs));
-  measuring = false;
-  process.stdout.write('window-end\n');
-  const cpu = process.cpuUsage(cpu0);
-  const seconds = (performance.now() - t0) / 1000;
-  stop = true;
-  await Promise.all(loops);
+          resolve();
+        });
+        stream.end(frames[i % frames.length]);
+      }),
+  );
   for (const s of sessions) s.close();
-  return { cpuSeconds: (cpu.user + cpu.system) / 1e6, count, errors, seconds, ...(firstError ? { firstError } : {}) };
+  return result;
 }
 
 /** The load process: runs the job from the file in argv[3], prints one JSON result line. */
@@ -176,48 +200,22 @@ async function runClient(jobFile: string): Promise<void> {
     return md;
   });
   const meta = stringStruct({ ImpersonatedIdentity: job.impersonate });
-  let measuring = false;
-  let stop = false;
-  let count = 0;
-  let errors = 0;
-  let firstError: string | undefined;
-  let seq = 0;
-  const one = (c: number): Promise<void> =>
-    new Promise((resolve) => {
-      const i = seq++;
-      clients[c]!.CreateCertificate(
-        { csr: job.csrs[i % job.csrs.length], validity_duration: 3600, metadata: meta },
-        metadata[i % metadata.length]!,
-        (err) => {
-          if (measuring) {
-            if (err) {
-              errors++;
-              firstError ??= `${err.code} ${err.details}`;
-            } else count++;
-          }
-          resolve();
-        },
-      );
-    });
-  const loop = async (c: number) => {
-    while (!stop) await one(c);
-  };
-  const loops: Promise<void>[] = [];
-  for (let c = 0; c < job.channels; c++) for (let k = 0; k < job.inflight; k++) loops.push(loop(c));
-  await new Promise((r) => setTimeout(r, job.warmupMs));
-  measuring = true;
-  process.stdout.write('window-start\n');
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  await new Promise((r) => setTimeout(r, job.measureMs));
-  measuring = false;
-  process.stdout.write('window-end\n');
-  const cpu = process.cpuUsage(cpu0);
-  const seconds = (performance.now() - t0) / 1000;
-  stop = true;
-  await Promise.all(loops);
+  const result = await closedLoop(
+    job,
+    (c, i, tally) =>
+      new Promise((resolve) => {
+        clients[c]!.CreateCertificate(
+          { csr: job.csrs[i % job.csrs.length], validity_duration: 3600, metadata: meta },
+          metadata[i % metadata.length]!,
+          (err) => {
+            if (err) tally.fail(`${err.code} ${err.details}`);
+            else tally.ok();
+            resolve();
+          },
+        );
+      }),
+  );
   for (const c of clients) c.close();
-  const result: ClientResult = { cpuSeconds: (cpu.user + cpu.system) / 1e6, count, errors, seconds, ...(firstError ? { firstError } : {}) };
   process.stdout.write(JSON.stringify(result) + '\n');
 }
 
