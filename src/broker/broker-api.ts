@@ -197,13 +197,18 @@ export class BrokerApiService {
     const ac = new AbortController();
     const cleanups: Array<() => void> = [];
     let finished = false;
-    const finish = (err?: unknown) => {
-      if (finished) return;
+    /** Releases the stream's resources once; false when it was already released. */
+    const teardown = (): boolean => {
+      if (finished) return false;
       finished = true;
       ac.abort();
       for (const c of cleanups) c();
       this.#open.delete(closeFromServer);
       observer?.streamClosed?.(rpc);
+      return true;
+    };
+    const finish = (err?: unknown) => {
+      if (!teardown()) return;
       if (err === undefined) call.end();
       else call.emit('error', this.#reject(rpc, err, call));
     };
@@ -211,13 +216,7 @@ export class BrokerApiService {
       finish(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' }));
     this.#open.add(closeFromServer);
     observer?.streamOpened?.(rpc);
-    call.on('cancelled', () => {
-      finished = true;
-      ac.abort();
-      for (const c of cleanups) c();
-      this.#open.delete(closeFromServer);
-      observer?.streamClosed?.(rpc);
-    });
+    call.on('cancelled', teardown);
 
     cleanups.push(
       pods.onGone(pod.uid, (reason: PodGoneReason) => {
