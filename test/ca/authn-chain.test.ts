@@ -4,6 +4,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { rejectionCode } from './support/error-code.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { AuthenticatorChain, type Authenticator } from '../../src/ca/authn/authenticator.js';
@@ -32,20 +33,11 @@ function accepting(asked: string[]): Authenticator {
   };
 }
 
-async function codeOf(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-}
-
 test('a definite rejection ends the chain: the next authenticator is never asked', async () => {
   for (const code of ['ERR_CA_TOKEN_INVALID', 'ERR_CA_TOKEN_AUDIENCE', 'ERR_CA_TOKEN_EXPIRED', 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT'] as const) {
     const asked: string[] = [];
     const chain = new AuthenticatorChain([rejecting('tokenreview', code, asked), accepting(asked)], silentLogger);
-    assert.equal(await codeOf(chain.authenticate(new Secret('t'))), code);
+    assert.equal(await rejectionCode(chain.authenticate(new Secret('t'))), code);
     assert.deepEqual(asked, ['tokenreview'], code);
   }
 });
@@ -58,19 +50,19 @@ test('a backend failure falls through to the next authenticator, which decides',
 
   const no: string[] = [];
   const refusing = new AuthenticatorChain([rejecting('tokenreview', 'ERR_CA_AUTHN_BACKEND', no), rejecting('jwt', 'ERR_CA_TOKEN_INVALID', no)], silentLogger);
-  assert.equal(await codeOf(refusing.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID', 'the deciding answer is reported');
+  assert.equal(await rejectionCode(refusing.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID', 'the deciding answer is reported');
 });
 
 test('nobody could decide: backend error; an unexpected exception denies without falling through', async () => {
   const asked: string[] = [];
   const allDown = new AuthenticatorChain([rejecting('tokenreview', 'ERR_CA_AUTHN_BACKEND', asked), rejecting('jwt', 'ERR_CA_AUTHN_BACKEND', asked)], silentLogger);
-  assert.equal(await codeOf(allDown.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(await rejectionCode(allDown.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
   assert.deepEqual(asked, ['tokenreview', 'jwt']);
 
   const after: string[] = [];
   const buggy: Authenticator = { kind: 'tokenreview', authenticate: async () => { throw new TypeError('bug'); } };
   const chain = new AuthenticatorChain([buggy, accepting(after)], silentLogger);
-  assert.equal(await codeOf(chain.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(await rejectionCode(chain.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
   assert.deepEqual(after, []);
-  assert.equal(await codeOf(new AuthenticatorChain([], silentLogger).authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(await rejectionCode(new AuthenticatorChain([], silentLogger).authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
 });

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { thrownCode } from './support/error-code.js';
 import { NodeAuthorizer } from '../../src/ca/node-authorizer.js';
 import { InMemoryPodIndex, type PodInfo } from '../../src/ca/pod-index.js';
 import type { Caller } from '../../src/ca/caller.js';
@@ -27,15 +28,6 @@ function setup(trusted: readonly string[] = ['istio-system/ztunnel']) {
 
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-}
-
 test('pod of the requested SA on the caller node: allowed', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
@@ -48,18 +40,18 @@ test('pod of the requested SA on the caller node: allowed', () => {
 test('empty trusted list denies everyone', () => {
   const { pods, authz, caller } = setup([]);
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
 });
 
 test('no pod of the requested SA anywhere: denied', () => {
   const { authz, caller } = setup();
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
 });
 
 test('pod only on another node: denied; pods on both nodes: allowed', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-b', serviceAccountName: 'sleep', nodeName: 'node-b' }));
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
   pods.upsert(pod({ namespace: 'default', name: 'sleep-a', serviceAccountName: 'sleep', nodeName: 'node-a' }));
   assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
 });
@@ -68,7 +60,7 @@ test('failed or completed pods do not count', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Failed' }));
   pods.upsert(pod({ namespace: 'default', name: 'sleep-2', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Succeeded' }));
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
   pods.upsert(pod({ namespace: 'default', name: 'sleep-3', serviceAccountName: 'sleep', nodeName: 'node-a', phase: 'Pending' }));
   assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
 });
@@ -78,39 +70,39 @@ test('a pod that moves off the node stops counting (index follows updates and de
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
   assert.equal(authz.authorize(caller, SLEEP).id, SLEEP);
   pods.remove({ namespace: 'default', name: 'sleep-1' });
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_NO_POD_ON_NODE');
 });
 
 test('requested identity must be a Kubernetes SPIFFE ID in our trust domain', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
   for (const bad of ['sleep', 'https://cluster.local/ns/default/sa/sleep', `spiffe://${TD}/sa/sleep`, `spiffe://${TD}/ns/default/sa/sleep/x`, 'spiffe://other.domain/ns/default/sa/sleep', `spiffe://${TD}/ns/Default/sa/sleep`]) {
-    assert.equal(code(() => authz.authorize(caller, bad)), 'ERR_CA_IDENTITY_INVALID', bad);
+    assert.equal(thrownCode(() => authz.authorize(caller, bad)), 'ERR_CA_IDENTITY_INVALID', bad);
   }
 });
 
 test('caller pod checks: missing, UID mismatch, SA mismatch, not pod-bound', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
-  assert.equal(code(() => authz.authorize({ ...caller, podName: 'ztunnel-gone' }, SLEEP)), 'ERR_CA_CALLER_POD_MISSING');
-  assert.equal(code(() => authz.authorize({ ...caller, podUid: 'other-uid' }, SLEEP)), 'ERR_CA_CALLER_POD_UID_MISMATCH');
+  assert.equal(thrownCode(() => authz.authorize({ ...caller, podName: 'ztunnel-gone' }, SLEEP)), 'ERR_CA_CALLER_POD_MISSING');
+  assert.equal(thrownCode(() => authz.authorize({ ...caller, podUid: 'other-uid' }, SLEEP)), 'ERR_CA_CALLER_POD_UID_MISMATCH');
   pods.upsert(pod({ namespace: 'istio-system', name: 'imposter', serviceAccountName: 'default', nodeName: 'node-a' }));
   assert.equal(
-    code(() => authz.authorize({ ...caller, podName: 'imposter', podUid: 'imposter-uid' }, SLEEP)),
+    thrownCode(() => authz.authorize({ ...caller, podName: 'imposter', podUid: 'imposter-uid' }, SLEEP)),
     'ERR_CA_CALLER_POD_SA_MISMATCH',
   );
   const { podName: _n, podUid: _u, ...unbound } = caller;
-  assert.equal(code(() => authz.authorize(unbound, SLEEP)), 'ERR_CA_CALLER_NOT_POD_BOUND');
+  assert.equal(thrownCode(() => authz.authorize(unbound, SLEEP)), 'ERR_CA_CALLER_NOT_POD_BOUND');
 });
 
 test('not synced yet: denied rather than guessing', () => {
   const { pods, authz, caller } = setup();
   pods.upsert(pod({ namespace: 'default', name: 'sleep-1', serviceAccountName: 'sleep', nodeName: 'node-a' }));
   pods.markSynced(false);
-  assert.equal(code(() => authz.authorize(caller, SLEEP)), 'ERR_CA_POD_INDEX_NOT_SYNCED');
+  assert.equal(thrownCode(() => authz.authorize(caller, SLEEP)), 'ERR_CA_POD_INDEX_NOT_SYNCED');
 });
 
 test('untrusted caller of another namespace with the same SA name is not trusted', () => {
   const { authz, caller } = setup();
-  assert.equal(code(() => authz.authorize({ ...caller, namespace: 'default' }, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
+  assert.equal(thrownCode(() => authz.authorize({ ...caller, namespace: 'default' }, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
 });

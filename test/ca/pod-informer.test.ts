@@ -9,6 +9,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { thrownCode } from './support/error-code.js';
 import type { V1Pod } from '@kubernetes/client-node';
 import { NodeAuthorizer } from '../../src/ca/node-authorizer.js';
 import { InMemoryPodIndex } from '../../src/ca/pod-index.js';
@@ -31,15 +32,6 @@ const mirror: V1Pod = {
 
 const caller: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: 'ztunnel-a', podUid: 'z-uid', clusterId: 'Kubernetes', authenticator: 'tokenreview' };
 
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-}
-
 test('a pod without spec.serviceAccountName is indexed under no service account, never `default`', () => {
   const info = toPodInfo(mirror);
   assert.equal(info?.serviceAccountName, '');
@@ -51,7 +43,7 @@ test('a mirror pod on the node does not authorize impersonating <ns>/default the
   const pods = new InMemoryPodIndex();
   for (const p of [ztunnel, mirror]) pods.upsert(toPodInfo(p)!);
   const authz = new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: [TD], pods });
-  assert.equal(code(() => authz.authorize(caller, `spiffe://${TD}/ns/payments/sa/default`)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.equal(thrownCode(() => authz.authorize(caller, `spiffe://${TD}/ns/payments/sa/default`)), 'ERR_CA_NO_POD_ON_NODE');
   // An ordinary pod of payments/default on the node does authorize it.
   pods.upsert(toPodInfo({ ...mirror, metadata: { namespace: 'payments', name: 'real', uid: 'r' }, spec: { ...mirror.spec!, serviceAccountName: 'default' } })!);
   assert.equal(authz.authorize(caller, `spiffe://${TD}/ns/payments/sa/default`).serviceAccount, 'default');

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { rejectionCode } from './support/error-code.js';
 import { FakeClock } from '../../src/core/clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';
@@ -36,15 +37,6 @@ function setup(result: TokenReviewResult = OK) {
   return { clock, calls, lookups, cache, authn };
 }
 
-async function code(p: Promise<unknown>): Promise<string | undefined> {
-  try {
-    await p;
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-}
-
 test('maps a bound service-account review to a caller with its pod', async () => {
   const { clock, authn, calls } = setup();
   const caller = await authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 3600)));
@@ -71,7 +63,7 @@ test('caches by token hash for ttl, never past exp', async () => {
   await authn.authenticate(shortToken);
   await clock.advance(10_000);
   // exp reached: the cache does not answer, and the (fake) review result is refused as expired.
-  assert.equal(await code(authn.authenticate(shortToken)), 'ERR_CA_TOKEN_EXPIRED');
+  assert.equal(await rejectionCode(authn.authenticate(shortToken)), 'ERR_CA_TOKEN_EXPIRED');
   assert.equal(calls.length, 4);
 });
 
@@ -97,22 +89,22 @@ test('cache is bounded', async () => {
 });
 
 test('rejections carry codes', async () => {
-  assert.equal(await code(setup({ authenticated: false, error: 'bad' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID');
-  assert.equal(await code(setup({ ...OK, audiences: ['other'] }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_AUDIENCE');
-  assert.equal(await code(setup({ ...OK, username: 'alice' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT');
+  assert.equal(await rejectionCode(setup({ authenticated: false, error: 'bad' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(await rejectionCode(setup({ ...OK, audiences: ['other'] }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(setup({ ...OK, username: 'alice' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT');
   const broken = setup();
   const failing = new TokenReviewAuthenticator({
     clusterId: 'Kubernetes', audiences: ['istio-ca'], clock: broken.clock, cache: broken.cache,
     reviewer: async () => { throw new Error('connection refused'); },
   });
-  assert.equal(await code(failing.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(await rejectionCode(failing.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
 });
 
 test('a review without status.audiences (valid only for the apiserver audience) is refused when we asked for ours', async () => {
   const { authn, calls } = setup({ ...OK, audiences: [] });
-  assert.equal(await code(authn.authenticate(new Secret('t1'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(authn.authenticate(new Secret('t1'))), 'ERR_CA_TOKEN_AUDIENCE');
   const { audiences: _omitted, ...noField } = OK;
-  assert.equal(await code(setup(noField).authn.authenticate(new Secret('t2'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(setup(noField).authn.authenticate(new Secret('t2'))), 'ERR_CA_TOKEN_AUDIENCE');
   assert.deepEqual(calls, [['istio-ca']], 'the review did ask for our audience');
   // One of several returned audiences being ours is enough.
   const caller = await setup({ ...OK, audiences: ['https://kubernetes.default.svc', 'istio-ca'] }).authn.authenticate(new Secret('t3'));

@@ -1,17 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { thrownCode } from './support/error-code.js';
 import { resolveTtlSeconds, validityFor } from '../../src/ca/ttl.js';
 
 const policy = { defaultTtlSeconds: 86_400, maxTtlSeconds: 7_776_000, backdateSeconds: 120 };
-
-function code(fn: () => unknown): string | undefined {
-  try {
-    fn();
-    return undefined;
-  } catch (err) {
-    return (err as { code?: string }).code;
-  }
-}
 
 test('0 means the default TTL; values up to the max are kept', () => {
   assert.equal(resolveTtlSeconds(0, policy), 86_400);
@@ -20,10 +12,10 @@ test('0 means the default TTL; values up to the max are kept', () => {
 });
 
 test('over max is rejected, not clamped; negative and non-integers are invalid', () => {
-  assert.equal(code(() => resolveTtlSeconds(7_776_001, policy)), 'ERR_CA_TTL_OVER_MAX');
-  assert.equal(code(() => resolveTtlSeconds(-1, policy)), 'ERR_CA_TTL_INVALID');
-  assert.equal(code(() => resolveTtlSeconds(1.5, policy)), 'ERR_CA_TTL_INVALID');
-  assert.equal(code(() => resolveTtlSeconds(Number.NaN, policy)), 'ERR_CA_TTL_INVALID');
+  assert.equal(thrownCode(() => resolveTtlSeconds(7_776_001, policy)), 'ERR_CA_TTL_OVER_MAX');
+  assert.equal(thrownCode(() => resolveTtlSeconds(-1, policy)), 'ERR_CA_TTL_INVALID');
+  assert.equal(thrownCode(() => resolveTtlSeconds(1.5, policy)), 'ERR_CA_TTL_INVALID');
+  assert.equal(thrownCode(() => resolveTtlSeconds(Number.NaN, policy)), 'ERR_CA_TTL_INVALID');
 });
 
 test('notBefore is backdated and notAfter is clamped to the signer', () => {
