@@ -23,15 +23,23 @@ async function discard(path: string): Promise<void> {
   await unlink(path).catch(() => undefined);
 }
 
-/** Replaces `target.dir/target.name` with `data`, giving the file `mode`. */
-export async function writeFileAtomic(
-  target: { readonly dir: string; readonly name: string },
-  data: string | Uint8Array,
-  mode: number,
-): Promise<void> {
-  const { dir, name } = target;
-  const tmp = tempPath(dir, name);
+type Target = { readonly dir: string; readonly name: string };
+
+/** Runs `fill` on a fresh temp path next to `target`, then renames it over the target; no temp is left on failure. */
+async function replaceVia(target: Target, fill: (tmp: string) => Promise<void>): Promise<void> {
+  const tmp = tempPath(target.dir, target.name);
   try {
+    await fill(tmp);
+    await rename(tmp, join(target.dir, target.name));
+  } catch (err) {
+    await discard(tmp);
+    throw err;
+  }
+}
+
+/** Replaces `target.dir/target.name` with `data`, giving the file `mode`. */
+export async function writeFileAtomic(target: Target, data: string | Uint8Array, mode: number): Promise<void> {
+  await replaceVia(target, async (tmp) => {
     const handle = await open(tmp, 'wx', mode);
     try {
       await handle.writeFile(data);
@@ -40,11 +48,7 @@ export async function writeFileAtomic(
     } finally {
       await handle.close();
     }
-    await rename(tmp, join(dir, name));
-  } catch (err) {
-    await discard(tmp);
-    throw err;
-  }
+  });
 }
 
 /**
@@ -53,11 +57,10 @@ export async function writeFileAtomic(
  */
 export async function copyFileAtomic(
   source: string,
-  target: { readonly dir: string; readonly name: string },
+  target: Target,
   attrs: { readonly mode: number; readonly mtimeMs: number },
 ): Promise<void> {
-  const tmp = tempPath(target.dir, target.name);
-  try {
+  await replaceVia(target, async (tmp) => {
     await copyFile(source, tmp, fsConstants.COPYFILE_EXCL);
     await chmod(tmp, attrs.mode);
     const mtime = new Date(attrs.mtimeMs);
@@ -68,11 +71,7 @@ export async function copyFileAtomic(
     } finally {
       await handle.close();
     }
-    await rename(tmp, join(target.dir, target.name));
-  } catch (err) {
-    await discard(tmp);
-    throw err;
-  }
+  });
 }
 
 /** Deletes temp files left by an earlier crash; returns their names. Missing dir: nothing. */
