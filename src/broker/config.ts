@@ -186,10 +186,9 @@ export async function readBrokerConfig(
   const kubeconfigPath = r.optionalString(ENV.KUBECONFIG, f.kubeconfig);
   r.done();
 
-  const { KubeConfig } = await import('@kubernetes/client-node');
-  const kubeConfig = new KubeConfig();
-  if (kubeconfigPath) kubeConfig.loadFromFile(kubeconfigPath);
-  else kubeConfig.loadFromCluster();
+  // Imported on demand, as client-node was before, so importing this module does not load client-node.
+  const { loadKubeConfig } = await import('../kube/kubeconfig.js');
+  const kubeConfig = kubeconfigPath ? loadKubeConfig({ kubeconfigPath }) : loadKubeConfig({ inCluster: true });
 
   return Object.freeze({
     trustDomain,
