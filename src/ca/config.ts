@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
+import { DEFAULT_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
 import type { Signer } from './signer.js';
 
 export const ENV = Object.freeze({
@@ -167,7 +168,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts'] as const, 'self-signed', flags.signer);
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
   const issuer = r.optionalString(ENV.OIDC_ISSUER);
-  const algorithms = r.list(ENV.JWT_ALGORITHMS, ['RS256', 'ES256']);
+  const algorithms = r.list(ENV.JWT_ALGORITHMS, DEFAULT_JWT_ALGORITHMS);
   const remoteClusters: { id: string; kubeconfigPath: string }[] = [];
   for (const entry of r.list(ENV.REMOTE_CLUSTERS, [])) {
     const eq = entry.indexOf('=');
