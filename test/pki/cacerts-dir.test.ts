@@ -3,7 +3,7 @@
  * 0600 whatever was there before, a symlink at a bundle name is replaced and never written
  * through, and without --force anything at a bundle name (a dangling symlink too) is refused.
  */
-import { after, before, test } from 'node:test';
+import { before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { chmod, lstat, mkdir, readdir, readFile, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -12,11 +12,10 @@ import { writeCaCertsDir } from '../../src/pki/cacerts-dir.js';
 import { makePluginCaBundle, type PluginCaBundle } from '../../src/pki/plugin-ca.js';
 import { Scratch } from './openssl.js';
 
-let scratch: Scratch;
+const scratch = Scratch.forFile();
 let bundle: PluginCaBundle;
 
 before(async () => {
-  scratch = await Scratch.create();
   bundle = await makePluginCaBundle({
     rootSubject: 'O=test, CN=Root',
     caSubject: 'O=test, CN=Intermediate',
@@ -25,9 +24,6 @@ before(async () => {
     keyType: 'ec-p256',
     nowMs: Date.now(),
   });
-});
-after(async () => {
-  await scratch.remove();
 });
 
 const mode = async (p: string) => (await lstat(p)).mode & 0o777;

@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -21,18 +21,14 @@ import { openssl, Scratch } from './openssl.js';
 
 const DAY = 86400;
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
-let scratch: Scratch;
+const scratch = Scratch.forFile();
 let root: CaCertificate;
 let inter: CaCertificate;
 let bundle: CaBundleTexts;
 before(async () => {
-  scratch = await Scratch.create();
   root = await createRootCa({ subject: 'O=cluster.local, CN=Root CA', ttlSeconds: 10 * 365 * DAY });
   inter = await createIntermediateCa({ subject: 'O=cluster.local, CN=Intermediate CA', ttlSeconds: 365 * DAY, issuer: { cert: root.cert, privateKey: root.privateKey } });
   bundle = { caCertPem: inter.pem, caKeyPem: exportPkcs8Pem(inter.privateKey).reveal(), certChainPem: inter.pem + root.pem, rootCertPem: root.pem };
-});
-after(async () => {
-  await scratch.remove();
 });
 
 async function writeDir(name: string, files: Partial<Record<string, string>>): Promise<string> {

@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { stat } from 'node:fs/promises';
@@ -23,13 +23,7 @@ const SCRIPT = `
     process.exitCode = 1;
   }
 `;
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
+const scratch = Scratch.forFile();
 
 async function certs(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

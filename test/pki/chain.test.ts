@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   caKeyMaterial,
@@ -13,28 +13,12 @@ import {
   verifyChain,
   x509,
 } from '../../src/pki/index.js';
-import { basicConstraints, keyUsage, KU, makeCustomCert } from './fixtures.js';
+import { basicConstraints, codeOf, keyUsage, KU, makeCustomCert } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 const DAY = 86400;
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
-
-function codeOf(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    assert.ok(err instanceof PkiError, String(err));
-    return err.code;
-  }
-  return 'no error';
-}
+const scratch = Scratch.forFile();
 
 async function leafFrom(cert: x509.X509Certificate, privateKey: import('node:crypto').KeyObject, roots: x509.X509Certificate[]) {
   const issuer = new FastLeafIssuer({ signer: caKeyMaterial({ cert, keyObject: privateKey, roots }).leafSigner });

@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import {
@@ -11,26 +11,11 @@ import {
   pemEncode,
 } from '../../src/pki/index.js';
 import { csrDer } from '../../src/pki/csr.js';
+import { codeOf } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
-
-function codeOf(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    assert.ok(err instanceof PkiError, `expected PkiError, got ${String(err)}`);
-    return err.code;
-  }
-  return 'no error';
-}
+const scratch = Scratch.forFile();
 
 test('our CSR passes openssl req -verify and has the ztunnel shape', async () => {
   for (const spec of [undefined, { kind: 'ec', curve: 'P-384' } as const, { kind: 'rsa', bits: 2048 } as const]) {

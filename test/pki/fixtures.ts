@@ -1,10 +1,12 @@
 /** Test fixtures: a root CA, and arbitrary (possibly broken) certificates built with @peculiar/x509. */
+import assert from 'node:assert/strict';
 import type { KeyObject } from 'node:crypto';
 import {
   caKeyMaterial,
   createRootCa,
   exportSpkiDer,
   generateKeyPair,
+  PkiError,
   toSigningCryptoKey,
   x509,
   type CaCertificate,
@@ -53,3 +55,14 @@ export const uriSan = (uris: string[], critical = true): x509.Extension =>
 export const keyUsage = (flags: number, critical = true): x509.Extension => new x509.KeyUsagesExtension(flags, critical);
 export const basicConstraints = (ca: boolean): x509.Extension => new x509.BasicConstraintsExtension(ca, undefined, true);
 export const KU = x509.KeyUsageFlags;
+
+/** The PkiError code `fn` throws, or 'no error'; any other thrown value fails the test. */
+export function codeOf(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (err) {
+    assert.ok(err instanceof PkiError, `expected PkiError, got ${String(err)}`);
+    return err.code;
+  }
+  return 'no error';
+}

@@ -4,7 +4,7 @@
  * accepts and refuses exactly what the sync path does, with the same error codes, and builds
  * the same TBSCertificate; openssl accepts its certificates.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import {
@@ -23,13 +23,7 @@ import { parseCsrAsync } from '../../src/pki/csr.js';
 import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
+const scratch = Scratch.forFile();
 
 /** 'ok:<spki hex>:<key kind>:<alg>' or the error code; anything but a PkiError fails the test. */
 function outcomeSync(input: string | Uint8Array): string {

@@ -3,7 +3,7 @@
  * identity, signer) the DER template's TBSCertificate is byte-identical to the one
  * @peculiar/x509 builds, and openssl accepts every certificate from both paths.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   buildLeafReference,
@@ -24,13 +24,7 @@ import { positiveIntegerContent as positiveIntegerContentForTest } from '../../s
 import { basicConstraints, keyUsage, KU, makeCustomCert } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
+const scratch = Scratch.forFile();
 
 interface Signer {
   readonly name: string;

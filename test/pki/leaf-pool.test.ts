@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   caKeyMaterial,
@@ -14,14 +14,10 @@ import {
 import { SpiffeError } from '../../src/spiffe/index.js';
 import { openssl, Scratch } from './openssl.js';
 
-let scratch: Scratch;
+const scratch = Scratch.forFile();
 let root: CaCertificate;
 before(async () => {
-  scratch = await Scratch.create();
   root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
-});
-after(async () => {
-  await scratch.remove();
 });
 
 test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', async () => {

@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   caKeyMaterial,
@@ -17,13 +17,7 @@ import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 const NOW = Date.UTC(2026, 10, 29, 12, 0, 0, 750);
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
+const scratch = Scratch.forFile();
 
 function counterBytes(start: number): (n: number) => Buffer {
   let c = start;

@@ -1,8 +1,10 @@
 /** Test helper: runs the real openssl CLI in a scratch directory. */
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtempSync } from 'node:fs';
+import { rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { after } from 'node:test';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -26,8 +28,11 @@ export async function openssl(args: readonly string[], cwd?: string): Promise<Op
 export class Scratch {
   private constructor(readonly dir: string) {}
 
-  static async create(): Promise<Scratch> {
-    return new Scratch(await mkdtemp(join(tmpdir(), 'certbroker-pki-')));
+  /** A scratch directory for the calling test file: made now, removed after the file's tests. */
+  static forFile(): Scratch {
+    const scratch = new Scratch(mkdtempSync(join(tmpdir(), 'certbroker-pki-')));
+    after(() => scratch.remove());
+    return scratch;
   }
 
   async write(name: string, content: string | Uint8Array): Promise<string> {

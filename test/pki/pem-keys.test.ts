@@ -1,4 +1,4 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -18,27 +18,11 @@ import {
   parsePkcs8Der,
   parsePrivateKeyPem,
   pemEncode,
-  PkiError,
 } from '../../src/pki/index.js';
+import { codeOf } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
-let scratch: Scratch;
-before(async () => {
-  scratch = await Scratch.create();
-});
-after(async () => {
-  await scratch.remove();
-});
-
-function codeOf(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (err) {
-    assert.ok(err instanceof PkiError, String(err));
-    return err.code;
-  }
-  return 'no error';
-}
+const scratch = Scratch.forFile();
 
 test('multi-block PEM parses with text around blocks; errors are coded', () => {
   const a = pemEncode('CERTIFICATE', Buffer.from([1, 2, 3]));
