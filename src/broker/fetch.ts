@@ -7,6 +7,7 @@
 import { X509Certificate } from 'node:crypto';
 import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { decodeJwt } from 'jose';
 import { ConfigReader } from '../core/config.js';
 import { Secret } from '../core/secret.js';
 import { writeFileAtomic } from '../ops/atomic-file.js';
@@ -35,11 +36,13 @@ export interface FetchOptions {
   readonly signal?: AbortSignal;
 }
 
+const SERVICE_ACCOUNT_SUBJECT = /^system:serviceaccount:([^:]+):([^:]+)$/;
+
 /** namespace/serviceaccount from a Kubernetes service-account JWT (claims only; the CA verifies it). */
 export function serviceAccountOfToken(jwt: string): { namespace: string; serviceAccount: string } | undefined {
   try {
-    const claims = JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { sub?: unknown };
-    const m = typeof claims.sub === 'string' ? /^system:serviceaccount:([^:]+):([^:]+)$/.exec(claims.sub) : null;
+    const { sub } = decodeJwt(jwt);
+    const m = typeof sub === 'string' ? SERVICE_ACCOUNT_SUBJECT.exec(sub) : null;
     return m ? { namespace: m[1]!, serviceAccount: m[2]! } : undefined;
   } catch {
     return undefined;

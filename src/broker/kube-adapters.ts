@@ -6,6 +6,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { decodeJwt } from 'jose';
 import { createPodInformer, type PodInformer } from '../kube/pod-informer.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -103,11 +104,9 @@ export function projectedTokenFileFetcher(path: string): TokenFetcher {
 
 /** The `exp` claim (ms) of a JWT without verifying it (the CA verifies; we only schedule). */
 export function jwtExpiry(jwt: string): number {
-  const payload = jwt.split('.')[1];
-  if (!payload) return Number.NaN;
   try {
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { exp?: unknown };
-    return typeof claims.exp === 'number' ? claims.exp * 1000 : Number.NaN;
+    const { exp } = decodeJwt(jwt);
+    return typeof exp === 'number' ? exp * 1000 : Number.NaN;
   } catch {
     return Number.NaN;
   }
