@@ -84,23 +84,36 @@ export async function startRepairController(options: RepairControllerOptions): P
     }
   };
 
-  const deletePod = async (pod: V1Pod): Promise<void> => {
+  /**
+   * One repair action on `pod`: a 404 means the pod is already gone (nothing left to repair);
+   * any other failure is counted, recorded as an event and thrown, so the queue retries.
+   * Returns whether the action was carried out.
+   */
+  const act = async (pod: V1Pod, type: 'delete' | 'label', reason: string, call: () => Promise<void>): Promise<boolean> => {
     const m = pod.metadata!;
     try {
+      await call();
+    } catch (err) {
+      if (status(err) === 404) return false;
+      repaired.inc({ type, result: 'fail' });
+      await recordEvent(pod, reason, `pod detected as broken, but failed to ${type}: ${describeError(err)}`);
+      throw new RepairError('ERR_REPAIR_ACTION_FAILED', `${type} ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
+    }
+    repaired.inc({ type, result: 'success' });
+    await recordEvent(pod, reason, `pod detected as broken, ${type === 'delete' ? 'deleted' : 'labeled'}`);
+    return true;
+  };
+
+  const deletePod = async (pod: V1Pod): Promise<void> => {
+    const m = pod.metadata!;
+    const done = await act(pod, 'delete', REASON_DELETE, async () => {
       await api.deleteNamespacedPod({
         name: m.name!,
         namespace: m.namespace!,
         body: { preconditions: { uid: m.uid!, resourceVersion: m.resourceVersion! } },
       });
-    } catch (err) {
-      if (status(err) === 404) return; // already gone: nothing left to repair
-      repaired.inc({ type: 'delete', result: 'fail' });
-      await recordEvent(pod, REASON_DELETE, `pod detected as broken, but failed to delete: ${describeError(err)}`);
-      throw new RepairError('ERR_REPAIR_ACTION_FAILED', `delete ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
-    }
-    repaired.inc({ type: 'delete', result: 'success' });
-    await recordEvent(pod, REASON_DELETE, 'pod detected as broken, deleted');
-    logger.info('deleted broken pod', { pod: podKey(m.namespace!, m.name!), uid: m.uid });
+    });
+    if (done) logger.info('deleted broken pod', { pod: podKey(m.namespace!, m.name!), uid: m.uid });
   };
 
   // UIDs this controller labelled: the label patch itself triggers a watch update, and a pod
@@ -113,22 +126,15 @@ export async function startRepairController(options: RepairControllerOptions): P
       repaired.inc({ type: 'label', result: 'skip' });
       return;
     }
-    try {
+    const done = await act(pod, 'label', REASON_LABEL, async () => {
       // pods/status may change metadata too, and is the lower privilege of the two.
       await api.patchNamespacedPodStatus(
         { name: m.name!, namespace: m.namespace!, body: { metadata: { labels: { [config.labelKey]: config.labelValue } } } },
         setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
       );
-    } catch (err) {
-      if (status(err) === 404) return;
-      repaired.inc({ type: 'label', result: 'fail' });
-      await recordEvent(pod, REASON_LABEL, `pod detected as broken, but failed to label: ${describeError(err)}`);
-      throw new RepairError('ERR_REPAIR_ACTION_FAILED', `label ${podKey(m.namespace!, m.name!)}: ${describeError(err)}`, err);
-    }
-    labelled.add(m.uid ?? '');
-    repaired.inc({ type: 'label', result: 'success' });
-    await recordEvent(pod, REASON_LABEL, 'pod detected as broken, labeled');
-    logger.info('labelled broken pod', { pod: podKey(m.namespace!, m.name!), label: `${config.labelKey}=${config.labelValue}` });
+      labelled.add(m.uid ?? '');
+    });
+    if (done) logger.info('labelled broken pod', { pod: podKey(m.namespace!, m.name!), label: `${config.labelKey}=${config.labelValue}` });
   };
 
   const reconcile = async (key: string): Promise<void> => {
