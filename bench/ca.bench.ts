@@ -109,12 +109,8 @@ async function closedLoop(job: ClientJob, call: (channel: number, seq: number, t
  */
 async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
   const http2 = await import('node:http2');
-  const protobuf = (await import('protobufjs')).default;
-  const { protoRootFor } = await import('../src/grpc/index.js');
-  const root = new protobuf.Root();
-  const protoDir = protoRootFor('istio/v1/auth/ca.proto');
-  root.resolvePath = (_origin, target) => (target.startsWith('google/') ? target : join(protoDir, target));
-  root.loadSync('istio/v1/auth/ca.proto');
+  const { protobufRoot } = await import('../src/grpc/index.js');
+  const root = protobufRoot(['istio/v1/auth/ca.proto']);
   const Req = root.lookupType('istio.v1.auth.IstioCertificateRequest');
   const Res = root.lookupType('istio.v1.auth.IstioCertificateResponse');
   const frames = job.csrs.map((csr) => {

@@ -21,12 +21,11 @@ import {
   type ServerHttp2Stream,
 } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
-import { protoRootFor } from '../grpc/proto-load.js';
+import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import type { CertificateService, IstioCertificateRequest } from './certificate-service.js';
 
@@ -60,11 +59,7 @@ interface Codec {
 }
 
 function loadCodec(): Codec {
-  const dir = protoRootFor('istio/v1/auth/ca.proto');
-  const root = new protobuf.Root();
-  // google/protobuf/* come from protobufjs's bundled well-known types.
-  root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : join(dir, target));
-  root.loadSync(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto'], { keepCase: true });
+  const root = protobufRoot(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto'], { keepCase: true });
   return {
     request: root.lookupType('istio.v1.auth.IstioCertificateRequest'),
     response: root.lookupType('istio.v1.auth.IstioCertificateResponse'),

@@ -3,7 +3,7 @@
  * credentials, google.protobuf.Struct helpers, the grpc.health.v1 service, reflection, and
  * bind/stop with a graceful-then-forced deadline. Error mapping lives in `src/ops/grpc-errors.ts`.
  */
-export { PROTO_LOADER_OPTIONS, loadProtos, lookup, protoRootFor, type LoadedProto } from './proto-load.js';
+export { PROTO_LOADER_OPTIONS, loadProtos, lookup, protoRootFor, protobufRoot, type LoadedProto } from './proto-load.js';
 export { serverTlsCredentials, channelTlsCredentials, type ServerTlsOptions, type ChannelTlsOptions } from './tls-credentials.js';
 export { structString, stringStruct, type ProtoStruct, type ProtoValue } from './struct-value.js';
 export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatus } from './health.js';

@@ -12,6 +12,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as protoLoader from '@grpc/proto-loader';
 import { loadPackageDefinition, type GrpcObject } from '@grpc/grpc-js';
+import protobuf from 'protobufjs';
 
 /** Options shared by every certbroker server and client so field names match the .proto. */
 export const PROTO_LOADER_OPTIONS: protoLoader.Options = Object.freeze({
@@ -57,6 +58,22 @@ export function loadProtos(relativeFiles: readonly string[]): LoadedProto {
   const loaded: LoadedProto = { definition, grpcObject: loadPackageDefinition(definition), root };
   cache.set(key, loaded);
   return loaded;
+}
+
+/**
+ * A protobufjs Root with `relativeFiles` (all under the same `proto/` directory) loaded, for code
+ * that encodes and decodes gRPC messages itself instead of through grpc-js. Imports of
+ * `google/protobuf/*` resolve to protobufjs's bundled well-known types. `keepCase` keeps the
+ * .proto field names (as grpc-js does with PROTO_LOADER_OPTIONS); without it fields are camelCase.
+ */
+export function protobufRoot(relativeFiles: readonly string[], options: { readonly keepCase?: boolean } = {}): protobuf.Root {
+  const first = relativeFiles[0];
+  if (first === undefined) throw new Error('protobufRoot needs at least one file');
+  const dir = protoRootFor(first);
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : join(dir, target));
+  root.loadSync([...relativeFiles], { keepCase: options.keepCase ?? false });
+  return root;
 }
 
 /** Looks up a dotted name (`istio.v1.auth.IstioCertificateService`) in a loaded GrpcObject. */
