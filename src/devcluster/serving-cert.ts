@@ -1,14 +1,12 @@
 /**
  * The devcluster's own TLS material, made fresh at every start: a self-signed CA and a serving
  * certificate for loopback and the in-cluster service names. Deliberately tiny and local (the
- * product's PKI lives in src/pki); keys never leave this process except as the PEM the HTTPS
- * server needs.
+ * product's PKI lives in src/pki; only its @peculiar/x509 loader and PEM encoder are reused);
+ * keys never leave this process except as the PEM the HTTPS server needs.
  */
-import 'reflect-metadata';
 import { webcrypto } from 'node:crypto';
-import * as x509 from '@peculiar/x509';
-
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+import { pemEncode } from '../pki/pem.js';
+import { x509 } from '../pki/x509-lib.js';
 
 export interface ServingMaterial {
   readonly caCertPem: string;
@@ -17,11 +15,6 @@ export interface ServingMaterial {
 }
 
 const ALG = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
-
-function pemKey(der: ArrayBuffer): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
-  return `-----BEGIN PRIVATE KEY-----\n${b64}\n-----END PRIVATE KEY-----\n`;
-}
 
 function serial(): string {
   const b = webcrypto.getRandomValues(new Uint8Array(16));
@@ -72,5 +65,5 @@ export async function makeServingMaterial(options: { hosts: readonly string[]; n
   });
   const keyDer = await webcrypto.subtle.exportKey('pkcs8', leafKeys.privateKey);
   const caPem = ca.toString('pem') + '\n';
-  return { caCertPem: caPem, certPem: leaf.toString('pem') + '\n' + caPem, keyPem: pemKey(keyDer) };
+  return { caCertPem: caPem, certPem: leaf.toString('pem') + '\n' + caPem, keyPem: pemEncode('PRIVATE KEY', new Uint8Array(keyDer)) };
 }
