@@ -6,8 +6,9 @@
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo, Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { writeFileAtomic } from '../ops/atomic-file.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { ObjectStore } from './store.js';
@@ -161,7 +162,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     async writeKubeconfig(path, user) {
       const text = kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user?.token ?? adminToken, userName: user?.name ?? (user ? 'devcluster-user' : 'devcluster-admin') });
       await mkdir(dirname(path), { recursive: true });
-      await writeFile(path, text, { mode: 0o600 });
+      await writeFileAtomic(path, text, { mode: 0o600 });
     },
     async apply(objects) {
       for (const o of objects) {
