@@ -7,14 +7,13 @@ import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { experimental, Server } from '@grpc/grpc-js';
 import type { Logger } from '../core/log.js';
-import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { HealthService } from '../grpc/health.js';
 import { addReflection } from '../grpc/reflection.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
 import { BROKER_PROTO, brokerServiceDefinition } from './broker-proto.js';
 import type { BrokerApiService } from './broker-api.js';
 import type { TrustBundle } from './trust-bundle.js';
-import type { WorkloadCert } from './workload-cert.js';
+import { workloadCertPem, type WorkloadCert } from './workload-cert.js';
 
 type CaListener = experimental.CaCertificateUpdateListener;
 type IdentityListener = experimental.IdentityCertificateUpdateListener;
@@ -30,10 +29,8 @@ export class SelfCertificateProvider implements experimental.CertificateProvider
   readonly #idListeners = new Set<IdentityListener>();
 
   setIdentity(cert: WorkloadCert): void {
-    this.#identity = {
-      certificate: Buffer.from(cert.chainDer.map((d) => certificateToPem(d)).join('')),
-      privateKey: Buffer.from(pemEncode('PRIVATE KEY', cert.privateKey.reveal())),
-    };
+    const { certChainPem, privateKeyPem } = workloadCertPem(cert);
+    this.#identity = { certificate: Buffer.from(certChainPem), privateKey: Buffer.from(privateKeyPem.reveal()) };
     for (const l of this.#idListeners) l(this.#identity);
   }
 

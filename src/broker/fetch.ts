@@ -15,6 +15,7 @@ import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
 import { BrokerClient, splitDerCertificates, type X509SvidResponse } from './broker-client.js';
 import { IstioCaClient } from './ca-client.js';
+import { workloadCertPem } from './workload-cert.js';
 import { DEFAULTS, ENV, unixSocketPath } from './config.js';
 
 export interface FetchOptions {
@@ -106,8 +107,7 @@ export async function runFetch(options: FetchOptions): Promise<void> {
   const client = new BrokerClient({
     socketPath: socketPath!,
     rootsPem,
-    certChainPem: own.chainDer.map((d) => certificateToPem(d)).join(''),
-    privateKeyPem: new Secret(pemEncode('PRIVATE KEY', own.privateKey.reveal())),
+    ...workloadCertPem(own),
     trustDomain: td,
   });
   const stream = client.subscribeX509Svid({

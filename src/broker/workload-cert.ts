@@ -2,7 +2,8 @@
  * What the broker holds per identity, and the one thing the certificate manager needs from the
  * CA. Plain data: DER buffers, numbers, a `Secret` for the key.
  */
-import type { Secret } from '../core/secret.js';
+import { Secret } from '../core/secret.js';
+import { certificateToPem, pemEncode } from '../pki/pem.js';
 
 export interface WorkloadCert {
   /** The SPIFFE ID the leaf carries, `spiffe://<td>/ns/<ns>/sa/<sa>`. */
@@ -39,5 +40,13 @@ export function describeCert(cert: WorkloadCert): { identity: string; serial: st
     serial: cert.serial,
     notBefore: new Date(cert.notBefore).toISOString(),
     notAfter: new Date(cert.notAfter).toISOString(),
+  };
+}
+
+/** The chain (leaf first) and the PKCS#8 key as PEM, as TLS stacks and files want them. */
+export function workloadCertPem(cert: WorkloadCert): { readonly certChainPem: string; readonly privateKeyPem: Secret<string> } {
+  return {
+    certChainPem: cert.chainDer.map((d) => certificateToPem(d)).join(''),
+    privateKeyPem: new Secret(pemEncode('PRIVATE KEY', cert.privateKey.reveal())),
   };
 }

@@ -20,8 +20,8 @@ import { startBroker, type Broker } from '../broker/broker.js';
 import { BrokerClient, splitDerCertificates, type X509SvidResponse } from '../broker/broker-client.js';
 import { IstioCaClient } from '../broker/ca-client.js';
 import { brokerRbacObjects } from '../broker/rbac.js';
+import { workloadCertPem } from '../broker/workload-cert.js';
 import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
-import { certificateToPem, pemEncode } from '../pki/pem.js';
 
 export interface StartOptions {
   readonly certTtlSeconds: number;
@@ -229,8 +229,7 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
     const client = new BrokerClient({
       socketPath: broker.brokerSocketPath,
       rootsPem: ca.rootsPem(),
-      certChainPem: own.chainDer.map((d) => certificateToPem(d)).join(''),
-      privateKeyPem: new Secret(pemEncode('PRIVATE KEY', own.privateKey.reveal())),
+      ...workloadCertPem(own),
       trustDomain: TD,
     });
     cleanups.push(async () => client.close());

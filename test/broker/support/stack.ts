@@ -11,7 +11,7 @@ import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.
 import { IstioCaClient } from '../../../src/broker/ca-client.js';
 import type { BrokerConfig } from '../../../src/broker/config.js';
 import { brokerRbacObjects } from '../../../src/broker/rbac.js';
-import { certificateToPem, pemEncode } from '../../../src/pki/pem.js';
+import { workloadCertPem } from '../../../src/broker/workload-cert.js';
 import type { Clock } from '../../../src/core/clock.js';
 
 export const TD = 'cluster.local';
@@ -157,8 +157,7 @@ export class Stack {
       const cert = await client.fetchCertificate(identity, new AbortController().signal);
       return {
         identity,
-        certChainPem: cert.chainDer.map((d) => certificateToPem(d)).join(''),
-        privateKeyPem: new Secret(pemEncode('PRIVATE KEY', cert.privateKey.reveal())),
+        ...workloadCertPem(cert),
         serial: cert.serial,
       };
     } finally {
