@@ -20,13 +20,13 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { AddressInfo } from 'node:net';
 import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
+import { listenTcp } from '../ops/listen.js';
 import type { CertificateService, IstioCertificateRequest } from './certificate-service.js';
 
 const CREATE_PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
@@ -270,14 +270,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     return s;
   };
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(o.port, o.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenTcp(server, o.port, o.host);
 
   return {
     port,

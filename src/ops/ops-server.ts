@@ -4,9 +4,9 @@
  * (Prometheus text format from the component's own registry).
  */
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../core/log.js';
+import { listenTcp } from './listen.js';
 
 export interface Check {
   readonly name: string;
@@ -73,14 +73,7 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
     res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
   });
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenTcp(server, options.port, options.host);
   options.logger.info('ops endpoint listening', { host: options.host, port });
   return {
     port,
