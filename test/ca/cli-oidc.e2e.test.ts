@@ -60,6 +60,17 @@ after(async () => {
   await dir?.remove();
 });
 
+/** A default/sleep service-account JWT signed by the foreign issuer's key (valid 10 minutes). */
+function foreignSleepToken(): Promise<string> {
+  return new SignJWT({ 'kubernetes.io': { namespace: 'default', serviceaccount: { name: 'sleep' } } })
+    .setProtectedHeader({ alg: 'ES256', kid: 'foreign-1' })
+    .setSubject('system:serviceaccount:default:sleep')
+    .setIssuer(FOREIGN_ISSUER)
+    .setAudience('istio-ca')
+    .setExpirationTime('10m')
+    .sign(foreign.key);
+}
+
 function waitForListening(child: ChildProcess, lines: string[]): Promise<number> {
   return new Promise((resolve, reject) => {
     let buf = '';
@@ -101,13 +112,7 @@ async function withCa(extraEnv: Record<string, string>, body: (port: number, roo
 
 test('issuer served off the API server: discovery and JWKS fetched without the CA token', async () => {
   foreign.seen.length = 0;
-  const jwt = await new SignJWT({ 'kubernetes.io': { namespace: 'default', serviceaccount: { name: 'sleep' } } })
-    .setProtectedHeader({ alg: 'ES256', kid: 'foreign-1' })
-    .setSubject('system:serviceaccount:default:sleep')
-    .setIssuer(FOREIGN_ISSUER)
-    .setAudience('istio-ca')
-    .setExpirationTime('10m')
-    .sign(foreign.key);
+  const jwt = await foreignSleepToken();
   const lines = await withCa({ CA_OIDC_ISSUER: FOREIGN_ISSUER, CA_OIDC_DISCOVERY_URL: foreign.url, CA_OIDC_CA_FILE: foreign.caFile, CA_JWT_ALGORITHMS: 'ES256' }, async (port, rootsPem) => {
     const c = caClient(port, rootsPem);
     try {
@@ -142,13 +147,7 @@ test('discovery at the API server: the CA authenticates its fetches and verifies
 
 test('startCaServer with useKubeCredentials and a foreign issuer: the CA token stays at the API server origin', async () => {
   foreign.seen.length = 0;
-  const jwt = await new SignJWT({ 'kubernetes.io': { namespace: 'default', serviceaccount: { name: 'sleep' } } })
-    .setProtectedHeader({ alg: 'ES256', kid: 'foreign-1' })
-    .setSubject('system:serviceaccount:default:sleep')
-    .setIssuer(FOREIGN_ISSUER)
-    .setAudience('istio-ca')
-    .setExpirationTime('10m')
-    .sign(foreign.key);
+  const jwt = await foreignSleepToken();
   const { readFile } = await import('node:fs/promises');
   const caPem = await readFile(foreign.caFile, 'utf8');
   const ca = await env.startCa({
