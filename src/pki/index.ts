@@ -46,7 +46,6 @@ export {
 } from './algorithms.js';
 export {
   P256,
-  describeKeySpec,
   exportPkcs8Der,
   exportPkcs8Pem,
   exportSpkiDer,
@@ -74,7 +73,6 @@ export {
   type VerifiedCsr,
 } from './csr.js';
 export {
-  DEFAULT_LEAF_TTL_SECONDS,
   LEAF_BACKDATE_MS,
   MAX_LEAF_TTL_SECONDS,
   planLeaf,

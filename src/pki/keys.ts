@@ -40,10 +40,6 @@ export function keySpecOf(key: KeyObject): KeySpec {
   throw new PkiError('ERR_PKI_KEY_UNSUPPORTED', `unsupported key type ${String(type)} (want EC or RSA)`);
 }
 
-export function describeKeySpec(spec: KeySpec): string {
-  return spec.kind === 'ec' ? `ECDSA ${spec.curve}` : `RSA ${spec.bits}`;
-}
-
 /** Generates a key pair (default ECDSA P-256) without blocking the event loop. */
 export function generateKeyPair(spec: KeySpec = P256): Promise<KeyPair> {
   return new Promise((resolve, reject) => {

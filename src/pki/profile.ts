@@ -15,7 +15,6 @@ import { positiveIntegerContent } from './der.js';
 import { PkiError } from './errors.js';
 
 export const LEAF_BACKDATE_MS = 2 * 60 * 1000;
-export const DEFAULT_LEAF_TTL_SECONDS = 24 * 60 * 60;
 export const MAX_LEAF_TTL_SECONDS = 90 * 24 * 60 * 60;
 export const SERIAL_BITS = 128;
 
