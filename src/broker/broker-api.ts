@@ -86,12 +86,12 @@ export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): { svi
   };
 }
 
-export function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundles: Record<string, Buffer> } {
+function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundles: Record<string, Buffer> } {
   return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
 }
 
 /** The SPIFFE ID in a peer certificate (DER), if it has exactly one URI SAN of the spiffe scheme. */
-export function spiffeIdOfPeer(raw: Buffer | undefined): string | undefined {
+function spiffeIdOfPeer(raw: Buffer | undefined): string | undefined {
   if (!raw) return undefined;
   try {
     const uris = uriSans(new X509Certificate(raw));

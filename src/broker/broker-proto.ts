@@ -11,7 +11,6 @@ export const BROKER_PROTO = 'spiffe/broker/broker.proto';
 export const BROKER_SERVICE = 'spiffe.broker.API';
 export const KUBERNETES_REFERENCE_TYPE = 'spiffe.broker.KubernetesObjectReference';
 export const KUBERNETES_REFERENCE_TYPE_URL = `type.googleapis.com/${KUBERNETES_REFERENCE_TYPE}`;
-export const PID_REFERENCE_TYPE_URL = 'type.googleapis.com/spiffe.broker.WorkloadPIDReference';
 /** The header every Broker API request must carry (value `true`). */
 export const BROKER_HEADER = 'broker.spiffe.io';
 

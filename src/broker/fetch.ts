@@ -40,7 +40,7 @@ export interface FetchOptions {
 const SERVICE_ACCOUNT_SUBJECT = /^system:serviceaccount:([^:]+):([^:]+)$/;
 
 /** namespace/serviceaccount from a Kubernetes service-account JWT (claims only; the CA verifies it). */
-export function serviceAccountOfToken(jwt: string): { namespace: string; serviceAccount: string } | undefined {
+function serviceAccountOfToken(jwt: string): { namespace: string; serviceAccount: string } | undefined {
   try {
     const { sub } = decodeJwt(jwt);
     const m = typeof sub === 'string' ? SERVICE_ACCOUNT_SUBJECT.exec(sub) : null;
@@ -50,7 +50,7 @@ export function serviceAccountOfToken(jwt: string): { namespace: string; service
   }
 }
 
-export function describeSvidMessage(msg: X509SvidResponse): string[] {
+function describeSvidMessage(msg: X509SvidResponse): string[] {
   return msg.svids.map((s) => {
     const leaf = new X509Certificate(splitDerCertificates(s.x509_svid)[0]!);
     return `${s.spiffe_id} serial=${leaf.serialNumber.toLowerCase()} notBefore=${new Date(leaf.validFrom).toISOString()} notAfter=${new Date(leaf.validTo).toISOString()}`;

@@ -103,7 +103,7 @@ export function projectedTokenFileFetcher(path: string): TokenFetcher {
 }
 
 /** The `exp` claim (ms) of a JWT without verifying it (the CA verifies; we only schedule). */
-export function jwtExpiry(jwt: string): number {
+function jwtExpiry(jwt: string): number {
   try {
     const { exp } = decodeJwt(jwt);
     return typeof exp === 'number' ? exp * 1000 : Number.NaN;
