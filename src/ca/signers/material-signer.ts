@@ -6,7 +6,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/log.js';
-import { responseChainPems, rootBundlePem, type CaKeyMaterial, FastLeafIssuer } from '../../pki/index.js';
+import { certificateToPem, responseChainPems, type CaKeyMaterial, FastLeafIssuer } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import { issueServingCertificate } from '../serving-cert.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
@@ -110,12 +110,10 @@ export abstract class MaterialSigner implements Signer {
   protected install(material: CaKeyMaterial): void {
     const factory = this.options.issuerFactory ?? inThreadIssuerFactory;
     const old = this.#loaded;
-    const tail = responseChainPems(material);
-    const bundle = rootBundlePem(material);
     this.#loaded = {
       material,
-      tail,
-      roots: splitPem(bundle),
+      tail: responseChainPems(material),
+      roots: material.roots.map((r) => certificateToPem(new Uint8Array(r.rawData))),
       backend: factory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds }),
     };
     this.options.logger.info('signing material installed', {
@@ -131,8 +129,4 @@ export abstract class MaterialSigner implements Signer {
   protected setNotReady(reason: string): void {
     this.#notReady = reason;
   }
-}
-
-function splitPem(bundle: string): string[] {
-  return bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----\n?/g) ?? [];
 }
