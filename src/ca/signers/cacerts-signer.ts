@@ -1,7 +1,7 @@
 /**
  * The plug-in CA: Istio's `cacerts` directory (ca-cert.pem, ca-key.pem, cert-chain.pem,
- * root-cert.pem), validated at load by pki's `loadCaCertsDir` (key matches, CA cert, chain
- * reaches one of the roots). Reloaded when the files change — a directory watch for speed and
+ * root-cert.pem), read as one consistent set and validated by pki's `validateCaBundle` (key
+ * matches, CA cert, chain reaches one of the roots). Reloaded when the files change — a directory watch for speed and
  * a content-fingerprint poll for safety (Secret volume updates swap a symlink). A bad update
  * keeps the previous material and is logged; several roots in root-cert.pem are all served
  * (root rotation). Until a first valid bundle appears the signer is not ready.
