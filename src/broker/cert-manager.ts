@@ -17,6 +17,7 @@ import type { Rng } from '../core/rng.js';
 import { BrokerError, isAbortError } from './errors.js';
 import { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
 import { backoff, DEFAULT_REFRESH_POLICY, refreshDelay, type RefreshPolicy } from './refresh-policy.js';
+import { Waiters } from './waiters.js';
 import { isUsable, type CaClient, type WorkloadCert } from './workload-cert.js';
 
 export type CertState = 'pending' | 'ready' | 'failed';
@@ -62,16 +63,11 @@ export interface IdentityStatus {
   readonly lastError: string | undefined;
 }
 
-interface Waiter {
-  readonly resolve: (cert: WorkloadCert) => void;
-  readonly reject: (err: unknown) => void;
-}
-
 interface Entry {
   readonly identity: string;
   readonly holders: Set<string>;
   readonly listeners: Set<CertListener>;
-  readonly waiters: Set<Waiter>;
+  readonly waiters: Waiters<WorkloadCert>;
   state: CertState;
   cert: WorkloadCert | undefined;
   lastError: unknown;
@@ -153,7 +149,7 @@ export class CertManager {
         identity,
         holders: new Set(),
         listeners: new Set(),
-        waiters: new Set(),
+        waiters: new Waiters(),
         state: 'pending',
         cert: undefined,
         lastError: undefined,
@@ -210,29 +206,9 @@ export class CertManager {
     }
     const cert = this.current(identity);
     if (cert) return Promise.resolve(cert);
-    return new Promise<WorkloadCert>((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const onAbort = () => {
-        entry.waiters.delete(waiter);
-        reject(signal!.reason);
-      };
-      const waiter: Waiter = {
-        resolve: (c) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(c);
-        },
-        reject: (e) => {
-          signal?.removeEventListener('abort', onAbort);
-          reject(e);
-        },
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      entry.waiters.add(waiter);
-      this.#want(entry, 'realtime');
-    });
+    const waiting = entry.waiters.wait(signal);
+    if (!signal?.aborted) this.#want(entry, 'realtime');
+    return waiting;
   }
 
   /** Calls `listener` on every new certificate for `identity` and when it is forgotten. */
@@ -270,7 +246,7 @@ export class CertManager {
       entry.grace?.abort();
       entry.timer?.abort();
       entry.inFlight?.abort();
-      this.#rejectWaiters(entry, new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
+      entry.waiters.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
     }
     this.#entries.clear();
   }
@@ -367,8 +343,7 @@ export class CertManager {
       entry.retainedAt = undefined;
     }
     this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
-    for (const w of [...entry.waiters]) w.resolve(cert);
-    entry.waiters.clear();
+    entry.waiters.resolveAll(cert);
     for (const l of [...entry.listeners]) l({ type: 'updated', cert });
   }
 
@@ -381,8 +356,7 @@ export class CertManager {
     this.#observer.fetchFailed?.(entry.identity, err, durationMs, delay);
     const keep = isUsable(entry.cert, now);
     if (!keep) {
-      this.#rejectWaiters(
-        entry,
+      entry.waiters.rejectAll(
         new BrokerError('ERR_CERT_UNAVAILABLE', `no certificate for ${entry.identity}: ${describeError(err)}`, {
           status: 'unavailable',
           cause: err,
@@ -426,17 +400,9 @@ export class CertManager {
     entry.inFlight?.abort();
     entry.timer?.abort();
     entry.grace = undefined;
-    this.#rejectWaiters(
-      entry,
-      new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${entry.identity} was forgotten`, { status: 'not-found' }),
-    );
+    entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${entry.identity} was forgotten`, { status: 'not-found' }));
     for (const l of [...entry.listeners]) l({ type: 'forgotten' });
     entry.listeners.clear();
     this.#observer.forgotten?.(entry.identity);
-  }
-
-  #rejectWaiters(entry: Entry, err: unknown): void {
-    for (const w of [...entry.waiters]) w.reject(err);
-    entry.waiters.clear();
   }
 }

@@ -16,6 +16,7 @@ import type { Secret } from '../core/secret.js';
 import type { TokenProvider } from './ca-client.js';
 import { BrokerError, isAbortError } from './errors.js';
 import { backoff, DEFAULT_REFRESH_POLICY } from './refresh-policy.js';
+import { Waiters } from './waiters.js';
 
 export interface FetchedToken {
   readonly token: Secret<string>;
@@ -48,7 +49,7 @@ export function tokenRefreshDelay(options: { now: number; expiresAt: number; fra
 export class TokenSource implements TokenProvider {
   readonly #o: TokenSourceOptions;
   #current: FetchedToken | undefined;
-  #waiters = new Set<{ resolve: (t: Secret<string>) => void; reject: (e: unknown) => void }>();
+  readonly #waiters = new Waiters<Secret<string>>();
   #lastError: unknown;
   #refreshes = 0;
   #failures = 0;
@@ -81,28 +82,7 @@ export class TokenSource implements TokenProvider {
   /** The current token; waits for the first one (or a replacement for an expired one). */
   token(signal?: AbortSignal): Promise<Secret<string>> {
     if (this.ready) return Promise.resolve(this.#current!.token);
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const waiter = {
-        resolve: (t: Secret<string>) => {
-          signal?.removeEventListener('abort', onAbort);
-          resolve(t);
-        },
-        reject: (e: unknown) => {
-          signal?.removeEventListener('abort', onAbort);
-          reject(e);
-        },
-      };
-      const onAbort = () => {
-        this.#waiters.delete(waiter);
-        reject(signal!.reason);
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#waiters.add(waiter);
-    });
+    return this.#waiters.wait(signal);
   }
 
   /** Runs the fetch/refresh loop until `signal` aborts. Resolves when stopped. */
@@ -167,8 +147,7 @@ export class TokenSource implements TokenProvider {
     this.#current = t;
     this.#refreshes++;
     this.#lastError = undefined;
-    for (const w of this.#waiters) w.resolve(t.token);
-    this.#waiters.clear();
+    this.#waiters.resolveAll(t.token);
   }
 
   #failWaiters(err: unknown): void {
@@ -176,7 +155,6 @@ export class TokenSource implements TokenProvider {
       err instanceof BrokerError
         ? err
         : new BrokerError('ERR_TOKEN_UNAVAILABLE', `no token for the CA: ${describeError(err)}`, { status: 'unavailable', cause: err });
-    for (const w of this.#waiters) w.reject(e);
-    this.#waiters.clear();
+    this.#waiters.rejectAll(e);
   }
 }
