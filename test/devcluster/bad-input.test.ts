@@ -4,8 +4,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:https';
-import { startCluster, type DevCluster } from '../support/cluster.js';
+import { rawRequest, startCluster, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
 before(async () => {
@@ -19,37 +18,13 @@ interface Reply {
   readonly json: Record<string, unknown>;
 }
 
-function call(method: string, path: string, o: { token?: string | null; body?: string | Buffer; contentType?: string } = {}): Promise<Reply> {
-  const url = new URL(path, cluster.url);
-  const token = o.token === undefined ? cluster.adminToken : o.token;
-  return new Promise((resolve, reject) => {
-    const req = request(
-      url,
-      {
-        method,
-        ca: cluster.caCertPem,
-        headers: {
-          ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
-          ...(o.contentType ? { 'content-type': o.contentType } : {}),
-          ...(o.body !== undefined ? { 'content-length': Buffer.byteLength(o.body) } : {}),
-        },
-      },
-      (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => {
-          try {
-            resolve({ code: res.statusCode ?? 0, headers: res.headers, json: JSON.parse(text) as Record<string, unknown> });
-          } catch (err) {
-            reject(new Error(`non-JSON reply ${res.statusCode}: ${text.slice(0, 200)}`, { cause: err }));
-          }
-        });
-      },
-    );
-    req.on('error', reject);
-    if (o.body !== undefined) req.write(o.body);
-    req.end();
-  });
+async function call(method: string, path: string, o: { token?: string | null; body?: string | Buffer; contentType?: string } = {}): Promise<Reply> {
+  const r = await rawRequest(cluster, method, path, o);
+  try {
+    return { code: r.code, headers: r.headers, json: JSON.parse(r.text) as Record<string, unknown> };
+  } catch (err) {
+    throw new Error(`non-JSON reply ${r.code}: ${r.text.slice(0, 200)}`, { cause: err });
+  }
 }
 
 function assertStatus(r: Reply, code: number, reason: string, message?: RegExp): void {

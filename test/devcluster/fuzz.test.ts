@@ -5,8 +5,8 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request, Agent } from 'node:https';
-import { startCluster, type DevCluster } from '../support/cluster.js';
+import { Agent } from 'node:https';
+import { rawRequest, startCluster, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
 let agent: Agent;
@@ -67,20 +67,9 @@ function randomBody(r: () => number): Buffer {
   return Buffer.from(k < 0.4 ? text.slice(0, Math.floor(text.length / 2)) : text);
 }
 
-function call(method: string, path: string, body: Buffer | undefined, contentType: string): Promise<{ code: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(new URL(path, cluster.url), {
-      method,
-      agent,
-      headers: { authorization: `Bearer ${cluster.adminToken}`, ...(contentType ? { 'content-type': contentType } : {}), ...(body ? { 'content-length': body.length } : {}) },
-    }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ code: res.statusCode ?? 0, text }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+async function call(method: string, path: string, body: Buffer | undefined, contentType: string): Promise<{ code: number; text: string }> {
+  const r = await rawRequest(cluster, method, path, { agent, contentType, ...(body ? { body } : {}) });
+  return { code: r.code, text: r.text };
 }
 
 test('400 seeded random requests: no 500s, every failure a Status, server still serving', async () => {

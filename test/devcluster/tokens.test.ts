@@ -4,10 +4,9 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { request as httpsRequest } from 'node:https';
 import { createLocalJWKSet, jwtVerify, decodeJwt } from 'jose';
 import { FakeClock } from '../../src/core/clock.js';
-import { startCluster, adminClient, createPod, deletePod, serviceAccountToken, kubeConfigFor, clientsFor, type DevCluster } from '../support/cluster.js';
+import { startCluster, adminClient, createPod, deletePod, rawRequest, serviceAccountToken, kubeConfigFor, clientsFor, type DevCluster } from '../support/cluster.js';
 
 const clock = new FakeClock(Date.UTC(2026, 5, 1));
 let cluster: DevCluster;
@@ -83,19 +82,11 @@ test('TokenRequest rules: minimum lifetime, clamp to maximum, bound pod must exi
 test('tokens verify against the published JWKS; OIDC discovery names the issuer', async () => {
   // system:service-account-issuer-discovery is bound to all service accounts, as in a real cluster.
   const apiToken = await serviceAccountToken(cluster, { namespace: 'tok', serviceAccountName: 'agent' });
-  const fetchJson = (path: string) =>
-    new Promise<Record<string, unknown>>((resolve, reject) => {
-      const req = httpsRequest(new URL(path, cluster.url), { ca: cluster.caCertPem, headers: { authorization: `Bearer ${apiToken}` } }, (res) => {
-        let text = '';
-        res.on('data', (d: Buffer) => (text += d.toString()));
-        res.on('end', () => {
-          assert.equal(res.statusCode, 200, path);
-          resolve(JSON.parse(text) as Record<string, unknown>);
-        });
-      });
-      req.on('error', reject);
-      req.end();
-    });
+  const fetchJson = async (path: string) => {
+    const r = await rawRequest(cluster, 'GET', path, { token: apiToken });
+    assert.equal(r.code, 200, path);
+    return JSON.parse(r.text) as Record<string, unknown>;
+  };
   const discovery = await fetchJson('/.well-known/openid-configuration');
   assert.equal(discovery.issuer, cluster.issuer);
   assert.equal(discovery.jwks_uri, `${cluster.url}/openid/v1/jwks`);

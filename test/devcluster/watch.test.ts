@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import type { ClientRequest } from 'node:http';
 import { request } from 'node:https';
-import { startCluster, adminClient, createPod, serviceAccountToken, type DevCluster } from '../support/cluster.js';
+import { startCluster, adminClient, createPod, rawRequest, serviceAccountToken, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
 before(async () => {
@@ -114,15 +114,7 @@ async function patchLabels(ns: string, name: string, labels: Record<string, stri
 }
 
 function fetchAdmin(method: string, path: string, body?: string, contentType = 'application/json', token = cluster.adminToken): Promise<{ code: number; text: string; headers: Record<string, unknown> }> {
-  return new Promise((resolve, reject) => {
-    const req = request(new URL(path, cluster.url), { method, ca: cluster.caCertPem, headers: { authorization: `Bearer ${token}`, ...(body !== undefined ? { 'content-type': contentType } : {}) } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => resolve({ code: res.statusCode ?? 0, text, headers: res.headers }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+  return rawRequest(cluster, method, path, { token, ...(body !== undefined ? { body, contentType } : {}) });
 }
 
 test('bookmarks carry the current resourceVersion when asked for', async () => {

@@ -30,6 +30,8 @@
  *   modest in hot loops.
  */
 import { execFile } from 'node:child_process';
+import type { IncomingHttpHeaders } from 'node:http';
+import { request, type Agent } from 'node:https';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -213,4 +215,45 @@ export async function kubectl(cluster: DevCluster, args: readonly string[], o: {
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
+}
+
+export interface RawReply {
+  readonly code: number;
+  readonly headers: IncomingHttpHeaders;
+  readonly text: string;
+}
+
+/**
+ * One raw HTTPS request to the devcluster (for bodies and headers a client library would not
+ * send). Bearer token: the admin's unless `token` is given, none when it is null. Resolves with
+ * whatever the server answers; rejects only on a transport error.
+ */
+export function rawRequest(
+  cluster: DevCluster,
+  method: string,
+  path: string,
+  o: { token?: string | null; body?: string | Buffer; contentType?: string; agent?: Agent } = {},
+): Promise<RawReply> {
+  const token = o.token === undefined ? cluster.adminToken : o.token;
+  return new Promise((resolve, reject) => {
+    const req = request(
+      new URL(path, cluster.url),
+      {
+        method,
+        ...(o.agent ? { agent: o.agent } : { ca: cluster.caCertPem }),
+        headers: {
+          ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
+          ...(o.contentType ? { 'content-type': o.contentType } : {}),
+          ...(o.body !== undefined ? { 'content-length': Buffer.byteLength(o.body) } : {}),
+        },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => (text += d.toString()));
+        res.on('end', () => resolve({ code: res.statusCode ?? 0, headers: res.headers, text }));
+      },
+    );
+    req.on('error', reject);
+    req.end(o.body);
+  });
 }
