@@ -21,21 +21,13 @@ import { SkipClock } from './support/skip-clock.js';
 import { runFetch } from '../../src/broker/fetch.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
+import { eventually } from './support/eventually.js';
 
 const run = promisify(execFile);
 
 const HOUR = 3_600_000;
 const cartId = `spiffe://${TD}/ns/shop/sa/cart`;
 const webId = `spiffe://${TD}/ns/shop/sa/web`;
-
-async function eventually<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, tries = 400): Promise<T> {
-  for (let i = 0; i < tries; i++) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 function grpcError(code: GrpcStatus): (err: unknown) => boolean {
   return (err: unknown) => (err as ServiceError).code === code;

@@ -23,6 +23,7 @@ import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { healthServiceDefinition } from '../../src/grpc/health.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
+import { eventually } from './support/eventually.js';
 
 function postCmdAdd(socketPath: string, body: object): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
@@ -34,15 +35,6 @@ function postCmdAdd(socketPath: string, body: object): Promise<{ status: number;
     req.on('error', reject);
     req.end(JSON.stringify(body));
   });
-}
-
-async function eventually<T>(what: string, probe: () => T | undefined): Promise<T> {
-  for (let i = 0; i < 400; i++) {
-    const v = probe();
-    if (v !== undefined) return v;
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  throw new Error(`timed out waiting for ${what}`);
 }
 
 describe('node broker security boundaries (devcluster + CA over TLS)', () => {
