@@ -49,11 +49,19 @@ function fieldWords(name: string): string[] {
     .filter((w) => w !== '');
 }
 
+/** Verdicts for field names already seen: every log line repeats the same few names. */
+const secretFieldVerdicts = new Map<string, boolean>();
+/** Names past this many are judged each time (field names from arbitrary objects are unbounded). */
+const MAX_CACHED_FIELD_NAMES = 1024;
+
 export function isSecretFieldName(name: string): boolean {
+  const cached = secretFieldVerdicts.get(name);
+  if (cached !== undefined) return cached;
   const words = fieldWords(name);
   const last = words.at(-1);
-  if (last === undefined) return false;
-  return SECRET_LAST_WORDS.has(last) || SECRET_LAST_PAIRS.has(words.slice(-2).join(' '));
+  const secret = last !== undefined && (SECRET_LAST_WORDS.has(last) || SECRET_LAST_PAIRS.has(words.slice(-2).join(' ')));
+  if (secretFieldVerdicts.size < MAX_CACHED_FIELD_NAMES) secretFieldVerdicts.set(name, secret);
+  return secret;
 }
 
 /** A compact JWS (JWT): base64url header starting `{"` (eyJ), payload, signature. */
