@@ -7,11 +7,9 @@
  *   extracts the CertificationRequestInfo bytes, the SPKI, the signature algorithm and the
  *   signature, then verifies the signature with node:crypto. It does not look at the
  *   requested SANs (the CA ignores them).
- * - `readCsrDetails` adds the subject and requested URIs via @peculiar/x509 (diagnostics,
- *   tests, the broker).
+ * - `readCsrDetails` (csr-details.ts, kept apart so the issuing path and its worker threads do
+ *   not load @peculiar/x509) adds the subject and requested URIs (diagnostics, tests).
  */
-import 'reflect-metadata';
-import * as x509 from '@peculiar/x509';
 import { createPublicKey, KeyObject, sign, verify, webcrypto } from 'node:crypto';
 import { findSignatureAlgorithm, signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.js';
 import {
@@ -80,7 +78,7 @@ export interface VerifiedCsr {
   readonly signatureAlgorithm: SignatureAlgorithm;
 }
 
-function malformed(what: string, cause?: unknown): PkiError {
+export function malformed(what: string, cause?: unknown): PkiError {
   return new PkiError('ERR_PKI_CSR_MALFORMED', `malformed CSR: ${what}`, cause);
 }
 
@@ -252,34 +250,4 @@ function importCsrKey(spki: Buffer): { publicKey: KeyObject; keySpec: KeySpec } 
   } catch (err) {
     throw new PkiError('ERR_PKI_CSR_UNSUPPORTED_KEY', `CSR key: ${err instanceof Error ? err.message : 'unsupported'}`, err);
   }
-}
-
-export interface CsrDetails {
-  /** Subject in RFC 4514-ish text ('' when empty). */
-  readonly subject: string;
-  /** URI SANs requested in the extensionRequest. */
-  readonly uris: readonly string[];
-  /** Whether the requested SAN extension is critical. */
-  readonly sanCritical: boolean | undefined;
-}
-
-/** Reads the subject and requested URIs with @peculiar/x509 (not on the issuing hot path). */
-export function readCsrDetails(input: string | Uint8Array): CsrDetails {
-  const der = csrDer(input);
-  let req: x509.Pkcs10CertificateRequest;
-  try {
-    req = new x509.Pkcs10CertificateRequest(der);
-  } catch (err) {
-    throw malformed('cannot be parsed', err);
-  }
-  const ext = req.extensions.find((e) => e.type === '2.5.29.17');
-  const san = ext ? new x509.SubjectAlternativeNameExtension(ext.rawData) : undefined;
-  const uris = san ? san.names.items.filter((n) => n.type === 'url').map((n) => n.value) : [];
-  return { subject: req.subject, uris, sanCritical: san?.critical };
-}
-
-/** Reference verification of a CSR signature through @peculiar/x509 + WebCrypto. */
-export async function verifyCsrReference(input: string | Uint8Array): Promise<boolean> {
-  const req = new x509.Pkcs10CertificateRequest(csrDer(input));
-  return req.verify();
 }

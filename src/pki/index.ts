@@ -65,13 +65,11 @@ export {
   createCsr,
   parseCsr,
   parseCsrAsync,
-  readCsrDetails,
-  verifyCsrReference,
   type Csr,
   type CreateCsrOptions,
-  type CsrDetails,
   type VerifiedCsr,
 } from './csr.js';
+export { readCsrDetails, verifyCsrReference, type CsrDetails } from './csr-details.js';
 export {
   LEAF_BACKDATE_MS,
   MAX_LEAF_TTL_SECONDS,
