@@ -3,8 +3,7 @@
  * certificate manager entry) as the serving certificate, the trust bundle as the client CA, a
  * client certificate required. gRPC health and reflection ride on the same server.
  */
-import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { chmodSync, rmSync } from 'node:fs';
 import { experimental, Server } from '@grpc/grpc-js';
 import type { Logger } from '../core/log.js';
 import { HealthService } from '../grpc/health.js';
@@ -13,6 +12,7 @@ import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
 import { BROKER_PROTO, brokerServiceDefinition } from './broker-proto.js';
 import type { BrokerApiService } from './broker-api.js';
 import type { TrustBundle } from './trust-bundle.js';
+import { prepareSocketPath } from './unix-socket.js';
 import { workloadCertPem, type WorkloadCert } from './workload-cert.js';
 
 type CaListener = experimental.CaCertificateUpdateListener;
@@ -79,8 +79,7 @@ export interface BrokerApiServer {
 
 export async function startBrokerApiServer(options: BrokerApiServerOptions): Promise<BrokerApiServer> {
   const { socketPath } = options;
-  mkdirSync(dirname(socketPath), { recursive: true });
-  if (existsSync(socketPath)) rmSync(socketPath); // a stale socket from a previous run
+  prepareSocketPath(socketPath);
   const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
   server.addService(brokerServiceDefinition(), options.service.implementation());
   const health = new HealthService({ '': 'NOT_SERVING', 'spiffe.broker.API': 'NOT_SERVING' });

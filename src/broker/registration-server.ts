@@ -9,13 +9,13 @@
  * another node; 404 unknown pod; 405/404 for other methods/paths; 413 oversized body;
  * 503 when the lookup fails (the plugin retries the ADD).
  */
-import { chmodSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { dirname } from 'node:path';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { BrokerError } from './errors.js';
 import type { NodePods, PodEligibility, PodFacts } from './node-pods.js';
+import { prepareSocketPath } from './unix-socket.js';
 
 export const CMDADD_PATH = '/cmdadd';
 const MAX_BODY_BYTES = 64 * 1024;
@@ -126,8 +126,7 @@ export async function startRegistrationServer(options: RegistrationServerOptions
   });
   server.headersTimeout = 10_000;
   server.requestTimeout = 15_000;
-  mkdirSync(dirname(socketPath), { recursive: true });
-  if (existsSync(socketPath)) rmSync(socketPath);
+  prepareSocketPath(socketPath);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(socketPath, () => {
