@@ -1,10 +1,9 @@
 /**
- * Generic gRPC adapters shared by certbroker's servers and clients: proto loading, TLS
- * credentials, google.protobuf.Struct helpers, the grpc.health.v1 service, reflection, and
+ * Generic gRPC adapters shared by certbroker's servers and clients: proto loading,
+ * google.protobuf.Struct helpers, rotating server identities, the grpc.health.v1 service, reflection, and
  * bind/stop with a graceful-then-forced deadline. Error mapping lives in `src/ops/grpc-errors.ts`.
  */
 export { PROTO_LOADER_OPTIONS, loadProtos, lookup, protoRootFor, protobufRoot, type LoadedProto } from './proto-load.js';
-export { serverTlsCredentials, channelTlsCredentials, type ServerTlsOptions, type ChannelTlsOptions } from './tls-credentials.js';
 export { structString, stringStruct, type ProtoStruct, type ProtoValue } from './struct-value.js';
 export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatus } from './health.js';
 export { addReflection } from './reflection.js';

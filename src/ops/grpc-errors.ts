@@ -33,14 +33,10 @@ const GENERIC: Record<ErrorStatus, string> = {
   'resource-exhausted': 'resource exhausted',
   unavailable: 'service unavailable',
   'deadline-exceeded': 'deadline exceeded',
-  unimplemented: 'not implemented',
+  unimplemented: 'method not supported by this server',
   cancelled: 'cancelled',
   internal: 'internal error',
 };
-
-export function grpcCodeFor(status: ErrorStatus): GrpcStatus {
-  return STATUS[status];
-}
 
 /** Builds the ServiceError to hand to a gRPC callback or `call.destroy()`/`call.emit('error')`. */
 export function toGrpcError(err: unknown, logger: Logger, context: Record<string, unknown> = {}): Partial<ServiceError> {
