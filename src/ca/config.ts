@@ -7,6 +7,7 @@ import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
+import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
 import { DEFAULT_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
 import type { Signer } from './signer.js';
 
@@ -42,7 +43,8 @@ export const ENV = Object.freeze({
 });
 
 export const DEFAULT_TTL_SECONDS = 24 * 3600;
-export const DEFAULT_MAX_TTL_SECONDS = 90 * 24 * 3600;
+/** istiod's maximum workload TTL (90 days), the same bound pki applies by default. */
+export const DEFAULT_MAX_TTL_SECONDS = MAX_LEAF_TTL_SECONDS;
 export const DEFAULT_AUDIENCES: readonly string[] = ['istio-ca'];
 export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/ztunnel'];
 export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
