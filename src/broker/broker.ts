@@ -118,13 +118,17 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   const provider = new SelfCertificateProvider();
   provider.setRoots(bundle);
   bundle.onChange(() => provider.setRoots(bundle));
+  // The Broker API serves once it has the broker's own SVID (whichever comes first: the SVID or the server).
+  const markServing = () => {
+    api?.health.setStatus('', 'SERVING');
+    api?.health.setStatus('spiffe.broker.API', 'SERVING');
+  };
   ownCerts.retain(ownIdentity, 'self', 'realtime');
   ownCerts.subscribe(ownIdentity, (ev) => {
     if (ev.type !== 'updated') return;
     provider.setIdentity(ev.cert);
     logger.info('own SVID ready', describeCert(ev.cert));
-    api?.health.setStatus('', 'SERVING');
-    api?.health.setStatus('spiffe.broker.API', 'SERVING');
+    markServing();
   });
 
   const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now(), ownPodUid: config.pod.uid });
@@ -170,10 +174,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
       observer: metrics.registrationObserver(),
     });
     api = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: provider, logger });
-    if (provider.hasIdentity) {
-      api.health.setStatus('', 'SERVING');
-      api.health.setStatus('spiffe.broker.API', 'SERVING');
-    }
+    if (provider.hasIdentity) markServing();
     if (config.ops) {
       ops = await startOpsServer({
         host: config.ops.host,
