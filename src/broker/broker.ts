@@ -73,6 +73,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
     clock,
     rng,
     logger,
+    onFetch: (outcome) => metrics.tokenRefreshes.inc({ outcome }),
   });
   const tokenLoop = tokens.run(stopping.signal);
 

@@ -38,6 +38,8 @@ export interface TokenSourceOptions {
   readonly refreshFraction?: number;
   /** Spread of the refresh delay. Default 0.1 (±10 %). */
   readonly refreshJitter?: number;
+  /** Told the outcome of every fetch attempt (metrics). */
+  readonly onFetch?: (outcome: 'ok' | 'error') => void;
 }
 
 /** Delay until refreshing a token obtained at `now` that expires at `expiresAt`. */
@@ -110,6 +112,7 @@ export class TokenSource implements TokenProvider {
       } catch (err) {
         if (signal.aborted) break;
         this.#failures++;
+        this.#o.onFetch?.('error');
         this.#lastError = err;
         delay = backoff(attempt++, rng, DEFAULT_REFRESH_POLICY);
         logger.warn('broker token refresh failed; keeping the current token while it is valid', {
@@ -146,6 +149,7 @@ export class TokenSource implements TokenProvider {
   #set(t: FetchedToken): void {
     this.#current = t;
     this.#refreshes++;
+    this.#o.onFetch?.('ok');
     this.#lastError = undefined;
     this.#waiters.resolveAll(t.token);
   }

@@ -301,6 +301,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     assert.match(metrics, /certbroker_broker_registration_to_ready_seconds_count [1-9]/);
     assert.match(metrics, /certbroker_broker_api_first_message_seconds_count\{rpc="x509svid"\} [1-9]/);
     assert.match(metrics, /certbroker_broker_fetch_queue_depth 0/);
+    assert.match(metrics, /certbroker_broker_token_refreshes_total\{outcome="ok"\} [1-9]/);
   });
 });
 

@@ -41,7 +41,8 @@ describe('TokenSource', () => {
   it('keeps the current token while refreshes fail, backing off, until it expires', async () => {
     const clock = new FakeClock();
     const p = scripted(clock);
-    const src = new TokenSource({ primary: p.fetcher, clock, rng: () => 0.5, logger: silentLogger });
+    const outcomes: string[] = [];
+    const src = new TokenSource({ primary: p.fetcher, clock, rng: () => 0.5, logger: silentLogger, onFetch: (o) => outcomes.push(o) });
     const ac = new AbortController();
     const loop = src.run(ac.signal);
     await src.token();
@@ -51,6 +52,7 @@ describe('TokenSource', () => {
     await clock.advance(500);
     await clock.advance(1000);
     assert.deepEqual(p.log, ['ok', 'fail', 'fail', 'fail'], 'retries at 500 ms, then 1 s');
+    assert.deepEqual(outcomes, ['ok', 'error', 'error', 'error'], 'every attempt reaches the metrics hook');
     assert.equal(src.ready, true);
     assert.equal((await src.token()).reveal(), 't1', 'old token still used');
     await clock.advance(0.2 * HOUR);
