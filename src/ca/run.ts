@@ -3,26 +3,20 @@
  * (`--kubeconfig`/KUBECONFIG, else in-cluster), start the CA, run until SIGTERM/SIGINT, drain.
  */
 import { readFile } from 'node:fs/promises';
-import { KubeConfig } from '@kubernetes/client-node';
 import { createLogger, parseLogLevel } from '../core/log.js';
+import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { aborted, signalController } from '../ops/lifecycle.js';
 import { kubeCredentialsAllowedForOidc } from './authn/oidc-discovery.js';
 import { startCaServer } from './ca-server.js';
 import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type ClusterConfig } from './config.js';
-
-function loadKubeConfig(path: string | undefined): KubeConfig {
-  const kc = new KubeConfig();
-  if (path) kc.loadFromFile(path);
-  else kc.loadFromCluster();
-  return kc;
-}
 
 export async function runCa(flags: CaCliFlags): Promise<void> {
   const env = readCaConfig(flags);
   const logger = createLogger({ level: parseLogLevel(env.logLevel) });
   const oidcCaPem = env.oidc?.caFile ? await readFile(env.oidc.caFile, 'utf8') : undefined;
   const clusterFrom = (id: string, path: string | undefined): ClusterConfig => {
-    const kubeConfig = loadKubeConfig(path);
+    // Same loader (and coded errors) as the broker: the file when given, else in-cluster.
+    const kubeConfig = path ? loadKubeConfig({ kubeconfigPath: path }) : loadKubeConfig({ inCluster: true });
     const oidc = env.oidc && id === env.defaultClusterId ? env.oidc : undefined;
     // The CA's own Kubernetes token goes on OIDC fetches only when they start at the API
     // server; discovery then sends it to that origin alone (never to a jwks_uri elsewhere).
