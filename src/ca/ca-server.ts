@@ -201,7 +201,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     if (!identity.hasIdentity) await rotateServing();
   }
 
-  const transport = config.transport ?? 'grpc-js';
+  const transport = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
   if (transport === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
   let port: number;
   let stopTransport: () => Promise<'graceful' | 'forced'>;

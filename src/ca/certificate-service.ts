@@ -5,7 +5,7 @@
  * authorization failures all become one generic UNAUTHENTICATED while the precise code goes to
  * the log and the `reason` metric label.
  */
-import type { Metadata, sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
 import { CertbrokerError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
@@ -55,7 +55,15 @@ export interface CertificateServiceOptions {
   readonly maxCsrBytes: number;
 }
 
-function bearerToken(md: Metadata): Secret<string> | undefined {
+/**
+ * The request headers the handler reads: grpc-js `Metadata` satisfies it, and the http2
+ * transport adapts its header object without building a `Metadata` per call.
+ */
+export interface CallMetadata {
+  get(key: string): ReadonlyArray<string | Buffer>;
+}
+
+function bearerToken(md: CallMetadata): Secret<string> | undefined {
   const values = md.get('authorization');
   for (const v of values) {
     const s = typeof v === 'string' ? v : v.toString('utf8');
@@ -65,7 +73,7 @@ function bearerToken(md: Metadata): Secret<string> | undefined {
   return undefined;
 }
 
-function headerString(md: Metadata, name: string): string | undefined {
+function headerString(md: CallMetadata, name: string): string | undefined {
   const v = md.get(name)[0];
   if (v === undefined) return undefined;
   return typeof v === 'string' ? v : v.toString('utf8');
@@ -109,7 +117,7 @@ export class CertificateService {
   }
 
   /** The handler proper, transport-free (also used by the in-process benchmark). */
-  async createCertificate(request: IstioCertificateRequest, metadata: Metadata): Promise<IstioCertificateResponse> {
+  async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata): Promise<IstioCertificateResponse> {
     const o = this.#o;
     const clusterId = headerString(metadata, CLUSTER_ID_HEADER) ?? o.defaultClusterId;
     const cluster = o.clusters.get(clusterId);

@@ -109,11 +109,12 @@ export interface CaServerConfig {
   readonly signingWorkers: number;
   readonly shutdownGraceMs: number;
   /**
-   * 'grpc-js' (default): everything on grpc-js. 'http2' (TLS only): CreateCertificate and health
-   * Check served directly on node:http2, everything else (health Watch/List, reflection) relayed
-   * to a loopback grpc-js server.
+   * 'http2' (the default with TLS): CreateCertificate and health Check served directly on
+   * node:http2, everything else (health Watch/List, reflection) relayed to a loopback grpc-js
+   * server. 'grpc-js' (the default with `plaintext`): everything on grpc-js. 'auto' or absent
+   * picks by `plaintext`.
    */
-  readonly transport?: 'grpc-js' | 'http2';
+  readonly transport?: 'auto' | 'grpc-js' | 'http2';
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -193,7 +194,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
-    transport: r.oneOf(ENV.TRANSPORT, ['grpc-js', 'http2'] as const, 'grpc-js'),
+    transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
     audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),

@@ -20,17 +20,20 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
+import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import { listenTcp } from '../ops/listen.js';
-import type { CertificateService, IstioCertificateRequest } from './certificate-service.js';
+import type { CallMetadata, CertificateService, IstioCertificateRequest } from './certificate-service.js';
 
 const CREATE_PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
 const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
+// Shared by every call (frozen: node:http2 copies, never writes, header objects).
+const OK_HEADERS = Object.freeze({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc' });
+const OK_TRAILERS = Object.freeze({ 'grpc-status': '0' });
 const HEALTH_STATUS: Record<string, number> = { UNKNOWN: 0, SERVING: 1, NOT_SERVING: 2, SERVICE_UNKNOWN: 3 };
 
 export interface H2TransportOptions {
@@ -53,7 +56,6 @@ export interface H2Transport {
 
 interface Codec {
   readonly request: protobuf.Type;
-  readonly response: protobuf.Type;
   readonly healthRequest: protobuf.Type;
   readonly healthResponse: protobuf.Type;
 }
@@ -62,7 +64,6 @@ function loadCodec(): Codec {
   const root = protobufRoot(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto'], { keepCase: true });
   return {
     request: root.lookupType('istio.v1.auth.IstioCertificateRequest'),
-    response: root.lookupType('istio.v1.auth.IstioCertificateResponse'),
     healthRequest: root.lookupType('grpc.health.v1.HealthCheckRequest'),
     healthResponse: root.lookupType('grpc.health.v1.HealthCheckResponse'),
   };
@@ -95,39 +96,55 @@ function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>): void 
   stream.respond(headers, { endStream: true });
 }
 
-function sendMessage(stream: ServerHttp2Stream, body: Uint8Array): void {
+/** Answers with one message (an already framed body) and grpc-status 0. */
+function sendFrame(stream: ServerHttp2Stream, framed: Buffer): void {
   if (stream.destroyed || stream.closed) return;
-  stream.respond({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-  stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-  stream.end(frame(body));
+  stream.respond(OK_HEADERS, { waitForTrailers: true });
+  stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS));
+  stream.end(framed);
 }
 
-/** Reads one length-prefixed, uncompressed message from the stream (bounded). */
-function readMessage(stream: ServerHttp2Stream, maxBytes: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    stream.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size > maxBytes + 5) {
-        reject(Object.assign(new Error('message too large'), { grpcCode: GrpcStatus.RESOURCE_EXHAUSTED }));
-        stream.pause();
-        return;
-      }
-      chunks.push(c);
-    });
-    stream.once('end', () => {
-      const buf = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks);
-      if (buf.length < 5) return reject(Object.assign(new Error('missing message'), { grpcCode: GrpcStatus.INTERNAL }));
-      if (buf[0] !== 0) return reject(Object.assign(new Error('compressed messages are not supported'), { grpcCode: GrpcStatus.UNIMPLEMENTED }));
-      const len = buf.readUInt32BE(1);
-      if (len !== buf.length - 5) return reject(Object.assign(new Error('one message expected'), { grpcCode: GrpcStatus.INTERNAL }));
-      resolve(buf.subarray(5));
-    });
-    stream.once('error', reject);
-    // A client that resets the stream before the end: settle, so nothing waits forever.
-    stream.once('close', () => reject(Object.assign(new Error('stream closed early'), { grpcCode: GrpcStatus.CANCELLED })));
+/** A gRPC status carried with a rejection from `readMessage`. */
+interface WireError {
+  readonly grpcCode: number;
+  readonly message: string;
+}
+
+/**
+ * Reads one length-prefixed, uncompressed message from the stream (bounded) and calls `done`
+ * exactly once: with the message, or with the status to answer. Errors are plain objects, not
+ * `Error`s: nothing here needs a stack, and capturing one per call is measurable.
+ */
+function readMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err: WireError | undefined, message?: Buffer) => void): void {
+  let first: Buffer | undefined;
+  let more: Buffer[] | undefined;
+  let size = 0;
+  let settled = false;
+  const settle = (err: WireError | undefined, message?: Buffer) => {
+    if (settled) return;
+    settled = true;
+    done(err, message);
+  };
+  stream.on('data', (c: Buffer) => {
+    if (settled) return;
+    size += c.length;
+    if (size > maxBytes + 5) {
+      settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
+      stream.pause();
+      return;
+    }
+    if (first === undefined) first = c;
+    else (more ??= [first]).push(c);
   });
+  stream.once('end', () => {
+    const buf = more ? Buffer.concat(more) : first;
+    if (buf === undefined || buf.length < 5) return settle({ grpcCode: GrpcStatus.INTERNAL, message: 'missing message' });
+    if (buf[0] !== 0) return settle({ grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'compressed messages are not supported' });
+    if (buf.readUInt32BE(1) !== buf.length - 5) return settle({ grpcCode: GrpcStatus.INTERNAL, message: 'one message expected' });
+    settle(undefined, buf.subarray(5));
+  });
+  // A client that resets the stream before the end: settle, so nothing waits forever.
+  stream.once('close', () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }));
 }
 
 /** Headers of one side minus the pseudo-headers and hop-by-hop ones. */
@@ -178,13 +195,55 @@ function relay(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, session:
   });
 }
 
-function metadataFrom(headers: IncomingHttpHeaders): Metadata {
-  const md = new Metadata();
-  const auth = headers.authorization;
-  if (typeof auth === 'string') md.set('authorization', auth);
-  const cluster = headers.clusterid;
-  if (typeof cluster === 'string') md.set('clusterid', cluster);
-  return md;
+/** The call's headers as the handler reads them (no grpc-js `Metadata` per call). */
+function metadataFrom(headers: IncomingHttpHeaders): CallMetadata {
+  return {
+    get(key) {
+      const v = headers[key];
+      if (v === undefined) return [];
+      return typeof v === 'string' ? [v] : v;
+    },
+  };
+}
+
+/** Bytes of `n` as a protobuf varint. */
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+/**
+ * IstioCertificateResponse (field 1, `repeated string cert_chain`) written straight into one
+ * length-prefixed gRPC frame: one allocation, no intermediate message object. Tested against
+ * protobufjs decoding of the same .proto.
+ */
+export function certChainFrame(chain: readonly string[]): Buffer {
+  let size = 0;
+  const lengths = new Array<number>(chain.length);
+  for (let i = 0; i < chain.length; i++) {
+    const n = Buffer.byteLength(chain[i]!, 'utf8');
+    lengths[i] = n;
+    size += 1 + varintSize(n) + n;
+  }
+  const out = Buffer.allocUnsafe(5 + size);
+  out[0] = 0;
+  out.writeUInt32BE(size, 1);
+  let at = 5;
+  for (let i = 0; i < chain.length; i++) {
+    out[at++] = 0x0a; // field 1, length-delimited
+    let n = lengths[i]!;
+    while (n >= 0x80) {
+      out[at++] = (n & 0x7f) | 0x80;
+      n = Math.floor(n / 128);
+    }
+    out[at++] = n;
+    at += out.write(chain[i]!, at, 'utf8');
+  }
+  return out;
 }
 
 export async function startH2Transport(o: H2TransportOptions): Promise<H2Transport> {
@@ -208,40 +267,40 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
   server.on('stream', (stream, headers) => {
     stream.on('error', () => undefined);
     const path = headers[h2.HTTP2_HEADER_PATH];
-    const peer = `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
+    const peer = () => `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
     if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
       return;
     }
     if (path === CREATE_PATH) {
-      readMessage(stream, o.maxMessageBytes)
-        .then(async (bytes) => {
-          let request: IstioCertificateRequest;
-          try {
-            request = codec.request.toObject(codec.request.decode(bytes), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
-          } catch {
-            sendError(stream, { code: GrpcStatus.INTERNAL, details: 'request cannot be parsed' });
-            return;
-          }
-          try {
-            const res = await o.service.createCertificate(request, metadataFrom(headers));
-            sendMessage(stream, codec.response.encode(codec.response.fromObject(res)).finish());
-          } catch (err) {
-            sendError(stream, o.service.rejection(err, peer));
-          }
-        })
-        .catch((err: { grpcCode?: number; message?: string }) => sendError(stream, { code: err.grpcCode ?? GrpcStatus.INTERNAL, details: err.message ?? 'internal error' }));
+      readMessage(stream, o.maxMessageBytes, (err, bytes) => {
+        if (err) return sendError(stream, { code: err.grpcCode, details: err.message });
+        let request: IstioCertificateRequest;
+        try {
+          request = codec.request.toObject(codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
+        } catch {
+          return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'request cannot be parsed' });
+        }
+        o.service.createCertificate(request, metadataFrom(headers)).then(
+          (res) => sendFrame(stream, certChainFrame(res.cert_chain)),
+          (e: unknown) => sendError(stream, o.service.rejection(e, peer())),
+        );
+      });
       return;
     }
     if (path === HEALTH_CHECK_PATH) {
-      readMessage(stream, 4096)
-        .then((bytes) => {
-          const req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes), { defaults: true }) as { service: string };
-          const st = o.health.status(req.service);
-          if (st === undefined) sendError(stream, { code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
-          else sendMessage(stream, codec.healthResponse.encode({ status: HEALTH_STATUS[st] ?? 0 }).finish());
-        })
-        .catch(() => sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' }));
+      readMessage(stream, 4096, (err, bytes) => {
+        if (err) return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
+        let req: { service: string };
+        try {
+          req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes!), { defaults: true }) as { service: string };
+        } catch {
+          return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
+        }
+        const st = o.health.status(req.service);
+        if (st === undefined) sendError(stream, { code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
+        else sendFrame(stream, frame(codec.healthResponse.encode({ status: HEALTH_STATUS[st] ?? 0 }).finish()));
+      });
       return;
     }
     if (o.fallbackPort !== undefined) {

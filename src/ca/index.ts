@@ -20,8 +20,9 @@
  *   ca.ready        // signer loaded and pod informers synced
  *   await ca.stop() // graceful (tryShutdown) within shutdownGraceMs, then forced
  *
- * Transport: grpc-js by default; `transport: 'http2'` serves CreateCertificate directly on
- * node:http2 (TLS only) with grpc-js on loopback behind it for health Watch/List and reflection.
+ * Transport: with TLS, CreateCertificate and health Check are served directly on node:http2,
+ * with grpc-js on loopback behind it for health Watch/List and reflection; plaintext (or
+ * `transport: 'grpc-js'`) serves everything on grpc-js.
  *
  * With TLS (the default) `startCaServer` resolves once the signer is loaded and the serving
  * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` it

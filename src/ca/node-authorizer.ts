@@ -17,6 +17,8 @@ import type { Caller } from './caller.js';
 import { authzError } from './errors.js';
 import type { PodIndex } from './pod-index.js';
 
+const PARSED_IDENTITY_CACHE = 4096;
+
 export interface NodeAuthorizerOptions {
   /** `namespace/serviceaccount` entries; empty = nobody may impersonate. */
   readonly trustedNodeAccounts: readonly string[];
@@ -29,6 +31,8 @@ export class NodeAuthorizer {
   readonly #trusted: ReadonlySet<string>;
   readonly #trustDomains: ReadonlySet<string>;
   readonly #pods: PodIndex;
+  /** Parsed requested identities (not secret, few distinct per node agent); bounded. */
+  readonly #parsed = new Map<string, KubernetesIdentity>();
 
   constructor(options: NodeAuthorizerOptions) {
     this.#trusted = new Set(options.trustedNodeAccounts);
@@ -42,12 +46,16 @@ export class NodeAuthorizer {
     if (!this.#trusted.has(callerAccount)) {
       throw authzError('ERR_CA_NODE_NOT_TRUSTED', `caller ${callerAccount} is not a trusted node agent`);
     }
-    let requested: KubernetesIdentity;
-    try {
-      requested = parseKubernetesIdentity(requestedIdentity);
-    } catch (err) {
-      const code = (err as { code?: string }).code ?? 'invalid';
-      throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
+    let requested = this.#parsed.get(requestedIdentity);
+    if (requested === undefined) {
+      try {
+        requested = parseKubernetesIdentity(requestedIdentity);
+      } catch (err) {
+        const code = (err as { code?: string }).code ?? 'invalid';
+        throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
+      }
+      if (this.#parsed.size >= PARSED_IDENTITY_CACHE) this.#parsed.clear();
+      this.#parsed.set(requestedIdentity, requested);
     }
     if (!this.#trustDomains.has(requested.trustDomain)) {
       throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.trustDomain} is not served by this CA`);

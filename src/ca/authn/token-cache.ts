@@ -3,7 +3,7 @@
  * token itself is never kept. An entry lives `ttlMs` at most and never past the token's own
  * `exp`; tokens without a known expiry are not cached. Bounded: the oldest entry goes first.
  */
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
 import type { Caller } from '../caller.js';
 
@@ -19,7 +19,8 @@ interface Entry {
 }
 
 export function tokenCacheKey(key: { readonly clusterId: string; readonly token: string }): string {
-  return createHash('sha256').update(key.clusterId).update('\0').update(key.token).digest('base64url');
+  // One-shot hash (Node >= 20.12): half the cost of a Hash object on every call.
+  return hash('sha256', `${key.clusterId}\0${key.token}`, 'base64url');
 }
 
 export class TokenCache {

@@ -1,0 +1,35 @@
+/**
+ * The http2 transport writes IstioCertificateResponse frames by hand (certChainFrame); they
+ * must decode, with protobufjs over our own .proto, to exactly the chain given — including
+ * lengths that need 1-, 2- and 3-byte varints and non-ASCII text.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { certChainFrame } from '../../src/ca/h2-transport.js';
+import { protobufRoot } from '../../src/grpc/index.js';
+
+const Res = protobufRoot(['istio/v1/auth/ca.proto'], { keepCase: true }).lookupType('istio.v1.auth.IstioCertificateResponse');
+
+function decode(frame: Buffer): string[] {
+  assert.equal(frame[0], 0, 'uncompressed flag');
+  assert.equal(frame.readUInt32BE(1), frame.length - 5, 'length prefix');
+  return (Res.toObject(Res.decode(frame.subarray(5)), { arrays: true }) as { cert_chain: string[] }).cert_chain;
+}
+
+test('certChainFrame decodes to the same chain (varint sizes 1-3 bytes, empty, unicode)', () => {
+  const cases: string[][] = [
+    [],
+    [''],
+    ['a'],
+    ['x'.repeat(127), 'y'.repeat(128)],
+    ['-----BEGIN CERTIFICATE-----\n' + 'A'.repeat(900) + '\n-----END CERTIFICATE-----\n', 'z'.repeat(16_383), 'w'.repeat(16_384)],
+    ['é✓ unicode 🙂', 'b'.repeat(70_000)],
+  ];
+  for (const chain of cases) assert.deepEqual(decode(certChainFrame(chain)), chain);
+});
+
+test('certChainFrame is byte-identical to protobufjs encoding', () => {
+  const chain = ['leaf'.repeat(300), 'intermediate'.repeat(50), 'root'.repeat(200)];
+  const reference = Res.encode(Res.fromObject({ cert_chain: chain })).finish();
+  assert.deepEqual(certChainFrame(chain).subarray(5), Buffer.from(reference));
+});
