@@ -2,18 +2,21 @@
  * `npm run bench:ca` — certificates per second.
  *
  * In-process ceiling (the signing core alone: CSR parse + verify + leaf build + sign + PEM):
- *   - one thread (pki FastLeafIssuer), and
- *   - the CA's worker pool (pki LeafIssuerPool, one worker per core).
- * Full path, same run: a real CA (self-signed root in a real devcluster) serving
- * CreateCertificate over gRPC+TLS; a separate load process (grpc-js clients, N channels x M
- * in-flight calls, ztunnel tokens impersonating a workload, so TokenReview is cached after the
- * first call and the node authorizer runs on every call).
- * Results go to the CA section of docs/benchmarks.md as rates and ratios to the in-process
- * pool rate.
+ * one thread (pki FastLeafIssuer) and the CA's worker pool (pki LeafIssuerPool, one worker per
+ * core). Full path: a real CA (self-signed root in a real devcluster, as deployed: TLS, default
+ * transport and workers) serving CreateCertificate over gRPC+TLS to a separate load process
+ * (ztunnel tokens impersonating a workload, so TokenReview is cached after the first call and
+ * the node authorizer runs on every call).
  *
- * BENCH_CA_SECONDS (default 4) measurement window per scenario; BENCH_CA_CHANNELS (default 4)
- * and BENCH_CA_INFLIGHT (default 32 per channel); BENCH_CA_DOCS overrides the file written;
- * BENCH_CA_ONLY=<h2load|http2|grpc-js> keeps only the rows with that load client.
+ * The headline is measured in BENCH_CA_ROUNDS (default 3) rounds, each the pool and then the CA
+ * back to back, and reported as the median per-round ratio; comparison rows (other transports,
+ * load clients, signing on the main thread) are one run each. The load generator is nghttp2's
+ * h2load when it is on PATH (Debian: nghttp2-client; it barely uses the shared cores), else our
+ * node:http2 client. Results go to the CA section of docs/benchmarks.md.
+ *
+ * BENCH_CA_SECONDS (default 4) per measurement; BENCH_CA_CHANNELS (default 4) connections and
+ * BENCH_CA_INFLIGHT (default 32) calls in flight on each; BENCH_CA_DOCS overrides the file
+ * written; BENCH_CA_ONLY=<h2load|http2|grpc-js> keeps only the comparison rows with that load client.
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
