@@ -1,7 +1,9 @@
 /**
  * CreateCertificate result codes, the self-signed root in istio-ca-secret (persisted, reused,
  * creation race), TTL rules on the wire, gRPC health and reflection, the ops endpoint, and
- * graceful shutdown — a real CA against a real devcluster.
+ * graceful shutdown — a real CA against a real devcluster. These run on the grpc-js transport
+ * (plaintext's, and CA_TRANSPORT=grpc-js); the default TLS transport's equivalents are in
+ * h2-transport.e2e.test.ts, and the node-authorization matrix runs on the default.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
