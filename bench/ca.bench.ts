@@ -226,33 +226,40 @@ interface Window {
   elu: number;
 }
 
-/** Runs the load process; samples this process's CPU and main-thread busy time over the client's window. */
-function runLoad(job: ClientJob, dir: string, window: Window): Promise<ClientResult> {
-  const file = join(dir, `job-${Date.now()}.json`);
-  writeFileSync(file, JSON.stringify(job));
+/**
+ * Runs a load process to completion and returns its stdout. While it runs, samples this (the
+ * CA's) process CPU and main-thread busy time into `window` between the first stdout line
+ * containing `marks.start` and the first containing `marks.end`.
+ */
+function runSampled(command: string, args: readonly string[], marks: { readonly start: string; readonly end: string }, window: Window): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', file], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     let cpu0: NodeJS.CpuUsage | undefined;
     let elu0: ReturnType<typeof performance.eventLoopUtilization> | undefined;
     child.stdout.on('data', (c: Buffer) => {
       out += c.toString();
-      if (cpu0 === undefined && out.includes('window-start\n')) {
+      if (cpu0 === undefined && out.includes(marks.start)) {
         cpu0 = process.cpuUsage();
         elu0 = performance.eventLoopUtilization();
       }
-      if (cpu0 !== undefined && window.cpuSeconds === 0 && out.includes('window-end\n')) {
+      if (cpu0 !== undefined && window.cpuSeconds === 0 && out.includes(marks.end)) {
         const d = process.cpuUsage(cpu0);
         window.cpuSeconds = (d.user + d.system) / 1e6;
         window.elu = performance.eventLoopUtilization(elu0).utilization;
       }
     });
     child.on('error', reject);
-    child.on('close', (code) => {
-      if (code !== 0) reject(new Error(`load process exited with ${code}`));
-      else resolve(JSON.parse(out.trim().split('\n').pop()!) as ClientResult);
-    });
+    child.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`${command} exited with ${code}: ${out.slice(-500)}`))));
   });
+}
+
+/** Runs our load process (node:http2 or grpc-js client) with `job`. */
+async function runLoad(job: ClientJob, dir: string, window: Window): Promise<ClientResult> {
+  const file = join(dir, `job-${Date.now()}.json`);
+  writeFileSync(file, JSON.stringify(job));
+  const out = await runSampled(process.execPath, [fileURLToPath(import.meta.url), '--client', file], { start: 'window-start\n', end: 'window-end\n' }, window);
+  return JSON.parse(out.trim().split('\n').pop()!) as ClientResult;
 }
 
 /** True when nghttp2's `h2load` is on PATH (Debian: nghttp2-client). */
@@ -291,27 +298,11 @@ async function runH2load(job: H2loadJob, dir: string, window: Window, issuedByOu
     `https://127.0.0.1:${job.port}/istio.v1.auth.IstioCertificateService/CreateCertificate`,
   ];
   const before = await issuedByOutcome();
-  const out = await new Promise<string>((resolve, reject) => {
-    // `times` after h2load: the second line is the children's (h2load's) user and system time.
-    const child = spawn('sh', ['-c', 'h2load "$@"; status=$?; times; exit $status', 'sh', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let text = '';
-    let cpu0: NodeJS.CpuUsage | undefined;
-    let elu0: ReturnType<typeof performance.eventLoopUtilization> | undefined;
-    child.stdout.on('data', (c: Buffer) => {
-      text += c.toString();
-      if (cpu0 === undefined && text.includes('Main benchmark duration is started')) {
-        cpu0 = process.cpuUsage();
-        elu0 = performance.eventLoopUtilization();
-      }
-      if (cpu0 !== undefined && window.cpuSeconds === 0 && text.includes('Main benchmark duration is over')) {
-        const d = process.cpuUsage(cpu0);
-        window.cpuSeconds = (d.user + d.system) / 1e6;
-        window.elu = performance.eventLoopUtilization(elu0).utilization;
-      }
-    });
-    child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`h2load exited with ${code}: ${text.slice(-500)}`))));
-  });
+  // `times` after h2load: the second line is the children's (h2load's) user and system time.
+  const out = await runSampled('sh', ['-c', 'h2load "$@"; status=$?; times; exit $status', 'sh', ...args], {
+    start: 'Main benchmark duration is started',
+    end: 'Main benchmark duration is over',
+  }, window);
   const after = await issuedByOutcome();
   const m = /requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/u.exec(out);
   const t = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$/u.exec(out.trim());
