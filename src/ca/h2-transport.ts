@@ -82,8 +82,13 @@ function grpcMessage(details: string): string {
   return details.replace(/[^\x20-\x24\x26-\x7e]/gu, (c) => encodeURIComponent(c));
 }
 
+/** False once the call is over or answered (e.g. its deadline already answered it). */
+function open(stream: ServerHttp2Stream): boolean {
+  return !stream.destroyed && !stream.closed && !stream.headersSent;
+}
+
 function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>): void {
-  if (stream.destroyed || stream.closed) return;
+  if (!open(stream)) return;
   const headers: Record<string, string | number> = {
     [h2.HTTP2_HEADER_STATUS]: 200,
     'content-type': 'application/grpc',
@@ -98,10 +103,26 @@ function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>): void 
 
 /** Answers with one message (an already framed body) and grpc-status 0. */
 function sendFrame(stream: ServerHttp2Stream, framed: Buffer): void {
-  if (stream.destroyed || stream.closed) return;
+  if (!open(stream)) return;
   stream.respond(OK_HEADERS, { waitForTrailers: true });
   stream.once('wantTrailers', () => stream.sendTrailers(OK_TRAILERS));
   stream.end(framed);
+}
+
+const TIMEOUT_UNIT_MS: Record<string, number> = { H: 3_600_000, M: 60_000, S: 1000, m: 1, u: 1e-3, n: 1e-6 };
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The call's deadline from `grpc-timeout` (1–8 digits and a unit: H, M, S, m, u, n), in ms from
+ * now; undefined when absent, malformed, or beyond what a timer can hold (then the client's own
+ * deadline is the only one, as it always is in practice).
+ */
+export function grpcTimeoutMs(value: string | string[] | undefined): number | undefined {
+  if (typeof value !== 'string') return undefined;
+  const m = /^(\d{1,8})([HMSmun])$/u.exec(value);
+  if (!m) return undefined;
+  const ms = Number(m[1]) * TIMEOUT_UNIT_MS[m[2]!]!;
+  return ms <= MAX_TIMER_MS ? ms : undefined;
 }
 
 /** A gRPC status carried with a rejection from `readMessage`. */
@@ -273,17 +294,32 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
       return;
     }
     if (path === CREATE_PATH) {
+      // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
+      // that arrives later is dropped (`open` is false by then).
+      const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
+      const deadline =
+        timeoutMs === undefined ? undefined : setTimeout(() => sendError(stream, { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' }), timeoutMs);
       readMessage(stream, o.maxMessageBytes, (err, bytes) => {
-        if (err) return sendError(stream, { code: err.grpcCode, details: err.message });
+        if (err) {
+          clearTimeout(deadline);
+          return sendError(stream, { code: err.grpcCode, details: err.message });
+        }
         let request: IstioCertificateRequest;
         try {
           request = codec.request.toObject(codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
         } catch {
+          clearTimeout(deadline);
           return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'request cannot be parsed' });
         }
         o.service.createCertificate(request, metadataFrom(headers)).then(
-          (res) => sendFrame(stream, certChainFrame(res.cert_chain)),
-          (e: unknown) => sendError(stream, o.service.rejection(e, peer())),
+          (res) => {
+            clearTimeout(deadline);
+            sendFrame(stream, certChainFrame(res.cert_chain));
+          },
+          (e: unknown) => {
+            clearTimeout(deadline);
+            sendError(stream, o.service.rejection(e, peer()));
+          },
         );
       });
       return;

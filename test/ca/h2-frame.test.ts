@@ -1,11 +1,12 @@
 /**
  * The http2 transport writes IstioCertificateResponse frames by hand (certChainFrame); they
  * must decode, with protobufjs over our own .proto, to exactly the chain given — including
- * lengths that need 1-, 2- and 3-byte varints and non-ASCII text.
+ * lengths that need 1-, 2- and 3-byte varints and non-ASCII text. And the grpc-timeout header
+ * it reads.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { certChainFrame } from '../../src/ca/h2-transport.js';
+import { certChainFrame, grpcTimeoutMs } from '../../src/ca/h2-transport.js';
 import { protobufRoot } from '../../src/grpc/index.js';
 
 const Res = protobufRoot(['istio/v1/auth/ca.proto'], { keepCase: true }).lookupType('istio.v1.auth.IstioCertificateResponse');
@@ -32,4 +33,15 @@ test('certChainFrame is byte-identical to protobufjs encoding', () => {
   const chain = ['leaf'.repeat(300), 'intermediate'.repeat(50), 'root'.repeat(200)];
   const reference = Res.encode(Res.fromObject({ cert_chain: chain })).finish();
   assert.deepEqual(certChainFrame(chain).subarray(5), Buffer.from(reference));
+});
+
+test('grpcTimeoutMs reads the gRPC timeout units and refuses anything else', () => {
+  assert.equal(grpcTimeoutMs('2H'), 7_200_000);
+  assert.equal(grpcTimeoutMs('3M'), 180_000);
+  assert.equal(grpcTimeoutMs('5S'), 5000);
+  assert.equal(grpcTimeoutMs('250m'), 250);
+  assert.equal(grpcTimeoutMs('1500u'), 1.5);
+  assert.equal(grpcTimeoutMs('2000000n'), 2);
+  assert.equal(grpcTimeoutMs('99999999S'), undefined, 'beyond a timer');
+  for (const bad of [undefined, '', 'S', '5', '5s', '-5S', '123456789S', '1.5S', ' 5S', ['5S']]) assert.equal(grpcTimeoutMs(bad), undefined, String(bad));
 });

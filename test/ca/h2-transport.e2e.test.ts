@@ -164,6 +164,51 @@ test('http2 transport: malformed requests get clear statuses and never take the 
   }
 });
 
+test('http2 transport: grpc-timeout is honoured (DEADLINE_EXCEEDED while the TokenReview is slow; a roomy deadline succeeds)', async () => {
+  const http2 = await import('node:http2');
+  const { protobufRoot } = await import('../../src/grpc/index.js');
+  const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
+  const frameFor = async () => {
+    const body = Req.encode(Req.fromObject({ csr: await newCsr(), validityDuration: 600 })).finish();
+    const f = Buffer.alloc(5 + body.length);
+    f.writeUInt32BE(body.length, 1);
+    f.set(body, 5);
+    return f;
+  };
+  const session = http2.connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
+  session.on('error', () => undefined);
+  // A raw client that does not enforce the deadline itself: only the server can end the call.
+  const call = (token: string, timeout: string, body: Buffer) =>
+    new Promise<string | undefined>((resolve) => {
+      const req = session.request({
+        ':method': 'POST',
+        ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate',
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        authorization: `Bearer ${token}`,
+        'grpc-timeout': timeout,
+      });
+      let grpcStatus: string | undefined;
+      req.on('response', (h) => {
+        if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
+      });
+      req.on('trailers', (t) => (grpcStatus = String(t['grpc-status'])));
+      req.on('error', () => undefined);
+      req.on('close', () => resolve(grpcStatus));
+      req.resume();
+      req.end(body);
+    });
+  try {
+    assert.equal(await call(ztunnel, '30S', await frameFor()), String(status.OK), 'a roomy deadline');
+    const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+    env.cluster.faults.setLatency(1000); // the fresh token's TokenReview takes 1 s
+    assert.equal(await call(fresh, '100m', await frameFor()), String(status.DEADLINE_EXCEEDED));
+  } finally {
+    env.cluster.faults.clear();
+    session.close();
+  }
+});
+
 test('http2 transport: graceful stop lets an in-flight call finish', async () => {
   const s = await env.startCa({ transport: 'http2', signingWorkers: 0 });
   const c = caClient(s.port, s.rootsPem());
