@@ -6,59 +6,33 @@
  * the CA; a pod that is not ambient is not registered; with the broker gone, ADD fails with
  * "try again later" and DEL still succeeds.
  */
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
-import { CniPluginError, CniRuntime, type Attachment, type Conflist } from '../../support/cni-runner.js';
-import { seaBinaries } from '../../support/sea-binary.js';
+import { CniPluginError } from '../../support/cni-runner.js';
 import { NODE_NAME, TRUST_DOMAIN, startBrokerStack, type BrokerStack } from './broker-stack.js';
-import { Netns, cniBinDir, conflist, e2eUnavailable, namespaceObject, networkNames, podObject, preserveIpForward, removeBridge, startPluginCluster, type PluginCluster } from './fixture.js';
+import { cniE2e, namespaceObject, networkNames, podObject } from './fixture.js';
 
-const skip = e2eUnavailable();
-const net = networkNames('a');
-let dir = '';
-let pc: PluginCluster | undefined;
 let stack: BrokerStack | undefined;
-let runtime: CniRuntime;
-let list: Conflist;
-const namespaces: Netns[] = [];
-
-function attachment(ns: Netns, namespace: string, pod: string): Attachment {
-  return { containerId: `${pod}-${process.pid}`, netns: ns.path, ifname: 'eth0', args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${namespace};K8S_POD_NAME=${pod}` };
-}
-
-let restoreIpForward: (() => void) | undefined;
-
-before(async () => {
-  if (skip) return;
-  restoreIpForward = preserveIpForward();
-  dir = mkdtempSync(join(tmpdir(), 'cni-e2e-ambient-'));
-  const bins = await seaBinaries();
-  pc = await startPluginCluster(dir);
-  await pc.cluster.apply([
+const e2e = cniE2e({
+  name: 'ambient',
+  net: networkNames('a'),
+  ambient: true,
+  extra: { pod_retrieval_max_retries: 2 },
+  objects: [
     namespaceObject('mesh', { 'istio.io/dataplane-mode': 'ambient' }),
     namespaceObject('plain'),
     { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'web', namespace: 'mesh' } },
     podObject('mesh', 'web-1', { nodeName: NODE_NAME, serviceAccountName: 'web' }),
     podObject('plain', 'plain-1', { nodeName: NODE_NAME }),
     podObject('mesh', 'elsewhere-1', { nodeName: 'another-node', serviceAccountName: 'web' }),
-  ]);
-  stack = await startBrokerStack(pc);
-  runtime = new CniRuntime({ cniPath: [cniBinDir(dir, bins.istioCni)] });
-  list = conflist(net, { ipamDir: join(dir, 'ipam'), runDir: pc.runDir, ambient: true, extra: { pod_retrieval_max_retries: 2 } });
+  ],
+  prepare: async (e2e) => {
+    stack = await startBrokerStack(e2e.plugin);
+    e2e.defer(() => stack?.stop());
+  },
 });
-
-after(async () => {
-  for (const ns of namespaces) ns.remove();
-  removeBridge(net.bridge);
-  restoreIpForward?.();
-  await stack?.stop();
-  await pc?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
-});
+const { skip, net } = e2e;
 
 function registrations(pod: string): Array<Record<string, unknown>> {
   return (stack?.logs ?? [])
@@ -67,10 +41,9 @@ function registrations(pod: string): Array<Record<string, unknown>> {
 }
 
 test('an ambient pod is registered with the broker, which fetches its certificate', { skip }, async () => {
-  const ns = new Netns(`cbcni-a-${process.pid}`);
-  namespaces.push(ns);
-  const a = attachment(ns, 'mesh', 'web-1');
-  const result = await runtime.add(list, a);
+  const ns = e2e.netns('a');
+  const a = e2e.attachment(ns, { namespace: 'mesh', pod: 'web-1' });
+  const result = await e2e.runtime.add(e2e.list, a);
   const ip = (result.ips as Array<{ address: string }>)[0]!.address;
 
   const regs = registrations('mesh/web-1');
@@ -91,43 +64,40 @@ test('an ambient pod is registered with the broker, which fetches its certificat
 
   // No redirection rules for ambient pods from the plugin; DEL and a second ADD are clean.
   assert.doesNotMatch(ns.exec('iptables-save', []), /ISTIO_/);
-  await runtime.del(list, a);
+  await e2e.runtime.del(e2e.list, a);
   assert.doesNotMatch(ns.exec('ip', ['-o', 'link']), /eth0/);
-  await runtime.add(list, a);
+  await e2e.runtime.add(e2e.list, a);
   assert.equal(registrations('mesh/web-1').length, 2, 'the repeated ADD registers again (idempotent on the broker)');
-  await runtime.del(list, a);
+  await e2e.runtime.del(e2e.list, a);
 });
 
 test('a pod that is not ambient is not registered and passes through', { skip }, async () => {
-  const ns = new Netns(`cbcni-p-${process.pid}`);
-  namespaces.push(ns);
-  const a = attachment(ns, 'plain', 'plain-1');
-  const result = await runtime.add(list, a);
+  const ns = e2e.netns('p');
+  const a = e2e.attachment(ns, { namespace: 'plain', pod: 'plain-1' });
+  const result = await e2e.runtime.add(e2e.list, a);
   assert.equal((result.ips as unknown[]).length, 1);
   assert.equal(registrations('plain/plain-1').length, 0);
-  await runtime.del(list, a);
+  await e2e.runtime.del(e2e.list, a);
 });
 
 test('a pod the broker refuses (it runs on another node) fails ADD with 101 and the broker\'s reason', { skip }, async () => {
-  const ns = new Netns(`cbcni-o-${process.pid}`);
-  namespaces.push(ns);
-  const a = attachment(ns, 'mesh', 'elsewhere-1');
-  await assert.rejects(runtime.add(list, a), (err: unknown) => {
+  const ns = e2e.netns('o');
+  const a = e2e.attachment(ns, { namespace: 'mesh', pod: 'elsewhere-1' });
+  await assert.rejects(e2e.runtime.add(e2e.list, a), (err: unknown) => {
     assert.ok(err instanceof CniPluginError, String(err));
     assert.equal(err.result?.code, 101);
     assert.match(err.result?.msg ?? '', /HTTP 400/);
     assert.match(err.result?.details ?? '', /does not run on this node/);
     return true;
   });
-  await runtime.del(list, a);
+  await e2e.runtime.del(e2e.list, a);
 });
 
 test('with the broker gone, ADD of an ambient pod fails with 11 and DEL still succeeds', { skip }, async () => {
   await stack!.stop();
-  const ns = new Netns(`cbcni-g-${process.pid}`);
-  namespaces.push(ns);
-  const a = attachment(ns, 'mesh', 'web-1');
-  await assert.rejects(runtime.add(list, a), (err: unknown) => {
+  const ns = e2e.netns('g');
+  const a = e2e.attachment(ns, { namespace: 'mesh', pod: 'web-1' });
+  await assert.rejects(e2e.runtime.add(e2e.list, a), (err: unknown) => {
     assert.ok(err instanceof CniPluginError, String(err));
     assert.equal(err.plugin, 'istio-cni');
     assert.equal(err.result?.code, 11);
@@ -135,5 +105,5 @@ test('with the broker gone, ADD of an ambient pod fails with 11 and DEL still su
     return true;
   });
   // The runtime cleans up after a failed ADD with DEL through the whole list.
-  await runtime.del(list, a);
+  await e2e.runtime.del(e2e.list, a);
 });

@@ -7,14 +7,17 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:https';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { parseManifest, startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
 import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
 import { buildPluginEntry } from '../../../src/cni/install/plugin-entry.js';
 import { Secret } from '../../../src/core/secret.js';
-import type { Conflist } from '../../support/cni-runner.js';
+import { CniRuntime, type Attachment, type Conflist } from '../../support/cni-runner.js';
+import { seaBinaries } from '../../support/sea-binary.js';
 
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
 export const CNI_NAMESPACE = 'istio-system';
@@ -247,4 +250,138 @@ export function preserveIpForward(): () => void {
       /* not writable here: nothing was changed either */
     }
   };
+}
+
+export interface E2eSetup {
+  /** Names the temporary directory (cni-e2e-<name>-…). */
+  readonly name: string;
+  readonly net: NetworkNames;
+  readonly ambient: boolean;
+  /** Extra fields of the istio-cni entry in the conflist. */
+  readonly extra?: Record<string, unknown>;
+  /** Namespaces, pods… the devcluster holds before the first test. */
+  readonly objects: readonly object[];
+  /**
+   * What else the file needs before its first test, once the rest is up (the hook of this
+   * fixture; a second top-level before() of the file could run before this one is done).
+   */
+  readonly prepare?: (e2e: CniE2e) => Promise<void> | void;
+}
+
+export interface PodAttachment {
+  readonly namespace: string;
+  readonly pod: string;
+  /** More K=V pairs of CNI_ARGS after the pod's namespace and name. */
+  readonly args?: string;
+}
+
+interface StartedE2e {
+  readonly dir: string;
+  readonly plugin: PluginCluster;
+  readonly runtime: CniRuntime;
+  readonly list: Conflist;
+}
+
+/**
+ * One CNI end-to-end test file's world, set up in a `before` hook and taken down in an `after`
+ * hook that runs even when a test fails: the host's ip_forward kept, a temporary directory, the
+ * plugin cluster with `setup.objects`, the packaged istio-cni beside Debian's plugins, the
+ * conflist, and every network namespace and attachment the tests ask for (DEL, then the namespace
+ * removed, then the bridge). Whatever else a test starts it hands to `defer`; cleanups run last
+ * registered first.
+ */
+export class CniE2e {
+  /** Why the tests are skipped here, or undefined. */
+  readonly skip: string | undefined = e2eUnavailable();
+  readonly net: NetworkNames;
+  readonly #setup: E2eSetup;
+  readonly #cleanups: Array<() => unknown> = [];
+  #state: StartedE2e | undefined;
+
+  constructor(setup: E2eSetup) {
+    this.#setup = setup;
+    this.net = setup.net;
+  }
+
+  get dir(): string {
+    return this.#started().dir;
+  }
+  get plugin(): PluginCluster {
+    return this.#started().plugin;
+  }
+  get runtime(): CniRuntime {
+    return this.#started().runtime;
+  }
+  get list(): Conflist {
+    return this.#started().list;
+  }
+
+  #started(): StartedE2e {
+    if (!this.#state) throw new Error('the CNI end-to-end fixture is used before its before() hook ran');
+    return this.#state;
+  }
+
+  /** Runs `fn` in the after hook (before the fixture's own teardown). */
+  defer(fn: () => unknown): void {
+    this.#cleanups.push(fn);
+  }
+
+  /** A fresh network namespace cbcni-<tag>-<pid>, removed after the tests. */
+  netns(tag: string): Netns {
+    const ns = new Netns(`cbcni-${tag}-${process.pid}`);
+    this.defer(() => ns.remove());
+    return ns;
+  }
+
+  /** eth0 of `ns` for a pod; DEL runs for it after the tests whatever they left behind. */
+  attachment(ns: Netns, p: PodAttachment): Attachment {
+    const a: Attachment = {
+      containerId: `${p.pod}-${process.pid}`,
+      netns: ns.path,
+      ifname: 'eth0',
+      args: `IgnoreUnknown=1;K8S_POD_NAMESPACE=${p.namespace};K8S_POD_NAME=${p.pod}${p.args ? `;${p.args}` : ''}`,
+    };
+    this.defer(() => this.runtime.del(this.list, a).catch(() => undefined));
+    return a;
+  }
+
+  async start(): Promise<void> {
+    const { name, net, ambient, extra, objects } = this.#setup;
+    this.defer(preserveIpForward());
+    const dir = mkdtempSync(join(tmpdir(), `cni-e2e-${name}-`));
+    this.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const bins = await seaBinaries();
+    if (bins.buildMs > 0) process.stdout.write(`# built the single executables in ${bins.buildMs} ms\n`);
+    const plugin = await startPluginCluster(dir);
+    this.defer(() => plugin.close());
+    this.defer(() => removeBridge(net.bridge));
+    await plugin.cluster.apply([...objects]);
+    const runtime = new CniRuntime({ cniPath: [cniBinDir(dir, bins.istioCni)] });
+    const list = conflist(net, { ipamDir: join(dir, 'ipam'), runDir: plugin.runDir, ambient, ...(extra ? { extra } : {}) });
+    this.#state = { dir, plugin, runtime, list };
+    await this.#setup.prepare?.(this);
+  }
+
+  /** Every cleanup runs; the first failure is reported once all have. */
+  async stop(): Promise<void> {
+    let first: unknown;
+    for (const fn of this.#cleanups.splice(0).reverse()) {
+      try {
+        await fn();
+      } catch (err) {
+        first ??= err;
+      }
+    }
+    if (first !== undefined) throw first;
+  }
+}
+
+/** The fixture of one test file, with its before/after hooks registered (nothing runs when skipped). */
+export function cniE2e(setup: E2eSetup): CniE2e {
+  const e2e = new CniE2e(setup);
+  before(async () => {
+    if (!e2e.skip) await e2e.start();
+  });
+  after(() => e2e.stop());
+  return e2e;
 }
