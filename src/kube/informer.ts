@@ -64,6 +64,10 @@ function retryAfterMs(err: unknown): number | undefined {
   return Math.min(Number(raw) * 1000, 10 * 60 * 1000);
 }
 
+function stoppedBeforeSync(): KubeError {
+  return new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped before sync', { status: 'cancelled' });
+}
+
 function isGone(err: unknown): boolean {
   const e = err as { statusCode?: number; code?: number } | null;
   return e?.statusCode === 410 || e?.code === 410;
@@ -79,7 +83,8 @@ export class Informer<T extends KubernetesObject> {
   readonly #stop = new AbortController();
   #resourceVersion = '';
   #synced = false;
-  #syncWaiters: Array<() => void> = [];
+  /** Callers of waitForSync() before the first list: settled by the first list or by stop(). */
+  #syncWaiters: Array<{ resolve: () => void; reject: (err: KubeError) => void }> = [];
   #failures = 0;
   #running: Promise<void> | undefined;
   #current: AbortController | undefined;
@@ -124,18 +129,22 @@ export class Informer<T extends KubernetesObject> {
     });
   }
 
-  /** Resolves once the first list is in the cache; rejects if the informer is stopped first. */
+  /**
+   * Resolves once the first list is in the cache; rejects if the informer is stopped first. A
+   * pending call holds only its entry in a list that the first list or stop() empties: no
+   * listener per call, so any number of callers leaves nothing behind.
+   */
   waitForSync(): Promise<void> {
     if (this.#synced) return Promise.resolve();
-    if (this.#stop.signal.aborted) return Promise.reject(new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped before sync', { status: 'cancelled' }));
+    if (this.#stop.signal.aborted) return Promise.reject(stoppedBeforeSync());
     return new Promise((resolve, reject) => {
-      this.#syncWaiters.push(resolve);
-      this.#stop.signal.addEventListener('abort', () => reject(new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped before sync', { status: 'cancelled' })), { once: true });
+      this.#syncWaiters.push({ resolve, reject });
     });
   }
 
   async stop(): Promise<void> {
     this.#stop.abort();
+    for (const w of this.#syncWaiters.splice(0)) w.reject(stoppedBeforeSync());
     this.#current?.abort();
     await this.#running;
   }
@@ -198,7 +207,7 @@ export class Informer<T extends KubernetesObject> {
     this.#failures = 0;
     if (!this.#synced) {
       this.#synced = true;
-      for (const w of this.#syncWaiters.splice(0)) w();
+      for (const w of this.#syncWaiters.splice(0)) w.resolve();
     }
   }
 

@@ -157,3 +157,41 @@ test('informer honours Retry-After from a 429 on the list', async () => {
     await informer.stop();
   }
 });
+
+test('waitForSync leaves nothing behind: many waiters before the first list, then stop() rejects the pending ones', async () => {
+  // One abort listener per pending call (the old way) trips Node's leak warning past 10.
+  const leakWarnings: string[] = [];
+  const onWarning = (w: Error) => {
+    if (w.name === 'MaxListenersExceededWarning' && w.message.includes('abort listeners')) leakWarnings.push(w.message);
+  };
+  process.on('warning', onWarning);
+  const WAITERS = 25;
+  const informer = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'ws' });
+  const stopped = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'ws' });
+  try {
+    informer.start();
+    // All before the first list can have answered: every one of them waits.
+    const waits = Array.from({ length: WAITERS }, () => informer.waitForSync());
+    await Promise.all(waits);
+    assert.equal(informer.synced, true);
+    await informer.waitForSync(); // after sync: resolves at once
+
+    stopped.start();
+    const settled = Promise.allSettled(Array.from({ length: WAITERS }, () => stopped.waitForSync()));
+    await stopped.stop();
+    const outcomes = await settled;
+    assert.deepEqual(
+      outcomes.map((o) => (o.status === 'rejected' ? (o.reason as { code?: string }).code : o.status)),
+      Array.from({ length: WAITERS }, () => 'ERR_KUBE_INFORMER_STOPPED'),
+    );
+    await assert.rejects(stopped.waitForSync(), (e: unknown) => (e as { code?: string }).code === 'ERR_KUBE_INFORMER_STOPPED');
+
+    // process.emitWarning delivers on a later tick.
+    await new Promise((r) => setImmediate(r));
+    assert.deepEqual(leakWarnings, []);
+  } finally {
+    process.off('warning', onWarning);
+    await informer.stop();
+    await stopped.stop();
+  }
+});
