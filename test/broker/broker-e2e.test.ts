@@ -259,17 +259,31 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     await writeFile(rootFile, stack.ca.rootsPem());
     const outDir = join(dir, 'fetched');
     const lines: string[] = [];
-    await runFetch({
-      socket: `unix://${broker.brokerSocketPath}`,
-      namespace: 'shop',
-      name: 'cart-0',
-      caAddress: `127.0.0.1:${stack.caPort}`,
-      caRootCertFile: rootFile,
-      tokenFile,
-      trustDomain: TD,
-      outDir,
-      print: (l) => lines.push(l),
-    });
+    // The CA is dialled by IP; the name to verify (and send as SNI) is the serving certificate's
+    // DNS SAN, as the broker's own config does. An IP as TLS ServerName is Node's DEP0123.
+    const ipServerNameWarnings: string[] = [];
+    const onWarning = (w: Error & { code?: string }) => {
+      if (w.code === 'DEP0123') ipServerNameWarnings.push(w.message);
+    };
+    process.on('warning', onWarning);
+    try {
+      await runFetch({
+        socket: `unix://${broker.brokerSocketPath}`,
+        namespace: 'shop',
+        name: 'cart-0',
+        caAddress: `127.0.0.1:${stack.caPort}`,
+        caTlsServerName: 'localhost',
+        caRootCertFile: rootFile,
+        tokenFile,
+        trustDomain: TD,
+        outDir,
+        print: (l) => lines.push(l),
+      });
+      await new Promise((r) => setImmediate(r));
+    } finally {
+      process.off('warning', onWarning);
+    }
+    assert.deepEqual(ipServerNameWarnings, []);
     assert.match(lines[0]!, /^own SVID spiffe:\/\/cluster.local\/ns\/istio-system\/sa\/ztunnel serial=[0-9a-f]+$/);
     assert.match(lines[1]!, new RegExp(`^${cartId} serial=${broker.certs.current(cartId)!.serial} notBefore=\\S+ notAfter=\\S+$`));
     const verify = await run('openssl', ['verify', '-CAfile', join(outDir, 'root-cert.pem'), join(outDir, 'cert-chain.pem')]);
