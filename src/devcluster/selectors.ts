@@ -2,16 +2,11 @@
  * labelSelector and fieldSelector as the API server parses them. A selector that does not parse
  * (or names a field the resource does not index) is a 400 BadRequest, never a crash.
  */
+import { requirementMatches, type LabelSelectorRequirement, type Labels } from '../core/label-selector.js';
 import { badRequest } from './status.js';
 
-export type Labels = Readonly<Record<string, string>>;
-
-type LabelRequirement =
-  | { readonly op: 'eq' | 'ne'; readonly key: string; readonly value: string }
-  | { readonly op: 'in' | 'notin'; readonly key: string; readonly values: readonly string[] }
-  | { readonly op: 'exists' | 'notexists'; readonly key: string };
-
-export type LabelSelector = readonly LabelRequirement[];
+/** The parsed requirements, ANDed: `a=b` / `a==b` is In (b), `a!=b` NotIn (b), `a` Exists, `!a` DoesNotExist. */
+export type LabelSelector = readonly LabelSelectorRequirement[];
 
 const LABEL_KEY = /^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const LABEL_VALUE = /^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$/;
@@ -47,27 +42,27 @@ function checkValue(value: string, raw: string): string {
 
 export function parseLabelSelector(raw: string | undefined): LabelSelector {
   if (raw === undefined || raw.trim() === '') return [];
-  const reqs: LabelRequirement[] = [];
+  const reqs: LabelSelectorRequirement[] = [];
   for (const part of splitTopLevel(raw)) {
     let m = /^!\s*([^\s=!(),]+)$/.exec(part);
     if (m) {
-      reqs.push({ op: 'notexists', key: checkKey(m[1]!, raw) });
+      reqs.push({ key: checkKey(m[1]!, raw), operator: 'DoesNotExist', values: [] });
       continue;
     }
     m = /^([^\s=!(),]+)\s+(in|notin)\s+\(([^()]*)\)$/.exec(part);
     if (m) {
       const values = m[3]!.split(',').map((v) => v.trim()).filter((v) => v !== '').map((v) => checkValue(v, raw));
-      reqs.push({ op: m[2] as 'in' | 'notin', key: checkKey(m[1]!, raw), values });
+      reqs.push({ key: checkKey(m[1]!, raw), operator: m[2] === 'in' ? 'In' : 'NotIn', values });
       continue;
     }
     m = /^([^\s=!(),]+)\s*(==|=|!=)\s*([^\s=!(),]*)$/.exec(part);
     if (m) {
-      reqs.push({ op: m[2] === '!=' ? 'ne' : 'eq', key: checkKey(m[1]!, raw), value: checkValue(m[3]!, raw) });
+      reqs.push({ key: checkKey(m[1]!, raw), operator: m[2] === '!=' ? 'NotIn' : 'In', values: [checkValue(m[3]!, raw)] });
       continue;
     }
     m = /^([^\s=!(),]+)$/.exec(part);
     if (m) {
-      reqs.push({ op: 'exists', key: checkKey(m[1]!, raw) });
+      reqs.push({ key: checkKey(m[1]!, raw), operator: 'Exists', values: [] });
       continue;
     }
     throw badRequest(`unable to parse requirement: couldn't parse the selector string "${raw}"`);
@@ -77,23 +72,7 @@ export function parseLabelSelector(raw: string | undefined): LabelSelector {
 
 export function matchesLabels(selector: LabelSelector, labels: Labels | undefined): boolean {
   const l = labels ?? {};
-  return selector.every((r) => {
-    const has = Object.prototype.hasOwnProperty.call(l, r.key);
-    switch (r.op) {
-      case 'eq':
-        return has && l[r.key] === r.value;
-      case 'ne':
-        return !has || l[r.key] !== r.value;
-      case 'in':
-        return has && r.values.includes(l[r.key]!);
-      case 'notin':
-        return !has || !r.values.includes(l[r.key]!);
-      case 'exists':
-        return has;
-      case 'notexists':
-        return !has;
-    }
-  });
+  return selector.every((r) => requirementMatches(r, l));
 }
 
 export interface FieldRequirement {

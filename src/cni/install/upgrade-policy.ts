@@ -7,6 +7,7 @@
  *
  * Pure over the few fields read from the API (DaemonSet template scheduling, node labels).
  */
+import { isSelectorOperator, requirementMatches, selectorMatches } from '../../core/label-selector.js';
 
 export interface NodeSelectorRequirement {
   readonly key: string;
@@ -35,36 +36,21 @@ export type ShutdownDecision =
   | { readonly action: 'keep'; readonly reason: string }
   | { readonly action: 'uninstall'; readonly reason: string };
 
+/** A node selector requirement: the label-selector operators, plus Gt/Lt on integer values. */
 function matchRequirement(req: NodeSelectorRequirement, fields: Readonly<Record<string, string>>): boolean {
-  const has = Object.hasOwn(fields, req.key);
-  const value = fields[req.key];
   const values = req.values ?? [];
-  switch (req.operator) {
-    case 'In':
-      return has && values.includes(value ?? '');
-    case 'NotIn':
-      return !has || !values.includes(value ?? '');
-    case 'Exists':
-      return has;
-    case 'DoesNotExist':
-      return !has;
-    case 'Gt':
-    case 'Lt': {
-      const bound = Number(values[0]);
-      const n = Number(value);
-      if (!has || values.length !== 1 || !Number.isInteger(bound) || !Number.isInteger(n)) return false;
-      return req.operator === 'Gt' ? n > bound : n < bound;
-    }
-    default:
-      return false; // unknown operator: the scheduler would reject it too
-  }
+  const { operator, key } = req;
+  if (isSelectorOperator(operator)) return requirementMatches({ key, operator, values }, fields);
+  if (operator !== 'Gt' && operator !== 'Lt') return false; // unknown operator: the scheduler would reject it too
+  const bound = Number(values[0]);
+  const n = Number(fields[key]);
+  if (!Object.hasOwn(fields, key) || values.length !== 1 || !Number.isInteger(bound) || !Number.isInteger(n)) return false;
+  return operator === 'Gt' ? n > bound : n < bound;
 }
 
 /** Whether the DaemonSet's pod template can be scheduled on the node (selector + required affinity). */
 export function daemonSetTargetsNode(ds: DaemonSetFacts, node: NodeFacts): boolean {
-  for (const [k, v] of Object.entries(ds.nodeSelector ?? {})) {
-    if (node.labels[k] !== v) return false;
-  }
+  if (!selectorMatches({ matchLabels: ds.nodeSelector }, node.labels)) return false;
   const terms = ds.requiredNodeSelectorTerms ?? [];
   if (terms.length === 0) return true;
   const fields = { 'metadata.name': node.name };

@@ -4,20 +4,11 @@
  * labels and its namespace's labels. Host-network pods and pods that already have a sidecar
  * (annotation `sidecar.istio.io/status`) never are.
  */
+import { isSelectorOperator, selectorMatches, type LabelSelector, type LabelSelectorRequirement, type Labels } from '../../core/label-selector.js';
 import { CniError } from './cni-error.js';
 
-export type SelectorOperator = 'In' | 'NotIn' | 'Exists' | 'DoesNotExist';
-
-export interface LabelSelectorRequirement {
-  readonly key: string;
-  readonly operator: SelectorOperator;
-  readonly values: readonly string[];
-}
-
-export interface LabelSelector {
-  readonly matchLabels: Readonly<Record<string, string>>;
-  readonly matchExpressions: readonly LabelSelectorRequirement[];
-}
+export { selectorMatches };
+export type { LabelSelector, LabelSelectorRequirement, SelectorOperator } from '../../core/label-selector.js';
 
 export interface EnablementSelector {
   readonly podSelector: LabelSelector;
@@ -41,29 +32,6 @@ const DEFAULTS: EnablementSelector[] = [
   },
 ];
 export const DEFAULT_ENABLEMENT_SELECTORS: readonly EnablementSelector[] = Object.freeze(DEFAULTS);
-
-type Labels = Readonly<Record<string, string>>;
-
-function requirementMatches(req: LabelSelectorRequirement, labels: Labels): boolean {
-  const has = Object.prototype.hasOwnProperty.call(labels, req.key);
-  switch (req.operator) {
-    case 'In':
-      return has && req.values.includes(labels[req.key]!);
-    case 'NotIn':
-      return !has || !req.values.includes(labels[req.key]!);
-    case 'Exists':
-      return has;
-    case 'DoesNotExist':
-      return !has;
-  }
-}
-
-export function selectorMatches(selector: LabelSelector, labels: Labels): boolean {
-  for (const [k, v] of Object.entries(selector.matchLabels)) {
-    if (labels[k] !== v) return false;
-  }
-  return selector.matchExpressions.every((req) => requirementMatches(req, labels));
-}
 
 export interface AmbientCandidate {
   readonly podLabels: Labels;
@@ -106,7 +74,7 @@ function decodeLabelSelector(raw: unknown, where: string): LabelSelector {
         throw new CniError('ERR_CNI_INVALID_CONFIG', `${at} needs string key and operator`);
       }
       const op = e.operator;
-      if (op !== 'In' && op !== 'NotIn' && op !== 'Exists' && op !== 'DoesNotExist') {
+      if (!isSelectorOperator(op)) {
         throw new CniError('ERR_CNI_INVALID_CONFIG', `${at}.operator ${JSON.stringify(op)} is not In|NotIn|Exists|DoesNotExist`);
       }
       const values = e.values === undefined || e.values === null ? [] : e.values;
