@@ -6,7 +6,7 @@
 import { chmodSync, rmSync } from 'node:fs';
 import { experimental, Server } from '@grpc/grpc-js';
 import type { Logger } from '../core/log.js';
-import { HealthService } from '../grpc/health.js';
+import { HEALTH_PROTO, HealthService } from '../grpc/health.js';
 import { addReflection } from '../grpc/reflection.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
 import { BROKER_PROTO, brokerServiceDefinition } from './broker-proto.js';
@@ -84,7 +84,7 @@ export async function startBrokerApiServer(options: BrokerApiServerOptions): Pro
   server.addService(brokerServiceDefinition(), options.service.implementation());
   const health = new HealthService({ '': 'NOT_SERVING', 'spiffe.broker.API': 'NOT_SERVING' });
   health.addToServer(server);
-  addReflection(server, [BROKER_PROTO]);
+  addReflection(server, [BROKER_PROTO, HEALTH_PROTO]);
   // grpc-js names the parameters (ca, identity); one provider plays both roles.
   const credentials = experimental.createCertificateProviderServerCredentials(options.certificates, options.certificates, true);
   await bindServer(server, `unix://${socketPath}`, credentials);

@@ -78,12 +78,19 @@ export class BrokerClient {
     this.client = new Ctor(this.#target, credentials, {});
   }
 
+  /**
+   * A client of another service on the broker socket (health, reflection), with this client's
+   * mTLS credentials and server check. The caller closes it.
+   */
+  serviceClient<C extends Client>(Ctor: ServiceClientConstructor): C {
+    return new Ctor(this.#target, this.#credentials) as unknown as C;
+  }
+
   /** grpc.health.v1 Check on the broker socket ('' = the whole server). */
   health(service = ''): Promise<string> {
-    const Health = makeGenericClientConstructor(healthServiceDefinition(), 'Health');
-    const client = new Health(this.#target, this.#credentials) as unknown as Client & {
+    const client = this.serviceClient<Client & {
       Check(req: { service: string }, cb: (e: ServiceError | null, res?: { status: string }) => void): void;
-    };
+    }>(makeGenericClientConstructor(healthServiceDefinition(), 'Health'));
     return new Promise<string>((resolve, reject) =>
       client.Check({ service }, (e, res) => {
         client.close();

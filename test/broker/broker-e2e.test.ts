@@ -22,6 +22,7 @@ import { runFetch } from '../../src/broker/fetch.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';
+import { fileContainingSymbol, listServices, reflect, reflectionClientConstructor, type ReflectionClient } from '../support/grpc-reflection.js';
 
 const run = promisify(execFile);
 
@@ -145,6 +146,39 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     await assert.rejects(firstMessage(client.subscribeX509Svid({ uid })), grpcError(GrpcStatus.NOT_FOUND));
     assert.equal(await client.health(''), 'SERVING');
     assert.equal(await client.health('spiffe.broker.API'), 'SERVING');
+  });
+
+  it('server reflection on the broker socket (mTLS): lists the Broker API and health, describes spiffe.broker.API and its methods', async () => {
+    const r = client.serviceClient<ReflectionClient>(reflectionClientConstructor());
+    try {
+      const services = await listServices(r);
+      assert.ok(services.includes('spiffe.broker.API'), services.join(','));
+      assert.ok(services.includes('grpc.health.v1.Health'), services.join(','));
+
+      const files = await fileContainingSymbol(r, 'spiffe.broker.API');
+      const broker = files.find((f) => f.package === 'spiffe.broker' && f.service?.some((s) => s.name === 'API'));
+      assert.ok(broker, `no file of package spiffe.broker with service API among ${files.map((f) => f.name).join(',')}`);
+      // The reference travels packed in google.protobuf.Any: its file comes with the answer.
+      assert.ok(
+        files.some((f) => f.package === 'google.protobuf' && f.messageType?.some((m) => m.name === 'Any')),
+        `google.protobuf.Any missing from ${files.map((f) => f.name).join(',')}`,
+      );
+      const api = broker.service!.find((s) => s.name === 'API')!;
+      assert.deepEqual(
+        (api.method ?? []).map((m) => [m.name, m.inputType, m.outputType, m.serverStreaming ?? false]),
+        [
+          ['SubscribeToX509SVID', '.spiffe.broker.SubscribeToX509SVIDRequest', '.spiffe.broker.SubscribeToX509SVIDResponse', true],
+          ['SubscribeToX509Bundles', '.spiffe.broker.SubscribeToX509BundlesRequest', '.spiffe.broker.SubscribeToX509BundlesResponse', true],
+          ['FetchJWTSVID', '.spiffe.broker.FetchJWTSVIDRequest', '.spiffe.broker.FetchJWTSVIDResponse', false],
+          ['SubscribeToJWTBundles', '.spiffe.broker.SubscribeToJWTBundlesRequest', '.spiffe.broker.SubscribeToJWTBundlesResponse', true],
+        ],
+      );
+
+      const unknown = await reflect(r, { file_containing_symbol: 'spiffe.broker.NoSuchThing' });
+      assert.equal(unknown.error_response?.error_code, GrpcStatus.NOT_FOUND);
+    } finally {
+      r.close();
+    }
   });
 
   it('keeps following the node after dropped watches and a compacted history (410 -> re-list)', async () => {
