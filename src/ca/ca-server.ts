@@ -251,7 +251,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
       { name: 'signer', check: () => signer.notReadyReason },
       ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => (inf.synced ? undefined : 'pod informer not synced') })),
     ];
-    ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, readiness, logger });
+    const liveness: Check[] = [{ name: 'signer', check: () => signer.brokenReason }];
+    ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, liveness, readiness, logger });
   }
 
   let stopped: Promise<void> | undefined;

@@ -30,6 +30,11 @@ export interface Signer {
   readonly ready: boolean;
   /** Why not ready (for /readyz), undefined when ready. */
   readonly notReadyReason: string | undefined;
+  /**
+   * Why the signer cannot sign again in this process (for /healthz, so the CA is restarted),
+   * undefined while it can. Optional: a signer that always recovers leaves it out.
+   */
+  readonly brokenReason?: string | undefined;
   /** The PEM roots clients should trust (more than one during a root rotation). */
   roots(): readonly string[];
   /**

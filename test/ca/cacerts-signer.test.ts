@@ -158,3 +158,37 @@ test('cacerts reload with the worker pool: requests taken before it finish with 
   assert.equal(later.certChain.at(-1), second.root.pem);
   assert.match(await opensslVerifyChain(later.certChain), /leaf\.pem: OK/);
 });
+
+test('cacerts + pool: when every signing worker has died the signer is not ready and says it is broken', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  await writeCacerts(dir.path, await makePluginCa());
+  const signer = new CacertsSigner({
+    dir: dir.path,
+    clock: new FakeClock(Date.now()),
+    logger: silentLogger,
+    maxTtlSeconds: 90 * 86400,
+    // A worker module that throws while loading: the pool gives its slot up after a few deaths.
+    issuerFactory: poolIssuerFactory(1, { workerModule: new URL('../pki/workers/dead-at-start-worker.js', import.meta.url) }),
+  });
+  t.after(() => signer.close());
+  await signer.start();
+  const deadline = Date.now() + 60_000;
+  while (signer.brokenReason === undefined && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(signer.brokenReason, 'every signing worker died');
+  assert.equal(signer.ready, false);
+  assert.equal(signer.notReadyReason, 'every signing worker died');
+  await assert.rejects(signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 }), { code: 'ERR_PKI_POOL_WORKER' });
+});
+
+test('cacerts + pool: a healthy pool is ready and not broken', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  await writeCacerts(dir.path, await makePluginCa());
+  const signer = signerFor(dir.path, new FakeClock(Date.now()), true);
+  t.after(() => signer.close());
+  await signer.start();
+  await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 });
+  assert.equal(signer.brokenReason, undefined);
+  assert.equal(signer.ready, true, signer.notReadyReason);
+});

@@ -16,6 +16,11 @@ export interface LeafIssuerBackend {
   issue(request: SignRequest): Promise<{ readonly pem: string; readonly serialHex: string; readonly notAfterMs: number }>;
   /** Stops the backend; with `drainMs`, requests already taken are answered first (up to that long). */
   close(drainMs?: number): Promise<void>;
+  /**
+   * Why the backend cannot issue and will not recover in this process (e.g. every signing worker
+   * died), undefined while it can. Makes the signer not ready and the CA not live.
+   */
+  broken?(): string | undefined;
 }
 
 /**
@@ -24,7 +29,10 @@ export interface LeafIssuerBackend {
  */
 export const RETIRED_BACKEND_DRAIN_MS = 5000;
 
-export type LeafIssuerFactory = (material: CaKeyMaterial, options: { readonly clock: Clock; readonly maxTtlSeconds: number }) => LeafIssuerBackend;
+export type LeafIssuerFactory = (
+  material: CaKeyMaterial,
+  options: { readonly clock: Clock; readonly maxTtlSeconds: number; readonly logger: Logger },
+) => LeafIssuerBackend;
 
 /** The in-thread fast path. */
 export const inThreadIssuerFactory: LeafIssuerFactory = (material, options) => {
@@ -61,13 +69,18 @@ export abstract class MaterialSigner implements Signer {
   }
 
   get ready(): boolean {
-    return this.#loaded !== undefined && this.#loaded.material.notAfterMs > this.options.clock.now();
+    return this.notReadyReason === undefined;
   }
 
   get notReadyReason(): string | undefined {
     if (this.#loaded === undefined) return this.#notReady;
     if (this.#loaded.material.notAfterMs <= this.options.clock.now()) return 'signing certificate has expired';
-    return undefined;
+    return this.#loaded.backend.broken?.();
+  }
+
+  /** Why signing is broken for good in this process (the CA's liveness check), else undefined. */
+  get brokenReason(): string | undefined {
+    return this.#loaded?.backend.broken?.();
   }
 
   /** The material in use (tests and the serving certificate). */
@@ -114,7 +127,7 @@ export abstract class MaterialSigner implements Signer {
       material,
       tail: responseChainPems(material),
       roots: material.roots.map((r) => certificateToPem(new Uint8Array(r.rawData))),
-      backend: factory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds }),
+      backend: factory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds, logger: this.options.logger }),
     };
     this.options.logger.info('signing material installed', {
       signer: this.description,

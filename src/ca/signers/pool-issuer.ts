@@ -2,12 +2,22 @@
 import { LeafIssuerPool } from '../../pki/index.js';
 import type { LeafIssuerFactory } from './material-signer.js';
 
-export function poolIssuerFactory(size: number): LeafIssuerFactory {
+/** `workerModule` replaces pki's leaf worker (tests give one that really dies; see LeafIssuerPool). */
+export function poolIssuerFactory(size: number, o: { readonly workerModule?: URL } = {}): LeafIssuerFactory {
   return (material, options) => {
-    const pool = new LeafIssuerPool({ signer: material.leafSigner, size, maxTtlSeconds: options.maxTtlSeconds });
+    const pool = new LeafIssuerPool({
+      signer: material.leafSigner,
+      size,
+      maxTtlSeconds: options.maxTtlSeconds,
+      logger: options.logger.child({ component: 'leaf-pool' }),
+      ...(o.workerModule ? { workerModule: o.workerModule } : {}),
+    });
     return {
       issue: (r) => pool.issue({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
       close: (drainMs) => pool.close({ drainMs: drainMs ?? 0 }),
+      // The pool refills a dead worker's slot, but gives a slot up after repeated deaths without
+      // an answer; with none left this process cannot sign again.
+      broken: () => (pool.liveWorkers === 0 ? 'every signing worker died' : undefined),
     };
   };
 }
