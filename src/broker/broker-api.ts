@@ -52,8 +52,8 @@ export interface BrokerApiOptions {
   readonly clock: Clock;
   readonly rng: Rng;
   readonly logger: Logger;
-  /** Upper bound of the random delay before an update message. Default 1000. */
-  readonly updateJitterMs?: number;
+  /** Update pacing window (ms): each stream's update waits a random share of it (BrokerConfig.updateJitterMs). */
+  readonly updateJitterMs: number;
   readonly observer?: BrokerApiObserver;
 }
 
@@ -241,7 +241,7 @@ export class BrokerApiService {
     const scheduleUpdate = () => {
       if (pending || finished || !firstSent) return;
       pending = true;
-      const delay = rng() * (this.#o.updateJitterMs ?? 1000);
+      const delay = rng() * this.#o.updateJitterMs;
       clock.sleep(delay, ac.signal).then(
         () => {
           pending = false;

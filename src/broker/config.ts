@@ -51,6 +51,7 @@ export const DEFAULTS = Object.freeze({
   forgetGraceSeconds: 30,
   brokerSocket: 'unix:///var/run/certbroker/broker.sock',
   cniEventSocket: '/var/run/istio-cni/pluginevent.sock',
+  /** Update pacing window (see BrokerConfig.updateJitterMs). */
   updateJitterMs: 1000,
   opsAddress: '0.0.0.0:15022',
   shutdownGraceSeconds: 5,
@@ -60,6 +61,9 @@ export const DEFAULTS = Object.freeze({
 export function defaultAllowedCallers(trustDomain: string): string[] {
   return [`spiffe://${trustDomain}/ns/istio-system/sa/ztunnel`];
 }
+
+/** Accepted range of BROKER_UPDATE_JITTER_MS (milliseconds). */
+export const UPDATE_JITTER_RANGE_MS = Object.freeze({ min: 0, max: 60_000 });
 
 export type TokenSourceKind = 'token-request' | 'file';
 
@@ -94,6 +98,11 @@ export interface BrokerConfig {
   /** Filesystem path of the CNI registration socket. */
   readonly cniEventSocketPath: string;
   readonly allowedCallers: readonly string[];
+  /**
+   * Update pacing window in milliseconds (`BROKER_UPDATE_JITTER_MS`, default 1000, 0..60 000):
+   * after a rotation or bundle change each open stream sends its full state after its own random
+   * delay in [0, updateJitterMs), so one change does not reach every consumer at once. 0 = at once.
+   */
   readonly updateJitterMs: number;
   /** host and port of /healthz, /readyz, /metrics; port 0 picks one, undefined disables. */
   readonly ops?: { readonly host: string; readonly port: number };
@@ -179,7 +188,7 @@ export async function readBrokerConfig(
   if (!cniEventSocketPath) r.problem(`${ENV.CNI_EVENT_SOCKET}=${JSON.stringify(cniRaw)} is not an absolute path`);
   const allowedCallers = r.list(ENV.ALLOWED_CALLERS, defaultAllowedCallers(trustDomain), f.allowedCallers);
   for (const c of allowedCallers) if (!c.startsWith('spiffe://')) r.problem(`${ENV.ALLOWED_CALLERS} entry ${JSON.stringify(c)} is not a SPIFFE ID`);
-  const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, { min: 0, max: 60_000 });
+  const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, UPDATE_JITTER_RANGE_MS);
   const opsRaw = r.string(ENV.OPS_ADDRESS, DEFAULTS.opsAddress, f.opsAddress);
   const ops = opsRaw === 'off' ? undefined : hostPort(r, ENV.OPS_ADDRESS, opsRaw);
   const shutdownGraceSeconds = r.int(ENV.SHUTDOWN_SECONDS, DEFAULTS.shutdownGraceSeconds, { min: 0, max: 300 });

@@ -1,0 +1,73 @@
+/**
+ * readBrokerConfig from environment variables: the update pacing window
+ * (BROKER_UPDATE_JITTER_MS) — its default, an explicit value, and every out-of-range or
+ * malformed value listed in one ConfigError. Real files: a root PEM and a kubeconfig.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/config.js';
+import { ConfigError } from '../../src/core/config.js';
+import { silentLogger } from '../../src/core/log.js';
+import { createRootCa } from '../../src/pki/index.js';
+
+describe('broker configuration: update pacing window', () => {
+  let dir: string;
+  let env: NodeJS.ProcessEnv;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'broker-config-'));
+    const root = await createRootCa({ subject: 'CN=config test root', ttlSeconds: 3600 });
+    await writeFile(join(dir, 'root-cert.pem'), root.pem);
+    await writeFile(
+      join(dir, 'kubeconfig'),
+      [
+        'apiVersion: v1',
+        'kind: Config',
+        'clusters: [{ name: c, cluster: { server: "https://127.0.0.1:6443" } }]',
+        'users: [{ name: u, user: { token: t } }]',
+        'contexts: [{ name: x, context: { cluster: c, user: u } }]',
+        'current-context: x',
+      ].join('\n'),
+    );
+    env = {
+      NODE_NAME: 'node-1',
+      POD_NAME: 'certbroker-node-x',
+      POD_NAMESPACE: 'istio-system',
+      POD_UID: '11111111-2222-4333-8444-555555555555',
+      CA_ROOT_CERT_FILE: join(dir, 'root-cert.pem'),
+      KUBECONFIG: join(dir, 'kubeconfig'),
+    };
+  });
+
+  after(async () => {
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const read = (extra: NodeJS.ProcessEnv) => readBrokerConfig({ env: { ...env, ...extra }, logger: silentLogger });
+
+  it('defaults to 1000 ms and takes an explicit value, 0 (no pacing) and the maximum included', async () => {
+    assert.equal(DEFAULTS.updateJitterMs, 1000);
+    assert.equal((await read({})).updateJitterMs, 1000);
+    assert.equal((await read({ [ENV.UPDATE_JITTER_MS]: '250' })).updateJitterMs, 250);
+    assert.equal((await read({ [ENV.UPDATE_JITTER_MS]: '0' })).updateJitterMs, 0);
+    assert.equal((await read({ [ENV.UPDATE_JITTER_MS]: String(UPDATE_JITTER_RANGE_MS.max) })).updateJitterMs, 60_000);
+  });
+
+  it('refuses values outside 0..60000 and non-integers, naming the variable, with the other problems', async () => {
+    const refused = async (value: string, why: RegExp) => {
+      await assert.rejects(read({ [ENV.UPDATE_JITTER_MS]: value, [ENV.SHUTDOWN_SECONDS]: '-1' }), (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.equal(e.code, 'ERR_CONFIG_INVALID');
+        assert.match(e.message, why);
+        assert.match(e.message, /BROKER_SHUTDOWN_GRACE_SECONDS=-1/, 'every problem at once');
+        return true;
+      });
+    };
+    await refused('60001', /BROKER_UPDATE_JITTER_MS=60001 is above the maximum 60000/);
+    await refused('-5', /BROKER_UPDATE_JITTER_MS=-5 is below the minimum 0/);
+    await refused('1s', /BROKER_UPDATE_JITTER_MS="1s" is not an integer/);
+  });
+});
