@@ -11,6 +11,7 @@ import { credentials, Metadata, status, type Client, type ChannelCredentials, ty
 import { X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
+import { listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { CA_CERT_KEY, CA_KEY_KEY, type CaServer } from '../../src/ca/index.js';
 import { caClient, CA_NAMESPACE, startCaEnv, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts } from './support/pki-fixtures.js';
@@ -193,30 +194,12 @@ test('gRPC health reports SERVING; reflection lists the CA service', async () =>
   assert.equal(((await check('nope')) as ServiceError).code, status.NOT_FOUND);
   h.close();
 
-  const refl = await import('@grpc/proto-loader');
-  const def = refl.loadSync('reflection.proto', { includeDirs: [await reflectionProtoDir()], keepCase: true, defaults: true, oneofs: true });
-  const { loadPackageDefinition } = await import('@grpc/grpc-js');
-  const pkg = loadPackageDefinition(def);
-  const R = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { ServerReflectionInfo: () => NodeJS.ReadWriteStream & { write(m: unknown): void; end(): void } }>(pkg, 'grpc.reflection.v1.ServerReflection');
-  const r = new R(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
-  const stream = r.ServerReflectionInfo();
-  const services = await new Promise<string[]>((resolve, reject) => {
-    stream.on('data', (msg: { list_services_response?: { service: { name: string }[] } }) => resolve((msg.list_services_response?.service ?? []).map((s) => s.name)));
-    stream.on('error', reject);
-    stream.write({ list_services: '' });
-  });
-  stream.end();
+  const r = reflectionClient(`127.0.0.1:${ca.port}`, credentials.createSsl(Buffer.from(ca.rootsPem())), { 'grpc.ssl_target_name_override': 'localhost' });
+  const services = await listServices(r);
   r.close();
   assert.ok(services.includes('istio.v1.auth.IstioCertificateService'), services.join(','));
   assert.ok(services.includes('grpc.health.v1.Health'));
 });
-
-async function reflectionProtoDir(): Promise<string> {
-  const { dirname, join } = await import('node:path');
-  const { createRequire } = await import('node:module');
-  const req = createRequire(import.meta.url);
-  return join(dirname(req.resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
-}
 
 test('graceful shutdown: in-flight calls finish, new calls fail', async () => {
   const s = await env.startCa({ transport: 'grpc-js' });

@@ -11,6 +11,7 @@ import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
+import { fileContainingSymbol, listServices, reflectionClient } from '../support/grpc-reflection.js';
 
 let env: CaEnv;
 let ca: CaServer;
@@ -95,22 +96,12 @@ test('http2 transport: health Check here; Watch, List and reflection relayed to 
     h.close();
   }
 
-  const { loadSync } = await import('@grpc/proto-loader');
-  const { loadPackageDefinition } = await import('@grpc/grpc-js');
-  const { createRequire } = await import('node:module');
-  const { dirname, join } = await import('node:path');
-  const dir = join(dirname(createRequire(import.meta.url).resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
-  const pkg = loadPackageDefinition(loadSync('reflection.proto', { includeDirs: [dir], keepCase: true, defaults: true, oneofs: true }));
-  const R = lookup<new (a: string, c: ChannelCredentials, o: Record<string, string>) => Client & { ServerReflectionInfo: () => NodeJS.ReadWriteStream & { write(m: unknown): void; end(): void } }>(pkg, 'grpc.reflection.v1.ServerReflection');
-  const r = new R(`127.0.0.1:${ca.port}`, creds, opts);
-  const stream = r.ServerReflectionInfo();
-  const services = await new Promise<string[]>((resolve, reject) => {
-    stream.on('data', (msg: { list_services_response?: { service: { name: string }[] } }) => resolve((msg.list_services_response?.service ?? []).map((x) => x.name)));
-    stream.on('error', reject);
-    stream.write({ list_services: '' });
-  });
-  stream.end();
+  const r = reflectionClient(`127.0.0.1:${ca.port}`, creds, opts);
+  const services = await listServices(r);
+  const files = await fileContainingSymbol(r, 'istio.v1.auth.IstioCertificateService');
   r.close();
+  const svc = files.flatMap((f) => f.service ?? []).find((x) => x.name === 'IstioCertificateService');
+  assert.deepEqual(svc?.method?.map((m) => m.name), ['CreateCertificate'], 'the descriptor comes through the relay');
   assert.ok(services.includes('istio.v1.auth.IstioCertificateService'), services.join(','));
 
   const { makeGenericClientConstructor } = await import('@grpc/grpc-js');

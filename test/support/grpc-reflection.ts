@@ -3,13 +3,13 @@
  * @grpc/reflection ships, one request/one answer on the bidirectional stream, and the file
  * descriptors of an answer decoded with protobufjs's descriptor types.
  *
- *   const r = new (reflectionClientConstructor())(target, creds);   // or BrokerClient.serviceClient
+ *   const r = reflectionClient(target, creds);   // or BrokerClient.serviceClient(reflectionClientConstructor())
  *   const names = await listServices(r);
  *   const files = await fileContainingSymbol(r, 'spiffe.broker.API');
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { loadPackageDefinition, type Client, type ClientDuplexStream, type ServiceClientConstructor } from '@grpc/grpc-js';
+import { loadPackageDefinition, type ChannelCredentials, type ChannelOptions, type Client, type ClientDuplexStream, type ServiceClientConstructor } from '@grpc/grpc-js';
 import { loadSync } from '@grpc/proto-loader';
 import { lookup } from '../../src/grpc/proto-load.js';
 
@@ -41,6 +41,11 @@ export function reflectionClientConstructor(): ServiceClientConstructor {
   const dir = join(dirname(require.resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
   const pkg = loadPackageDefinition(loadSync('reflection.proto', { includeDirs: [dir], keepCase: true, defaults: true, oneofs: true }));
   return lookup<ServiceClientConstructor>(pkg, 'grpc.reflection.v1.ServerReflection');
+}
+
+/** A reflection client for `target` (for servers reached by address rather than through BrokerClient). */
+export function reflectionClient(target: string, creds: ChannelCredentials, options: ChannelOptions = {}): ReflectionClient {
+  return new (reflectionClientConstructor())(target, creds, options) as unknown as ReflectionClient;
 }
 
 /** Sends one request on a fresh reflection stream and resolves with the first answer. */
