@@ -14,7 +14,7 @@ export function command(): Command {
     .option('--token-file <path>', 'this consumer\'s service-account token (audience istio-ca)')
     .option('--ca-address <host:port>', 'CA address, to obtain this consumer\'s own SVID (CA_ADDRESS)')
     .option('--ca-root-cert-file <path>', 'mesh root PEM (CA_ROOT_CERT_FILE)')
-    .option('--ca-tls-server-name <name>', 'name to verify in the CA serving certificate')
+    .option('--ca-tls-server-name <name>', 'DNS name to verify in the CA serving certificate (set it when --ca-address is an IP)')
     .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN)')
     .option('--cluster-id <id>', 'clusterid sent to the CA (CLUSTER_ID)')
     .option('--out-dir <dir>', 'write cert-chain.pem, key.pem (0600) and root-cert.pem here')
