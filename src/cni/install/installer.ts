@@ -5,13 +5,13 @@
  * what it should be, so our own writes do not keep the watchers busy.
  */
 import { readdirSync, readFileSync, statSync } from 'node:fs';
-import { mkdir, readdir, readFile, stat } from 'node:fs/promises';
+import { mkdir, readdir, readFile, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Secret } from '../../core/secret.js';
+import { copyFileAtomic, removeStaleTemps, writeFileAtomic, type AtomicWriteOptions } from '../../ops/atomic-file.js';
 import { chainPlugin, chainState, parseNetworkConfig, renderNetworkConfig, unchainPlugin } from './conflist.js';
 import type { InstallConfig } from './config.js';
 import { InstallError } from './errors.js';
-import { copyFileAtomic, removeIfPresent, removeStaleTemps, writeFileAtomic } from './fs-atomic.js';
 import type { JsonObject } from './json.js';
 import { renderKubeconfig } from './kubeconfig.js';
 import { buildPluginEntry } from './plugin-entry.js';
@@ -27,6 +27,22 @@ export type ConfigOutcome =
 
 function errno(err: unknown): string | undefined {
   return (err as NodeJS.ErrnoException | undefined)?.code;
+}
+
+/** Host files are fsynced before the rename: a node crash leaves the old file or the new one. */
+function durable(mode: number): AtomicWriteOptions {
+  return { mode, sync: true };
+}
+
+/** unlink that treats "already gone" as success; returns whether a file was removed. */
+async function removeIfPresent(path: string): Promise<boolean> {
+  try {
+    await unlink(path);
+    return true;
+  } catch (err) {
+    if (errno(err) === 'ENOENT') return false;
+    throw err;
+  }
 }
 
 function readTextSync(path: string): string | undefined {
@@ -102,7 +118,7 @@ export class Installer {
       }
       if (!src.isFile()) throw new InstallError('ERR_CNI_BINARY_MISSING', `source binary ${source} is not a regular file`);
       if (this.#binaryProblem(name, src) === undefined) continue;
-      await copyFileAtomic(source, { dir: this.#cfg.mountedCniBinDir, name }, { mode: BINARY_MODE, mtimeMs: src.mtimeMs });
+      await copyFileAtomic(source, join(this.#cfg.mountedCniBinDir, name), { ...durable(BINARY_MODE), mtimeMs: src.mtimeMs });
       const dst = await stat(join(this.#cfg.mountedCniBinDir, name));
       this.#installed.set(name, { ino: dst.ino, size: dst.size, mtimeMs: dst.mtimeMs });
       copied.push(name);
@@ -160,7 +176,7 @@ export class Installer {
       modeOk = ((await stat(this.kubeconfigPath)).mode & 0o777) === this.#cfg.kubeconfigMode;
     }
     if (current === wanted && modeOk) return false;
-    await writeFileAtomic({ dir: this.#cfg.mountedCniAgentRunDir, name: this.#cfg.kubeconfigFilename }, wanted, this.#cfg.kubeconfigMode);
+    await writeFileAtomic(this.kubeconfigPath, wanted, durable(this.#cfg.kubeconfigMode));
     return true;
   }
 
@@ -220,7 +236,7 @@ export class Installer {
           // unparseable: rewrite
         }
       }
-      await writeFileAtomic({ dir, name: own }, renderNetworkConfig(wanted), mode || DEFAULT_CONFIG_MODE);
+      await writeFileAtomic(join(dir, own), renderNetworkConfig(wanted), durable(mode || DEFAULT_CONFIG_MODE));
       return { state: 'written', file: own, previous };
     }
 
@@ -228,7 +244,7 @@ export class Installer {
     if (state === 'installed') return { state: 'unchanged', file: primary.name };
     const chained = chainPlugin(primaryValue, this.#entry, primary.name);
     const target = primary.name.endsWith('.conf') ? `${primary.name}list` : primary.name;
-    await writeFileAtomic({ dir, name: target }, renderNetworkConfig(chained), mode || DEFAULT_CONFIG_MODE);
+    await writeFileAtomic(join(dir, target), renderNetworkConfig(chained), durable(mode || DEFAULT_CONFIG_MODE));
     // A lone .conf became a .conflist: drop the .conf, which would otherwise sort first.
     if (target !== primary.name) await removeIfPresent(join(dir, primary.name));
     return { state: 'written', file: target, previous: state === 'missing' ? 'missing' : 'outdated' };
@@ -298,7 +314,7 @@ export class Installer {
         if (out.kind === 'untouched') continue;
         const mode = (await stat(join(dir, entry.name))).mode & 0o7777;
         if (out.kind === 'empty') await removeIfPresent(join(dir, entry.name));
-        else await writeFileAtomic({ dir, name: entry.name }, renderNetworkConfig(out.config), mode || DEFAULT_CONFIG_MODE);
+        else await writeFileAtomic(join(dir, entry.name), renderNetworkConfig(out.config), durable(mode || DEFAULT_CONFIG_MODE));
         config = entry.name;
       }
     }

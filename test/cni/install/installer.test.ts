@@ -5,7 +5,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Installer, loadInstallConfig, chainState, type InstallConfig } from '../../../src/cni/install/index.js';
 import { CONFORMANCE, makeHostTree, treeEnv, type HostTree } from './host-tree.js';
@@ -115,6 +115,30 @@ test('kubeconfig mode is configurable; a missing token or CA is a coded error', 
   await assert.rejects(installer.ensureKubeconfig(), { code: 'ERR_KUBECONFIG_INPUT_INVALID' });
   unlinkSync(join(tree.saDir, 'token'));
   await assert.rejects(installer.ensureKubeconfig(), { code: 'ERR_KUBECONFIG_INPUT_INVALID' });
+});
+
+test('host files are replaced whole with their modes (binaries 0755 whatever the source, kubeconfig 0600, our config 0644 like the primary) under a strict umask, and no temp stays', async (t) => {
+  const { tree, installer } = setup({ ISTIO_OWNED_CNI_CONFIG: 'true' });
+  t.after(() => tree.cleanup());
+  writeFileSync(join(tree.netDir, '10-bridge.conflist'), readFileSync(CONFORMANCE + 'list.conflist'));
+  chmodSync(join(tree.netDir, '10-bridge.conflist'), 0o644);
+  chmodSync(join(tree.srcDir, 'istio-cni'), 0o700);
+  const umask = process.umask(0o077);
+  try {
+    await installer.ensureBinaries();
+    await installer.ensureKubeconfig();
+    await installer.ensureConfig();
+  } finally {
+    process.umask(umask);
+  }
+  const mode = (p: string) => statSync(p).mode & 0o777;
+  for (const name of ['istio-cni', 'istio-iptables']) {
+    assert.equal(mode(join(tree.binDir, name)), 0o755, name);
+    assert.ok(readFileSync(join(tree.binDir, name)).equals(tree.binaries[name]!), name);
+  }
+  assert.equal(mode(installer.kubeconfigPath), 0o600);
+  assert.equal(mode(join(tree.netDir, '02-istio-cni.conflist')), 0o644);
+  for (const d of [tree.binDir, tree.netDir, tree.runDir]) assert.deepStrictEqual(readdirSync(d).filter((n) => n.startsWith('.')), [], d);
 });
 
 test('a missing source binary is ERR_CNI_BINARY_MISSING', async (t) => {
