@@ -4,6 +4,10 @@
  * token's dir (fs.watch), and re-checks everything on a periodic resync in case a watch event
  * was missed. Work is serialised: events only mark the state dirty and wake one loop.
  *
+ * Readiness is state the loop keeps, not a probe-time check: each time the loop wakes (a watch
+ * event, the resync) it re-checks what is on disk once and publishes the answer, and again after
+ * each install pass; /readyz only reads the published answer, so probes do no filesystem work.
+ *
  * On abort it decides, through its `ShutdownAdvisor`, whether this is an upgrade (leave the
  * plugin in place) or an uninstall (remove the entry, kubeconfig and binaries).
  */
@@ -72,6 +76,8 @@ export class InstallDaemon {
   #wake: (() => void) | undefined;
   #installedOnce = false;
   #watchers: FSWatcher[] = [];
+  /** What /readyz answers: undefined = ready; set only by `#publishReadiness`. */
+  #readiness: string | undefined = 'not installed yet (starting)';
 
   constructor(options: InstallDaemonOptions) {
     this.#o = options;
@@ -92,13 +98,26 @@ export class InstallDaemon {
     return this.#installer;
   }
 
-  /** For /readyz: undefined when installed and valid right now. */
+  /** For /readyz: undefined when the plugin was installed and valid at the loop's last check. */
   readinessProblem(): string | undefined {
-    if (!this.#installedOnce) return this.#lastError ?? `not installed yet (${this.#phase})`;
-    if (this.#phase === 'stopped') return 'stopped';
-    const problem = this.#installer.problem();
+    return this.#readiness;
+  }
+
+  /** Looks at what is in place now (files on disk) and publishes it as the readiness. */
+  #recheckReadiness(): void {
+    let problem: string | undefined;
+    if (this.#phase === 'stopped') problem = 'stopped';
+    else if (!this.#installedOnce) problem = this.#lastError ?? `not installed yet (${this.#phase})`;
+    else problem = this.#installer.problem();
+    this.#publishReadiness(problem);
+  }
+
+  #publishReadiness(problem: string | undefined): void {
+    const was = this.#readiness;
+    this.#readiness = problem;
     this.#metrics.ready.set(problem === undefined ? 1 : 0);
-    return problem;
+    if (problem === undefined && was !== undefined) this.#o.logger.info('install-cni ready');
+    else if (problem !== undefined && was === undefined) this.#o.logger.warn('install-cni not ready', { reason: problem });
   }
 
   /** For /healthz: the loop is alive (errors are retried, not fatal). */
@@ -117,16 +136,20 @@ export class InstallDaemon {
       while (!signal.aborted) {
         if (!this.#dirty) await this.#sleepUntilDirty(signal);
         if (signal.aborted) break;
+        // Something changed (or the resync came round): readiness says so before the debounce.
+        this.#recheckReadiness();
         await this.#o.clock.sleep(this.#o.debounceMs ?? 50, signal).catch(() => undefined);
         if (signal.aborted) break;
         this.#dirty = false;
         await this.#reconcile();
+        this.#recheckReadiness();
+        this.#o.logger.debug('install pass done', { phase: this.#phase, ready: this.#readiness === undefined });
       }
     } finally {
       this.#stopWatchers();
       await resync;
       this.#phase = 'stopped';
-      this.#metrics.ready.set(0);
+      this.#publishReadiness('stopped');
       await this.#shutdown();
     }
   }
@@ -240,11 +263,9 @@ export class InstallDaemon {
           logger.info('istio-cni chained into the CNI config', { file: outcome.file, previous: outcome.previous });
         }
       }
-      if (this.#phase !== 'installed') logger.info('install-cni ready', { file: outcome.file });
       this.#phase = 'installed';
       this.#installedOnce = true;
       this.#lastError = undefined;
-      this.#metrics.ready.set(1);
     } catch (err) {
       this.#metrics.errors.inc();
       this.#lastError = describeError(err);
