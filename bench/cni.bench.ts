@@ -13,7 +13,7 @@ import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
-import { seaBinaries } from '../test/support/sea-binary.js';
+import { seaBinaries, seaBundleDefinition } from '../test/support/sea-binary.js';
 import { namespaceObject, podObject, sidecarPod, startPluginCluster, e2eUnavailable, Netns, CNI_NAMESPACE } from '../test/cni/e2e/fixture.js';
 import { NODE_NAME, startBrokerStack, type BrokerStack } from '../test/cni/e2e/broker-stack.js';
 
@@ -59,16 +59,9 @@ async function main(): Promise<void> {
   // The bundle the single executable embeds, run by plain node: isolates what SEA packaging costs
   // or saves (and does not depend on dist/, which other builds rewrite).
   const bundle = join(dir, 'istio-cni.cjs');
-  await build({
-    entryPoints: [join(ROOT, 'src/cni/plugin/main.ts')],
-    outfile: bundle,
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    minify: true,
-    logLevel: 'silent',
-  });
+  const { SEA_ENTRIES, seaBundleOptions } = await seaBundleDefinition();
+  const plugin = SEA_ENTRIES.find((e) => e.name === 'istio-cni')!;
+  await build({ ...seaBundleOptions(ROOT, plugin.entry), outfile: bundle, logLevel: 'silent' });
   const pc = await startPluginCluster(dir);
   let stack: BrokerStack | undefined;
   let netns: Netns | undefined;

@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Packages the CNI binaries as Node single executable applications (SEA), so install-cni can
 // copy them to /opt/cni/bin on hosts without Node.js:
-//   1. esbuild bundles each entry (TypeScript source, all dependencies) into one CommonJS file;
+//   1. esbuild bundles each entry (TypeScript source, all dependencies) into one CommonJS file
+//      (entries and options: scripts/esbuild-options.mjs);
 //   2. `node --experimental-sea-config` turns the bundle into a preparation blob;
 //   3. a copy of this node binary gets the blob injected with postject (sentinel fuse below).
 // Usage: node scripts/build-sea.mjs [--out-dir build/bin] [--only istio-cni|istio-iptables]
@@ -11,13 +12,10 @@ import { spawnSync } from 'node:child_process';
 import { copyFileSync, chmodSync, existsSync, mkdirSync, writeFileSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { SEA_ENTRIES, seaBundleOptions } from './esbuild-options.mjs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
-const TARGETS = [
-  { name: 'istio-cni', entry: 'src/cni/plugin/main.ts' },
-  { name: 'istio-iptables', entry: 'src/cni/iptables/main.ts' },
-];
 
 function arg(name) {
   const i = process.argv.indexOf(name);
@@ -39,7 +37,7 @@ function run(cmd, args) {
 
 const postject = join(root, 'node_modules', '.bin', 'postject');
 let built = 0;
-for (const t of TARGETS) {
+for (const t of SEA_ENTRIES) {
   if (only !== undefined && only !== t.name) continue;
   const entry = join(root, t.entry);
   if (!existsSync(entry)) {
@@ -48,17 +46,7 @@ for (const t of TARGETS) {
   }
   const started = Date.now();
   const bundle = join(work, `${t.name}.cjs`);
-  await build({
-    entryPoints: [entry],
-    outfile: bundle,
-    bundle: true,
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    minify: true,
-    legalComments: 'none',
-    logLevel: 'warning',
-  });
+  await build({ ...seaBundleOptions(root, t.entry), outfile: bundle });
   const seaConfig = join(work, `${t.name}.sea.json`);
   const blob = join(work, `${t.name}.blob`);
   writeFileSync(

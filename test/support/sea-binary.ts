@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { setTimeout as delay } from 'node:timers/promises';
 import { build } from 'esbuild';
 
@@ -17,24 +17,24 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 /** dist/test/support -> repo root */
 export const REPO_ROOT = resolve(here, '../../..');
 
-const ENTRIES = ['src/cni/plugin/main.ts', 'src/cni/iptables/main.ts'];
+const BUNDLE_DEFINITION = 'scripts/esbuild-options.mjs';
+
+/**
+ * The bundle entries and esbuild options scripts/build-sea.mjs uses, loaded from the repository
+ * (a plain .mjs that tsc does not copy into dist/; its types come from the .d.mts beside it).
+ */
+export function seaBundleDefinition(): Promise<typeof import('../../scripts/esbuild-options.mjs')> {
+  return import(pathToFileURL(join(REPO_ROOT, BUNDLE_DEFINITION)).href) as Promise<typeof import('../../scripts/esbuild-options.mjs')>;
+}
 
 /** Every file the bundles are made from (esbuild's own view of the imports), hashed with node's identity. */
 async function sourceHash(): Promise<string> {
   const h = createHash('sha256');
   h.update(process.execPath + statSync(process.execPath).size);
-  const inputs = new Set<string>([join(REPO_ROOT, 'scripts/build-sea.mjs')]);
-  for (const entry of ENTRIES) {
-    const r = await build({
-      entryPoints: [join(REPO_ROOT, entry)],
-      bundle: true,
-      platform: 'node',
-      format: 'cjs',
-      write: false,
-      metafile: true,
-      logLevel: 'silent',
-      absWorkingDir: REPO_ROOT,
-    });
+  const inputs = new Set<string>([join(REPO_ROOT, 'scripts/build-sea.mjs'), join(REPO_ROOT, BUNDLE_DEFINITION)]);
+  const { SEA_ENTRIES, seaBundleOptions } = await seaBundleDefinition();
+  for (const { entry } of SEA_ENTRIES) {
+    const r = await build({ ...seaBundleOptions(REPO_ROOT, entry), write: false, metafile: true, logLevel: 'silent' });
     for (const f of Object.keys(r.metafile.inputs)) inputs.add(resolve(REPO_ROOT, f));
   }
   for (const f of [...inputs].sort()) {

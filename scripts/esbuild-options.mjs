@@ -1,0 +1,29 @@
+// How the CNI executables are bundled, in one place: scripts/build-sea.mjs packages these
+// bundles as single executables, test/support/sea-binary.ts hashes the files they are made from,
+// and bench/cni.bench.ts runs the same bundle under plain node. Types: esbuild-options.d.mts.
+import { join } from 'node:path';
+
+/** The executables install-cni ships, and the entry each is bundled from. */
+export const SEA_ENTRIES = Object.freeze([
+  Object.freeze({ name: 'istio-cni', entry: 'src/cni/plugin/main.ts' }),
+  Object.freeze({ name: 'istio-iptables', entry: 'src/cni/iptables/main.ts' }),
+]);
+
+/**
+ * esbuild options for one entry (relative to `root`): the TypeScript source and every
+ * dependency in one minified CommonJS file for Node 20, the form a SEA blob takes. Callers add
+ * where it goes (`outfile`, or `write: false`) and how loud esbuild is.
+ */
+export function seaBundleOptions(root, entry) {
+  return {
+    absWorkingDir: root,
+    entryPoints: [join(root, entry)],
+    bundle: true,
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    minify: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+  };
+}
