@@ -2,7 +2,8 @@
  * Replacing a file whole, the one way certbroker does it (SVID and CA key files, kubeconfigs,
  * install-cni's binaries and CNI configs on the host): the content goes to a fresh temp file in
  * the same directory, opened O_CREAT|O_EXCL|O_NOFOLLOW with `mode` set explicitly (whatever the
- * umask), optionally fsynced, then renamed over the target. A reader sees the old file or the new
+ * umask), optionally fsynced, then renamed over the target (and, when synced, the directory
+ * fsynced after the rename). A reader sees the old file or the new
  * one, never half of one; an existing file's mode is never inherited; a symlink at the target or
  * at any temp name is replaced, never written through. Temp names are hidden and carry a marker
  * (`.<name>.certbroker-tmp-<pid>-<random>`), so a crash leaves nothing `removeStaleTemps` cannot
@@ -18,7 +19,7 @@ export const TEMP_MARKER = '.certbroker-tmp-';
 export interface AtomicWriteOptions {
   /** The file's permission bits (0600 for secrets, 0644 for configs and certificates). */
   readonly mode: number;
-  /** fsync before the rename (durable across a crash; slower). */
+  /** fsync the file before the rename and the directory after it (durable across a crash; slower). */
   readonly sync?: boolean;
 }
 
@@ -44,6 +45,17 @@ async function replaceVia(path: string, options: AtomicWriteOptions, fill: (fh: 
     await fh.close().catch(() => undefined);
     await unlink(tmp).catch(() => undefined);
     throw err;
+  }
+  // The rename lives in the directory: without this a crash can bring back the old file.
+  if (options.sync) await syncDirectory(dirname(path));
+}
+
+async function syncDirectory(dir: string): Promise<void> {
+  const dh = await open(dir, constants.O_RDONLY | constants.O_DIRECTORY);
+  try {
+    await dh.sync();
+  } finally {
+    await dh.close();
   }
 }
 
