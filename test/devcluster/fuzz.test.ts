@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent } from 'node:https';
 import { rawRequest, startCluster, type DevCluster } from '../support/cluster.js';
+import { seededRng } from '../support/seeded-rng.js';
 
 let cluster: DevCluster;
 let agent: Agent;
@@ -18,18 +19,6 @@ after(async () => {
   agent.destroy();
   await cluster.close();
 });
-
-/** mulberry32: a small deterministic generator so a failure is reproducible from the seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const PATHS = [
   '/api/v1/namespaces', '/api/v1/namespaces/default', '/api/v1/namespaces/default/pods', '/api/v1/namespaces/default/pods/p',
@@ -73,7 +62,7 @@ async function call(method: string, path: string, body: Buffer | undefined, cont
 }
 
 test('400 seeded random requests: no 500s, every failure a Status, server still serving', async () => {
-  const r = rng(20261129);
+  const r = seededRng(20261129);
   const codes = new Map<number, number>();
   for (let i = 0; i < 400; i++) {
     const method = METHODS[Math.floor(r() * METHODS.length)]!;
