@@ -9,10 +9,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
-import { protobufRoot } from '../../src/grpc/index.js';
 import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 import { seededRng } from '../support/seeded-rng.js';
+import { frameBytes, rawCaSession, requestBytes } from './support/raw-grpc.js';
 
 const SEED = 20261130;
 const CALLS = 300;
@@ -34,16 +34,6 @@ after(async () => {
   await env?.close();
 });
 
-const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
-
-function frame(body: Uint8Array, flag = 0, declared = body.length): Buffer {
-  const f = Buffer.alloc(5 + body.length);
-  f[0] = flag;
-  f.writeUInt32BE(declared >>> 0, 1);
-  f.set(body, 5);
-  return f;
-}
-
 interface Call {
   readonly headers: Record<string, string>;
   readonly body: Buffer;
@@ -56,8 +46,7 @@ test(`${CALLS} seeded random calls (seed ${SEED}): every one answered with an ex
   const csrs = [await newCsr(), await newCsr()];
   const identities = [`spiffe://${TD}/ns/default/sa/sleep`, `spiffe://${TD}/ns/default/sa/nobody`, 'spiffe://other.td/ns/a/sa/b', 'not a uri', '', 'spiffe://x/' + 'a'.repeat(3000)];
   const validRequest = () =>
-    Req.encode(
-      Req.fromObject({
+    requestBytes({
         csr: r() < 0.7 ? pick(csrs) : pick(['', 'garbage', '-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n', pick(csrs).replace('A', 'B')]),
         validityDuration: pick([0, 1, 3600, -5, 86_400 * 365 * 10, 2 ** 40]),
         ...(r() < 0.6
@@ -70,8 +59,7 @@ test(`${CALLS} seeded random calls (seed ${SEED}): every one answered with an ex
               },
             }
           : {}),
-      }),
-    ).finish();
+    });
   const mutate = (b: Uint8Array): Buffer => {
     const out = Buffer.from(b);
     for (let i = 0, n = 1 + Math.floor(r() * 4); i < n && out.length > 0; i++) out[Math.floor(r() * out.length)] = Math.floor(r() * 256);
@@ -86,41 +74,24 @@ test(`${CALLS} seeded random calls (seed ${SEED}): every one answered with an ex
     if (r() < 0.1) headers['grpc-timeout'] = pick(['1S', '5m', 'x', '99999999H', '10n']);
     let body: Buffer;
     const kind = r();
-    if (kind < 0.4) body = frame(validRequest());
-    else if (kind < 0.6) body = frame(mutate(validRequest()));
+    if (kind < 0.4) body = frameBytes(validRequest());
+    else if (kind < 0.6) body = frameBytes(mutate(validRequest()));
     else if (kind < 0.7) body = bytes(Math.floor(r() * 40));
     else if (kind < 0.8) {
       const v = validRequest();
-      body = frame(v, 0, v.length + pick([-3, 1, 1000, 2 ** 31]));
-    } else if (kind < 0.85) body = frame(validRequest(), pick([1, 2, 255]));
-    else if (kind < 0.9) body = Buffer.concat([frame(validRequest()), frame(validRequest())]);
-    else body = frame(bytes(Math.floor(r() * 2000)));
+      body = frameBytes(v, { declaredLength: v.length + pick([-3, 1, 1000, 2 ** 31]) });
+    } else if (kind < 0.85) body = frameBytes(validRequest(), { flag: pick([1, 2, 255]) });
+    else if (kind < 0.9) body = Buffer.concat([frameBytes(validRequest()), frameBytes(validRequest())]);
+    else body = frameBytes(bytes(Math.floor(r() * 2000)));
     return { headers, body };
   };
 
-  const http2 = await import('node:http2');
-  const session = http2.connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
-  session.on('error', () => undefined);
-  const send = (c: Call) =>
-    new Promise<{ http?: number; grpc?: number }>((resolve) => {
-      const req = session.request({ ':method': 'POST', ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate', te: 'trailers', ...c.headers });
-      const out: { http?: number; grpc?: number } = {};
-      req.on('response', (h) => {
-        out.http = Number(h[':status']);
-        if (h['grpc-status'] !== undefined) out.grpc = Number(h['grpc-status']);
-      });
-      req.on('trailers', (t) => (out.grpc = Number(t['grpc-status'])));
-      req.on('error', () => undefined);
-      req.on('close', () => resolve(out));
-      req.resume();
-      req.end(c.body);
-    });
-
+  const raw = rawCaSession(ca);
   const expected = new Set([status.OK, status.INVALID_ARGUMENT, status.UNAUTHENTICATED, status.INTERNAL, status.UNIMPLEMENTED, status.RESOURCE_EXHAUSTED, status.DEADLINE_EXCEEDED]);
   const seen = new Map<string, number>();
   const calls = Array.from({ length: CALLS }, randomCall);
   for (let i = 0; i < calls.length; i += 25) {
-    const results = await Promise.all(calls.slice(i, i + 25).map(send));
+    const results = await Promise.all(calls.slice(i, i + 25).map((c) => raw.call(c.headers, c.body)));
     results.forEach((res, j) => {
       const where = `call ${i + j} (seed ${SEED}): ${JSON.stringify({ headers: { ...calls[i + j]!.headers, authorization: '…' }, body: calls[i + j]!.body.subarray(0, 24).toString('hex') })}`;
       if (res.http === 415) return void seen.set('415', (seen.get('415') ?? 0) + 1);
@@ -129,7 +100,7 @@ test(`${CALLS} seeded random calls (seed ${SEED}): every one answered with an ex
       seen.set(String(res.grpc), (seen.get(String(res.grpc)) ?? 0) + 1);
     });
   }
-  session.close();
+  raw.close();
 
   // The fuzz reached the handler and its denials, not only the framing checks.
   assert.ok((seen.get(String(status.OK)) ?? 0) > 10, JSON.stringify([...seen]));

@@ -12,6 +12,7 @@ import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
 import { fileContainingSymbol, listServices, reflectionClient } from '../support/grpc-reflection.js';
+import { frameBytes, rawCaSession, requestFrame } from './support/raw-grpc.js';
 
 let env: CaEnv;
 let ca: CaServer;
@@ -116,36 +117,15 @@ test('http2 transport: health Check here; Watch, List and reflection relayed to 
 });
 
 test('http2 transport: malformed requests get clear statuses and never take the server down', async () => {
-  const http2 = await import('node:http2');
-  const session = http2.connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
-  session.on('error', () => undefined);
-  const call = (headers: Record<string, string>, body: Buffer | undefined, reset = false) =>
-    new Promise<{ status?: number; grpcStatus?: string }>((resolve) => {
-      const req = session.request({ ':method': 'POST', ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate', 'content-type': 'application/grpc', te: 'trailers', ...headers });
-      const out: { status?: number; grpcStatus?: string } = {};
-      req.on('response', (h) => {
-        out.status = Number(h[':status']);
-        if (h['grpc-status'] !== undefined) out.grpcStatus = String(h['grpc-status']);
-      });
-      req.on('trailers', (t) => (out.grpcStatus = String(t['grpc-status'])));
-      req.on('error', () => undefined);
-      req.on('close', () => resolve(out));
-      req.resume();
-      if (reset) {
-        req.write(Buffer.from([0, 0, 0, 1, 0]));
-        setTimeout(() => req.close(http2.constants.NGHTTP2_CANCEL), 20);
-      } else req.end(body);
-    });
-  const get = await call({ ':method': 'GET', 'content-type': 'text/plain' }, undefined);
-  assert.equal(get.status, 415);
-  assert.equal((await call({}, Buffer.from([0, 0, 0]))).grpcStatus, String(status.INTERNAL), 'truncated frame');
-  assert.equal((await call({}, Buffer.from([1, 0, 0, 0, 1, 0]))).grpcStatus, String(status.UNIMPLEMENTED), 'compressed message');
-  assert.equal((await call({}, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]))).grpcStatus, String(status.INTERNAL), 'garbage protobuf');
-  const big = Buffer.alloc(5 + 300 * 1024);
-  big.writeUInt32BE(300 * 1024, 1);
-  assert.equal((await call({}, big)).grpcStatus, String(status.RESOURCE_EXHAUSTED), 'over the size limit');
-  await call({}, undefined, true); // reset mid-body
-  session.close();
+  const raw = rawCaSession(ca);
+  const get = await raw.call({ ':method': 'GET', 'content-type': 'text/plain' }, undefined);
+  assert.equal(get.http, 415);
+  assert.equal((await raw.call({}, Buffer.from([0, 0, 0]))).grpc, status.INTERNAL, 'truncated frame');
+  assert.equal((await raw.call({}, Buffer.from([1, 0, 0, 0, 1, 0]))).grpc, status.UNIMPLEMENTED, 'compressed message');
+  assert.equal((await raw.call({}, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]))).grpc, status.INTERNAL, 'garbage protobuf');
+  assert.equal((await raw.call({}, frameBytes(Buffer.alloc(300 * 1024)))).grpc, status.RESOURCE_EXHAUSTED, 'over the size limit');
+  await raw.call({}, undefined, { resetAfterMs: 20 }); // reset mid-body
+  raw.close();
   // Still serving.
   const c = caClient(ca.port, ca.rootsPem());
   try {
@@ -156,47 +136,18 @@ test('http2 transport: malformed requests get clear statuses and never take the 
 });
 
 test('http2 transport: grpc-timeout is honoured (DEADLINE_EXCEEDED while the TokenReview is slow; a roomy deadline succeeds)', async () => {
-  const http2 = await import('node:http2');
-  const { protobufRoot } = await import('../../src/grpc/index.js');
-  const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
-  const frameFor = async () => {
-    const body = Req.encode(Req.fromObject({ csr: await newCsr(), validityDuration: 600 })).finish();
-    const f = Buffer.alloc(5 + body.length);
-    f.writeUInt32BE(body.length, 1);
-    f.set(body, 5);
-    return f;
-  };
-  const session = http2.connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
-  session.on('error', () => undefined);
-  // A raw client that does not enforce the deadline itself: only the server can end the call.
-  const call = (token: string, timeout: string, body: Buffer) =>
-    new Promise<string | undefined>((resolve) => {
-      const req = session.request({
-        ':method': 'POST',
-        ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate',
-        'content-type': 'application/grpc',
-        te: 'trailers',
-        authorization: `Bearer ${token}`,
-        'grpc-timeout': timeout,
-      });
-      let grpcStatus: string | undefined;
-      req.on('response', (h) => {
-        if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
-      });
-      req.on('trailers', (t) => (grpcStatus = String(t['grpc-status'])));
-      req.on('error', () => undefined);
-      req.on('close', () => resolve(grpcStatus));
-      req.resume();
-      req.end(body);
-    });
+  // A raw client does not enforce the deadline itself: only the server can end the call.
+  const raw = rawCaSession(ca);
+  const call = async (token: string, timeout: string) =>
+    (await raw.call({ authorization: `Bearer ${token}`, 'grpc-timeout': timeout }, requestFrame({ csr: await newCsr(), validityDuration: 600 }))).grpc;
   try {
-    assert.equal(await call(ztunnel, '30S', await frameFor()), String(status.OK), 'a roomy deadline');
+    assert.equal(await call(ztunnel, '30S'), status.OK, 'a roomy deadline');
     const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
     env.cluster.faults.setLatency(1000); // the fresh token's TokenReview takes 1 s
-    assert.equal(await call(fresh, '100m', await frameFor()), String(status.DEADLINE_EXCEEDED));
+    assert.equal(await call(fresh, '100m'), status.DEADLINE_EXCEEDED);
   } finally {
     env.cluster.faults.clear();
-    session.close();
+    raw.close();
   }
 });
 

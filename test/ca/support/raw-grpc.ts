@@ -1,0 +1,76 @@
+/**
+ * A raw gRPC-over-HTTP/2 client for the CA tests that need what no gRPC library sends: wrong
+ * content types, broken frames, resets mid-body, a deadline only the server enforces.
+ *
+ *   const raw = rawCaSession(ca);
+ *   const { http, grpc } = await raw.call({ authorization: `Bearer ${t}` }, requestFrame(req));
+ *   raw.close();
+ */
+import { connect, constants, type ClientHttp2Session } from 'node:http2';
+import type { CaServer } from '../../../src/ca/index.js';
+import { protobufRoot } from '../../../src/grpc/index.js';
+
+export const CREATE_CERTIFICATE_PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
+
+export interface RawResult {
+  /** HTTP status of the response headers. */
+  readonly http?: number;
+  /** grpc-status, from the trailers or a trailers-only response. */
+  readonly grpc?: number;
+}
+
+export interface RawCaSession {
+  /**
+   * One CreateCertificate call: POST, application/grpc, te: trailers unless `headers` says
+   * otherwise. `resetAfterMs`: send 5 bytes of a frame, then reset the stream after that long.
+   */
+  call(headers: Record<string, string>, body: Buffer | undefined, options?: { readonly resetAfterMs?: number }): Promise<RawResult>;
+  close(): void;
+}
+
+export function rawCaSession(ca: CaServer): RawCaSession {
+  const session: ClientHttp2Session = connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
+  session.on('error', () => undefined);
+  return {
+    call(headers, body, options = {}) {
+      return new Promise((resolve) => {
+        const req = session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers });
+        const out: { http?: number; grpc?: number } = {};
+        req.on('response', (h) => {
+          out.http = Number(h[':status']);
+          if (h['grpc-status'] !== undefined) out.grpc = Number(h['grpc-status']);
+        });
+        req.on('trailers', (t) => (out.grpc = Number(t['grpc-status'])));
+        req.on('error', () => undefined);
+        req.on('close', () => resolve(out));
+        req.resume();
+        if (options.resetAfterMs !== undefined) {
+          req.write(Buffer.from([0, 0, 0, 1, 0]));
+          setTimeout(() => req.close(constants.NGHTTP2_CANCEL), options.resetAfterMs);
+        } else req.end(body);
+      });
+    },
+    close: () => session.close(),
+  };
+}
+
+const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
+
+/** An IstioCertificateRequest (protobufjs object form, camelCase) encoded and framed. */
+export function requestFrame(request: Record<string, unknown>, o: { readonly flag?: number; readonly declaredLength?: number } = {}): Buffer {
+  return frameBytes(Req.encode(Req.fromObject(request)).finish(), o);
+}
+
+/** `body` behind a gRPC message prefix (compressed-flag byte, 4-byte length; both overridable). */
+export function frameBytes(body: Uint8Array, o: { readonly flag?: number; readonly declaredLength?: number } = {}): Buffer {
+  const f = Buffer.alloc(5 + body.length);
+  f[0] = o.flag ?? 0;
+  f.writeUInt32BE((o.declaredLength ?? body.length) >>> 0, 1);
+  f.set(body, 5);
+  return f;
+}
+
+/** The encoded request without the frame (for tests that mangle the protobuf itself). */
+export function requestBytes(request: Record<string, unknown>): Uint8Array {
+  return Req.encode(Req.fromObject(request)).finish();
+}
