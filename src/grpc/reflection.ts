@@ -1,12 +1,191 @@
 /**
- * gRPC server reflection (v1 and v1alpha, via @grpc/reflection) over the same protos the server
- * loaded, so `grpcurl -insecure host:port list` works without local .proto files.
+ * gRPC server reflection (v1 and v1alpha, served by @grpc/reflection) over the same protos the
+ * server loaded, so `grpcurl -cacert root.pem host:port list | describe | <call>` works without
+ * local .proto files.
+ *
+ * The descriptors are built here, one per .proto file with its real name and its imports.
+ * @grpc/proto-loader (through protobufjs) merges every file of a package into one descriptor
+ * named after the package and leaves `dependency` empty, so a client that links descriptors the
+ * way protoc does (grpcurl, protoreflect) cannot resolve `google.protobuf.Struct` from
+ * `istio/v1/auth/ca.proto` (grpc-node issue 2595). Here every file lists the files that define
+ * the types it references, and protobufjs's bundled well-known types get their canonical names
+ * (`google/protobuf/struct.proto`, ...). Type names are written fully qualified and map entries
+ * named as protoc names them.
  */
+import { createRequire } from 'node:module';
+import { relative } from 'node:path';
 import type { Server } from '@grpc/grpc-js';
+import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
-import { loadProtos } from './proto-load.js';
+import protobuf from 'protobufjs';
+import { protobufRoot, protoRootFor } from './proto-load.js';
+
+const require = createRequire(import.meta.url);
+
+/** What protobufjs/ext/descriptor adds to the reflection classes and exports. */
+interface DescriptorExt {
+  readonly FileDescriptorProto: {
+    create(properties: Record<string, unknown>): unknown;
+    encode(message: unknown): { finish(): Uint8Array };
+  };
+}
+type WithDescriptor = { toDescriptor(syntax: string): unknown };
+
+/** The parts of a DescriptorProto that `qualify` rewrites (protobufjs message instances, mutable). */
+interface MutableMessageDescriptor {
+  name: string;
+  field?: Array<{ name: string; typeName?: string; jsonName?: string }>;
+  nestedType?: MutableMessageDescriptor[];
+  reservedRange?: Array<{ start: number; end: number }>;
+  extensionRange?: Array<{ start: number; end: number }>;
+}
+
+/** protoc's JSON name of a field: `validity_duration` -> `validityDuration`. */
+function jsonName(fieldName: string): string {
+  return fieldName.replace(/_([a-z0-9])/gu, (_m, c: string) => c.toUpperCase());
+}
+
+/** protoc's map entry name: `my_map` -> `MyMapEntry`. */
+function mapEntryName(fieldName: string): string {
+  return `${fieldName.replace(/(?:^|_)([a-z0-9])/gu, (_m, c: string) => c.toUpperCase())}Entry`;
+}
+
+/**
+ * Rewrites what protobufjs's `toDescriptor` writes differently from protoc: type names relative to
+ * the message (protoc writes them fully qualified, with a leading dot), map entries named after
+ * the field (`Fields`; protoc: `FieldsEntry`), reserved and extension ranges with an inclusive end
+ * (protoc's end is exclusive), no JSON names (protoc writes one per field), and — for protobufjs's
+ * bundled well-known types, whose fields it names in lowerCamelCase — the field names of the
+ * real .proto (`string_value`).
+ */
+function qualify(t: protobuf.Type, d: MutableMessageDescriptor, bundled: boolean): void {
+  for (const r of d.reservedRange ?? []) r.end += 1;
+  for (const r of d.extensionRange ?? []) r.end += 1;
+  for (const f of t.fieldsArray) {
+    const fd = d.field?.find((x) => x.name === f.name);
+    if (!fd) continue;
+    if (bundled) fd.name = f.name.replace(/[A-Z]/gu, (c) => `_${c.toLowerCase()}`);
+    fd.jsonName = jsonName(fd.name);
+    if (f instanceof protobuf.MapField) {
+      const entry = d.nestedType?.find((n) => n.name === protobuf.util.ucFirst(f.name));
+      const entryName = mapEntryName(f.name);
+      if (entry) {
+        entry.name = entryName;
+        for (const kv of entry.field ?? []) kv.jsonName = jsonName(kv.name);
+        const value = entry.field?.find((x) => x.name === 'value');
+        if (value && f.resolvedType) value.typeName = f.resolvedType.fullName;
+      }
+      fd.typeName = `${t.fullName}.${entryName}`;
+    } else if (f.resolvedType) {
+      fd.typeName = f.resolvedType.fullName;
+    }
+  }
+  for (const nested of t.nestedArray) {
+    if (!(nested instanceof protobuf.Type)) continue;
+    const nd = d.nestedType?.find((x) => x.name === nested.name);
+    if (nd) qualify(nested, nd, bundled);
+  }
+}
+
+const descriptorExt = require('protobufjs/ext/descriptor') as DescriptorExt;
+
+/** protobufjs bundles these without a file name; their canonical files. */
+const WELL_KNOWN_FILES: Readonly<Record<string, string>> = {
+  '.google.protobuf.Any': 'google/protobuf/any.proto',
+  '.google.protobuf.Struct': 'google/protobuf/struct.proto',
+  '.google.protobuf.Value': 'google/protobuf/struct.proto',
+  '.google.protobuf.ListValue': 'google/protobuf/struct.proto',
+  '.google.protobuf.NullValue': 'google/protobuf/struct.proto',
+  '.google.protobuf.Empty': 'google/protobuf/empty.proto',
+  '.google.protobuf.Timestamp': 'google/protobuf/timestamp.proto',
+  '.google.protobuf.Duration': 'google/protobuf/duration.proto',
+  '.google.protobuf.FieldMask': 'google/protobuf/field_mask.proto',
+};
+
+interface FileParts {
+  readonly pkg: string;
+  readonly messages: protobuf.Type[];
+  readonly enums: protobuf.Enum[];
+  readonly services: protobuf.Service[];
+  readonly dependencies: Set<string>;
+}
+
+/**
+ * One encoded `google.protobuf.FileDescriptorProto` per .proto file reachable from
+ * `relativeProtoFiles` (all under one `proto/` directory), imports included.
+ */
+export function fileDescriptorProtos(relativeProtoFiles: readonly string[]): Uint8Array[] {
+  const dir = protoRootFor(relativeProtoFiles[0] ?? '');
+  const root = protobufRoot(relativeProtoFiles, { keepCase: true }).resolveAll();
+  const fileOf = (obj: protobuf.ReflectionObject): string => {
+    let top = obj;
+    while (top.parent && !(top.parent instanceof protobuf.Root) && (top.parent instanceof protobuf.Type || top.parent instanceof protobuf.Service)) top = top.parent;
+    if (top.filename) return relative(dir, top.filename);
+    const known = WELL_KNOWN_FILES[top.fullName];
+    if (!known) throw new Error(`no .proto file known for ${top.fullName}`);
+    return known;
+  };
+  const files = new Map<string, FileParts>();
+  const partsFor = (name: string, pkg: string): FileParts => {
+    let p = files.get(name);
+    if (!p) files.set(name, (p = { pkg, messages: [], enums: [], services: [], dependencies: new Set() }));
+    return p;
+  };
+  const depend = (from: FileParts, fromName: string, type: protobuf.ReflectionObject | null) => {
+    if (!type) return;
+    const name = fileOf(type);
+    if (name !== fromName) from.dependencies.add(name);
+  };
+  const addTypeDeps = (parts: FileParts, name: string, t: protobuf.Type) => {
+    for (const f of t.fieldsArray) depend(parts, name, f.resolvedType);
+    for (const nested of t.nestedArray) if (nested instanceof protobuf.Type) addTypeDeps(parts, name, nested);
+  };
+  const visit = (ns: protobuf.NamespaceBase) => {
+    for (const obj of ns.nestedArray) {
+      if (obj instanceof protobuf.Type || obj instanceof protobuf.Enum || obj instanceof protobuf.Service) {
+        const name = fileOf(obj);
+        const parts = partsFor(name, ns.fullName.replace(/^\./u, ''));
+        if (obj instanceof protobuf.Type) {
+          parts.messages.push(obj);
+          addTypeDeps(parts, name, obj);
+        } else if (obj instanceof protobuf.Enum) {
+          parts.enums.push(obj);
+        } else {
+          parts.services.push(obj);
+          for (const m of obj.methodsArray) {
+            depend(parts, name, m.resolvedRequestType);
+            depend(parts, name, m.resolvedResponseType);
+          }
+        }
+      } else if (obj instanceof protobuf.Namespace) {
+        visit(obj);
+      }
+    }
+  };
+  visit(root);
+  const describe = (o: unknown) => (o as WithDescriptor).toDescriptor('proto3');
+  const describeType = (t: protobuf.Type) => {
+    const d = describe(t) as MutableMessageDescriptor;
+    qualify(t, d, !t.filename);
+    return d;
+  };
+  return [...files].map(([name, p]) =>
+    descriptorExt.FileDescriptorProto.encode(
+      descriptorExt.FileDescriptorProto.create({
+        name,
+        package: p.pkg,
+        dependency: [...p.dependencies].sort(),
+        messageType: p.messages.map(describeType),
+        enumType: p.enums.map(describe),
+        service: p.services.map(describe),
+        syntax: 'proto3',
+      }),
+    ).finish(),
+  );
+}
 
 export function addReflection(server: Server, relativeProtoFiles: readonly string[]): void {
-  const { definition } = loadProtos(relativeProtoFiles);
+  // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries.
+  const definition = { files: { fileDescriptorProtos: fileDescriptorProtos(relativeProtoFiles) } } as unknown as PackageDefinition;
   new ReflectionService(definition).addToServer(server);
 }

@@ -22,7 +22,7 @@ import { runFetch } from '../../src/broker/fetch.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';
-import { fileContainingSymbol, listServices, reflect, reflectionClientConstructor, type ReflectionClient } from '../support/grpc-reflection.js';
+import { fileContainingSymbol, linkProblems, listServices, reflect, reflectionClientConstructor, type ReflectionClient } from '../support/grpc-reflection.js';
 
 const run = promisify(execFile);
 
@@ -156,6 +156,9 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
       assert.ok(services.includes('grpc.health.v1.Health'), services.join(','));
 
       const files = await fileContainingSymbol(r, 'spiffe.broker.API');
+      // Real file names and imports, so grpcurl/protoc-style clients can link them.
+      assert.deepEqual(files.map((f) => f.name).sort(), ['google/protobuf/any.proto', 'spiffe/broker/broker.proto']);
+      assert.deepEqual(linkProblems(files), []);
       const broker = files.find((f) => f.package === 'spiffe.broker' && f.service?.some((s) => s.name === 'API'));
       assert.ok(broker, `no file of package spiffe.broker with service API among ${files.map((f) => f.name).join(',')}`);
       // The reference travels packed in google.protobuf.Any: its file comes with the answer.

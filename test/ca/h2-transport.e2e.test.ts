@@ -11,7 +11,7 @@ import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
-import { fileContainingSymbol, listServices, reflectionClient } from '../support/grpc-reflection.js';
+import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { frameBytes, rawCaSession, requestFrame } from './support/raw-grpc.js';
 
 let env: CaEnv;
@@ -101,6 +101,8 @@ test('http2 transport: health Check here; Watch, List and reflection relayed to 
   const services = await listServices(r);
   const files = await fileContainingSymbol(r, 'istio.v1.auth.IstioCertificateService');
   r.close();
+  assert.deepEqual(files.map((f) => f.name).sort(), ['google/protobuf/struct.proto', 'istio/v1/auth/ca.proto']);
+  assert.deepEqual(linkProblems(files), [], 'descriptors link as protoc/grpcurl link them');
   const svc = files.flatMap((f) => f.service ?? []).find((x) => x.name === 'IstioCertificateService');
   assert.deepEqual(svc?.method?.map((m) => m.name), ['CreateCertificate'], 'the descriptor comes through the relay');
   assert.ok(services.includes('istio.v1.auth.IstioCertificateService'), services.join(','));

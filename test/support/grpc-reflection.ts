@@ -25,15 +25,69 @@ export interface ReflectionResponse {
   readonly error_response?: { readonly error_code: number; readonly error_message: string };
 }
 
+/** A google.protobuf.DescriptorProto, the parts the tests look at. */
+export interface MessageDescriptor {
+  readonly name: string;
+  readonly field?: ReadonlyArray<{ readonly name: string; readonly typeName?: string }>;
+  readonly nestedType?: readonly MessageDescriptor[];
+  readonly enumType?: ReadonlyArray<{ readonly name: string }>;
+}
+
 /** The parts of a google.protobuf.FileDescriptorProto the tests look at. */
 export interface FileDescriptor {
   readonly name: string;
   readonly package?: string;
-  readonly messageType?: ReadonlyArray<{ readonly name: string }>;
+  readonly dependency?: readonly string[];
+  readonly messageType?: readonly MessageDescriptor[];
+  readonly enumType?: ReadonlyArray<{ readonly name: string }>;
   readonly service?: ReadonlyArray<{
     readonly name: string;
     readonly method?: ReadonlyArray<{ readonly name: string; readonly inputType?: string; readonly outputType?: string; readonly serverStreaming?: boolean }>;
   }>;
+}
+
+/**
+ * What stops `files` from linking the way protoc, grpcurl and protoreflect link descriptors:
+ * every type a field or method names must be defined in its own file or in a file that file
+ * imports (`dependency`), and every import must be among `files`. Empty when they link.
+ */
+export function linkProblems(files: readonly FileDescriptor[]): string[] {
+  const definedIn = new Map<string, string>();
+  const define = (file: string, scope: string, m: MessageDescriptor) => {
+    const fqn = `${scope}.${m.name}`;
+    definedIn.set(fqn, file);
+    for (const e of m.enumType ?? []) definedIn.set(`${fqn}.${e.name}`, file);
+    for (const n of m.nestedType ?? []) define(file, fqn, n);
+  };
+  for (const f of files) {
+    const scope = f.package ? `.${f.package}` : '';
+    for (const m of f.messageType ?? []) define(f.name, scope, m);
+    for (const e of f.enumType ?? []) definedIn.set(`${scope}.${e.name}`, f.name);
+  }
+  const names = new Set(files.map((f) => f.name));
+  const problems: string[] = [];
+  for (const f of files) {
+    const visible = new Set([f.name, ...(f.dependency ?? [])]);
+    for (const d of f.dependency ?? []) if (!names.has(d)) problems.push(`${f.name} imports ${d}, which was not sent`);
+    const check = (where: string, typeName: string | undefined) => {
+      if (!typeName) return;
+      const home = definedIn.get(typeName);
+      if (home === undefined) problems.push(`${where}: ${typeName} is defined nowhere`);
+      else if (!visible.has(home)) problems.push(`${where}: ${typeName} is in ${home}, which ${f.name} does not import`);
+    };
+    const walk = (m: MessageDescriptor, path: string) => {
+      for (const fld of m.field ?? []) check(`${path}.${fld.name}`, fld.typeName);
+      for (const n of m.nestedType ?? []) walk(n, `${path}.${n.name}`);
+    };
+    for (const m of f.messageType ?? []) walk(m, `${f.name}:${m.name}`);
+    for (const svc of f.service ?? []) {
+      for (const m of svc.method ?? []) {
+        check(`${f.name}:${svc.name}.${m.name} input`, m.inputType);
+        check(`${f.name}:${svc.name}.${m.name} output`, m.outputType);
+      }
+    }
+  }
+  return problems;
 }
 
 /** grpc.reflection.v1.ServerReflection, loaded from the @grpc/reflection package. */
