@@ -181,6 +181,9 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const jwksUri = r.optionalString(ENV.OIDC_JWKS_URI);
   const discoveryUrl = r.optionalString(ENV.OIDC_DISCOVERY_URL);
   const oidcCaFile = r.optionalString(ENV.OIDC_CA_FILE);
+  // An empty list would leave the audience unchecked somewhere down the line: refuse it here.
+  const audiences = r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES);
+  if (audiences.length === 0) r.problem(`${ENV.AUDIENCES}=${JSON.stringify(r.raw(ENV.AUDIENCES))} names no audience`);
   const cfg: CaEnvConfig = {
     grpcHost: grpc.host,
     grpcPort: grpc.port,
@@ -197,7 +200,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
-    audiences: r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES),
+    audiences,
     tokenReview: r.bool(ENV.TOKEN_REVIEW, true),
     ...(issuer
       ? { oidc: { issuer, algorithms, ...(discoveryUrl ? { discoveryUrl } : {}), ...(jwksUri ? { jwksUri } : {}), ...(oidcCaFile ? { caFile: oidcCaFile } : {}) } }

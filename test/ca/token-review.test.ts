@@ -1,10 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { rejectionCode } from './support/error-code.js';
+import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../../src/core/clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';
-import { TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/authn/token-review.js';
+import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
+import { callerFromReview, TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/authn/token-review.js';
 
 function jwtWithExp(expSeconds: number, salt = 'x'): string {
   const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
@@ -109,4 +110,20 @@ test('a review without status.audiences (valid only for the apiserver audience) 
   // One of several returned audiences being ours is enough.
   const caller = await setup({ ...OK, audiences: ['https://kubernetes.default.svc', 'istio-ca'] }).authn.authenticate(new Secret('t3'));
   assert.equal(caller.serviceAccount, 'ztunnel');
+});
+
+test('no configured audience never means "any": the review is refused and the authenticator does not start', () => {
+  // A review that would pass with our audience configured...
+  const context = { clusterId: 'Kubernetes', nowMs: 0, expiresAtMs: undefined };
+  assert.equal(callerFromReview(OK, { ...context, audiences: ['istio-ca'] }).serviceAccount, 'ztunnel');
+  // ...is refused without one, whatever audiences the apiserver says the token has.
+  for (const result of [OK, { ...OK, audiences: [] }, { ...OK, audiences: ['https://kubernetes.default.svc'] }]) {
+    assert.equal(thrownCode(() => callerFromReview(result, { ...context, audiences: [] })), 'ERR_CA_TOKEN_AUDIENCE');
+  }
+  const { clock, cache } = setup();
+  const options = { clusterId: 'Kubernetes', clock, cache, reviewer: async () => OK };
+  assert.equal(thrownCode(() => new TokenReviewAuthenticator({ ...options, audiences: [] })), 'ERR_CONFIG_INVALID');
+  assert.equal(thrownCode(() => new TokenReviewAuthenticator({ ...options, audiences: [' '] })), 'ERR_CONFIG_INVALID');
+  const keys = async () => { throw new Error('never asked for a key'); };
+  assert.equal(thrownCode(() => new JwtAuthenticator({ clusterId: 'Kubernetes', issuer: 'https://issuer.example', audiences: [], algorithms: ['ES256'], keys, clock, cache })), 'ERR_CONFIG_INVALID');
 });

@@ -7,6 +7,7 @@
  * a token that TokenReview rejected (its bound pod or service account is gone) would still pass
  * local JWT verification, which cannot see either.
  */
+import { ConfigError } from '../../core/config.js';
 import type { Logger } from '../../core/log.js';
 import type { Secret } from '../../core/secret.js';
 import type { Caller } from '../caller.js';
@@ -61,5 +62,15 @@ export function unverifiedJwtExpiryMs(token: string): number | undefined {
     return typeof payload.exp === 'number' && Number.isFinite(payload.exp) ? payload.exp * 1000 : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Refuses an empty audience list at construction (ERR_CONFIG_INVALID): with no audience of our
+ * own, a token issued for any other audience (the apiserver's) must never pass for one of ours.
+ */
+export function requireAudiences(audiences: readonly string[], who: string): void {
+  if (audiences.length === 0 || audiences.some((a) => a.trim() === '')) {
+    throw new ConfigError([`${who}: audiences ${JSON.stringify(audiences)} must name at least one non-empty audience`]);
   }
 }

@@ -9,7 +9,7 @@ import type { Clock } from '../../core/clock.js';
 import type { Secret } from '../../core/secret.js';
 import { parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
-import type { Authenticator } from './authenticator.js';
+import { requireAudiences, type Authenticator } from './authenticator.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
 
 /** Asymmetric JWS algorithms Kubernetes may sign service-account tokens with. */
@@ -39,6 +39,8 @@ export class JwtAuthenticator implements Authenticator {
   readonly #o: JwtAuthenticatorOptions;
 
   constructor(options: JwtAuthenticatorOptions) {
+    // jose would refuse every token for `audience: []`; refusing to start is clearer.
+    requireAudiences(options.audiences, `JWT authenticator for cluster ${options.clusterId}`);
     for (const alg of options.algorithms) {
       if (!SUPPORTED_JWT_ALGORITHMS.includes(alg)) throw new TypeError(`JWT algorithm ${alg} is not allowed (allowed: ${SUPPORTED_JWT_ALGORITHMS.join(',')})`);
     }

@@ -11,7 +11,7 @@ import type { Clock } from '../../core/clock.js';
 import type { Secret } from '../../core/secret.js';
 import { parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
-import { unverifiedJwtExpiryMs, type Authenticator } from './authenticator.js';
+import { requireAudiences, unverifiedJwtExpiryMs, type Authenticator } from './authenticator.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
 
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
@@ -43,6 +43,7 @@ export class TokenReviewAuthenticator implements Authenticator {
   readonly #inflight = new Map<string, Promise<Caller>>();
 
   constructor(options: TokenReviewAuthenticatorOptions) {
+    requireAudiences(options.audiences, `TokenReview authenticator for cluster ${options.clusterId}`);
     this.#o = options;
   }
 
@@ -93,13 +94,15 @@ export function callerFromReview(
   }
   // We send spec.audiences; an audience-aware apiserver answers with the ones the token is valid
   // for. An empty or missing status.audiences means the token is valid for the apiserver's own
-  // audience only (a backend that ignored spec.audiences): not a token for us.
-  if (context.audiences.length > 0) {
-    const granted = result.audiences ?? [];
-    if (!granted.some((a) => context.audiences.includes(a))) {
-      const said = granted.length > 0 ? granted.join(',') : '(none: the apiserver audience)';
-      throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${said} do not include ${context.audiences.join(',')}`);
-    }
+  // audience only (a backend that ignored spec.audiences): not a token for us. With no audience
+  // of our own configured, the review would have been for the apiserver's audience: refuse.
+  if (context.audiences.length === 0) {
+    throw authnError('ERR_CA_TOKEN_AUDIENCE', 'TokenReview: the CA has no audience configured, so no token can be for it');
+  }
+  const granted = result.audiences ?? [];
+  if (!granted.some((a) => context.audiences.includes(a))) {
+    const said = granted.length > 0 ? granted.join(',') : '(none: the apiserver audience)';
+    throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${said} do not include ${context.audiences.join(',')}`);
   }
   if (context.expiresAtMs !== undefined && context.expiresAtMs <= context.nowMs) {
     throw authnError('ERR_CA_TOKEN_EXPIRED', 'token has expired');
