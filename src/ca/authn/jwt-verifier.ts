@@ -2,7 +2,9 @@
  * Authentication by verifying the service-account JWT locally against the cluster's OIDC
  * discovery document and JWKS (for a CA that runs outside the cluster). Checks the signature
  * with keys from the JWKS, the issuer, the audience, `exp`/`nbf`, and the algorithm against an
- * allow-list (unsecured `alg: none` and HMAC algorithms are never accepted).
+ * allow-list (unsecured `alg: none` and HMAC algorithms are never accepted). A JWKS host that
+ * cannot be reached or does not answer with a key set is ERR_CA_AUTHN_BACKEND (no verdict, so the
+ * chain may ask the next authenticator); a token the keys refute is a definite rejection.
  */
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../../core/clock.js';
@@ -47,13 +49,31 @@ export class JwtAuthenticator implements Authenticator {
     this.#o = options;
   }
 
+  /**
+   * The verification key for a token (jose asks after the algorithm passed the allow-list).
+   * Only "the key set has no (single) key for this token" is the token's fault; any other
+   * failure to get a key — network error, timeout, non-200, a body that is not a JSON Web Key
+   * Set, a key that cannot be imported — means the JWKS host could not answer: no verdict.
+   */
+  readonly #key: JWTVerifyGetKey = async (header, token) => {
+    try {
+      return await this.#o.keys(header, token);
+    } catch (err) {
+      if (err instanceof CaError) throw err;
+      if (err instanceof joseErrors.JWKSNoMatchingKey || err instanceof joseErrors.JWKSMultipleMatchingKeys) {
+        throw authnError('ERR_CA_TOKEN_INVALID', 'JWT key is not in the JWKS', err);
+      }
+      throw authnError('ERR_CA_AUTHN_BACKEND', 'JWKS could not be fetched or is not a valid key set', err);
+    }
+  };
+
   async authenticate(token: Secret<string>): Promise<Caller> {
     const key = tokenCacheKey({ clusterId: `jwt\0${this.#o.clusterId}`, token: token.reveal() });
     const cached = this.#o.cache.get(key);
     if (cached) return cached;
     let payload: JWTPayload;
     try {
-      ({ payload } = await jwtVerify(token.reveal(), this.#o.keys, {
+      ({ payload } = await jwtVerify(token.reveal(), this.#key, {
         issuer: this.#o.issuer,
         audience: [...this.#o.audiences],
         algorithms: [...this.#o.algorithms],
@@ -76,9 +96,7 @@ function mapJoseError(err: unknown): CaError {
   if (err instanceof joseErrors.JWTClaimValidationFailed && err.claim === 'aud') {
     return authnError('ERR_CA_TOKEN_AUDIENCE', 'JWT audience does not match', err);
   }
-  if (err instanceof joseErrors.JWKSTimeout || (err instanceof Error && err.name === 'TypeError' && /fetch/i.test(err.message))) {
-    return authnError('ERR_CA_AUTHN_BACKEND', 'JWKS could not be fetched', err);
-  }
+  // Failures to obtain a key were classified by `#key`; what remains is about the token itself.
   const code = (err as { code?: unknown }).code;
   return authnError('ERR_CA_TOKEN_INVALID', `JWT rejected${typeof code === 'string' ? ` (${code})` : ''}`, err);
 }
