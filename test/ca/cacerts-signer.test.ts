@@ -8,6 +8,7 @@ import { CacertsSigner } from '../../src/ca/signers/cacerts-signer.js';
 import type { LeafIssuerFactory } from '../../src/ca/signers/material-signer.js';
 import { poolIssuerFactory } from '../../src/ca/signers/pool-issuer.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
+import { HELD_ID, HELD_LEAF_WORKER, watchHeldWorker } from './support/held-leaf-worker.js';
 import { cacertsFiles, makePluginCa, newCsr, opensslText, opensslVerifyChain, tempDir, writeCacerts, writeCacertsAtomic } from './support/pki-fixtures.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
@@ -140,26 +141,38 @@ test('cacerts reload with the worker pool: requests taken before it finish with 
   const dir = await tempDir();
   t.after(() => dir.remove());
   const first = await makePluginCa('First');
+  const second = await makePluginCa('Second');
   await writeCacertsAtomic(dir.path, cacertsFiles(first));
-  const signer = signerFor(dir.path, new FakeClock(Date.now()), true);
+  // Workers that block on the batch holding HELD_ID until released: that batch (and whatever its
+  // worker took after it) is provably unanswered when the reload retires the pool.
+  const signer = signerFor(dir.path, new FakeClock(Date.now()), poolIssuerFactory(2, { workerModule: HELD_LEAF_WORKER }));
   t.after(() => signer.close());
   await signer.start();
-  const csrs = await Promise.all(Array.from({ length: 200 }, () => newCsr()));
-  let settled = 0;
-  const taken = csrs.map((csrPem) => signer.sign({ csrPem, spiffeId: ID, ttlSeconds: 600 }).finally(() => settled++));
-  let settledAtChange = -1;
-  signer.onChange(() => (settledAtChange = settled));
-  const second = await makePluginCa('Second');
-  await writeCacertsAtomic(dir.path, cacertsFiles(second));
-  await signer.check();
-  assert.equal(signer.lastError, undefined);
-  assert.ok(settledAtChange >= 0 && settledAtChange < taken.length, `requests were still in flight at the reload (${settledAtChange} of ${taken.length} done)`);
-  const later = await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 });
-  const chains = await Promise.all(taken);
-  for (const c of chains) assert.equal(c.certChain.at(-1), first.root.pem);
-  for (const c of [chains[0]!, chains.at(-1)!]) assert.match(await opensslVerifyChain(c.certChain), /leaf\.pem: OK/);
-  assert.equal(later.certChain.at(-1), second.root.pem);
-  assert.match(await opensslVerifyChain(later.certChain), /leaf\.pem: OK/);
+  const held = watchHeldWorker();
+  try {
+    const csrs = await Promise.all(Array.from({ length: 64 }, () => newCsr()));
+    let settled = 0;
+    const taken = [HELD_ID, ...csrs.map(() => ID)].map((spiffeId, i) =>
+      signer.sign({ csrPem: csrs[i % csrs.length]!, spiffeId, ttlSeconds: 600 }).finally(() => settled++),
+    );
+    await held.holding;
+    let settledAtChange = -1;
+    signer.onChange(() => (settledAtChange = settled));
+    await writeCacertsAtomic(dir.path, cacertsFiles(second));
+    await signer.check();
+    assert.equal(signer.lastError, undefined);
+    assert.ok(settledAtChange >= 0 && settledAtChange < taken.length, `requests were still in flight at the reload (${settledAtChange} of ${taken.length} done)`);
+    const later = await signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 });
+    assert.equal(later.certChain.at(-1), second.root.pem, 'a request after the reload goes to the new CA while the old pool is still held');
+    held.release();
+    const chains = await Promise.all(taken);
+    for (const c of chains) assert.equal(c.certChain.at(-1), first.root.pem);
+    assert.equal(checkX509Svid(chains[0]!.certChain[0]!)?.id, HELD_ID, 'the held request itself was answered by the old pool');
+    for (const c of [chains[0]!, chains.at(-1)!]) assert.match(await opensslVerifyChain(c.certChain), /leaf\.pem: OK/);
+    assert.match(await opensslVerifyChain(later.certChain), /leaf\.pem: OK/);
+  } finally {
+    held.close();
+  }
 });
 
 test('cacerts + pool: when every signing worker has died the signer is not ready and says it is broken', async (t) => {
