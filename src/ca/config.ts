@@ -8,7 +8,7 @@ import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
-import { DEFAULT_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
+import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import type { Signer } from './signer.js';
 
 export const ENV = Object.freeze({
@@ -172,6 +172,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
   const issuer = r.optionalString(ENV.OIDC_ISSUER);
   const algorithms = r.list(ENV.JWT_ALGORITHMS, DEFAULT_JWT_ALGORITHMS);
+  for (const p of jwtAlgorithmProblems(algorithms, ENV.JWT_ALGORITHMS)) r.problem(p);
   const remoteClusters: { id: string; kubeconfigPath: string }[] = [];
   for (const entry of r.list(ENV.REMOTE_CLUSTERS, [])) {
     const eq = entry.indexOf('=');

@@ -8,6 +8,7 @@
  */
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../../core/clock.js';
+import { ConfigError } from '../../core/config.js';
 import type { Secret } from '../../core/secret.js';
 import { parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
@@ -17,6 +18,18 @@ import { tokenCacheKey, type TokenCache } from './token-cache.js';
 /** Asymmetric JWS algorithms Kubernetes may sign service-account tokens with. */
 export const SUPPORTED_JWT_ALGORITHMS: readonly string[] = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
 export const DEFAULT_JWT_ALGORITHMS: readonly string[] = ['RS256', 'ES256'];
+
+/**
+ * What is wrong with an algorithm allow-list (none when it is usable): it must name at least one
+ * algorithm, each from SUPPORTED_JWT_ALGORITHMS (names are case-sensitive, as in a JWS header).
+ * `name` says where the list came from (an env var, an authenticator).
+ */
+export function jwtAlgorithmProblems(algorithms: readonly string[], name: string): string[] {
+  if (algorithms.length === 0) return [`${name} names no JWT algorithm`];
+  return algorithms
+    .filter((alg) => !SUPPORTED_JWT_ALGORITHMS.includes(alg))
+    .map((alg) => `${name} entry ${JSON.stringify(alg)} is not an allowed JWT algorithm (allowed: ${SUPPORTED_JWT_ALGORITHMS.join(',')}; HMAC and none never are)`);
+}
 
 export interface JwtAuthenticatorOptions {
   readonly clusterId: string;
@@ -43,9 +56,8 @@ export class JwtAuthenticator implements Authenticator {
   constructor(options: JwtAuthenticatorOptions) {
     // jose would refuse every token for `audience: []`; refusing to start is clearer.
     requireAudiences(options.audiences, `JWT authenticator for cluster ${options.clusterId}`);
-    for (const alg of options.algorithms) {
-      if (!SUPPORTED_JWT_ALGORITHMS.includes(alg)) throw new TypeError(`JWT algorithm ${alg} is not allowed (allowed: ${SUPPORTED_JWT_ALGORITHMS.join(',')})`);
-    }
+    const problems = jwtAlgorithmProblems(options.algorithms, `JWT authenticator for cluster ${options.clusterId}`);
+    if (problems.length > 0) throw new ConfigError(problems);
     this.#o = options;
   }
 
