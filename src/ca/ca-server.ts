@@ -5,6 +5,7 @@
  */
 import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
 import { systemClock } from '../core/clock.js';
+import { ConfigError } from '../core/config.js';
 import { createLogger } from '../core/log.js';
 import { Secret } from '../core/secret.js';
 import { HealthService, HEALTH_PROTO } from '../grpc/health.js';
@@ -21,7 +22,7 @@ import { TokenCache } from './authn/token-cache.js';
 import { TokenReviewAuthenticator } from './authn/token-review.js';
 import { CertificateService, type ClusterAuth } from './certificate-service.js';
 import { startH2Transport } from './h2-transport.js';
-import type { CaServerConfig } from './config.js';
+import { plaintextProblem, type CaServerConfig } from './config.js';
 import { CaMetrics } from './metrics.js';
 import { NodeAuthorizer } from './node-authorizer.js';
 import type { PodIndex } from './pod-index.js';
@@ -69,6 +70,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   const metrics = new CaMetrics({ defaultMetrics: config.opsPort !== undefined });
   const defaultCluster = config.clusters.find((c) => c.id === config.defaultClusterId);
   if (config.clusters.length > 0 && !defaultCluster) throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
+  const plaintextRefused = plaintextProblem(config, { plaintext: 'plaintext', host: 'grpcHost' });
+  if (plaintextRefused) throw new ConfigError([plaintextRefused]);
 
   // Signer.
   const materialOptions = {

@@ -3,6 +3,7 @@
  * the in-process stack); `readCaConfig` builds it from flags and environment variables for
  * `certbroker ca`, listing every problem at once.
  */
+import { BlockList, isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
@@ -92,7 +93,7 @@ export interface CaServerConfig {
   /** host:port for gRPC; port 0 picks a free port. */
   readonly grpcHost: string;
   readonly grpcPort: number;
-  /** Plaintext gRPC: only for loopback development, never the default. */
+  /** Plaintext gRPC: only for loopback development, never the default; refused unless `grpcHost` is loopback. */
   readonly plaintext: boolean;
   /** Ops endpoint (/healthz, /readyz, /metrics); undefined = not served. */
   readonly opsHost?: string;
@@ -147,6 +148,27 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly logLevel: string;
 }
 
+const LOOPBACK = new BlockList();
+LOOPBACK.addSubnet('127.0.0.0', 8, 'ipv4');
+LOOPBACK.addAddress('::1', 'ipv6');
+
+/** True for `localhost`, 127.0.0.0/8 and ::1 (in any spelling, IPv4-mapped included). */
+export function isLoopbackHost(host: string): boolean {
+  if (host.toLowerCase() === 'localhost') return true;
+  const family = isIP(host);
+  return family !== 0 && LOOPBACK.check(host, family === 4 ? 'ipv4' : 'ipv6');
+}
+
+/**
+ * Plaintext gRPC is for loopback development only: why serving it on `grpcHost` is refused, or
+ * undefined when it is not plaintext or the host is loopback. `names` say how the two settings
+ * were given (env vars, config fields).
+ */
+export function plaintextProblem(config: { readonly plaintext: boolean; readonly grpcHost: string }, names: { readonly plaintext: string; readonly host: string }): string | undefined {
+  if (!config.plaintext || isLoopbackHost(config.grpcHost)) return undefined;
+  return `${names.plaintext}=true (gRPC without TLS) is allowed only on a loopback address; ${names.host} ${JSON.stringify(config.grpcHost)} is not one (use 127.0.0.1, ::1 or localhost, or serve TLS)`;
+}
+
 function splitHostPort(raw: string, name: string, reader: ConfigReader): { host: string; port: number } {
   const m = /^(\[[^\]]+\]|[^:]*):(\d+)$/.exec(raw);
   if (!m) {
@@ -185,10 +207,13 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   // An empty list would leave the audience unchecked somewhere down the line: refuse it here.
   const audiences = r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES);
   if (audiences.length === 0) r.problem(`${ENV.AUDIENCES}=${JSON.stringify(r.raw(ENV.AUDIENCES))} names no audience`);
+  const plaintext = r.bool(ENV.PLAINTEXT, false, flags.plaintext);
+  const plaintextRefused = grpc.host === '' ? undefined : plaintextProblem({ plaintext, grpcHost: grpc.host }, { plaintext: ENV.PLAINTEXT, host: `${ENV.GRPC_ADDRESS} host` });
+  if (plaintextRefused) r.problem(plaintextRefused);
   const cfg: CaEnvConfig = {
     grpcHost: grpc.host,
     grpcPort: grpc.port,
-    plaintext: r.bool(ENV.PLAINTEXT, false, flags.plaintext),
+    plaintext,
     ...(ops ? { opsHost: ops.host, opsPort: ops.port } : {}),
     trustDomain: r.string(ENV.TRUST_DOMAIN, 'cluster.local', flags.trustDomain),
     servingDnsNames: r.list(ENV.SERVING_DNS_NAMES, DEFAULT_SERVING_DNS_NAMES),

@@ -4,12 +4,14 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { thrownCode } from './support/error-code.js';
+import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../../src/core/clock.js';
 import { ConfigError } from '../../src/core/config.js';
+import { silentLogger } from '../../src/core/log.js';
 import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';
-import { readCaConfig, type CaCliFlags } from '../../src/ca/config.js';
+import { startCaServer } from '../../src/ca/ca-server.js';
+import { readCaConfig, type CaCliFlags, type CaServerConfig } from '../../src/ca/config.js';
 
 /** The problems `readCaConfig` lists for this input (empty when it accepts it). */
 function problems(env: Record<string, string>, flags: CaCliFlags = {}): readonly string[] {
@@ -66,4 +68,45 @@ test('the JWT authenticator itself refuses a bad allow-list with a coded error',
     assert.equal(thrownCode(() => new JwtAuthenticator({ ...options, algorithms })), 'ERR_CONFIG_INVALID', JSON.stringify(algorithms));
   }
   assert.equal(new JwtAuthenticator({ ...options, algorithms: ['ES256', 'RS512'] }).kind, 'jwt');
+});
+
+test('plaintext only on a loopback address: refused on every interface or a routable one, with the other problems', () => {
+  const cases: Record<string, string>[] = [
+    { CA_PLAINTEXT: 'true' }, // default 0.0.0.0:15012
+    { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: '0.0.0.0:15012' },
+    { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: '[::]:15012' },
+    { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: ':15012' },
+    { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: '10.0.0.5:15012' },
+    { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: 'istiod.istio-system.svc:15012' },
+  ];
+  for (const env of cases) {
+    const listed = problems({ ...env, CA_SIGNER: 'hsm' });
+    assert.equal(listed.length, 2, `${JSON.stringify(env)}: ${listed.join('\n')}`);
+    assert.match(listed.join('\n'), /CA_PLAINTEXT=true \(gRPC without TLS\) is allowed only on a loopback address; CA_GRPC_ADDRESS host ".*" is not one/);
+  }
+  // The CLI flags take the same path.
+  assert.equal(problems({}, { plaintext: 'true', grpcAddress: '0.0.0.0:15012' }).length, 1);
+});
+
+test('plaintext on loopback is accepted; TLS on every interface is fine', () => {
+  for (const address of ['127.0.0.1:0', '127.0.0.2:15012', '[::1]:15012', 'localhost:15012', 'LOCALHOST:1']) {
+    assert.equal(readCaConfig({ plaintext: 'true', grpcAddress: address }, {}).plaintext, true, address);
+  }
+  assert.equal(readCaConfig({}, { CA_PLAINTEXT: 'true', CA_GRPC_ADDRESS: '127.0.0.1:15012' }).grpcHost, '127.0.0.1');
+  const tls = readCaConfig({}, { CA_GRPC_ADDRESS: '0.0.0.0:15012' });
+  assert.equal(tls.plaintext, false);
+  assert.equal(tls.grpcHost, '0.0.0.0');
+  assert.equal(readCaConfig({}, { CA_PLAINTEXT: 'false', CA_GRPC_ADDRESS: '[::]:15012' }).grpcHost, '::');
+});
+
+test('startCaServer refuses plaintext off loopback before it starts anything', async () => {
+  const config: CaServerConfig = {
+    grpcHost: '0.0.0.0', grpcPort: 0, plaintext: true, trustDomain: 'cluster.local', servingDnsNames: ['localhost'],
+    defaultTtlSeconds: 3600, maxTtlSeconds: 7200, trustedNodeAccounts: [], clusters: [], defaultClusterId: 'Kubernetes',
+    signer: { kind: 'cacerts', dir: '/nonexistent/cacerts' }, tokenCacheSeconds: 0, signingWorkers: 0, shutdownGraceMs: 0, logger: silentLogger,
+  };
+  const started = startCaServer(config);
+  // Should it start anyway (the bug), stop it so the failure is reported rather than a hang.
+  started.then((ca) => ca.stop(), () => undefined);
+  assert.equal(await rejectionCode(started), 'ERR_CONFIG_INVALID');
 });
