@@ -7,7 +7,7 @@
  * - cert-chain.pem: ca-cert first (as Istio writes it), then intermediates, optionally the
  *   root; the chain from ca-cert must reach one of the roots (ERR_PKI_CACERTS_INCONSISTENT).
  */
-import { caKeyMaterial, type CaKeyMaterial } from './ca-material.js';
+import { caKeyMaterial, checkSigningCa, type CaKeyMaterial } from './ca-material.js';
 import { parseCertificates, verifyChain } from './chain.js';
 import { certificateFields } from './cert-fields.js';
 import { PkiError } from './errors.js';
@@ -45,14 +45,7 @@ export function validateCaBundle(texts: CaBundleTexts, nowMs: number): CaKeyMate
   if (!keyMatches(key, certificateFields(new Uint8Array(caCert.rawData)).spki)) {
     throw new PkiError('ERR_PKI_CACERTS_KEY_MISMATCH', 'ca-key.pem does not match ca-cert.pem');
   }
-  const bc = caCert.getExtension(x509.BasicConstraintsExtension);
-  const ku = caCert.getExtension(x509.KeyUsagesExtension);
-  if (!bc?.ca || (ku && !(ku.usages & x509.KeyUsageFlags.keyCertSign))) {
-    throw new PkiError('ERR_PKI_SIGNER_NOT_CA', 'ca-cert.pem is not a CA certificate (needs cA:true and keyCertSign)');
-  }
-  if (caCert.notAfter.getTime() <= nowMs || caCert.notBefore.getTime() > nowMs) {
-    throw new PkiError('ERR_PKI_SIGNER_EXPIRED', `ca-cert.pem is not valid now (notAfter ${caCert.notAfter.toISOString()})`);
-  }
+  checkSigningCa(caCert, nowMs, 'ca-cert.pem');
   const roots = wrap('root-cert.pem', () => parseCertificates(texts.rootCertPem, 'certificate in root-cert.pem'));
   for (const r of roots) {
     const f = certificateFields(new Uint8Array(r.rawData));

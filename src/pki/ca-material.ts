@@ -3,7 +3,7 @@
  * as a KeyObject (parsed once), the intermediates above it, the trusted roots — plus the
  * precomputed `LeafSigner` for the fast leaf path and the response chain.
  */
-import type { KeyObject } from 'node:crypto';
+import { X509Certificate as NodeX509, type KeyObject } from 'node:crypto';
 import { certificateFields, keyIdentifier } from './cert-fields.js';
 import { PkiError } from './errors.js';
 import { keyMatches, keySpecOf, type KeySpec } from './keys.js';
@@ -69,6 +69,42 @@ export function caKeyMaterial(input: CaKeyMaterialInput): CaKeyMaterial {
       privateKey: input.keyObject,
     },
   };
+}
+
+/**
+ * Checks that `cert` may sign certificates at `nowMs`: basicConstraints cA:true, keyCertSign when it
+ * has a keyUsage extension (RFC 5280: without one its key is unrestricted), and inside its validity.
+ * `what` names it in the message (e.g. 'ca-cert.pem'). ERR_PKI_SIGNER_NOT_CA, ERR_PKI_SIGNER_EXPIRED.
+ */
+export function checkSigningCa(cert: x509.X509Certificate, nowMs: number, what: string): void {
+  const bc = cert.getExtension(x509.BasicConstraintsExtension);
+  const ku = cert.getExtension(x509.KeyUsagesExtension);
+  if (!bc?.ca || (ku && !(ku.usages & x509.KeyUsageFlags.keyCertSign))) {
+    throw new PkiError('ERR_PKI_SIGNER_NOT_CA', `${what} is not a CA certificate (needs cA:true and keyCertSign)`);
+  }
+  if (cert.notAfter.getTime() <= nowMs) {
+    throw new PkiError('ERR_PKI_SIGNER_EXPIRED', `${what} expired (notAfter ${cert.notAfter.toISOString()})`);
+  }
+  if (cert.notBefore.getTime() > nowMs) {
+    throw new PkiError('ERR_PKI_SIGNER_EXPIRED', `${what} is not valid yet (notBefore ${cert.notBefore.toISOString()})`);
+  }
+}
+
+/**
+ * Material for a root that signs leaves directly (the self-signed CA's stored root), checked as a
+ * plug-in root is: a CA that may sign now (`checkSigningCa`), self-signed (its issuer is its
+ * subject and its signature verifies with its own key; ERR_PKI_CERT_INVALID otherwise), and `keyObject`
+ * its key (ERR_PKI_CACERTS_KEY_MISMATCH).
+ */
+export function rootCaKeyMaterial(input: { readonly cert: x509.X509Certificate; readonly keyObject: KeyObject }, nowMs: number, what: string): CaKeyMaterial {
+  checkSigningCa(input.cert, nowMs, what);
+  const der = new Uint8Array(input.cert.rawData);
+  const fields = certificateFields(der);
+  const node = new NodeX509(der);
+  if (!fields.subjectDer.equals(fields.issuerDer) || !node.verify(node.publicKey)) {
+    throw new PkiError('ERR_PKI_CERT_INVALID', `${what} is not a self-signed root (issuer ${input.cert.issuer})`);
+  }
+  return caKeyMaterial(input);
 }
 
 /**

@@ -26,6 +26,8 @@
  *   createIntermediateCa({...same, issuer: {cert, privateKey}}) -> CaCertificate {cert, der, pem, privateKey}
  *   caKeyMaterial({cert, keyObject, chain?, roots?}) -> CaKeyMaterial {cert, certDer, certPem, keyObject,
  *     keySpec, chain, roots, leafSigner, notAfterMs, signerIsRoot}; responseChainPems(m); rootBundlePem(m)
+ *   checkSigningCa(cert, nowMs, what) (cA + keyCertSign + valid now); rootCaKeyMaterial({cert, keyObject},
+ *     nowMs, what): the same plus self-signed and key match (the self-signed CA's stored root)
  * Chains: verifyChain({leaf, intermediates, roots, nowMs, leafIsCa?}) -> ordered path; parseCertificates(pem);
  *   parseCertificate(derOrPem); parseResponseChain(certChainPems, nowMs) -> {leaf, intermediates, roots} (verified)
  * cacerts: validateCaBundle({caCertPem, caKeyPem, certChainPem, rootCertPem}, nowMs) -> CaKeyMaterial (pure);
@@ -92,9 +94,11 @@ export { buildLeafReference, issueLeafReference, type ReferenceIssueInput, type 
 export { createIntermediateCa, createRootCa, parseCaSubject, type CaCertificate, type CreateCaOptions, type Issuer } from './ca-certs.js';
 export {
   caKeyMaterial,
+  checkSigningCa,
   computedKeyId,
   responseChainPems,
   rootBundlePem,
+  rootCaKeyMaterial,
   type CaKeyMaterial,
   type CaKeyMaterialInput,
 } from './ca-material.js';

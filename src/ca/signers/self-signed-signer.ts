@@ -3,8 +3,14 @@
  * optional) and stores it in the `istio-ca-secret` Secret; later starts and other replicas
  * read the same Secret. When two replicas create at once, the apiserver keeps one (the other
  * gets 409) and the loser re-reads and uses the winner's root.
+ *
+ * A stored root is checked as a plug-in root is (pki's `rootCaKeyMaterial`: CA, keyCertSign,
+ * valid now, self-signed, key matches). One that fails is never installed and never overwritten:
+ * the signer stays not ready, saying which Secret and what is wrong, and keeps re-reading it with
+ * backoff, so deleting the Secret (or replacing it with a valid root) recovers without a restart.
  */
-import { caKeyMaterial, createRootCa, exportPkcs8Pem, parsePrivateKeyPem, parseCertificate } from '../../pki/index.js';
+import { describeError } from '../../core/errors.js';
+import { createRootCa, exportPkcs8Pem, parsePrivateKeyPem, parseCertificate, rootCaKeyMaterial, type CaKeyMaterial } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { CaSecretStore, StoredCa } from './ca-secret-store.js';
 import { MaterialSigner, type MaterialSignerOptions } from './material-signer.js';
@@ -48,7 +54,7 @@ export class SelfSignedSigner extends MaterialSigner {
         this.options.logger.info('another replica created the root first; using it', { location: this.#o.store.location });
       }
     }
-    this.install(materialFrom(stored));
+    this.install(this.#materialFrom(stored));
   }
 
   /** Keeps trying `load()` with capped backoff until it works or `close()`. */
@@ -59,8 +65,11 @@ export class SelfSignedSigner extends MaterialSigner {
         await this.load();
         return;
       } catch (err) {
-        this.setNotReady(`cannot load ${this.#o.store.location}: ${err instanceof Error ? err.message : String(err)}`);
-        this.options.logger.warn('self-signed CA not loaded, retrying', { err, delayMs });
+        // A CaError already names the Secret and the problem; anything else (apiserver) does not.
+        const reason = err instanceof CaError ? err.message : `cannot load ${this.#o.store.location}: ${describeError(err)}`;
+        this.setNotReady(reason);
+        if (err instanceof CaError) this.options.logger.error('stored self-signed root refused; not ready, retrying', { reason, delayMs });
+        else this.options.logger.warn('self-signed CA not loaded, retrying', { err, delayMs });
         try {
           await this.options.clock.sleep(delayMs, this.#stop.signal);
         } catch {
@@ -85,14 +94,19 @@ export class SelfSignedSigner extends MaterialSigner {
     });
     return { certPem: ca.pem, keyPem: exportPkcs8Pem(ca.privateKey) };
   }
-}
 
-function materialFrom(stored: StoredCa) {
-  try {
-    const cert = parseCertificate(stored.certPem.trim());
-    const keyObject = parsePrivateKeyPem(stored.keyPem.reveal());
-    return caKeyMaterial({ cert, keyObject });
-  } catch (err) {
-    throw new CaError('ERR_CA_SIGNER_MATERIAL_INVALID', 'stored CA certificate or key is invalid', { status: 'internal', cause: err });
+  /** Parses and checks a stored root; ERR_CA_SIGNER_MATERIAL_INVALID naming the Secret and the problem. */
+  #materialFrom(stored: StoredCa): CaKeyMaterial {
+    try {
+      const cert = parseCertificate(stored.certPem.trim());
+      const keyObject = parsePrivateKeyPem(stored.keyPem.reveal());
+      return rootCaKeyMaterial({ cert, keyObject }, this.options.clock.now(), 'ca-cert.pem');
+    } catch (err) {
+      const where = this.#o.store.location;
+      throw new CaError('ERR_CA_SIGNER_MATERIAL_INVALID', `${where} holds an unusable CA root (${describeError(err)}); left as it is: delete it to have a new root created`, {
+        status: 'internal',
+        cause: err,
+      });
+    }
   }
 }
