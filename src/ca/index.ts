@@ -25,8 +25,9 @@
  * `transport: 'grpc-js'`) serves everything on grpc-js.
  *
  * With TLS (the default) `startCaServer` resolves once the signer is loaded and the serving
- * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` it
- * resolves at once and answers UNAVAILABLE until the signer is ready.
+ * certificate is issued (its DNS/IP SANs are `servingDnsNames`); with `plaintext: true` (refused
+ * unless `grpcHost` is a loopback address) it resolves at once and answers UNAVAILABLE until the
+ * signer is ready.
  *
  * Parts: `Signer` (signer.ts) with `SelfSignedSigner` (istio-ca-secret) and `CacertsSigner`
  * (plug-in cacerts dir); `NodeAuthorizer` over a `PodIndex`; `AuthenticatorChain` of
