@@ -12,8 +12,9 @@ import { X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
-import { CA_CERT_KEY, CA_KEY_KEY, type CaServer } from '../../src/ca/index.js';
-import { caClient, CA_NAMESPACE, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { CA_CERT_KEY, CA_KEY_KEY, kubeCaSecretStore, SelfSignedSigner, type CaServer, type Signer } from '../../src/ca/index.js';
+import { systemClock } from '../../src/core/clock.js';
+import { caClient, CA_NAMESPACE, startCaEnv, TD, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts } from './support/pki-fixtures.js';
 
 let env: CaEnv;
@@ -256,11 +257,74 @@ test('pod informer: apiserver errors during re-list keep the old index, then it 
   assert.ok(env.logs.some((l) => l.includes('"msg":"pod watch restarted"')));
 });
 
-test('no private key or token in the CA log', () => {
-  const sig = token.split('.')[2]!;
+/** The base64 body of a PEM block, whole and line by line (a PEM logged as JSON has its newlines escaped). */
+function pemBodyForms(pem: string): string[] {
+  const lines = pem.split('\n').filter((l) => l !== '' && !l.startsWith('-----'));
+  assert.ok(lines.length > 0, 'a PEM with a body');
+  return [lines.join(''), ...lines.filter((l) => l.length >= 16)];
+}
+
+test('no private key or token in the CA log: not the CA key, not a serving key, not any token used', async () => {
+  // A CA whose signer (the real self-signed one, same Secret) tells the test each serving key it
+  // hands out; it serves a good call and a denied one, so both paths write their logs.
+  const real = new SelfSignedSigner({
+    store: kubeCaSecretStore({ kubeConfig: env.caKubeConfig, namespace: CA_NAMESPACE, name: 'istio-ca-secret' }),
+    trustDomain: TD,
+    keyType: 'ec',
+    rootTtlSeconds: 10 * 365 * 86_400,
+    clock: systemClock,
+    logger: env.logger,
+    maxTtlSeconds: 7 * 86_400,
+  });
+  await real.load();
+  const servingKeys: string[] = [];
+  const recording: Signer = {
+    get description() {
+      return real.description;
+    },
+    get ready() {
+      return real.ready;
+    },
+    get notReadyReason() {
+      return real.notReadyReason;
+    },
+    roots: () => real.roots(),
+    sign: (r) => real.sign(r),
+    async issueServingCertificate(r) {
+      const cert = await real.issueServingCertificate(r);
+      servingKeys.push(cert.privateKeyPem.reveal());
+      return cert;
+    },
+    onChange: (l) => real.onChange(l),
+    close: () => real.close(),
+  };
+  const s = await env.startCa({ signer: { kind: 'custom', signer: recording } });
+  const c = caClient(s.port, s.rootsPem());
+  const wrongAudience = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a', audiences: ['not-istio-ca'] });
+  try {
+    assert.equal((await c.create({ token, csr: await newCsr() })).code, undefined);
+    assert.equal((await c.create({ token: wrongAudience, csr: await newCsr() })).code, status.UNAUTHENTICATED);
+  } finally {
+    c.close();
+    await s.stop();
+  }
+  assert.ok(servingKeys.length >= 1, 'the serving key was recorded');
+
+  const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
+  const caKeyPem = Buffer.from(secret.data?.[CA_KEY_KEY] ?? '', 'base64').toString();
+  assert.match(caKeyPem, /PRIVATE KEY/);
+  const caOwnToken = env.caKubeConfig.getCurrentUser()?.token;
+  assert.ok(caOwnToken, 'the CA authenticates to the apiserver with a token');
+  const forbidden = [
+    ...pemBodyForms(caKeyPem),
+    ...servingKeys.flatMap(pemBodyForms),
+    ...[token, wrongAudience, caOwnToken].map((t) => t.split('.')[2]!),
+  ];
+  assert.ok(env.logs.length > 0);
   for (const line of env.logs) {
-    assert.ok(!line.includes(sig));
-    assert.ok(!line.includes('PRIVATE KEY'));
+    const msg = (JSON.parse(line) as { msg?: string }).msg; // the message only: the line may hold the secret
+    assert.ok(!line.includes('PRIVATE KEY'), `a PEM private key in the log line "${msg}"`);
+    for (const f of forbidden) assert.ok(!line.includes(f), `a secret (${f.length} chars) in the log line "${msg}"`);
   }
 });
 

@@ -46,6 +46,12 @@ test('cacerts: issues leaf, intermediate, root (last); openssl verifies; X509-SV
   assert.match(text, /X509v3 Subject Alternative Name: critical\s+URI:spiffe:\/\/cluster\.local\/ns\/default\/sa\/sleep/);
   assert.match(text, /TLS Web Server Authentication, TLS Web Client Authentication/);
   assert.match(text, /CA:FALSE/);
+  // The verifier checks purposes: the CA's serving certificate (serverAuth only) is no client cert.
+  const serving = await signer.issueServingCertificate({ dnsNames: ['localhost'], ttlSeconds: 3600 });
+  const servingChain = [...serving.certChainPem.matchAll(/-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----\n/g)].map((m) => m[0]);
+  assert.equal(servingChain.length, 2);
+  assert.match(await opensslVerifyChain([...servingChain, ca.root.pem], { purposes: ['sslserver'] }), /leaf\.pem: OK/);
+  await assert.rejects(opensslVerifyChain([...servingChain, ca.root.pem]), /unsuitable certificate purpose/);
 });
 
 test('cacerts: worker-pool issuing gives the same chain shape and verifies', async (t) => {

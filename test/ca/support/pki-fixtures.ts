@@ -78,11 +78,13 @@ export async function newCsr(uri = 'spiffe://cluster.local/ns/ignored/sa/ignored
 }
 
 /**
- * `openssl verify` of a CreateCertificate response chain: the last element is the root
- * bundle (trusted), the middle elements are untrusted intermediates, the first is the leaf.
- * Returns openssl's stdout; throws (with stderr) when verification fails.
+ * `openssl verify -x509_strict` of a CreateCertificate response chain: the last element is the
+ * root bundle (trusted), the middle elements are untrusted intermediates, the first is the leaf.
+ * The leaf is checked for every purpose in `purposes`, by default both `sslclient` and
+ * `sslserver` (a workload certificate is for both ends of mTLS, as istiod's are). Returns
+ * openssl's stdout of the last check; throws (with stderr) when any check fails.
  */
-export async function opensslVerifyChain(chain: readonly string[], options: { readonly purpose?: string } = {}): Promise<string> {
+export async function opensslVerifyChain(chain: readonly string[], options: { readonly purposes?: readonly string[] } = {}): Promise<string> {
   const dir = await tempDir('ca-verify-');
   try {
     const leaf = join(dir.path, 'leaf.pem');
@@ -91,8 +93,11 @@ export async function opensslVerifyChain(chain: readonly string[], options: { re
     await writeFile(leaf, chain[0] ?? '');
     await writeFile(roots, chain[chain.length - 1] ?? '');
     await writeFile(untrusted, chain.slice(1, -1).join(''));
-    const args = ['verify', '-CAfile', roots, ...(chain.length > 2 ? ['-untrusted', untrusted] : []), ...(options.purpose ? ['-purpose', options.purpose] : []), leaf];
-    const { stdout } = await run('openssl', args);
+    let stdout = '';
+    for (const purpose of options.purposes ?? ['sslclient', 'sslserver']) {
+      const args = ['verify', '-x509_strict', '-purpose', purpose, '-CAfile', roots, ...(chain.length > 2 ? ['-untrusted', untrusted] : []), leaf];
+      ({ stdout } = await run('openssl', args));
+    }
     return stdout;
   } finally {
     await dir.remove();
