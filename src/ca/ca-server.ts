@@ -178,7 +178,17 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     metrics.signerReady.set(signer.ready ? 1 : 0);
   };
 
-  // Start the parts that talk to the outside world.
+  // Start the parts that talk to the outside world. The ops endpoint first: while the signer
+  // is still loading (or refusing a bad stored root, retrying) /readyz already says why.
+  let ops: OpsServer | undefined;
+  if (config.opsPort !== undefined) {
+    const readiness: Check[] = [
+      { name: 'signer', check: () => signer.notReadyReason },
+      ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => (inf.synced ? undefined : 'pod informer not synced') })),
+    ];
+    const liveness: Check[] = [{ name: 'signer', check: () => signer.brokenReason }];
+    ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, liveness, readiness, logger });
+  }
   for (const i of informers) i.startInBackground();
   const identity = new RotatingServerIdentity();
   let servingTimer: NodeJS.Timeout | undefined;
@@ -200,8 +210,18 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   if (config.plaintext) {
     void startSigner().catch((err: unknown) => logger.error('signer failed to start', { err }));
   } else {
-    await startSigner();
-    if (!identity.hasIdentity) await rotateServing();
+    try {
+      await startSigner();
+      if (!identity.hasIdentity) await rotateServing();
+    } catch (err) {
+      // Nothing started here may outlive a failed start.
+      unsubscribe();
+      if (servingTimer) clearTimeout(servingTimer);
+      await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
+      await signer.close().catch(() => undefined);
+      await ops?.close();
+      throw err;
+    }
   }
 
   const transport = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
@@ -247,16 +267,6 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   const healthTimer = setInterval(refreshHealth, 500);
   healthTimer.unref();
   refreshHealth();
-
-  let ops: OpsServer | undefined;
-  if (config.opsPort !== undefined) {
-    const readiness: Check[] = [
-      { name: 'signer', check: () => signer.notReadyReason },
-      ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => (inf.synced ? undefined : 'pod informer not synced') })),
-    ];
-    const liveness: Check[] = [{ name: 'signer', check: () => signer.brokenReason }];
-    ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, liveness, readiness, logger });
-  }
 
   let stopped: Promise<void> | undefined;
   return {

@@ -10,6 +10,8 @@ import assert from 'node:assert/strict';
 import { credentials, Metadata, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
 import { X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
+import { createRootCa, exportPkcs8Pem } from '../../src/pki/index.js';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { CA_CERT_KEY, CA_KEY_KEY, kubeCaSecretStore, SelfSignedSigner, type CaServer, type Signer } from '../../src/ca/index.js';
@@ -31,6 +33,15 @@ before(async () => {
 after(async () => {
   await env?.close();
 });
+
+/** A TCP port free right now on 127.0.0.1 (for an ops endpoint that must be known before its server resolves). */
+async function freePort(): Promise<number> {
+  const srv = createServer();
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const port = (srv.address() as AddressInfo).port;
+  await new Promise((r) => srv.close(r));
+  return port;
+}
 
 function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -181,6 +192,50 @@ test('ops endpoint: healthz, readyz, metrics', async () => {
   assert.match(m.body, /certbroker_ca_signing_duration_seconds_bucket/);
   assert.match(m.body, /certbroker_ca_requests_total\{outcome="invalid",reason="ERR_CA_TTL_OVER_MAX"\} 1/);
   assert.match(m.body, /certbroker_ca_signer_ready 1/);
+});
+
+test('ops endpoint is up while the signer is not: /readyz names a refused stored root; deleting the Secret lets the CA start', async () => {
+  // A stored root whose key is another root's: refused, and the CA keeps re-reading the Secret.
+  const a = await createRootCa({ subject: 'O=a', ttlSeconds: 86_400 });
+  const b = await createRootCa({ subject: 'O=b', ttlSeconds: 86_400 });
+  const secretName = 'mismatched-ca-secret';
+  await env.core.createNamespacedSecret({
+    namespace: CA_NAMESPACE,
+    body: {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: secretName, namespace: CA_NAMESPACE },
+      data: { [CA_CERT_KEY]: Buffer.from(a.cert.toString('pem')).toString('base64'), [CA_KEY_KEY]: Buffer.from((await exportPkcs8Pem(b.privateKey)).reveal()).toString('base64') },
+    },
+  });
+  const opsPort = await freePort();
+  const starting = env.startCa({ opsHost: '127.0.0.1', opsPort, signer: { kind: 'self-signed', namespace: CA_NAMESPACE, secretName, keyType: 'ec', rootTtlSeconds: 86_400 } });
+  let started: CaServer | undefined;
+  void starting.then((s) => (started = s), () => undefined);
+  try {
+    let ready: { status: number; body: string } | undefined;
+    for (let i = 0; i < 500 && !(ready?.body.includes(secretName)); i++) {
+      ready = await httpGet(opsPort, '/readyz').catch(() => undefined);
+      if (!ready?.body.includes(secretName)) await new Promise((r) => setTimeout(r, 20));
+    }
+    assert.equal(ready?.status, 503, ready?.body);
+    assert.match(ready!.body, /mismatched-ca-secret/);
+    assert.equal((await httpGet(opsPort, '/healthz')).status, 200, 'alive: a refused root is not a reason to restart');
+    assert.equal(started, undefined, 'not serving gRPC without a signer');
+
+    await env.core.deleteNamespacedSecret({ namespace: CA_NAMESPACE, name: secretName });
+    const s = await starting;
+    let now = await httpGet(opsPort, '/readyz');
+    for (let i = 0; i < 500 && now.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      now = await httpGet(opsPort, '/readyz');
+    }
+    assert.equal(now.status, 200, now.body);
+    assert.notEqual(s.rootsPem().trim(), a.cert.toString('pem').trim(), 'a fresh root, not the refused one');
+  } finally {
+    await env.core.deleteNamespacedSecret({ namespace: CA_NAMESPACE, name: secretName }).catch(() => undefined);
+    await (started ?? (await starting.catch(() => undefined)))?.stop();
+  }
 });
 
 type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
