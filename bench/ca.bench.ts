@@ -8,8 +8,8 @@
  * (ztunnel tokens impersonating a workload, so TokenReview is cached after the first call and
  * the node authorizer runs on every call).
  *
- * The headline is measured in BENCH_CA_ROUNDS (default 3) rounds, each the pool and then the CA
- * back to back, and reported as the median per-round ratio; comparison rows (other transports,
+ * The headline is measured in BENCH_CA_ROUNDS (default 5) rounds, each the pool and the CA back to
+ * back (alternating which goes first), and reported as the median per-round ratio; comparison rows (other transports,
  * load clients, signing on the main thread) are one run each. The load generator is nghttp2's
  * h2load when it is on PATH (Debian: nghttp2-client; it barely uses the shared cores), else our
  * node:http2 client. Results go to the CA section of docs/benchmarks.md.
@@ -29,7 +29,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SECONDS = Number(process.env.BENCH_CA_SECONDS ?? 4);
 const CHANNELS = Number(process.env.BENCH_CA_CHANNELS ?? 4);
 const INFLIGHT = Number(process.env.BENCH_CA_INFLIGHT ?? 32);
-const ROUNDS = Math.max(1, Number(process.env.BENCH_CA_ROUNDS ?? 3));
+const ROUNDS = Math.max(1, Number(process.env.BENCH_CA_ROUNDS ?? 5));
 const CSR_COUNT = 256;
 const IDENTITY = 'spiffe://cluster.local/ns/default/sa/sleep';
 
@@ -480,11 +480,22 @@ async function main(): Promise<void> {
     const headline = await start({ workers: poolSize });
     await run(headline, 'warm-up (not reported)', headlineClient, 2, 1);
     const hits0 = (await headline.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
+    // Rounds alternate which half goes first (pool, CA | CA, pool), so a machine that speeds up or
+    // slows down during a round does not always favour the same side.
     for (let r = 0; r < ROUNDS; r++) {
-      const pool = await measurePool(material, csrs, poolSize);
-      process.stdout.write(`round ${r + 1}: in-process pool ${pool.rate.toFixed(0)}/s (${pool.cpuUs.toFixed(0)} µs CPU/cert)\n`);
-      const path = await run(headline, `round ${r + 1}: default CA, ${headlineClient} load`, headlineClient);
-      pairs.push({ pool, path });
+      const poolHalf = async () => {
+        const m = await measurePool(material, csrs, poolSize);
+        process.stdout.write(`round ${r + 1}: in-process pool ${m.rate.toFixed(0)}/s (${m.cpuUs.toFixed(0)} µs CPU/cert)\n`);
+        return m;
+      };
+      const caHalf = () => run(headline, `round ${r + 1}: default CA, ${headlineClient} load`, headlineClient);
+      if (r % 2 === 0) {
+        const pool = await poolHalf();
+        pairs.push({ pool, path: await caHalf() });
+      } else {
+        const path = await caHalf();
+        pairs.push({ pool: await poolHalf(), path });
+      }
     }
     const reviews = ((await headline.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0) - hits0;
     process.stdout.write(`TokenReviews sent during the rounds: ${reviews} (cached after the first call per token)\n`);
@@ -533,7 +544,7 @@ async function main(): Promise<void> {
   const note = [
     `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores, Node ${process.version}; ${SECONDS} s per measurement after a 1 s warm-up (one unreported warm-up run first).`,
     `In-process = CSR parse + verify + leaf build + P-256 sign + PEM on the LeafIssuerPool (${poolSize} workers, ${CHANNELS * INFLIGHT} requests in flight, ${CSR_COUNT} distinct CSRs round-robin); "1 thread" = FastLeafIssuer alone.`,
-    `Default CA = \`certbroker ca\` as deployed: TLS, the http2 transport, ${poolSize} signing workers, self-signed root in a devcluster, ztunnel tokens impersonating a workload (TokenReview cached after the first call per token, node authorizer on every call). Each round measures the pool and then the CA back to back; the comparison rows below the rounds are one run each, divided by the median pool rate.`,
+    `Default CA = \`certbroker ca\` as deployed: TLS, the http2 transport, ${poolSize} signing workers, self-signed root in a devcluster, ztunnel tokens impersonating a workload (TokenReview cached after the first call per token, node authorizer on every call). Each round measures the pool and the CA back to back, alternating which goes first; the comparison rows below the rounds are one run each, divided by the median pool rate.`,
     `Load: ${CHANNELS} TLS connections x ${INFLIGHT} calls in flight from a separate process. "h2load" = nghttp2's h2load (C; one CSR and one token; h2load counts HTTP 200s, so the CA's own outcome counter must show every call issued — any other outcome is counted as an error); "http2" = node:http2 with pre-encoded gRPC frames (every grpc-status checked, a few responses decoded); "grpc-js" = grpc-js clients.`,
     `The load process and the CA share the same ${cpus().length} cores and the machine is shared with other work: rates move with its load, which is why the ratio is taken per round; the CPU-per-certificate columns (process CPU / certificates) are the contention-robust comparison.`,
     `Reference from the issue: Go crypto/x509 on this machine ~4,900/s per core (~9,300/s on 2 cores).`,
