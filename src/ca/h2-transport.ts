@@ -1,14 +1,15 @@
 /**
- * A lean transport for the CA: the hot method,
+ * The CA's default transport with TLS: the hot method,
  * `istio.v1.auth.IstioCertificateService/CreateCertificate`, is served directly on node:http2
- * over TLS (no grpc-js) for throughput, speaking the gRPC wire protocol (HTTP/2 POST, 5-byte
- * length-prefixed protobuf messages, `grpc-status`/`grpc-message` trailers).
- * `grpc.health.v1.Health/Check` is answered here too. Every other call (health Watch/List,
- * reflection) is relayed stream-for-stream to a grpc-js server on loopback (`fallbackPort`)
- * when one is given, else answered UNIMPLEMENTED.
+ * (nghttp2 does the HTTP/2; no grpc-js on this path) for throughput, speaking the gRPC wire
+ * protocol: HTTP/2 POST, 5-byte length-prefixed protobuf messages, `grpc-status`/`grpc-message`
+ * trailers, `grpc-timeout` honoured. `grpc.health.v1.Health/Check` is answered here too. Every
+ * other call (health Watch/List, reflection) is relayed stream-for-stream to a grpc-js server on
+ * loopback (`fallbackPort`) when one is given, else answered UNIMPLEMENTED.
  *
- * The handler is the same `CertificateService` as on grpc-js; messages are decoded/encoded with
- * protobufjs from the same .proto files (keepCase, so the request has the same shape).
+ * The handler is the same `CertificateService` as on grpc-js; requests are decoded with protobufjs
+ * from the same .proto files (keepCase, so the request has the same shape); the response
+ * (`repeated string cert_chain`) is framed by hand in one buffer (`certChainFrame`).
  */
 import {
   connect,
