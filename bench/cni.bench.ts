@@ -8,7 +8,7 @@
  * BENCH_CNI_ITERATIONS (default 40) runs per scenario.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, cpus } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ import { build } from 'esbuild';
 import { seaBinaries, seaBundleDefinition } from '../test/support/sea-binary.js';
 import { namespaceObject, podObject, sidecarPod, startPluginCluster, e2eUnavailable, Netns, CNI_NAMESPACE } from '../test/cni/e2e/fixture.js';
 import { NODE_NAME, startBrokerStack, type BrokerStack } from '../test/cni/e2e/broker-stack.js';
+import { pct, writeDocSection } from './report.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const ROOT = resolve(here, '../..');
@@ -46,11 +47,6 @@ function once(s: Scenario): Promise<number> {
     });
     child.stdin.end(s.stdin);
   });
-}
-
-function pct(sorted: readonly number[], p: number): number {
-  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
-  return sorted[i]!;
 }
 
 async function main(): Promise<void> {
@@ -144,26 +140,13 @@ async function main(): Promise<void> {
       noNetns ? `The applied-in-a-netns scenario was skipped: ${noNetns}.` : 'The applied scenario re-ADDs one netns, so each run also removes the previous rules (the applier reconciles).',
     ];
     process.stdout.write(`${lines.join('\n')}\n\n${note.join('\n')}\n`);
-    writeSection([...lines, '', ...note].join('\n'));
+    writeDocSection({ root: ROOT, marker: 'cni', heading: 'CNI plugin (`npm run bench:cni`)', body: [...lines, '', ...note].join('\n') });
   } finally {
     netns?.remove();
     await stack?.stop();
     await pc.close();
     rmSync(dir, { recursive: true, force: true });
   }
-}
-
-const START = '<!-- bench:cni:start -->';
-const END = '<!-- bench:cni:end -->';
-
-function writeSection(body: string): void {
-  const file = join(ROOT, 'docs/benchmarks.md');
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
-  const section = `${START}\n${body}\n${END}`;
-  const a = text.indexOf(START);
-  const b = text.indexOf(END);
-  if (a >= 0 && b > a) writeFileSync(file, text.slice(0, a) + section + text.slice(b + END.length));
-  else writeFileSync(file, `${text.trimEnd()}\n\n## CNI plugin (\`npm run bench:cni\`)\n\n${section}\n`);
 }
 
 main().catch((err: unknown) => {
