@@ -1,7 +1,8 @@
 /**
  * The CA's Prometheus metrics, on a registry of its own (served by the ops endpoint).
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { collectProcessMetrics } from '../ops/process-metrics.js';
 
 export type RequestOutcome = 'issued' | 'denied' | 'invalid' | 'unavailable' | 'error';
 
@@ -37,7 +38,7 @@ export class CaMetrics {
 
   constructor(options: { readonly defaultMetrics?: boolean } = {}) {
     this.cacheHit.inc(0);
-    if (options.defaultMetrics) collectDefaultMetrics({ register: this.registry });
+    if (options.defaultMetrics) collectProcessMetrics(this.registry);
     // Make the cache counters visible at 0 before the first request.
     this.tokenReviewCache.inc({ result: 'shared' }, 0);
     this.tokenReviewCache.inc({ result: 'miss' }, 0);

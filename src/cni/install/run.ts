@@ -3,7 +3,8 @@
  * daemon, the shutdown advisor and (when enabled) the repair controller, and runs until
  * SIGTERM/SIGINT.
  */
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Registry } from 'prom-client';
+import { collectProcessMetrics } from '../../ops/process-metrics.js';
 import { systemClock } from '../../core/clock.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import { signalController } from '../../ops/lifecycle.js';
@@ -43,7 +44,7 @@ export async function runInstallCni(flags: InstallFlags = {}, env: NodeJS.Proces
   const config = loadInstallConfig(env, flags);
   const logger = createLogger({ level: config.logLevel, fields: { component: 'install-cni', node: config.nodeName } });
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry });
+  collectProcessMetrics(registry);
   let kubeConfig: KubeConfig | undefined;
   const kc = async () => (kubeConfig ??= await loadKubeConfig(config));
 
@@ -95,9 +96,12 @@ async function startRepairIfEnabled(options: {
   readonly registry: Registry;
   readonly signal: AbortSignal;
 }): Promise<RepairHandle | undefined> {
-  const { loadRepairConfig, startRepairController } = await import('../repair/index.js');
+  // The config alone first: the controller pulls in @kubernetes/client-node (~0.6 s to load),
+  // which an install-cni without repair never needs.
+  const { loadRepairConfig } = await import('../repair/config.js');
   const repairConfig = loadRepairConfig(options.env, { nodeName: options.config.nodeName });
   if (!repairConfig.enabled) return undefined;
+  const { startRepairController } = await import('../repair/controller.js');
   const handle = await startRepairController({
     config: repairConfig,
     kubeConfig: await options.kc(),
