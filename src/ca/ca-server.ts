@@ -192,7 +192,24 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   for (const i of informers) i.startInBackground();
   const identity = new RotatingServerIdentity();
   let servingTimer: NodeJS.Timeout | undefined;
-  const rotateServing = async (): Promise<void> => {
+  // One issuance at a time. A request while one runs (new material arrived meanwhile) runs one
+  // more after it, so the serving certificate always ends up from the current material.
+  let rotating: Promise<void> | undefined;
+  let again = false;
+  const rotateServing = (): Promise<void> => {
+    if (rotating) {
+      again = true;
+      return rotating;
+    }
+    rotating = (async () => {
+      do {
+        again = false;
+        await issueServing();
+      } while (again);
+    })().finally(() => (rotating = undefined));
+    return rotating;
+  };
+  const issueServing = async (): Promise<void> => {
     if (!signer.ready) return;
     const cert = await signer.issueServingCertificate({ dnsNames: config.servingDnsNames, ttlSeconds: SERVING_CERT_TTL_SECONDS });
     identity.update(cert.certChainPem, cert.privateKeyPem);
@@ -207,50 +224,39 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     if (!config.plaintext) void rotateServing().catch((err: unknown) => logger.error('serving certificate rotation failed', { err }));
   });
 
-  if (config.plaintext) {
-    void startSigner().catch((err: unknown) => logger.error('signer failed to start', { err }));
-  } else {
-    try {
-      await startSigner();
-      if (!identity.hasIdentity) await rotateServing();
-    } catch (err) {
-      // Nothing started here may outlive a failed start.
-      unsubscribe();
-      if (servingTimer) clearTimeout(servingTimer);
-      await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
-      await signer.close().catch(() => undefined);
-      await ops?.close();
-      throw err;
-    }
-  }
-
   const transport = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
-  if (transport === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
-  let port: number;
-  let stopTransport: () => Promise<'graceful' | 'forced'>;
-  if (transport === 'http2') {
-    // Health Watch/List and reflection stay on grpc-js, on loopback, relayed by the transport.
-    const fallback = new Server({ 'grpc.enable_channelz': 0 });
-    health.addToServer(fallback);
-    addReflection(fallback, [CA_PROTO, HEALTH_PROTO]);
-    const fallbackPort = await bindServer(fallback, '127.0.0.1:0', ServerCredentials.createInsecure());
-    const h2t = await startH2Transport({
-      fallbackPort,
-      host: config.grpcHost,
-      port: config.grpcPort,
-      identity,
-      service,
-      health,
-      logger,
-      maxMessageBytes: MAX_MESSAGE_BYTES,
-    });
-    port = h2t.port;
-    stopTransport = async () => {
-      const how = await h2t.close(config.shutdownGraceMs);
-      await stopServer(fallback, 100);
-      return how;
-    };
-  } else {
+  const startTransport = async (): Promise<{ port: number; stop: () => Promise<'graceful' | 'forced'> }> => {
+    if (transport === 'http2') {
+      if (config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+      // Health Watch/List and reflection stay on grpc-js, on loopback, relayed by the transport.
+      const fallback = new Server({ 'grpc.enable_channelz': 0 });
+      health.addToServer(fallback);
+      addReflection(fallback, [CA_PROTO, HEALTH_PROTO]);
+      const fallbackPort = await bindServer(fallback, '127.0.0.1:0', ServerCredentials.createInsecure());
+      try {
+        const h2t = await startH2Transport({
+          fallbackPort,
+          host: config.grpcHost,
+          port: config.grpcPort,
+          identity,
+          service,
+          health,
+          logger,
+          maxMessageBytes: MAX_MESSAGE_BYTES,
+        });
+        return {
+          port: h2t.port,
+          stop: async () => {
+            const how = await h2t.close(config.shutdownGraceMs);
+            await stopServer(fallback, 100);
+            return how;
+          },
+        };
+      } catch (err) {
+        await stopServer(fallback, 0);
+        throw err;
+      }
+    }
     // Channelz bookkeeping costs CPU on every call and nothing reads it here.
     const server = new Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.enable_channelz': 0 });
     server.addService(caServiceDefinition(), service.implementation());
@@ -259,8 +265,31 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     const creds = config.plaintext ? ServerCredentials.createInsecure() : identity.credentials();
     if (config.plaintext) logger.warn('gRPC is PLAINTEXT: for loopback development only');
     const hostPart = config.grpcHost.includes(':') ? `[${config.grpcHost}]` : config.grpcHost;
-    port = await bindServer(server, `${hostPart}:${config.grpcPort}`, creds);
-    stopTransport = () => stopServer(server, config.shutdownGraceMs);
+    const bound = await bindServer(server, `${hostPart}:${config.grpcPort}`, creds);
+    return { port: bound, stop: () => stopServer(server, config.shutdownGraceMs) };
+  };
+
+  let port: number;
+  let stopTransport: () => Promise<'graceful' | 'forced'>;
+  try {
+    if (config.plaintext) {
+      void startSigner().catch((err: unknown) => logger.error('signer failed to start', { err }));
+    } else {
+      await startSigner();
+      // Installing the material already started an issuance (onChange): wait for that one.
+      if (rotating) await rotating;
+      else if (!identity.hasIdentity) await rotateServing();
+    }
+    ({ port, stop: stopTransport } = await startTransport());
+  } catch (err) {
+    // Nothing started here may outlive a failed start (a port in use, a signer that cannot load):
+    // the caller must be able to exit.
+    unsubscribe();
+    if (servingTimer) clearTimeout(servingTimer);
+    await Promise.all(informers.map((i) => i.stop().catch(() => undefined)));
+    await signer.close().catch(() => undefined);
+    await ops?.close();
+    throw err;
   }
   logger.info('CA listening', { host: config.grpcHost, port, tls: !config.plaintext, transport, signer: signer.description });
 

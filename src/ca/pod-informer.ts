@@ -51,6 +51,8 @@ export class PodInformer implements PodIndex {
   #generation = 0;
   #restarting = false;
   #failed = false;
+  /** The ListWatch start (list, then watch) most recently begun; stop() waits for it. */
+  #starting: Promise<void> | undefined;
 
   constructor(options: PodInformerOptions) {
     this.#o = options;
@@ -78,7 +80,15 @@ export class PodInformer implements PodIndex {
 
   /** Starts the list+watch; resolves after the first list (or rejects if it fails). */
   async start(): Promise<void> {
-    await this.#informer.start();
+    const starting = this.#informer.start();
+    this.#starting = starting;
+    await starting;
+    // stop() during the list: ListWatch goes on to open its watch once the list is in, so stop
+    // it again now, or that watch would hold the process open after shutdown.
+    if (this.#stop.signal.aborted) {
+      await this.#informer.stop().catch(() => undefined);
+      return;
+    }
     // ListWatch reports a failed list through its error callback and still resolves start();
     // the callback has then re-armed the restart loop, and the index is not synced.
     if (this.#failed) return;
@@ -95,6 +105,11 @@ export class PodInformer implements PodIndex {
     this.#stop.abort();
     this.#generation++;
     await this.#informer.stop();
+    // A list still in flight opens its watch when it completes: wait for it and stop that too.
+    if (this.#starting) {
+      await this.#starting.catch(() => undefined);
+      await this.#informer.stop().catch(() => undefined);
+    }
   }
 
   /** A ListWatch whose events only count while it is the current one. */
@@ -135,7 +150,13 @@ export class PodInformer implements PodIndex {
           await this.#informer.stop().catch(() => undefined);
           const next = this.#create();
           this.#informer = next;
-          await next.start();
+          const starting = next.start();
+          this.#starting = starting;
+          await starting;
+          if (this.#stop.signal.aborted) {
+            await next.stop().catch(() => undefined);
+            break;
+          }
           if (this.#failed) continue; // the list or the new watch failed (see start())
           this.#reconcile(next.list());
           this.#index.markSynced(true);

@@ -7,6 +7,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { request } from 'node:http';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { writeFile } from 'node:fs/promises';
@@ -113,4 +114,34 @@ test('certbroker ca: bad configuration lists every problem and exits non-zero', 
   assert.match(err, /CA_GRPC_ADDRESS="nonsense" is not host:port/);
   assert.match(err, /CA_SIGNER="hsm" is not one of self-signed\|cacerts/);
   assert.match(err, /MAX_WORKLOAD_CERT_TTL_SECONDS="ten" is not an integer/);
+});
+
+test('certbroker ca: a start that fails after the signer and ops are up (gRPC port taken) exits non-zero on its own', async () => {
+  const kubeconfig = join(dir.path, 'kubeconfig-busy');
+  const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
+  await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
+  const busy = createServer();
+  await new Promise<void>((r) => busy.listen(0, '127.0.0.1', r));
+  const busyPort = (busy.address() as AddressInfo).port;
+  // The real entry point: it reports the error and sets the exit code, then the process must end
+  // by itself, so nothing the failed start opened may keep it alive.
+  const main = fileURLToPath(new URL('../../src/cli/main.js', import.meta.url));
+  const child = spawn(process.execPath, [main, 'ca', '--kubeconfig', kubeconfig, '--grpc-address', `127.0.0.1:${busyPort}`, '--ops-address', '127.0.0.1:0'], {
+    env: { ...process.env, CA_SERVING_DNS_NAMES: 'localhost', CA_SIGNING_WORKERS: '1', LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  let err = '';
+  child.stderr?.on('data', (c: Buffer) => (err += c.toString()));
+  // Bounded: a process that hangs is killed and the test fails with what it printed.
+  const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  try {
+    const [code, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => child.once('exit', (c, sig) => resolve([c, sig])));
+    assert.equal(signal, null, `still running 30 s after a failed start:\n${err}`);
+    assert.notEqual(code, 0, err);
+    assert.match(err, /ops endpoint listening/, 'the ops endpoint was up before the failure');
+    assert.match(err, /^certbroker: .*EADDRINUSE/m, 'reported by the CLI, not an uncaught exception');
+  } finally {
+    clearTimeout(killer);
+    busy.close();
+  }
 });
