@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
-import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
+import { caClient, startNodeAScenario, TD, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 import { seededRng } from '../support/seeded-rng.js';
 import { frameBytes, rawCaSession, requestBytes } from './support/raw-grpc.js';
@@ -22,12 +22,7 @@ let ca: CaServer;
 let ztunnel: string;
 
 before(async () => {
-  env = await startCaEnv();
-  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
-  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
-  ca = await env.startCa({ signingWorkers: 2 });
-  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
-  ztunnel = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  ({ env, ca, ztunnel } = await startNodeAScenario({ signingWorkers: 2 }));
 });
 
 after(async () => {

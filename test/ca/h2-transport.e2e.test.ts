@@ -9,7 +9,7 @@ import { credentials, status, type Client, type ChannelCredentials, type Service
 import type { CaServer } from '../../src/ca/index.js';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
-import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
+import { caClient, lastDenialReason, startNodeAScenario, TD, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { frameBytes, rawCaSession, requestFrame } from './support/raw-grpc.js';
@@ -19,12 +19,7 @@ let ca: CaServer;
 let ztunnel: string;
 
 before(async () => {
-  env = await startCaEnv();
-  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
-  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
-  ca = await env.startCa({ transport: 'http2', signingWorkers: 1 });
-  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
-  ztunnel = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  ({ env, ca, ztunnel } = await startNodeAScenario({ transport: 'http2', signingWorkers: 1 }));
 });
 
 after(async () => {

@@ -257,3 +257,30 @@ export async function waitForIndex(ca: CaServer, pred: (idx: NonNullable<ReturnT
   }
   throw new Error('pod index did not reach the expected state');
 }
+
+export interface NodeAScenario {
+  readonly env: CaEnv;
+  readonly ca: CaServer;
+  /** A ztunnel token bound to istio-system/ztunnel-a. */
+  readonly ztunnel: string;
+}
+
+/**
+ * A CA env with istio-system/ztunnel-a and default/sleep-a on node-a, a CA started with
+ * `overrides` whose pod index already holds sleep-a, and a ztunnel token. Closes the env if
+ * any step fails.
+ */
+export async function startNodeAScenario(overrides: Partial<CaServerConfig> = {}): Promise<NodeAScenario> {
+  const env = await startCaEnv();
+  try {
+    await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
+    await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+    const ca = await env.startCa(overrides);
+    await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+    const ztunnel = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+    return { env, ca, ztunnel };
+  } catch (err) {
+    await env.close();
+    throw err;
+  }
+}
