@@ -8,10 +8,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import {
-  caKeyMaterial,
   certificateFields,
   createCsr,
-  createRootCa,
   FastLeafIssuer,
   generateKeyPair,
   parseCsr,
@@ -20,6 +18,7 @@ import {
   type KeySpec,
 } from '../../src/pki/index.js';
 import { parseCsrAsync } from '../../src/pki/csr.js';
+import { makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
@@ -97,8 +96,8 @@ test('parseCsrAsync agrees with parseCsr on good CSRs of every key type and on e
 });
 
 test('issueAsync builds the TBSCertificate issue builds, keeps its error codes, and openssl verifies the result', async () => {
-  const root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
-  const signer = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
+  const { root, material } = await makeRoot('O=cluster.local', 86400);
+  const signer = material.leafSigner;
   const fixed = (seed: number) => (n: number) => Buffer.alloc(n, seed);
   const files: string[] = [];
   for (let i = 0; i < 6; i++) {

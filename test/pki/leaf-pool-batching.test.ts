@@ -8,13 +8,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
-import { caKeyMaterial, createCsr, createRootCa, generateKeyPair, LeafIssuerPool } from '../../src/pki/index.js';
+import { createCsr, generateKeyPair, LeafIssuerPool } from '../../src/pki/index.js';
+import { makeRoot } from './fixtures.js';
 
 test('under steady load with 128 requests in flight, batch messages carry many requests each', async () => {
-  const root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
+  const ca = await makeRoot('O=cluster.local', 86400);
   const keys = await Promise.all(Array.from({ length: 16 }, () => generateKeyPair()));
   const csrs = keys.map((k) => createCsr({ privateKey: k.privateKey, uri: 'spiffe://ignored/x' }).pem);
-  const pool = new LeafIssuerPool({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner, size: 2 });
+  const pool = new LeafIssuerPool({ signer: ca.material.leafSigner, size: 2 });
   let batches = 0;
   let requests = 0;
   const original = Worker.prototype.postMessage;

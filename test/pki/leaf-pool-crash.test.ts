@@ -11,9 +11,7 @@ import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLogger, type Logger } from '../../src/core/log.js';
 import {
-  caKeyMaterial,
   createCsr,
-  createRootCa,
   generateKeyPair,
   LeafIssuerPool,
   parseCertificate,
@@ -24,6 +22,7 @@ import {
   type LeafRequest,
   type LeafSigner,
 } from '../../src/pki/index.js';
+import { makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const CRASHING_WORKER = new URL('./workers/crashing-leaf-worker.js', import.meta.url);
@@ -37,8 +36,9 @@ let root: CaCertificate;
 let signer: LeafSigner;
 let csr: string;
 before(async () => {
-  root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
-  signer = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
+  const ca = await makeRoot('O=cluster.local', 86400);
+  root = ca.root;
+  signer = ca.material.leafSigner;
   csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://ignored/x' }).pem;
 });
 

@@ -1,27 +1,30 @@
 import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  caKeyMaterial,
   createCsr,
-  createRootCa,
   generateKeyPair,
   LeafIssuerPool,
   parseCertificate,
   PkiError,
   verifyChain,
   type CaCertificate,
+  type LeafSigner,
 } from '../../src/pki/index.js';
 import { SpiffeError } from '../../src/spiffe/index.js';
+import { makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 
 const scratch = Scratch.forFile();
 let root: CaCertificate;
+let signer: LeafSigner;
 before(async () => {
-  root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 86400 });
+  const ca = await makeRoot('O=cluster.local', 86400);
+  root = ca.root;
+  signer = ca.material.leafSigner;
 });
 
 test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', async () => {
-  const pool = new LeafIssuerPool({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner, size: 2, maxTtlSeconds: 7200 });
+  const pool = new LeafIssuerPool({ signer, size: 2, maxTtlSeconds: 7200 });
   try {
     const keys = await Promise.all(Array.from({ length: 6 }, () => generateKeyPair()));
     const requests = Array.from({ length: 60 }, (_, i) => ({
@@ -58,11 +61,11 @@ test('the pool issues on worker threads; openssl verifies the results; errors ke
     assert.ok((results[2] as PromiseRejectedResult).reason instanceof SpiffeError);
 
     // A new signer applies to later requests.
-    const root2 = await createRootCa({ subject: 'O=rotated', ttlSeconds: 86400 });
-    pool.setSigner(caKeyMaterial({ cert: root2.cert, keyObject: root2.privateKey }).leafSigner);
+    const rotated = await makeRoot('O=rotated', 86400);
+    pool.setSigner(rotated.material.leafSigner);
     const after = parseCertificate((await pool.issue(good)).pem);
     assert.equal(after.issuer, 'O=rotated');
-    verifyChain({ leaf: after, roots: [root2.cert], nowMs: Date.now() });
+    verifyChain({ leaf: after, roots: [rotated.root.cert], nowMs: Date.now() });
   } finally {
     await pool.close();
   }
@@ -70,7 +73,7 @@ test('the pool issues on worker threads; openssl verifies the results; errors ke
 });
 
 test('an unusable signer is refused up front, never sent to (and crashing) the workers', async () => {
-  const good = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
+  const good = signer;
   const other = await generateKeyPair({ kind: 'ec', curve: 'P-384' });
   const bad = { ...good, privateKey: other.privateKey };
   assert.throws(() => new LeafIssuerPool({ signer: bad, size: 1 }), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_KEY_INVALID');
@@ -87,7 +90,6 @@ test('an unusable signer is refused up front, never sent to (and crashing) the w
 });
 
 test('close({drainMs}) answers the requests already taken; close() fails them with ERR_PKI_POOL_CLOSED', async () => {
-  const signer = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner;
   const csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://x/y' }).pem;
   const request = { csr, spiffeId: 'spiffe://cluster.local/ns/a/sa/b', ttlSeconds: 600 };
   const closedCode = (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_POOL_CLOSED';
