@@ -4,7 +4,6 @@
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -12,18 +11,7 @@ import { silentLogger } from '../../src/core/log.js';
 import { NodePods } from '../../src/broker/node-pods.js';
 import { parseCniAddEvent, startRegistrationServer, type RegistrationServer } from '../../src/broker/registration-server.js';
 import { BrokerError } from '../../src/broker/errors.js';
-
-function post(socketPath: string, path: string, body: string, method = 'POST'): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path, method, headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+import { requestUnix as post } from './support/unix-http.js';
 
 describe('CNI registration server', () => {
   let dir: string;

@@ -12,7 +12,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -24,17 +23,10 @@ import { Secret } from '../../src/core/secret.js';
 import { healthServiceDefinition } from '../../src/grpc/health.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 import { eventually } from './support/eventually.js';
+import { requestUnix } from './support/unix-http.js';
 
 function postCmdAdd(socketPath: string, body: object): Promise<{ status: number; text: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request({ socketPath, path: '/cmdadd', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString() }));
-    });
-    req.on('error', reject);
-    req.end(JSON.stringify(body));
-  });
+  return requestUnix(socketPath, '/cmdadd', JSON.stringify(body));
 }
 
 describe('node broker security boundaries (devcluster + CA over TLS)', () => {
