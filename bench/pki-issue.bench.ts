@@ -11,7 +11,7 @@
  */
 import { execFile, execFileSync, fork } from 'node:child_process';
 import { createPublicKey, KeyObject, sign, verify, webcrypto } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +26,7 @@ import {
   issueLeafReference,
   LeafIssuerPool,
 } from '../src/pki/index.js';
+import { median, writeDocSection } from './report.js';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const ROUNDS = Number(process.env.BENCH_PKI_ROUNDS ?? 16);
@@ -233,11 +234,6 @@ function runGo(binary: string, ms: number, workers: number): Promise<Measured> {
   });
 }
 
-function median(xs: readonly number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
 async function main(): Promise<void> {
   const loadStart = loadavg()[0]!.toFixed(1);
   const root = await createRootCa({ subject: 'O=cluster.local', ttlSeconds: 365 * 86400 });
@@ -353,8 +349,7 @@ async function main(): Promise<void> {
     lines.push(`| ${scenarios[i]!.name} | ${Math.round(v)} | ${(v / floor).toFixed(2)} | ${(v / freshFloor).toFixed(2)} | ${(v / single).toFixed(2)} | ${cpuOf(i)} | ${best(i)} |`);
   }
   const when = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
-  const section = [
-    START,
+  const body = [
     ...lines,
     '',
     `Run ${when}, ${ROUNDS} rounds × ${SECONDS} s per scenario, interleaved, median shown; ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}; load average at start ${loadStart}, at end ${loadavg()[0]!.toFixed(1)} (other work on the shared cores lowers every rate; compare ratios).`,
@@ -389,27 +384,9 @@ async function main(): Promise<void> {
           `against the issue's ~32,000/s, so scaled one thread is ~${Math.round((single * 32000) / signRate)}/s, the pool ~${Math.round((rate(7) * 32000) / signRate)}/s and`,
           `independent threads ~${Math.round((rate(8) * 32000) / signRate)}/s (estimates; the unscaled medians above are what was measured).`,
         ]),
-    END,
   ].join('\n');
-  process.stdout.write(`\n${section}\n`);
-  writeSection(section);
-}
-
-const START = '<!-- bench:pki-issue:start -->';
-const END = '<!-- bench:pki-issue:end -->';
-
-function writeSection(section: string): void {
-  const file = process.env.BENCH_PKI_DOCS ?? join(ROOT, 'docs/benchmarks.md');
-  let text = '';
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch {
-    text = '# Benchmarks\n';
-  }
-  const a = text.indexOf(START);
-  const b = text.indexOf(END);
-  if (a >= 0 && b > a) writeFileSync(file, text.slice(0, a) + section + text.slice(b + END.length));
-  else writeFileSync(file, `${text.trimEnd()}\n\n## PKI leaf issuing, in process (\`npm run bench:pki\`)\n\n${section}\n`);
+  process.stdout.write(`\n${body}\n`);
+  writeDocSection({ root: ROOT, marker: 'pki-issue', heading: 'PKI leaf issuing, in process (`npm run bench:pki`)', body, file: process.env.BENCH_PKI_DOCS });
 }
 
 if (process.argv[2] === '--child') {

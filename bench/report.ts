@@ -28,11 +28,13 @@ export interface DocSection {
   /** The `## ...` heading used when the section does not exist yet. */
   readonly heading: string;
   readonly body: string;
+  /** Write here instead of `<root>/docs/benchmarks.md`. */
+  readonly file?: string;
 }
 
 /** Replaces the bench's marked section of docs/benchmarks.md with `body`, or appends it under `heading`. */
 export function writeDocSection(s: DocSection): void {
-  const file = join(s.root, 'docs/benchmarks.md');
+  const file = s.file ?? join(s.root, 'docs/benchmarks.md');
   const start = `<!-- bench:${s.marker}:start -->`;
   const end = `<!-- bench:${s.marker}:end -->`;
   const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
