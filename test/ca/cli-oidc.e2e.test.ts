@@ -6,17 +6,17 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from 'jose';
 import { makeServingMaterial } from '../../src/devcluster/serving-cert.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, CA_NAMESPACE, CA_SA, startCaEnv, TD, type CaEnv } from './support/ca-env.js';
 import { newCsr, tempDir } from './support/pki-fixtures.js';
+import { watchLog, writeCaLauncher } from './support/ca-process.js';
 
 const FOREIGN_ISSUER = 'https://oidc.example/cluster';
 let env: CaEnv;
@@ -32,10 +32,7 @@ before(async () => {
   kubeconfig = join(dir.path, 'kubeconfig');
   caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
   await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
-  const cliModule = fileURLToPath(new URL('../../src/cli/ca.js', import.meta.url));
-  // A launcher file rather than `node -e`: worker threads inherit execArgv.
-  launcher = join(dir.path, 'certbroker-ca.mjs');
-  await writeFile(launcher, `const m = await import(${JSON.stringify(cliModule)});\nawait m.command().parseAsync(process.argv.slice(2), { from: 'user' });\n`);
+  launcher = await writeCaLauncher(dir.path);
 
   const material = await makeServingMaterial({ hosts: ['127.0.0.1'], nowMs: Date.now() });
   const caFile = join(dir.path, 'oidc-ca.pem');
@@ -71,43 +68,21 @@ function foreignSleepToken(): Promise<string> {
     .sign(foreign.key);
 }
 
-function waitForListening(child: ChildProcess, lines: string[]): Promise<number> {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    child.stderr?.on('data', (c: Buffer) => {
-      buf += c.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(line);
-        try {
-          const rec = JSON.parse(line) as { msg?: string; port?: number };
-          if (rec.msg === 'CA listening') resolve(Number(rec.port));
-        } catch {
-          // not a log line
-        }
-      }
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code} before listening:\n${lines.join('\n')}`)));
-  });
-}
-
 async function withCa(extraEnv: Record<string, string>, body: (port: number, rootsPem: string) => Promise<void>): Promise<string[]> {
   const child = spawn(process.execPath, [launcher, '--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', 'off'], {
     env: { ...process.env, CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1', CA_SIGNING_WORKERS: '0', LOG_LEVEL: 'info', CA_SHUTDOWN_GRACE_SECONDS: '1', CA_TOKEN_REVIEW: 'false', ...extraEnv },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const lines: string[] = [];
+  const log = watchLog(child);
   try {
-    const port = await waitForListening(child, lines);
+    const port = Number((await log.waitFor((r) => r.msg === 'CA listening')).port);
     const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
     await body(port, Buffer.from(secret.data?.['ca-cert.pem'] ?? '', 'base64').toString());
   } finally {
     child.kill('SIGTERM');
     await new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once('exit', () => resolve())));
   }
-  return lines;
+  return log.lines;
 }
 
 test('issuer served off the API server: discovery and JWKS fetched without the CA token', async () => {

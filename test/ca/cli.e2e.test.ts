@@ -5,7 +5,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { writeFile } from 'node:fs/promises';
 import { caClient, CA_NAMESPACE, CA_SA, startCaEnv, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain, tempDir } from './support/pki-fixtures.js';
+import { watchLog, writeCaLauncher } from './support/ca-process.js';
 
 let env: CaEnv;
 let dir: { path: string; remove: () => Promise<void> };
@@ -28,50 +29,20 @@ after(async () => {
   await dir?.remove();
 });
 
-function waitForLog(child: ChildProcess, lines: string[], pred: (rec: Record<string, unknown>) => boolean): Promise<Record<string, unknown>> {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const onData = (c: Buffer) => {
-      buf += c.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        lines.push(line);
-        try {
-          const rec = JSON.parse(line) as Record<string, unknown>;
-          if (pred(rec)) {
-            child.stderr?.off('data', onData);
-            resolve(rec);
-            return;
-          }
-        } catch {
-          // not a log line
-        }
-      }
-    };
-    child.stderr?.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`exited ${code} before the expected log line:\n${lines.join('\n')}`)));
-  });
-}
-
 test('certbroker ca: starts from flags/env, issues over TLS, serves ops, exits 0 on SIGTERM', async () => {
   const kubeconfig = join(dir.path, 'kubeconfig');
   const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
   await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
-  const cliModule = fileURLToPath(new URL('../../src/cli/ca.js', import.meta.url));
-  // A launcher file rather than `node -e`: worker threads inherit execArgv, and --input-type
-  // would break the signing workers.
-  const launcher = join(dir.path, 'certbroker-ca.mjs');
-  await writeFile(launcher, `const m = await import(${JSON.stringify(cliModule)});\nawait m.command().parseAsync(process.argv.slice(2), { from: 'user' });\n`);
+  const launcher = await writeCaLauncher(dir.path);
   const child = spawn(process.execPath, [launcher, '--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', '127.0.0.1:0'], {
     env: { ...process.env, CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1', CA_SIGNING_WORKERS: '2', LOG_LEVEL: 'info', CA_SHUTDOWN_GRACE_SECONDS: '2' },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const lines: string[] = [];
+  const log = watchLog(child);
+  const lines = log.lines;
   try {
-    const ops = waitForLog(child, lines, (r) => r.msg === 'ops endpoint listening');
-    const listening = await waitForLog(child, lines, (r) => r.msg === 'CA listening');
+    const ops = log.waitFor((r) => r.msg === 'ops endpoint listening');
+    const listening = await log.waitFor((r) => r.msg === 'CA listening');
     const opsRec = await ops;
     assert.equal(listening.tls, true);
     const port = Number(listening.port);
