@@ -23,6 +23,7 @@ import { CertbrokerError } from '../core/errors.js';
 import { createLogger, type Logger } from '../core/log.js';
 import { SpiffeError, type SpiffeErrorCode } from '../spiffe/errors.js';
 import { PkiError, type PkiErrorCode } from './errors.js';
+import { parsePemOne } from './pem.js';
 import { LeafTemplate, type IssuedLeaf, type LeafRequest, type LeafSigner } from './leaf-template.js';
 import type { BatchMessage, ResultsMessage } from './leaf-pool-protocol.js';
 
@@ -85,16 +86,10 @@ function pooledLeaf(msg: ResultsMessage, i: number, spiffeId: string): IssuedLea
     notAfterMs: msg.notAfterMs[i]!,
     spiffeId,
     get der(): Uint8Array {
-      der ??= pemBody(pem);
+      der ??= parsePemOne(pem, ['CERTIFICATE']).der;
       return der;
     },
   };
-}
-
-function pemBody(pem: string): Buffer {
-  const start = pem.indexOf('\n') + 1;
-  const end = pem.indexOf('-----END');
-  return Buffer.from(pem.slice(start, end), 'base64');
 }
 
 /** Largest batch per message: several queued messages keep a worker busy between round trips. */
