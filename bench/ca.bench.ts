@@ -19,11 +19,12 @@
  * written; BENCH_CA_ONLY=<h2load|http2|grpc-js> keeps only the comparison rows with that load client.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { credentials, Metadata, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
+import { median, writeDocSection } from './report.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SECONDS = Number(process.env.BENCH_CA_SECONDS ?? 4);
@@ -390,12 +391,6 @@ interface Row {
   readonly loadCores: number;
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((x, y) => x - y);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
-
 async function main(): Promise<void> {
   const pki = await import('../src/pki/index.js');
   const { silentLogger } = await import('../src/core/log.js');
@@ -549,21 +544,8 @@ async function main(): Promise<void> {
     `The load process and the CA share the same ${cpus().length} cores and the machine is shared with other work: rates move with its load, which is why the ratio is taken per round; the CPU-per-certificate columns (process CPU / certificates) are the contention-robust comparison.`,
     `Reference from the issue: Go crypto/x509 on this machine ~4,900/s per core (~9,300/s on 2 cores).`,
   ];
-  writeSection([...lines, '', ...note].join('\n'));
+  writeDocSection({ root: ROOT, marker: 'ca', heading: 'CA (`npm run bench:ca`)', body: [...lines, '', ...note].join('\n'), file: process.env.BENCH_CA_DOCS });
   process.stdout.write(lines.join('\n') + '\n');
-}
-
-const START = '<!-- bench:ca:start -->';
-const END = '<!-- bench:ca:end -->';
-
-function writeSection(body: string): void {
-  const file = process.env.BENCH_CA_DOCS ?? join(ROOT, 'docs/benchmarks.md');
-  const text = existsSync(file) ? readFileSync(file, 'utf8') : '# Benchmarks\n';
-  const section = `${START}\n${body}\n${END}`;
-  const a = text.indexOf(START);
-  const b = text.indexOf(END);
-  if (a >= 0 && b > a) writeFileSync(file, text.slice(0, a) + section + text.slice(b + END.length));
-  else writeFileSync(file, `${text.trimEnd()}\n\n## CA (\`npm run bench:ca\`)\n\n${section}\n`);
 }
 
 if (process.argv[2] === '--client') {
