@@ -16,8 +16,6 @@
  * BENCH_BROKER_SAMPLES (default 1000) first-message samples per side.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -61,9 +59,8 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
   const { startBroker } = await import('../src/broker/broker.js');
   const { BrokerClient, firstMessage } = await import('../src/broker/broker-client.js');
   const { brokerMessageType } = await import('../src/broker/broker-proto.js');
-  const dir = mkdtempSync(join(tmpdir(), 'bench-broker-'));
   const sas = Array.from({ length: SERVICE_ACCOUNTS }, (_, i) => `sa-${i}`);
-  const stack = await Stack.start({ dir, namespaces: ['bench'], serviceAccounts: sas.map((s) => `bench/${s}`) });
+  const stack = await Stack.start({ tmpPrefix: 'bench-broker-', namespaces: ['bench'], serviceAccounts: sas.map((s) => `bench/${s}`) });
   try {
     const uids: string[] = [];
     for (let i = 0; i < PODS; i++) {
@@ -114,7 +111,7 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
       { Echo: (_call: ServerUnaryCall<Buffer, Buffer>, cb: sendUnaryData<Buffer>) => cb(null, payload) },
     );
     const bare = await stack.ownSvid('istio-system', 'certbroker-node');
-    const bareSocket = join(dir, 'bare.sock');
+    const bareSocket = join(stack.dir, 'bare.sock');
     await new Promise<void>((resolve, reject) =>
       server.bindAsync(
         `unix://${bareSocket}`,
@@ -158,7 +155,6 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
     return { runs, latency: { broker: brokerMs.sort((a, b) => a - b), bare: bareMs.sort((a, b) => a - b), payloadBytes: payload.length } };
   } finally {
     await stack.close();
-    rmSync(dir, { recursive: true, force: true });
   }
 }
 

@@ -7,9 +7,8 @@
 import assert from 'node:assert/strict';
 import { X509Certificate, createPrivateKey, createPublicKey } from 'node:crypto';
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
+import { stat, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Metadata, status as GrpcStatus, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
@@ -49,7 +48,6 @@ class Recorder {
 }
 
 describe('node broker end to end (devcluster + CA over TLS)', () => {
-  let dir: string;
   let stack: Stack;
   let clock: SkipClock;
   let broker: Broker;
@@ -66,8 +64,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     });
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'broker-e2e-'));
-    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web', 'shop/batch'] });
+    stack = await Stack.start({ tmpPrefix: 'broker-e2e-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web', 'shop/batch'] });
     clock = new SkipClock();
     broker = await startBroker(stack.brokerConfig({ clock, ...(process.env.BROKER_TEST_DEBUG ? { logger: createLogger({ level: 'debug' }) } : {}) }));
     await broker.whenReady(AbortSignal.timeout(20_000));
@@ -79,7 +76,6 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     client?.close();
     await broker?.stop(500);
     await stack?.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it('serves a pod created on the node: the SVID carries its service account, the key matches, the bundle is the mesh root', async () => {
@@ -290,11 +286,11 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
   });
 
   it('certbroker fetch gets its own SVID from the CA, subscribes, prints and writes PEMs that openssl verifies', async () => {
-    const tokenFile = join(dir, 'ztunnel-token');
+    const tokenFile = join(stack.dir, 'ztunnel-token');
     await writeFile(tokenFile, (await tokenFor(stack.core, BROKER_NS, CONSUMER_SA, { audience: 'istio-ca', expirationSeconds: 3600 })).reveal());
-    const rootFile = join(dir, 'mesh-root.pem');
+    const rootFile = join(stack.dir, 'mesh-root.pem');
     await writeFile(rootFile, stack.ca.rootsPem());
-    const outDir = join(dir, 'fetched');
+    const outDir = join(stack.dir, 'fetched');
     const lines: string[] = [];
     // The CA is dialled by IP; the name to verify (and send as SNI) is the serving certificate's
     // DNS SAN, as the broker's own config does. An IP as TLS ServerName is Node's DEP0123.

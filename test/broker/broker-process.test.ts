@@ -6,8 +6,7 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -17,28 +16,25 @@ import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 const RUN = fileURLToPath(new URL('../../src/broker/run.js', import.meta.url));
 
 describe('certbroker broker process', () => {
-  let dir: string;
   let stack: Stack;
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'broker-proc-'));
-    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
+    stack = await Stack.start({ tmpPrefix: 'broker-proc-', namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
   });
 
   after(async () => {
     await stack?.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it('runs from env, serves, drains on SIGTERM and exits 0 without logging secrets', async () => {
-    const kubeconfig = join(dir, 'broker.kubeconfig');
+    const kubeconfig = join(stack.dir, 'broker.kubeconfig');
     const apiToken = (stack.brokerKubeConfig.getCurrentUser()?.token ?? '') as string;
     assert.ok(apiToken.length > 20);
     await stack.dc.writeKubeconfig(kubeconfig, { token: apiToken, name: 'broker' });
-    const rootFile = join(dir, 'root.pem');
+    const rootFile = join(stack.dir, 'root.pem');
     await writeFile(rootFile, stack.ca.rootsPem());
-    const brokerSocket = join(dir, 'proc', 'broker.sock');
-    const cniSocket = join(dir, 'proc', 'pluginevent.sock');
+    const brokerSocket = join(stack.dir, 'proc', 'broker.sock');
+    const cniSocket = join(stack.dir, 'proc', 'pluginevent.sock');
     const env = {
       PATH: process.env.PATH ?? '',
       LOG_LEVEL: 'debug',

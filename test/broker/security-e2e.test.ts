@@ -11,8 +11,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ChannelCredentials, makeGenericClientConstructor, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
@@ -30,14 +29,12 @@ function postCmdAdd(socketPath: string, body: object): Promise<{ status: number;
 }
 
 describe('node broker security boundaries (devcluster + CA over TLS)', () => {
-  let dir: string;
   let stack: Stack;
   let broker: Broker;
   const logs: string[] = [];
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'broker-sec-'));
-    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/remote', 'shop/hostnet', 'shop/local'] });
+    stack = await Stack.start({ tmpPrefix: 'broker-sec-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/remote', 'shop/hostnet', 'shop/local'] });
     const logger = createLogger({ level: 'debug', sink: (l) => logs.push(l) });
     broker = await startBroker(stack.brokerConfig({ logger, name: 'sec' }));
     await broker.whenReady(AbortSignal.timeout(20_000));
@@ -46,7 +43,6 @@ describe('node broker security boundaries (devcluster + CA over TLS)', () => {
   after(async () => {
     await broker?.stop(500);
     await stack?.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it('both sockets are 0600', async () => {
@@ -99,7 +95,7 @@ describe('node broker security boundaries (devcluster + CA over TLS)', () => {
     }
 
     // Same SPIFFE ID, issued by a root the broker does not trust (made with openssl).
-    const pki = join(dir, 'foreign');
+    const pki = join(stack.dir, 'foreign');
     await mkdir(pki, { recursive: true });
     const ossl = (...args: string[]) => execFileSync('openssl', args, { cwd: pki, stdio: ['ignore', 'pipe', 'pipe'] });
     ossl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', 'root.key', '-out', 'root.pem', '-subj', '/O=foreign', '-days', '1');

@@ -7,8 +7,7 @@
  * Against the devcluster with the broker's RBAC minus the token Role, and the real CA over TLS.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { CoreV1Api, RbacAuthorizationV1Api } from '@kubernetes/client-node';
@@ -21,14 +20,12 @@ import { createLogger, silentLogger } from '../../src/core/log.js';
 import { BROKER_NS, BROKER_SA, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 
 describe('broker token from the projected file only (BROKER_TOKEN_SOURCE=file)', () => {
-  let dir: string;
   let stack: Stack;
   let broker: Broker;
   const logs: string[] = [];
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'broker-tokfile-'));
-    stack = await Stack.start({ dir, namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
+    stack = await Stack.start({ tmpPrefix: 'broker-tokfile-', namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
     // The broker's RBAC without serviceaccounts/token.
     const rbac = stack.admin.makeApiClient(RbacAuthorizationV1Api);
     const tokenRole = brokerRbacObjects({ namespace: BROKER_NS, serviceAccount: BROKER_SA }).find((o) => (o as { kind: string }).kind === 'RoleBinding') as {
@@ -48,7 +45,7 @@ describe('broker token from the projected file only (BROKER_TOKEN_SOURCE=file)',
         },
       },
     });
-    const tokenFile = join(dir, 'istio-token');
+    const tokenFile = join(stack.dir, 'istio-token');
     await writeFile(tokenFile, res.status!.token, { mode: 0o600 });
     broker = await startBroker({
       ...stack.brokerConfig({ name: 'tokfile', logger: createLogger({ level: 'debug', sink: (l) => logs.push(l) }) }),
@@ -61,7 +58,6 @@ describe('broker token from the projected file only (BROKER_TOKEN_SOURCE=file)',
   after(async () => {
     await broker?.stop(500);
     await stack?.close();
-    await rm(dir, { recursive: true, force: true });
   });
 
   it('becomes ready and serves a workload from the projected token alone, never calling TokenRequest', async () => {

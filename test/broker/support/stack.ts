@@ -3,6 +3,9 @@
  * enforced for the broker), the certbroker CA over TLS (TokenReview + node authorization), and
  * helpers to create pods and tokens and to obtain a consumer SVID from the CA.
  */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { startCaServer, type CaServer } from '../../../src/ca/index.js';
 import { silentLogger, type Logger } from '../../../src/core/log.js';
@@ -63,7 +66,21 @@ export class Stack {
     this.dir = init.dir;
   }
 
-  static async start(options: { dir: string; namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
+  /**
+   * Starts the stack in a fresh temporary directory (`tmpPrefix`…), which `close()` removes. The
+   * brokers' sockets go there; tests put their own files in `dir` too.
+   */
+  static async start(options: { tmpPrefix: string; namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
+    const dir = await mkdtemp(join(tmpdir(), options.tmpPrefix));
+    try {
+      return await Stack.#startIn(dir, options);
+    } catch (err) {
+      await rm(dir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  static async #startIn(dir: string, options: { namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
     const dc = await startDevCluster({ simulateKubelet: true });
     const admin = kubeConfigFor(dc, dc.adminToken);
     const core = admin.makeApiClient(CoreV1Api);
@@ -88,7 +105,7 @@ export class Stack {
     const apiToken = await tokenFor(core, BROKER_NS, BROKER_SA, { audience: dc.issuer, expirationSeconds: 48 * 3600 });
     const brokerKubeConfig = kubeConfigFor(dc, apiToken.reveal());
     const ca = await startCa(dc, admin, 0);
-    return new Stack({ dc, admin, ca, brokerPod, brokerKubeConfig, dir: options.dir });
+    return new Stack({ dc, admin, ca, brokerPod, brokerKubeConfig, dir });
   }
 
   brokerConfig(options: { clock?: Clock; logger?: Logger; certTtlSeconds?: number; forgetGraceMs?: number; name?: string }): BrokerConfig {
@@ -177,6 +194,7 @@ export class Stack {
   async close(): Promise<void> {
     await this.ca.stop().catch(() => undefined);
     await this.dc.close();
+    await rm(this.dir, { recursive: true, force: true });
   }
 }
 
