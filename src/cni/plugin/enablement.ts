@@ -8,7 +8,7 @@ import { isSelectorOperator, selectorMatches, type LabelSelector, type LabelSele
 import { CniError } from './cni-error.js';
 
 export { selectorMatches };
-export type { LabelSelector, LabelSelectorRequirement, SelectorOperator } from '../../core/label-selector.js';
+export type { LabelSelector } from '../../core/label-selector.js';
 
 export interface EnablementSelector {
   readonly podSelector: LabelSelector;
