@@ -372,21 +372,16 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     port,
     close(deadlineMs) {
       unsubscribe();
+      // Whichever comes first settles the promise; the later resolve is a no-op.
       return new Promise((resolve) => {
-        let done = false;
-        const finish = (how: 'graceful' | 'forced') => {
-          if (done) return;
-          done = true;
-          resolve(how);
-        };
         const timer = setTimeout(() => {
           for (const s of sessions) s.destroy();
-          finish('forced');
+          resolve('forced');
         }, Math.max(0, deadlineMs));
         timer.unref();
         server.close(() => {
           clearTimeout(timer);
-          finish('graceful');
+          resolve('graceful');
         });
         // GOAWAY: open streams finish, no new ones start.
         for (const s of sessions) s.close();
