@@ -19,8 +19,6 @@ import type { Secret } from '../core/secret.js';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { BROKER_HEADER, BROKER_PROTO, BROKER_SERVICE } from './broker-proto.js';
 import { uriSans } from './x509-fields.js';
-
-export { splitDerCertificates } from './x509-fields.js';
 import { encodePodReference, type PodReference } from './workload-reference.js';
 
 export interface BrokerClientOptions {

@@ -13,9 +13,10 @@ import { Secret } from '../core/secret.js';
 import { writeFileAtomic } from '../ops/atomic-file.js';
 import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
-import { BrokerClient, splitDerCertificates, type X509SvidResponse } from './broker-client.js';
+import { BrokerClient, type X509SvidResponse } from './broker-client.js';
 import { IstioCaClient } from './ca-client.js';
 import { workloadCertPem } from './workload-cert.js';
+import { splitDerCertificates } from './x509-fields.js';
 import { DEFAULTS, ENV, unixSocketPath } from './config.js';
 
 export interface FetchOptions {

@@ -19,7 +19,8 @@ export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from 
 export { TokenSource, type FetchedToken, type TokenFetcher } from './token-source.js';
 export { NodePods, type PodFacts, type TrackedPod } from './node-pods.js';
 export { BrokerApiService, x509SvidResponse } from './broker-api.js';
-export { BrokerClient, firstMessage, splitDerCertificates, type X509SvidResponse } from './broker-client.js';
+export { BrokerClient, firstMessage, type X509SvidResponse } from './broker-client.js';
+export { splitDerCertificates } from './x509-fields.js';
 export { TrustBundle } from './trust-bundle.js';
 export { BrokerError, type BrokerErrorCode } from './errors.js';
 export { encodePodReference, parseWorkloadReference, type PodReference } from './workload-reference.js';

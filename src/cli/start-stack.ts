@@ -17,10 +17,11 @@ import { aborted, signalController } from '../ops/lifecycle.js';
 import { startDevCluster } from '../devcluster/index.js';
 import { startCaServer } from '../ca/index.js';
 import { startBroker, type Broker } from '../broker/broker.js';
-import { BrokerClient, splitDerCertificates, type X509SvidResponse } from '../broker/broker-client.js';
+import { BrokerClient, type X509SvidResponse } from '../broker/broker-client.js';
 import { IstioCaClient } from '../broker/ca-client.js';
 import { brokerRbacObjects } from '../broker/rbac.js';
 import { workloadCertPem } from '../broker/workload-cert.js';
+import { splitDerCertificates } from '../broker/x509-fields.js';
 import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
 
 export interface StartOptions {
