@@ -72,6 +72,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   if (config.clusters.length > 0 && !defaultCluster) throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
   const plaintextRefused = plaintextProblem(config, { plaintext: 'plaintext', host: 'grpcHost' });
   if (plaintextRefused) throw new ConfigError([plaintextRefused]);
+  const transport = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
+  if (transport === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
 
   // Signer.
   const materialOptions = {
@@ -224,10 +226,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     if (!config.plaintext) void rotateServing().catch((err: unknown) => logger.error('serving certificate rotation failed', { err }));
   });
 
-  const transport = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
   const startTransport = async (): Promise<{ port: number; stop: () => Promise<'graceful' | 'forced'> }> => {
     if (transport === 'http2') {
-      if (config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
       // Health Watch/List and reflection stay on grpc-js, on loopback, relayed by the transport.
       const fallback = new Server({ 'grpc.enable_channelz': 0 });
       health.addToServer(fallback);
