@@ -5,14 +5,12 @@
  * that role). Wildcards must be held as wildcards.
  */
 import type { KubeObject, ObjectStore } from './store.js';
-import { findResource, type ResourceType } from './resources.js';
+import type { ResourceType } from './resources.js';
 import type { UserInfo } from './authn.js';
-import { rulesOf, type Attributes, type PolicyRule, type RbacAuthorizer } from './rbac.js';
+import { CLUSTER_ROLE, ROLE, rulesOf, type Attributes, type PolicyRule, type RbacAuthorizer } from './rbac.js';
 import { forbidden, qualifiedResource } from './status.js';
 
 const RBAC_GROUP = 'rbac.authorization.k8s.io';
-const CLUSTER_ROLE = findResource(RBAC_GROUP, 'v1', 'clusterroles')!;
-const ROLE = findResource(RBAC_GROUP, 'v1', 'roles')!;
 
 function describeRule(r: PolicyRule): string {
   const parts: string[] = [];

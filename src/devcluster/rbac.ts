@@ -39,12 +39,12 @@ interface Subject {
   readonly namespace?: string;
 }
 
-const CLUSTER_ROLE = findResource('rbac.authorization.k8s.io', 'v1', 'clusterroles')!;
-const ROLE = findResource('rbac.authorization.k8s.io', 'v1', 'roles')!;
+export const CLUSTER_ROLE = findResource('rbac.authorization.k8s.io', 'v1', 'clusterroles')!;
+export const ROLE = findResource('rbac.authorization.k8s.io', 'v1', 'roles')!;
 const CRB = findResource('rbac.authorization.k8s.io', 'v1', 'clusterrolebindings')!;
 const RB = findResource('rbac.authorization.k8s.io', 'v1', 'rolebindings')!;
 
-export function strings(v: unknown): string[] {
+function strings(v: unknown): string[] {
   return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
 }
 
