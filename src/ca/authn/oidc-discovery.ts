@@ -64,12 +64,7 @@ export function kubeCredentialsAllowedForOidc(o: { readonly apiServerUrl: string
  * A fetch over node:https with our own trust roots (jose calls it for the JWKS). The bearer
  * token is added only to requests whose origin equals `bearerTokenOrigin` (none without it).
  */
-export function httpsFetch(options: {
-  readonly caPem?: string;
-  readonly bearerToken?: () => Secret<string> | undefined;
-  readonly bearerTokenOrigin?: string;
-  readonly timeoutMs?: number;
-}): FetchImplementation {
+export function httpsFetch(options: Pick<OidcDiscoveryOptions, 'caPem' | 'bearerToken' | 'bearerTokenOrigin' | 'timeoutMs'>): FetchImplementation {
   return (url, init) =>
     new Promise<Response>((resolve, reject) => {
       const headers: Record<string, string> = { accept: 'application/json' };
