@@ -53,8 +53,6 @@ export class TokenSource implements TokenProvider {
   #current: FetchedToken | undefined;
   readonly #waiters = new Waiters<Secret<string>>();
   #lastError: unknown;
-  #refreshes = 0;
-  #failures = 0;
 
   constructor(options: TokenSourceOptions) {
     this.#o = options;
@@ -67,14 +65,6 @@ export class TokenSource implements TokenProvider {
 
   get expiresAt(): number | undefined {
     return this.#current?.expiresAt;
-  }
-
-  get refreshes(): number {
-    return this.#refreshes;
-  }
-
-  get failures(): number {
-    return this.#failures;
   }
 
   get lastError(): string | undefined {
@@ -111,7 +101,6 @@ export class TokenSource implements TokenProvider {
         });
       } catch (err) {
         if (signal.aborted) break;
-        this.#failures++;
         this.#o.onFetch?.('error');
         this.#lastError = err;
         delay = backoff(attempt++, rng, DEFAULT_REFRESH_POLICY);
@@ -148,7 +137,6 @@ export class TokenSource implements TokenProvider {
 
   #set(t: FetchedToken): void {
     this.#current = t;
-    this.#refreshes++;
     this.#o.onFetch?.('ok');
     this.#lastError = undefined;
     this.#waiters.resolveAll(t.token);
