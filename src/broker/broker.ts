@@ -19,7 +19,7 @@ import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFet
 import { BrokerMetrics } from './metrics.js';
 import { NodePods, type TrackedPod } from './node-pods.js';
 import { startRegistrationServer, type RegistrationServer } from './registration-server.js';
-import { TokenSource } from './token-source.js';
+import { TokenSource, type TokenFetcher } from './token-source.js';
 import { TrustBundle } from './trust-bundle.js';
 import { describeCert } from './workload-cert.js';
 
@@ -43,6 +43,21 @@ export interface Broker {
   stop(deadlineMs?: number): Promise<void>;
 }
 
+/** The broker's own token: the projected file alone, or TokenRequest with the projected file (if any) as fallback. */
+function ownTokenFetchers(config: BrokerConfig): { primary: TokenFetcher; fallback?: TokenFetcher } {
+  const file = config.tokenFile ? projectedTokenFileFetcher(config.tokenFile) : undefined;
+  if (config.tokenSource === 'file') {
+    if (!file) throw new BrokerError('ERR_TOKEN_UNAVAILABLE', "tokenSource 'file' needs tokenFile", { status: 'invalid-argument' });
+    return { primary: file };
+  }
+  const primary = tokenRequestFetcher(config.kubeConfig, {
+    pod: config.pod,
+    audience: config.ca.audience,
+    expirationSeconds: config.tokenExpirationSeconds,
+  });
+  return file ? { primary, fallback: file } : { primary };
+}
+
 export async function startBroker(config: BrokerConfig): Promise<Broker> {
   const clock = config.clock ?? systemClock;
   const rng = config.rng ?? systemRng;
@@ -55,21 +70,8 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   let certsRef: CertManager | undefined;
   const metrics = new BrokerMetrics(() => certsRef);
 
-  // Own token: TokenRequest (the projected file as fallback), or the projected file alone.
-  const fileFetcher = config.tokenFile ? projectedTokenFileFetcher(config.tokenFile) : undefined;
-  if (config.tokenSource === 'file' && !fileFetcher) {
-    throw new BrokerError('ERR_TOKEN_UNAVAILABLE', "tokenSource 'file' needs tokenFile", { status: 'invalid-argument' });
-  }
   const tokens = new TokenSource({
-    primary:
-      config.tokenSource === 'file'
-        ? fileFetcher!
-        : tokenRequestFetcher(config.kubeConfig, {
-            pod: config.pod,
-            audience: config.ca.audience,
-            expirationSeconds: config.tokenExpirationSeconds,
-          }),
-    ...(config.tokenSource !== 'file' && fileFetcher ? { fallback: fileFetcher } : {}),
+    ...ownTokenFetchers(config),
     clock,
     rng,
     logger,
