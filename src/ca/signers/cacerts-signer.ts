@@ -72,27 +72,28 @@ export class CacertsSigner extends MaterialSigner {
     await super.close();
   }
 
-  /**
-   * Reads the four files as one consistent set. Kubernetes updates a mounted Secret by
-   * swapping a `..data` symlink, so a read that straddles the swap can see some old and some
-   * new files — a mix that may even validate (old intermediate + new root bundle that still
-   * carries the old root). Two identical reads in a row cannot straddle one swap.
-   */
-  async #readConsistent(): Promise<Map<string, string> | undefined> {
-    const readAll = async (): Promise<Map<string, string>> => {
-      const texts = new Map<string, string>();
-      for (const name of CACERTS_FILES) {
-        try {
-          texts.set(name, await readFile(join(this.#o.dir, name), 'utf8'));
-        } catch {
-          // missing or unreadable: absent from the set
-        }
+  /** The four files as they are now; a missing or unreadable one is absent from the map. */
+  async #readAll(): Promise<Map<string, string>> {
+    const texts = new Map<string, string>();
+    for (const name of CACERTS_FILES) {
+      try {
+        texts.set(name, await readFile(join(this.#o.dir, name), 'utf8'));
+      } catch {
+        // missing or unreadable: absent from the set
       }
-      return texts;
-    };
-    let previous = await readAll();
+    }
+    return texts;
+  }
+
+  /**
+   * Re-reads until two reads in a row agree, starting from `previous`. Kubernetes updates a
+   * mounted Secret by swapping a `..data` symlink, so a read that straddles the swap can see
+   * some old and some new files — a mix that may even validate (old intermediate + new root
+   * bundle that still carries the old root). Two identical reads in a row cannot straddle one swap.
+   */
+  async #readConsistent(previous: Map<string, string>): Promise<Map<string, string> | undefined> {
     for (let attempt = 0; attempt < 5; attempt++) {
-      const current = await readAll();
+      const current = await this.#readAll();
       const same = current.size === previous.size && [...current].every(([k, v]) => previous.get(k) === v);
       if (same) return current;
       previous = current;
@@ -101,16 +102,13 @@ export class CacertsSigner extends MaterialSigner {
   }
 
   async #checkOnce(): Promise<void> {
-    const texts = await this.#readConsistent();
+    // One read settles the common case (nothing changed); a change is confirmed by a second.
+    const first = await this.#readAll();
+    if (fingerprintOf(first) === this.#fingerprint) return;
+    const texts = await this.#readConsistent(first);
     if (texts === undefined) return;
     // The fingerprint and the validated material come from the same bytes.
-    const h = createHash('sha256');
-    for (const name of CACERTS_FILES) {
-      const text = texts.get(name);
-      if (text === undefined) h.update(name).update('\0missing\0');
-      else h.update(name).update('\0').update(text).update('\0');
-    }
-    const fp = h.digest('hex');
+    const fp = fingerprintOf(texts);
     if (fp === this.#fingerprint) return;
     this.#fingerprint = fp;
     try {
@@ -149,4 +147,14 @@ export class CacertsSigner extends MaterialSigner {
       await this.check().catch(() => undefined);
     }
   }
+}
+
+function fingerprintOf(texts: ReadonlyMap<string, string>): string {
+  const h = createHash('sha256');
+  for (const name of CACERTS_FILES) {
+    const text = texts.get(name);
+    if (text === undefined) h.update(name).update('\0missing\0');
+    else h.update(name).update('\0').update(text).update('\0');
+  }
+  return h.digest('hex');
 }
