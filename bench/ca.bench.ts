@@ -116,18 +116,11 @@ async function closedLoop(job: ClientJob, call: (channel: number, seq: number, t
 async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
   const http2 = await import('node:http2');
   const { protobufRoot } = await import('../src/grpc/index.js');
-  const root = protobufRoot(['istio/v1/auth/ca.proto']);
-  const Req = root.lookupType('istio.v1.auth.IstioCertificateRequest');
-  const Res = root.lookupType('istio.v1.auth.IstioCertificateResponse');
-  const frames = job.csrs.map((csr) => {
-    const body = Req.encode(
-      Req.fromObject({ csr, validityDuration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: job.impersonate } } } }),
-    ).finish();
-    const frame = Buffer.alloc(5 + body.length);
-    frame.writeUInt32BE(body.length, 1);
-    frame.set(body, 5);
-    return frame;
-  });
+  const { requestFrame } = await import('../test/ca/support/raw-grpc.js');
+  const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
+  const frames = job.csrs.map((csr) =>
+    requestFrame({ csr, validityDuration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: job.impersonate } } } }),
+  );
   const sessions = Array.from({ length: job.channels }, () =>
     http2.connect(`https://localhost:${job.port}`, { ca: job.rootsPem, servername: 'localhost', host: '127.0.0.1' } as never),
   );
