@@ -4,7 +4,7 @@
  * objects, and hands back the `DevCluster` handle tests and the CLI use.
  */
 import { createServer, type Server } from 'node:https';
-import type { AddressInfo, Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
@@ -29,6 +29,7 @@ import { DEFAULT_MAX_BODY_BYTES } from './http-io.js';
 import { ApiError, badRequest } from './status.js';
 import type { WatchHub } from './watch.js';
 import type { ServerResponse } from 'node:http';
+import { listenTcp } from '../ops/listen.js';
 
 export const DEFAULT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
@@ -134,14 +135,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     s.on('close', () => sockets.delete(s));
   });
   server.on('tlsClientError', () => undefined);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const port = await listenTcp(server, options.port ?? 0, host);
   const urlHost = host.includes(':') ? `[${host}]` : host;
   address = `${urlHost}:${port}`;
   const url = `https://${address}`;
