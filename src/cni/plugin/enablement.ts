@@ -7,7 +7,6 @@
 import { isSelectorOperator, selectorMatches, type LabelSelector, type LabelSelectorRequirement, type Labels } from '../../core/label-selector.js';
 import { CniError } from './cni-error.js';
 
-export { selectorMatches };
 export type { LabelSelector } from '../../core/label-selector.js';
 
 export interface EnablementSelector {

@@ -12,7 +12,7 @@ export { parseCniArgs } from './cni-args.js';
 export type { K8sArgs } from './cni-args.js';
 export { parsePluginConfig, decodeConfigJson, ENV_DRY_RUN_FILE_PATH, KUBECONFIG_FILE_NAME, CNI_EVENT_SOCKET_NAME } from './config.js';
 export type { PluginConfig } from './config.js';
-export { isAmbientPod, selectorMatches, decodeEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from './enablement.js';
+export { isAmbientPod, decodeEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from './enablement.js';
 export type { EnablementSelector, LabelSelector } from './enablement.js';
 export { sidecarDecision, redirectSettings } from './sidecar-redirect.js';
 export type { SidecarRedirect, SidecarDecision } from './sidecar-redirect.js';

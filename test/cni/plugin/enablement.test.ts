@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { isAmbientPod, decodeEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS, selectorMatches } from '../../../src/cni/plugin/enablement.js';
+import { isAmbientPod, decodeEnablementSelectors, DEFAULT_ENABLEMENT_SELECTORS } from '../../../src/cni/plugin/enablement.js';
+import { selectorMatches } from '../../../src/core/label-selector.js';
 
 const pod = (over: Partial<Parameters<typeof isAmbientPod>[0]> = {}) => ({
   podLabels: {},
