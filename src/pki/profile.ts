@@ -1,5 +1,5 @@
 /**
- * istiod's leaf profile (DESIGN.md "Certificate profile", Istio's generate_cert.go on Go's
+ * istiod's leaf profile (docs/design.md "Certificate profile", Istio's generate_cert.go on Go's
  * crypto/x509): empty subject; extensions in Go's order — keyUsage (critical,
  * digitalSignature + keyEncipherment), extKeyUsage (serverAuth, clientAuth), basicConstraints
  * (critical, cA false: Go always marks it critical), authorityKeyIdentifier (the signer's

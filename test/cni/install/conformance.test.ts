@@ -1,12 +1,11 @@
 /**
- * Istio's install-cni test data (../shared/conformance/install-cni) reproduced by the pure
+ * Istio's install-cni test data (test/fixtures/istio/install-cni) reproduced by the pure
  * conflist editor and kubeconfig writer. Configs compare as JSON values, kubeconfigs as YAML
  * values: key order in the goldens is an artifact of Go's encoders.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import { parse as parseYaml } from 'yaml';
 import { Secret } from '../../../src/core/secret.js';
 import {
@@ -19,8 +18,9 @@ import {
   InstallError,
   type PluginEntryOptions,
 } from '../../../src/cni/install/index.js';
+import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 
-const DIR = fileURLToPath(new URL('../../../../../shared/conformance/install-cni/', import.meta.url));
+const DIR = INSTALL_CNI_FIXTURES + '/';
 const read = (name: string): string => readFileSync(DIR + name, 'utf8');
 const json = (name: string): unknown => JSON.parse(read(name));
 

@@ -9,8 +9,10 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 
-export const CONFORMANCE = fileURLToPath(new URL('../../../../../shared/conformance/install-cni/', import.meta.url));
+/** Istio's install-cni test data, with a trailing slash (callers append file names). */
+export const CONFORMANCE = INSTALL_CNI_FIXTURES + '/';
 const CLI = fileURLToPath(new URL('../../../src/cli/main.js', import.meta.url));
 
 export interface HostTree {

@@ -12,13 +12,14 @@ import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
+import { ISTIO_IPTABLES_FIXTURES } from '../../support/fixtures.js';
 import { createNetns, linkPair, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(here, '../../../..');
 const MAIN = join(repoRoot, 'dist/src/cni/iptables/main.js');
 const CLI_MODULE = join(repoRoot, 'dist/src/cli/iptables.js');
-const GOLDEN = resolve(repoRoot, '../shared/conformance/istio-iptables/golden');
+const GOLDEN = join(ISTIO_IPTABLES_FIXTURES, 'golden');
 
 const tmp = mkdtempSync(join(tmpdir(), 'cb-ipt-cli-'));
 const spaces: TestNetns[] = [];

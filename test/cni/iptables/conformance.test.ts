@@ -1,21 +1,17 @@
 /**
  * Conformance: every case of Istio's istio-iptables golden tests, rebuilt byte for byte from
- * the case settings (../shared/conformance/istio-iptables), and the sidecar configurations the
- * istio-cni plugin derives for its dry-run goldens (../shared/conformance/istio-cni-plugin).
+ * the case settings (test/fixtures/istio/istio-iptables), and the sidecar configurations the
+ * istio-cni plugin derives for its dry-run goldens (test/fixtures/istio/istio-cni-plugin).
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, existsSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { buildRestorePlan, istioDryRunTranscript, type IptablesSettings } from '../../../src/cni/iptables/index.js';
+import { CNI_PLUGIN_FIXTURES, ISTIO_IPTABLES_FIXTURES } from '../../support/fixtures.js';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-// dist/test/cni/iptables -> repo root -> ../shared
-const repoRoot = resolve(here, '../../../..');
-const shared = resolve(repoRoot, '../shared/conformance');
-const iptDir = join(shared, 'istio-iptables');
-const cniDir = join(shared, 'istio-cni-plugin');
+const iptDir = ISTIO_IPTABLES_FIXTURES;
+const cniDir = CNI_PLUGIN_FIXTURES;
 
 interface IptCases {
   readonly base: Record<string, unknown>;

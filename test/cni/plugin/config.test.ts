@@ -1,14 +1,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parsePluginConfig, decodeConfigJson, configVersion } from '../../../src/cni/plugin/config.js';
 import { DEFAULT_ENABLEMENT_SELECTORS } from '../../../src/cni/plugin/enablement.js';
 import { CniError } from '../../../src/cni/plugin/cni-error.js';
+import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const installCni = resolve(here, '../../../../../shared/conformance/install-cni');
+const installCni = INSTALL_CNI_FIXTURES;
 const load = (f: string) => decodeConfigJson(readFileSync(join(installCni, f), 'utf8'));
 
 test('the entry install-cni writes (current field names) parses', () => {

@@ -1,14 +1,13 @@
 /**
- * Istio's CNI plugin dry-run cases (../shared/conformance/istio-cni-plugin/cases.json) as Pod
+ * Istio's CNI plugin dry-run cases (test/fixtures/istio/istio-cni-plugin/cases.json) as Pod
  * objects: the pod Istio's test builds (containers test, istio-proxy, istio-validate) with the
  * case's annotations, istio-proxy env and securityContext.
  */
 import { readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { CNI_PLUGIN_FIXTURES } from '../../support/fixtures.js';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-export const CNI_CONFORMANCE_DIR = resolve(here, '../../../../../shared/conformance/istio-cni-plugin');
+export const CNI_CONFORMANCE_DIR = CNI_PLUGIN_FIXTURES;
 
 export interface CniCase {
   readonly annotations: Record<string, string>;

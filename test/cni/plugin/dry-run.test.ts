@@ -1,6 +1,6 @@
 /**
  * Istio's CNI dry-run conformance through the whole plugin process: each case of
- * ../shared/conformance/istio-cni-plugin becomes a pod in the devcluster; the plugin runs ADD with
+ * test/fixtures/istio/istio-cni-plugin becomes a pod in the devcluster; the plugin runs ADD with
  * DRY_RUN_FILE_PATH set (Istio's variable), reads the pod over HTTPS with the kubeconfig install-cni
  * writes, and writes the iptables-restore input it would program. It must equal the golden.
  */

@@ -2,14 +2,13 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { loadKubeconfig } from '../../../src/cni/plugin/kubeconfig.js';
 import { CniError } from '../../../src/cni/plugin/cni-error.js';
+import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 
-const here = fileURLToPath(new URL('.', import.meta.url));
-const installCni = resolve(here, '../../../../../shared/conformance/install-cni');
+const installCni = INSTALL_CNI_FIXTURES;
 let dir = '';
 before(() => {
   dir = mkdtempSync(join(tmpdir(), 'cni-kubeconfig-'));
