@@ -4,21 +4,21 @@
  * malformed value listed in one ConfigError. Real files: a root PEM and a kubeconfig.
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/config.js';
 import { ConfigError } from '../../src/core/config.js';
 import { silentLogger } from '../../src/core/log.js';
 import { createRootCa } from '../../src/pki/index.js';
+import { tempDirSync } from '../support/scratch.js';
 
 describe('broker configuration: update pacing window', () => {
   let dir: string;
   let env: NodeJS.ProcessEnv;
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'broker-config-'));
+    dir = tempDirSync('broker-config-');
     const root = await createRootCa({ subject: 'CN=config test root', ttlSeconds: 3600 });
     await writeFile(join(dir, 'root-cert.pem'), root.pem);
     await writeFile(

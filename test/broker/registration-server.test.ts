@@ -3,8 +3,7 @@
  * real pods, with the pod looked up in the devcluster, is in broker-e2e.test.ts.)
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../src/core/log.js';
@@ -12,6 +11,7 @@ import { NodePods } from '../../src/broker/node-pods.js';
 import { parseCniAddEvent, startRegistrationServer, type RegistrationServer } from '../../src/broker/registration-server.js';
 import { BrokerError } from '../../src/broker/errors.js';
 import { requestUnix as post } from './support/unix-http.js';
+import { tempDirSync } from '../support/scratch.js';
 
 describe('CNI registration server', () => {
   let dir: string;
@@ -20,7 +20,7 @@ describe('CNI registration server', () => {
   const lookups: string[] = [];
 
   before(async () => {
-    dir = await mkdtemp(join(tmpdir(), 'reg-'));
+    dir = tempDirSync('reg-');
     socket = join(dir, 'run', 'pluginevent.sock');
     const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs: { retain: () => undefined, release: () => undefined }, now: Date.now });
     server = await startRegistrationServer({

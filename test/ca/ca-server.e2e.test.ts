@@ -18,6 +18,7 @@ import { CA_CERT_KEY, CA_KEY_KEY, kubeCaSecretStore, SelfSignedSigner, type CaSe
 import { systemClock } from '../../src/core/clock.js';
 import { caClient, CA_NAMESPACE, startCaEnv, TD, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts } from './support/pki-fixtures.js';
+import { opensslMissing } from '../support/tools.js';
 
 let env: CaEnv;
 let ca: CaServer;
@@ -88,7 +89,7 @@ test('replicas racing to create the root agree on one (409 loser re-reads)', asy
   }
 });
 
-test('RSA self-signed root works too', async () => {
+test('RSA self-signed root works too', { skip: opensslMissing() }, async () => {
   await env.ensureNamespace('rsa-ns');
   await env.cluster.apply([
     { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: 'certbroker-ca', namespace: 'rsa-ns' }, rules: [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'create'] }] },
@@ -141,7 +142,7 @@ test('CreateCertificate codes: bad CSR, CSR signature invalid, TTL over max, TTL
   }
 });
 
-test('signer not ready: UNAVAILABLE until the cacerts appear (plaintext, loopback)', async () => {
+test('signer not ready: UNAVAILABLE until the cacerts appear (plaintext, loopback)', { skip: opensslMissing() }, async () => {
   const dir = await tempDir();
   const pc = await env.startCa({ plaintext: true, opsHost: '127.0.0.1', opsPort: 0, signer: { kind: 'cacerts', dir: dir.path, pollIntervalMs: 50 } });
   const c = caClient(pc.port, undefined);

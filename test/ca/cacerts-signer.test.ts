@@ -10,6 +10,7 @@ import { poolIssuerFactory } from '../../src/ca/signers/pool-issuer.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { HELD_ID, HELD_LEAF_WORKER, watchHeldWorker } from './support/held-leaf-worker.js';
 import { cacertsFiles, makePluginCa, newCsr, opensslText, opensslVerifyChain, tempDir, writeCacerts, writeCacertsAtomic } from './support/pki-fixtures.js';
+import { opensslMissing } from '../support/tools.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 
@@ -24,7 +25,7 @@ function signerFor(dir: string, clock: FakeClock, pool: boolean | LeafIssuerFact
   });
 }
 
-test('cacerts: issues leaf, intermediate, root (last); openssl verifies; X509-SVID rules hold', async (t) => {
+test('cacerts: issues leaf, intermediate, root (last); openssl verifies; X509-SVID rules hold', { skip: opensslMissing() }, async (t) => {
   const dir = await tempDir();
   t.after(() => dir.remove());
   const ca = await makePluginCa();
@@ -54,7 +55,7 @@ test('cacerts: issues leaf, intermediate, root (last); openssl verifies; X509-SV
   await assert.rejects(opensslVerifyChain([...servingChain, ca.root.pem]), /unsuitable certificate purpose/);
 });
 
-test('cacerts: worker-pool issuing gives the same chain shape and verifies', async (t) => {
+test('cacerts: worker-pool issuing gives the same chain shape and verifies', { skip: opensslMissing() }, async (t) => {
   const dir = await tempDir();
   t.after(() => dir.remove());
   await writeCacerts(dir.path, await makePluginCa());
@@ -67,7 +68,7 @@ test('cacerts: worker-pool issuing gives the same chain shape and verifies', asy
   assert.equal(new Set(chains.map((c) => c.serialHex)).size, 4);
 });
 
-test('cacerts: not ready until a valid bundle appears; then reloads; bad updates keep the old CA', async (t) => {
+test('cacerts: not ready until a valid bundle appears; then reloads; bad updates keep the old CA', { skip: opensslMissing() }, async (t) => {
   const dir = await tempDir();
   t.after(() => dir.remove());
   const clock = new FakeClock(Date.now());
@@ -125,7 +126,7 @@ test('cacerts: a directory that appears later is found by the poll', async (t) =
   assert.deepEqual(signer.roots(), [ca.root.pem]);
 });
 
-test('cacerts: notAfter is clamped to a signing certificate that expires first', async (t) => {
+test('cacerts: notAfter is clamped to a signing certificate that expires first', { skip: opensslMissing() }, async (t) => {
   const dir = await tempDir();
   t.after(() => dir.remove());
   const { createIntermediateCa, createRootCa } = await import('../../src/pki/index.js');
@@ -143,7 +144,7 @@ test('cacerts: notAfter is clamped to a signing certificate that expires first',
   assert.match(await opensslVerifyChain(signed.certChain), /OK/);
 });
 
-test('cacerts reload with the worker pool: requests taken before it finish with the old CA and its chain, later ones get the new', async (t) => {
+test('cacerts reload with the worker pool: requests taken before it finish with the old CA and its chain, later ones get the new', { skip: opensslMissing() }, async (t) => {
   const dir = await tempDir();
   t.after(() => dir.remove());
   const first = await makePluginCa('First');

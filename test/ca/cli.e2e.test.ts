@@ -14,6 +14,7 @@ import { writeFile } from 'node:fs/promises';
 import { caClient, CA_NAMESPACE, CA_SA, startCaEnv, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain, tempDir } from './support/pki-fixtures.js';
 import { watchLog, writeCaLauncher } from './support/ca-process.js';
+import { opensslMissing } from '../support/tools.js';
 
 let env: CaEnv;
 let dir: { path: string; remove: () => Promise<void> };
@@ -29,7 +30,7 @@ after(async () => {
   await dir?.remove();
 });
 
-test('certbroker ca: starts from flags/env, issues over TLS, serves ops, exits 0 on SIGTERM', async () => {
+test('certbroker ca: starts from flags/env, issues over TLS, serves ops, exits 0 on SIGTERM', { skip: opensslMissing() }, async () => {
   const kubeconfig = join(dir.path, 'kubeconfig');
   const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
   await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });

@@ -12,6 +12,7 @@ import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv, type CertResult } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
+import { opensslMissing } from '../support/tools.js';
 
 const clusterClock = new FakeClock(Date.now());
 let env: CaEnv;
@@ -60,11 +61,11 @@ async function assertIssued(r: CertResult, identity: string): Promise<void> {
   assert.match(await opensslVerifyChain(chain), /OK/);
 }
 
-test('own identity without impersonation: the caller SA', async () => {
+test('own identity without impersonation: the caller SA', { skip: opensslMissing() }, async () => {
   await assertIssued(await client.create({ token: tokens.a!, csr }), id('istio-system', 'ztunnel'));
 });
 
-test('pod of the requested SA on the same node: issued', async () => {
+test('pod of the requested SA on the same node: issued', { skip: opensslMissing() }, async () => {
   await assertIssued(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'sleep') }), id('default', 'sleep'));
 });
 
@@ -72,12 +73,12 @@ test('requested SA with no pod anywhere: denied', async () => {
   assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'nopods') }), 'ERR_CA_NO_POD_ON_NODE');
 });
 
-test('pod only on another node: denied there, issued to that node', async () => {
+test('pod only on another node: denied there, issued to that node', { skip: opensslMissing() }, async () => {
   assertDenied(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'httpbin') }), 'ERR_CA_NO_POD_ON_NODE');
   await assertIssued(await client.create({ token: tokens.b!, csr, impersonate: id('default', 'httpbin') }), id('default', 'httpbin'));
 });
 
-test('pods on both nodes: issued to both', async () => {
+test('pods on both nodes: issued to both', { skip: opensslMissing() }, async () => {
   await assertIssued(await client.create({ token: tokens.a!, csr, impersonate: id('default', 'both') }), id('default', 'both'));
   await assertIssued(await client.create({ token: tokens.b!, csr, impersonate: id('default', 'both') }), id('default', 'both'));
 });
@@ -88,7 +89,7 @@ test('non-SPIFFE or foreign requested identity: denied', async () => {
   }
 });
 
-test('untrusted caller (a workload SA) cannot impersonate', async () => {
+test('untrusted caller (a workload SA) cannot impersonate', { skip: opensslMissing() }, async () => {
   const t = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
   assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'both') }), 'ERR_CA_NODE_NOT_TRUSTED');
   // ...but still gets its own identity.
@@ -118,7 +119,7 @@ test('token whose bound pod was deleted: the apiserver rejects it', async () => 
   assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_TOKEN_INVALID');
 });
 
-test('caller pod missing (review still cached, pod gone from the index): denied', async () => {
+test('caller pod missing (review still cached, pod gone from the index): denied', { skip: opensslMissing() }, async () => {
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-m', serviceAccount: 'ztunnel', node: 'node-a' });
   await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-m' }) !== undefined);
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-m' });
@@ -128,7 +129,7 @@ test('caller pod missing (review still cached, pod gone from the index): denied'
   assertDenied(await client.create({ token: t, csr, impersonate: id('default', 'sleep') }), 'ERR_CA_CALLER_POD_MISSING');
 });
 
-test('caller pod UID mismatch (pod recreated under the same name): denied', async () => {
+test('caller pod UID mismatch (pod recreated under the same name): denied', { skip: opensslMissing() }, async () => {
   const { uid: first } = await env.createPod({ namespace: 'istio-system', name: 'ztunnel-u', serviceAccount: 'ztunnel', node: 'node-a' });
   await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-u' }) !== undefined);
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-u' });
@@ -165,7 +166,7 @@ test('tampered signature and alg none: denied', async () => {
   assertDenied(await client.create({ token: `${none}.${p}.`, csr }), 'ERR_CA_TOKEN_INVALID');
 });
 
-test('no token and unknown clusterid: denied', async () => {
+test('no token and unknown clusterid: denied', { skip: opensslMissing() }, async () => {
   assertDenied(await client.create({ csr }), 'ERR_CA_NO_TOKEN');
   assertDenied(await client.create({ token: tokens.a!, csr, clusterId: 'no-such-cluster' }), 'ERR_CA_UNKNOWN_CLUSTER');
   await assertIssued(await client.create({ token: tokens.a!, csr, clusterId: 'Kubernetes' }), id('istio-system', 'ztunnel'));

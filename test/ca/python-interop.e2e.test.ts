@@ -1,7 +1,8 @@
 /**
  * Interop with an independent gRPC implementation: Python grpcio (Debian's python3-grpcio)
  * with stubs generated from proto/istio/v1/auth/ca.proto at test time, over TLS trusting the
- * mesh root, against the real CA and devcluster.
+ * mesh root, against the real CA and devcluster. Skipped, with the reason, where Python's grpcio or
+ * grpc_tools (or openssl) is not installed.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,10 +18,10 @@ import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from './support/pki-fixtures.js';
+import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 
 const run = promisify(execFile);
-const PYTHON = '/usr/bin/python3';
-const GRPC_TOOLS_PROTO = '/usr/lib/python3/dist-packages/grpc_tools/_proto';
+const skip = pythonGrpcMissing();
 // The Python client lives next to this test's source (test/ca/support/), found from dist/ too.
 const CLIENT = [
   fileURLToPath(new URL('./support/interop_client.py', import.meta.url)),
@@ -34,9 +35,10 @@ let work: { path: string; remove: () => Promise<void> };
 let plugin: PluginCa;
 
 before(async () => {
+  if (skip) return;
   work = await tempDir('ca-py-');
   const protoRoot = protoRootFor('istio/v1/auth/ca.proto');
-  await run(PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRoot, '-I', GRPC_TOOLS_PROTO, '--python_out', work.path, '--grpc_python_out', work.path, 'istio/v1/auth/ca.proto']);
+  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRoot, '-I', grpcToolsProtoInclude(), '--python_out', work.path, '--grpc_python_out', work.path, 'istio/v1/auth/ca.proto']);
   env = await startCaEnv();
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
@@ -59,7 +61,7 @@ after(async () => {
 async function py(args: { token: string; impersonate?: string; ttl?: number; port?: number }): Promise<{ cert_chain?: string[]; code?: string; details?: string }> {
   await writeFile(join(work.path, 'csr.pem'), await newCsr());
   await writeFile(join(work.path, 'token'), args.token);
-  const { stdout } = await run(PYTHON, [
+  const { stdout } = await run(TEST_PYTHON, [
     CLIENT,
     work.path,
     `127.0.0.1:${args.port ?? ca.port}`,
@@ -73,7 +75,7 @@ async function py(args: { token: string; impersonate?: string; ttl?: number; por
 }
 
 for (const transport of ['grpc-js', 'http2'] as const) {
-test(`python grpcio gets a certificate over TLS (${transport} transport); chain is leaf, intermediate, root bundle last`, async () => {
+test(`python grpcio gets a certificate over TLS (${transport} transport); chain is leaf, intermediate, root bundle last`, { skip: skip ?? opensslMissing() }, async () => {
   const port = transport === 'http2' ? h2ca.port : ca.port;
   const token = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
   const res = await py({ token, impersonate: `spiffe://${TD}/ns/default/sa/sleep`, ttl: 7200, port });
@@ -95,7 +97,7 @@ test(`python grpcio gets a certificate over TLS (${transport} transport); chain 
 });
 }
 
-test('python grpcio sees UNAUTHENTICATED for a bad token and INVALID_ARGUMENT for TTL over max', async () => {
+test('python grpcio sees UNAUTHENTICATED for a bad token and INVALID_ARGUMENT for TTL over max', { skip }, async () => {
   const bad = await py({ token: 'not-a-token' });
   assert.deepEqual(bad, { code: 'UNAUTHENTICATED', details: 'authentication failed' });
   const token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });

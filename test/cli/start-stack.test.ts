@@ -7,11 +7,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { abortAfter } from '../../src/cli/start-stack.js';
+import { tempDirSync } from '../support/scratch.js';
 
 const START = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'start.js');
 // The subcommand module on its own (as main.ts mounts it), so other subcommands do not matter.
@@ -24,7 +24,7 @@ const SCRIPT = `
 `;
 
 test('--duration-seconds 2 ends the stack cleanly with exit code 0, under frequent GC', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'start-stack-test-'));
+  const dir = tempDirSync('start-stack-test-');
   const script = join(dir, 'start.mjs');
   await writeFile(script, SCRIPT);
   const child = spawn(process.execPath, ['--expose-gc', script, '--duration-seconds', '2', '--interval-ms', '200'], {

@@ -10,15 +10,16 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { builtinModules } from 'node:module';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
-import { tmpdir } from 'node:os';
 import { basename, join, posix } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { loadInstallConfig } from '../../src/cni/install/config.js';
 import { serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
 import { identityObjects, renderDeploy, REPO_ROOT, type K8sObject } from './manifests.js';
 import { containerCommand, hostPath, parseDockerfile, replayDockerfile, type ReplayedImage } from './dockerfile.js';
+import { kubectlMissing } from '../support/tools.js';
+import { tempDirSync } from '../support/scratch.js';
 
 const skip = process.platform === 'linux' ? false : `the image is linux; the packaged binaries cannot be built for it on ${process.platform}`;
 if (skip) process.stdout.write(`# skipped: ${skip}\n`);
@@ -29,15 +30,18 @@ let cluster: DevCluster | undefined;
 
 before(async () => {
   if (skip) return;
-  dir = mkdtempSync(join(tmpdir(), 'dockerfile-'));
+  dir = tempDirSync('dockerfile-');
   const started = Date.now();
   image = await replayDockerfile({ repoRoot: REPO_ROOT, dockerfile: join(REPO_ROOT, 'Dockerfile'), dir });
   process.stdout.write(`# replayed the Dockerfile in ${Date.now() - started} ms\n`);
 });
 
 after(async () => {
-  await cluster?.close();
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  try {
+    await cluster?.close();
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 function exec(c: { file: string; args: string[]; cwd: string; env: Record<string, string> }): Promise<{ code: number; stdout: string; stderr: string }> {
@@ -172,7 +176,7 @@ function readyz(port: number): Promise<number> {
   });
 }
 
-test('`certbroker ca` starts from the runtime layout with deploy/ca.yaml env and becomes ready', { skip }, async () => {
+test('`certbroker ca` starts from the runtime layout with deploy/ca.yaml env and becomes ready', { skip: skip || kubectlMissing() }, async () => {
   cluster = await startCluster();
   await cluster.apply(await identityObjects());
   const deployment = (await renderDeploy()).find((o) => o.kind === 'Deployment' && podContainers(o).some((c) => c.args?.[0] === 'ca'));
@@ -231,7 +235,7 @@ test('`certbroker ca` starts from the runtime layout with deploy/ca.yaml env and
   assert.equal(stopped, 0, `exits 0 on SIGTERM:\n${logs.map((r) => JSON.stringify(r)).join('\n')}\n${stderr}`);
 });
 
-test('install-cni copies the binaries from where the image puts them', { skip }, async () => {
+test('install-cni copies the binaries from where the image puts them', { skip: skip || kubectlMissing() }, async () => {
   const { dir: binDir, names } = binariesCopy();
   const defaults = loadInstallConfig({ KUBERNETES_SERVICE_HOST: '10.0.0.1', NODE_NAME: 'node-a' });
   assert.equal(defaults.binariesSourceDir, binDir, 'src/cni/install/config.ts default CNI_BINARIES_SOURCE_DIR');
@@ -243,7 +247,7 @@ test('install-cni copies the binaries from where the image puts them', { skip },
   assert.deepEqual([...config.binaries].sort(), [...names].sort(), 'CNI_BINARIES are the binaries the image carries');
 });
 
-test('every container in deploy/ runs the image entrypoint with a subcommand the CLI has', { skip }, async () => {
+test('every container in deploy/ runs the image entrypoint with a subcommand the CLI has', { skip: skip || kubectlMissing() }, async () => {
   const subcommands = subcommandsOf(await imageHelp());
   const workloads = (await renderDeploy()).filter((o) => podContainers(o).length > 0);
   assert.ok(workloads.length >= 3, 'the CA, the node broker and istio-cni');

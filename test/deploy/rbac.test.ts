@@ -18,6 +18,7 @@ import {
   type DevCluster,
 } from '../support/cluster.js';
 import { findObject, identityObjects, renderDeploy, type K8sObject } from './manifests.js';
+import { kubectlMissing } from '../support/tools.js';
 
 const NS = 'istio-system';
 let cluster: DevCluster;
@@ -77,7 +78,10 @@ async function status(p: Promise<unknown>): Promise<number> {
   }
 }
 
+const skip = kubectlMissing();
+
 before(async () => {
+  if (skip) return;
   cluster = await startCluster({ simulateKubelet: false });
   await cluster.apply(await identityObjects());
   for (const sa of ['certbroker-ca', 'ztunnel', 'istio-cni']) {
@@ -90,7 +94,7 @@ before(async () => {
 
 after(() => cluster?.close());
 
-test('deploy/ renders with kubectl kustomize and holds every part', async () => {
+test('deploy/ renders with kubectl kustomize and holds every part', { skip }, async () => {
   const objs = await renderDeploy();
   const kinds = (k: string) => objs.filter((o) => o.kind === k).map((o) => o.metadata.name).sort();
   assert.deepStrictEqual(kinds('ServiceAccount'), ['certbroker-ca', 'istio-cni', 'ztunnel']);
@@ -107,13 +111,13 @@ test('deploy/ renders with kubectl kustomize and holds every part', async () => 
   }
 });
 
-test('the API server accepts every rendered object (workloads, PDB, FlowSchema, PLC)', async () => {
+test('the API server accepts every rendered object (workloads, PDB, FlowSchema, PLC)', { skip }, async () => {
   await cluster.apply(await renderDeploy());
   const ds = await adminClient(cluster).apps.readNamespacedDaemonSet({ namespace: NS, name: 'istio-cni-node' });
   assert.equal(ds.spec?.template.spec?.serviceAccountName, 'istio-cni');
 });
 
-test('the node broker\'s RBAC in deploy/ is exactly what the broker code declares for the projected-token mode', async () => {
+test('the node broker\'s RBAC in deploy/ is exactly what the broker code declares for the projected-token mode', { skip }, async () => {
   // deploy/ runs the broker with BROKER_TOKEN_SOURCE=file: no serviceaccounts/token Role at all.
   const declared = brokerRbacObjects({ namespace: NS, serviceAccount: 'ztunnel', tokenRequest: false }) as K8sObject[];
   const ztunnelBound = (o: K8sObject) =>
@@ -130,7 +134,7 @@ test('the node broker\'s RBAC in deploy/ is exactly what the broker code declare
   assert.ok(!objs.some((o) => o.metadata.name === 'certbroker-node-broker-token'), 'the token Role/RoleBinding are gone from deploy/');
 });
 
-test('the broker DaemonSet authenticates to the CA with a kubelet-projected istio-ca token', async () => {
+test('the broker DaemonSet authenticates to the CA with a kubelet-projected istio-ca token', { skip }, async () => {
   const ds = (await findObject('DaemonSet', 'certbroker-node-broker')) as unknown as {
     spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value?: string }>; volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>; volumes: Array<{ name: string; projected?: { sources: Array<{ serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string } }> } }> } } };
   };
@@ -152,7 +156,7 @@ test('the broker DaemonSet authenticates to the CA with a kubelet-projected isti
   assert.equal(`${mount.mountPath.replace(/\/$/, '')}/${projected.path}`, tokenFile);
 });
 
-test('CA: TokenReview and pod reads; its own CA secret only; nothing else', async () => {
+test('CA: TokenReview and pod reads; its own CA secret only; nothing else', { skip }, async () => {
   await checkMatrix(
     'certbroker-ca',
     [
@@ -189,7 +193,7 @@ test('CA: TokenReview and pod reads; its own CA secret only; nothing else', asyn
   assert.notEqual(review.status.authenticated, true);
 });
 
-test('node broker (ztunnel): pod reads only; no tokens at all (not even its own), no secrets', async () => {
+test('node broker (ztunnel): pod reads only; no tokens at all (not even its own), no secrets', { skip }, async () => {
   await checkMatrix(
     'ztunnel',
     [
@@ -234,7 +238,7 @@ test('node broker (ztunnel): pod reads only; no tokens at all (not even its own)
   assert.equal(await status(broker.core.listPodForAllNamespaces({ fieldSelector: 'spec.nodeName=node-a' })), 200);
 });
 
-test('istio-cni: pod/namespace reads, repair actions, its own DaemonSet; no secrets, no tokens', async () => {
+test('istio-cni: pod/namespace reads, repair actions, its own DaemonSet; no secrets, no tokens', { skip }, async () => {
   await checkMatrix(
     'istio-cni',
     [
@@ -277,7 +281,7 @@ test('istio-cni: pod/namespace reads, repair actions, its own DaemonSet; no secr
   assert.equal(await status(cni.core.readNamespace({ name: 'app' })), 200);
 });
 
-test('no account can escalate through RBAC objects or impersonation', async () => {
+test('no account can escalate through RBAC objects or impersonation', { skip }, async () => {
   for (const sa of ['certbroker-ca', 'ztunnel', 'istio-cni']) {
     await checkMatrix(sa, [], [
       { verb: 'create', group: 'rbac.authorization.k8s.io', resource: 'rolebindings', namespace: NS },

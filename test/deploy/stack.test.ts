@@ -8,14 +8,15 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startCaServer, type CaServer } from '../../src/ca/index.js';
 import { startBroker, type Broker } from '../../src/broker/index.js';
 import { silentLogger } from '../../src/core/log.js';
 import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
 import { findObject, identityObjects } from './manifests.js';
+import { kubectlMissing } from '../support/tools.js';
+import { tempDirSync } from '../support/scratch.js';
 
 const NS = 'istio-system';
 const TD = 'cluster.local';
@@ -24,20 +25,26 @@ let ca: CaServer | undefined;
 let broker: Broker | undefined;
 let dir: string;
 
+const skip = kubectlMissing();
+
 before(async () => {
+  if (skip) return;
   cluster = await startCluster();
   await cluster.apply(await identityObjects());
-  dir = mkdtempSync(join(tmpdir(), 'deploy-stack-'));
+  dir = tempDirSync('deploy-stack-');
 });
 
 after(async () => {
   await broker?.stop(500).catch(() => undefined);
   await ca?.stop().catch(() => undefined);
-  await cluster?.close();
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    await cluster?.close();
+  } finally {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  }
 });
 
-test('CA and broker work with exactly the deploy/ RBAC and issue a workload certificate by impersonation', async () => {
+test('CA and broker work with exactly the deploy/ RBAC and issue a workload certificate by impersonation', { skip }, async () => {
   const caToken = await serviceAccountToken(cluster, { namespace: NS, serviceAccountName: 'certbroker-ca' });
   ca = await startCaServer({
     grpcHost: '127.0.0.1',

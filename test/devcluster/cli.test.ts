@@ -6,11 +6,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { stat, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { devClusterConfig } from '../../src/devcluster/run.js';
 import { ConfigError } from '../../src/core/config.js';
+import { kubectlMissing } from '../support/tools.js';
+import { Scratch } from '../support/scratch.js';
 
 // The subcommand module itself (what src/cli/main.ts loads), driven through commander.
 const CLI_MODULE = resolve('dist/src/cli/devcluster.js');
@@ -24,8 +25,8 @@ function kubectl(kubeconfig: string, args: string[]): Promise<{ code: number; st
   });
 }
 
-test('certbroker devcluster runs standalone, writes an admin kubeconfig and stops on SIGTERM', async () => {
-  const dir = await mkdtemp(join(tmpdir(), 'devcluster-cli-'));
+test('certbroker devcluster runs standalone, writes an admin kubeconfig and stops on SIGTERM', { skip: kubectlMissing() }, async (t) => {
+  const dir = Scratch.forTest(t, 'devcluster-cli-').dir;
   const kubeconfig = join(dir, 'nested', 'kubeconfig');
   const manifest = join(dir, 'extra.yaml');
   await writeFile(manifest, 'apiVersion: v1\nkind: Namespace\nmetadata:\n  name: from-apply\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\n  namespace: from-apply\ndata:\n  k: v\n');
@@ -54,7 +55,6 @@ test('certbroker devcluster runs standalone, writes an admin kubeconfig and stop
     child.kill('SIGTERM');
   }
   assert.equal(await exited, 0);
-  await rm(dir, { recursive: true, force: true });
 });
 
 test('devcluster configuration lists every bad setting at once', () => {

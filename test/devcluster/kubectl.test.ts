@@ -6,11 +6,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startCluster, kubectl, type DevCluster } from '../support/cluster.js';
+import { kubectlMissing } from '../support/tools.js';
+import { tempDirSync } from '../support/scratch.js';
 
+const skip = kubectlMissing();
 let cluster: DevCluster;
 before(async () => {
   cluster = await startCluster();
@@ -26,7 +28,7 @@ async function ok(args: string[], o: { stdin?: string; token?: string } = {}): P
 const POD = (ns: string, name: string, sa: string, node: string) =>
   JSON.stringify({ apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: ns }, spec: { serviceAccountName: sa, nodeName: node, containers: [{ name: 'c', image: 'pause' }] } });
 
-test('kubectl creates a namespace, service account and pod; a pod-bound token reviews as authenticated until the pod is deleted', async () => {
+test('kubectl creates a namespace, service account and pod; a pod-bound token reviews as authenticated until the pod is deleted', { skip }, async () => {
   assert.equal(await ok(['create', 'namespace', 'mesh']), 'namespace/mesh created\n');
   assert.equal(await ok(['-n', 'mesh', 'create', 'serviceaccount', 'ztunnel']), 'serviceaccount/ztunnel created\n');
   assert.equal(await ok(['create', '-f', '-'], { stdin: POD('mesh', 'ztunnel-x', 'ztunnel', 'node-x') }), 'pod/ztunnel-x created\n');
@@ -61,7 +63,7 @@ test('kubectl creates a namespace, service account and pod; a pod-bound token re
   assert.match(afterDelete.status.error ?? '', /invalidated/);
 });
 
-test('kubectl auth can-i answers from RBAC (impersonating, and as the service account itself)', async () => {
+test('kubectl auth can-i answers from RBAC (impersonating, and as the service account itself)', { skip }, async () => {
   await ok(['create', 'namespace', 'team']);
   await ok(['-n', 'team', 'create', 'serviceaccount', 'bot']);
   const canI = async (args: string[], o: { token?: string } = {}) => {
@@ -88,9 +90,9 @@ test('kubectl auth can-i answers from RBAC (impersonating, and as the service ac
   assert.match(denied.stderr, /secrets is forbidden: User "system:serviceaccount:team:bot" cannot list resource "secrets" in API group "" in the namespace "team"/);
 });
 
-test('kubectl get pods --field-selector spec.nodeName=N --watch sees adds and deletes on that node only', async () => {
+test('kubectl get pods --field-selector spec.nodeName=N --watch sees adds and deletes on that node only', { skip }, async () => {
   await ok(['create', 'namespace', 'watched']);
-  const dir = await mkdtemp(join(tmpdir(), 'kubectl-watch-'));
+  const dir = tempDirSync('kubectl-watch-');
   const kubeconfig = join(dir, 'kubeconfig');
   await writeFile(kubeconfig, cluster.kubeconfigYaml({ token: cluster.adminToken }), { mode: 0o600 });
   const child = spawn('kubectl', [
@@ -118,7 +120,7 @@ test('kubectl get pods --field-selector spec.nodeName=N --watch sees adds and de
   }
 });
 
-test('kubectl get prints server-side Tables (pods with READY/STATUS/IP/NODE, namespaces with STATUS)', async () => {
+test('kubectl get prints server-side Tables (pods with READY/STATUS/IP/NODE, namespaces with STATUS)', { skip }, async () => {
   await ok(['create', 'namespace', 'tables']);
   await ok(['create', '-f', '-'], { stdin: POD('tables', 'runner', 'default', 'node-t') });
   let wide = '';

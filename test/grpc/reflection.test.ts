@@ -8,13 +8,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileDescriptorProtos } from '../../src/grpc/reflection.js';
 import { protoRootFor } from '../../src/grpc/proto-load.js';
 import { linkProblems, type FileDescriptor } from '../support/grpc-reflection.js';
+import { TEST_PYTHON, grpcToolsProtoInclude, pythonGrpcMissing } from '../support/tools.js';
+import { removeTempDirSync, tempDirSync } from '../support/scratch.js';
 
 const require = createRequire(import.meta.url);
 const { FileDescriptorProto, FileDescriptorSet } = require('protobufjs/ext/descriptor') as {
@@ -22,31 +23,19 @@ const { FileDescriptorProto, FileDescriptorSet } = require('protobufjs/ext/descr
   FileDescriptorSet: { decode(b: Uint8Array): unknown; toObject(m: unknown): { file: unknown[] } };
 };
 
-const PYTHON = '/usr/bin/python3';
-const GRPC_TOOLS_PROTO = '/usr/lib/python3/dist-packages/grpc_tools/_proto';
 const SETS = [
   ['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto'],
   ['spiffe/broker/broker.proto', 'grpc/health/v1/health.proto'],
 ];
 
-function protocAvailable(): string | undefined {
-  if (!existsSync(PYTHON) || !existsSync(GRPC_TOOLS_PROTO)) return 'Debian python3-grpc-tools is not installed';
-  try {
-    execFileSync(PYTHON, ['-c', 'import grpc_tools.protoc'], { stdio: 'ignore' });
-    return undefined;
-  } catch {
-    return 'grpc_tools.protoc does not import';
-  }
-}
-
 function protocDescriptors(files: readonly string[]): Record<string, unknown>[] {
-  const dir = mkdtempSync(join(tmpdir(), 'protoc-'));
+  const dir = tempDirSync('protoc-');
   try {
     const out = join(dir, 'set.pb');
-    execFileSync(PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor(files[0]!), '-I', GRPC_TOOLS_PROTO, '--include_imports', `--descriptor_set_out=${out}`, ...files]);
+    execFileSync(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor(files[0]!), '-I', grpcToolsProtoInclude(), '--include_imports', `--descriptor_set_out=${out}`, ...files]);
     return FileDescriptorSet.toObject(FileDescriptorSet.decode(readFileSync(out))).file as Record<string, unknown>[];
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    removeTempDirSync(dir);
   }
 }
 
@@ -76,7 +65,7 @@ function comparable(files: Record<string, unknown>[]): Record<string, unknown> {
   return byName;
 }
 
-const skip = protocAvailable();
+const skip = pythonGrpcMissing();
 
 for (const files of SETS) {
   test(`reflection descriptors for ${files.join(' + ')} match protoc's`, { skip }, () => {

@@ -1,21 +1,24 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AuthenticationV1Api, CoreV1Api } from '@kubernetes/client-node';
 import { loadKubeConfig, IN_CLUSTER_SA_DIR, KubeError } from '../../src/kube/index.js';
 import { startCluster, serviceAccountToken, createServiceAccount, type DevCluster } from '../support/cluster.js';
+import { tempDirSync } from '../support/scratch.js';
 
 let cluster: DevCluster;
 let dir: string;
 before(async () => {
   cluster = await startCluster();
-  dir = await mkdtemp(join(tmpdir(), 'kube-config-'));
+  dir = tempDirSync('kube-config-');
 });
 after(async () => {
-  await cluster.close();
-  await rm(dir, { recursive: true, force: true });
+  try {
+    await cluster?.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
 });
 
 test('loadKubeConfig reads the kubeconfig the devcluster writes and talks to it', async () => {

@@ -15,6 +15,7 @@ import {
 } from '../../src/pki/index.js';
 import { basicConstraints, codeOf, keyUsage, KU, makeCustomCert } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
+import { opensslMissing } from '../support/tools.js';
 
 const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 const DAY = 86400;
@@ -26,7 +27,7 @@ async function leafFrom(cert: x509.X509Certificate, privateKey: import('node:cry
   return parseCertificate(issuer.issue({ csr: createCsr({ privateKey: key.privateKey, uri: ID }).pem, spiffeId: ID, ttlSeconds: 3600 }).pem);
 }
 
-test('leaf -> two intermediates -> root verifies in any intermediate order; openssl agrees', async () => {
+test('leaf -> two intermediates -> root verifies in any intermediate order; openssl agrees', { skip: opensslMissing() }, async () => {
   const root = await createRootCa({ subject: 'CN=Root', ttlSeconds: 10 * 365 * DAY });
   const i1 = await createIntermediateCa({ subject: 'CN=I1', ttlSeconds: 365 * DAY, issuer: { cert: root.cert, privateKey: root.privateKey } });
   const i2 = await createIntermediateCa({ subject: 'CN=I2', ttlSeconds: 365 * DAY, issuer: { cert: i1.cert, privateKey: i1.privateKey } });
@@ -55,7 +56,7 @@ test('leaf -> two intermediates -> root verifies in any intermediate order; open
   assert.equal(parseCertificates(i2.pem + i1.pem).length, 2);
 });
 
-test('broken chains fail with specific codes (and openssl agrees where it applies)', async () => {
+test('broken chains fail with specific codes (and openssl agrees where it applies)', { skip: opensslMissing() }, async () => {
   const root = await createRootCa({ subject: 'CN=Root', ttlSeconds: 10 * 365 * DAY });
   const inter = await createIntermediateCa({ subject: 'CN=I', ttlSeconds: 365 * DAY, issuer: { cert: root.cert, privateKey: root.privateKey } });
   const leaf = await leafFrom(inter.cert, inter.privateKey, [root.cert]);
@@ -91,7 +92,7 @@ test('broken chains fail with specific codes (and openssl agrees where it applie
   assert.notEqual(r3.code, 0, 'openssl also enforces pathlen');
 });
 
-test('intermediates are clamped to the issuer lifetime; bad CA options are coded errors', async () => {
+test('intermediates are clamped to the issuer lifetime; bad CA options are coded errors', { skip: opensslMissing() }, async () => {
   const root = await createRootCa({ subject: 'CN=Root', ttlSeconds: 3600 });
   const inter = await createIntermediateCa({ subject: 'CN=I', ttlSeconds: 365 * DAY, issuer: { cert: root.cert, privateKey: root.privateKey } });
   assert.equal(inter.cert.notAfter.getTime(), root.cert.notAfter.getTime());

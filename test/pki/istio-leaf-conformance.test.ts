@@ -8,7 +8,7 @@
  *
  * Needs a Go toolchain (`go` on PATH); without one the test is skipped and says why.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
@@ -30,19 +30,13 @@ import {
   type KeySpec,
 } from '../../src/pki/index.js';
 import { openssl, Scratch } from './openssl.js';
+import { goMissing, opensslMissing } from '../support/tools.js';
 
 const run = promisify(execFile);
 const scratch = Scratch.forFile();
 const GO_SOURCE = fileURLToPath(new URL('../../../test/pki/go/istio-leaf/main.go', import.meta.url));
 
 /** Why the Go side cannot run here, or undefined when it can. */
-function goUnavailable(): string | undefined {
-  const r = spawnSync('go', ['version'], { encoding: 'utf8' });
-  if (r.error) return `no Go toolchain (\`go version\`: ${r.error.message}); the Istio/Go crypto/x509 conformance check needs one`;
-  if (r.status !== 0) return `\`go version\` exited with ${String(r.status)}: ${r.stderr.trim()}`;
-  return undefined;
-}
-
 /** Builds the Go encoder once into this file's scratch directory (the Go build cache is reused). */
 async function buildGoEncoder(): Promise<string> {
   const binary = scratch.path('istio-leaf');
@@ -187,9 +181,7 @@ async function issuances(): Promise<Issuance[]> {
   ];
 }
 
-const goMissing = goUnavailable();
-
-test('FastLeafIssuer TBSCertificate == Go crypto/x509 with Istio leaf template; openssl verifies both', { skip: goMissing ?? false }, async () => {
+test('FastLeafIssuer TBSCertificate == Go crypto/x509 with Istio leaf template; openssl verifies both', { skip: goMissing() ?? opensslMissing() }, async () => {
   const [binary, cas, plans] = await Promise.all([
     buildGoEncoder(),
     Promise.all([

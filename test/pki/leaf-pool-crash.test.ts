@@ -24,6 +24,7 @@ import {
 } from '../../src/pki/index.js';
 import { makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
+import { opensslMissing } from '../support/tools.js';
 
 const CRASHING_WORKER = new URL('./workers/crashing-leaf-worker.js', import.meta.url);
 const DEAD_AT_START_WORKER = new URL('./workers/dead-at-start-worker.js', import.meta.url);
@@ -90,7 +91,7 @@ function assertIssuedByRoot(leaves: readonly IssuedLeaf[]): void {
   for (const leaf of leaves) verifyChain({ leaf: parseCertificate(leaf.pem), roots: [root.cert], nowMs: Date.now() });
 }
 
-test('a worker that dies mid-batch fails that batch with ERR_PKI_POOL_WORKER; its replacement issues valid certificates', TIMEOUT, async () => {
+test('a worker that dies mid-batch fails that batch with ERR_PKI_POOL_WORKER; its replacement issues valid certificates', { ...TIMEOUT, skip: opensslMissing() }, async () => {
   await withoutUnhandledRejections(async () => {
     const log = capturedLog();
     const pool = new LeafIssuerPool({ signer, size: 1, logger: log.logger, workerModule: CRASHING_WORKER });

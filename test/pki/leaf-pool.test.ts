@@ -13,6 +13,7 @@ import {
 import { SpiffeError } from '../../src/spiffe/index.js';
 import { makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
+import { opensslMissing } from '../support/tools.js';
 
 const scratch = Scratch.forFile();
 let root: CaCertificate;
@@ -23,7 +24,7 @@ before(async () => {
   signer = ca.material.leafSigner;
 });
 
-test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', async () => {
+test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', { skip: opensslMissing() }, async () => {
   const pool = new LeafIssuerPool({ signer, size: 2, maxTtlSeconds: 7200 });
   try {
     const keys = await Promise.all(Array.from({ length: 6 }, () => generateKeyPair()));

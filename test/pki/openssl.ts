@@ -1,10 +1,5 @@
 /** Test helper: runs the real openssl CLI in a scratch directory. */
 import { execFile } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { after } from 'node:test';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -25,27 +20,5 @@ export async function openssl(args: readonly string[], cwd?: string): Promise<Op
   }
 }
 
-export class Scratch {
-  private constructor(readonly dir: string) {}
-
-  /** A scratch directory for the calling test file: made now, removed after the file's tests. */
-  static forFile(): Scratch {
-    const scratch = new Scratch(mkdtempSync(join(tmpdir(), 'certbroker-pki-')));
-    after(() => scratch.remove());
-    return scratch;
-  }
-
-  async write(name: string, content: string | Uint8Array): Promise<string> {
-    const p = join(this.dir, name);
-    await writeFile(p, content);
-    return p;
-  }
-
-  path(name: string): string {
-    return join(this.dir, name);
-  }
-
-  async remove(): Promise<void> {
-    await rm(this.dir, { recursive: true, force: true });
-  }
-}
+/** Scratch directories live in test/support/scratch.ts; re-exported for the pki tests. */
+export { Scratch } from '../support/scratch.js';

@@ -32,11 +32,11 @@
 import { execFile } from 'node:child_process';
 import type { IncomingHttpHeaders } from 'node:http';
 import { request, type Agent } from 'node:https';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import * as k8s from '@kubernetes/client-node';
 import { startDevCluster, type DevCluster, type DevClusterOptions } from '../../src/devcluster/index.js';
+import { removeTempDir, tempDirSync } from './scratch.js';
 
 export type { DevCluster } from '../../src/devcluster/index.js';
 
@@ -196,7 +196,7 @@ export interface KubectlResult {
  * kubeconfig and a request timeout. Never rejects on a non-zero exit: check `code`.
  */
 export async function kubectl(cluster: DevCluster, args: readonly string[], o: { token?: string; stdin?: string; timeoutMs?: number } = {}): Promise<KubectlResult> {
-  const dir = await mkdtemp(join(tmpdir(), 'kubectl-'));
+  const dir = tempDirSync('kubectl-');
   try {
     const path = join(dir, 'kubeconfig');
     await writeFile(path, cluster.kubeconfigYaml({ token: o.token ?? cluster.adminToken }), { mode: 0o600 });
@@ -213,7 +213,7 @@ export async function kubectl(cluster: DevCluster, args: readonly string[], o: {
       if (o.stdin !== undefined) child.stdin?.end(o.stdin);
     });
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    await removeTempDir(dir);
   }
 }
 

@@ -3,8 +3,7 @@
  * enforced for the broker), the certbroker CA over TLS (TokenReview + node authorization), and
  * helpers to create pods and tokens and to obtain a consumer SVID from the CA.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { startCaServer, type CaServer } from '../../../src/ca/index.js';
@@ -16,6 +15,7 @@ import type { BrokerConfig } from '../../../src/broker/config.js';
 import { brokerRbacObjects } from '../../../src/broker/rbac.js';
 import { workloadCertPem } from '../../../src/broker/workload-cert.js';
 import type { Clock } from '../../../src/core/clock.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 export const TD = 'cluster.local';
 export const BROKER_NS = 'istio-system';
@@ -71,7 +71,7 @@ export class Stack {
    * brokers' sockets go there; tests put their own files in `dir` too.
    */
   static async start(options: { tmpPrefix: string; namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
-    const dir = await mkdtemp(join(tmpdir(), options.tmpPrefix));
+    const dir = tempDirSync(options.tmpPrefix);
     try {
       return await Stack.#startIn(dir, options);
     } catch (err) {
@@ -192,9 +192,12 @@ export class Stack {
   }
 
   async close(): Promise<void> {
-    await this.ca.stop().catch(() => undefined);
-    await this.dc.close();
-    await rm(this.dir, { recursive: true, force: true });
+    try {
+      await this.ca.stop().catch(() => undefined);
+      await this.dc.close();
+    } finally {
+      await rm(this.dir, { recursive: true, force: true });
+    }
   }
 }
 

@@ -3,10 +3,10 @@
  * CSRs, and `openssl verify` of issued chains (the independent check).
  */
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, rename, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { removeTempDir, tempDirSync } from '../../support/scratch.js';
 import { createCsr, createIntermediateCa, createRootCa, exportPkcs8Pem, generateKeyPair, type CaCertificate } from '../../../src/pki/index.js';
 
 const run = promisify(execFile);
@@ -68,8 +68,8 @@ export function cacertsFiles(ca: PluginCa, extraRoots: readonly CaCertificate[] 
 }
 
 export async function tempDir(prefix = 'ca-test-'): Promise<{ path: string; remove: () => Promise<void> }> {
-  const path = await mkdtemp(join(tmpdir(), prefix));
-  return { path, remove: () => rm(path, { recursive: true, force: true }) };
+  const path = tempDirSync(prefix);
+  return { path, remove: () => removeTempDir(path) };
 }
 
 export async function newCsr(uri = 'spiffe://cluster.local/ns/ignored/sa/ignored'): Promise<string> {

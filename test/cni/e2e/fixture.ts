@@ -7,8 +7,7 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import { request } from 'node:https';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { accessSync, constants, mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -18,6 +17,8 @@ import { buildPluginEntry } from '../../../src/cni/install/plugin-entry.js';
 import { Secret } from '../../../src/core/secret.js';
 import { CniRuntime, type Attachment, type Conflist } from '../../support/cni-runner.js';
 import { seaBinaries } from '../../support/sea-binary.js';
+import { netnsProbe } from '../iptables/netns.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 export const DEBIAN_CNI_DIR = '/usr/lib/cni';
 export const CNI_NAMESPACE = 'istio-system';
@@ -29,14 +30,18 @@ const ISTIO_CNI_RBAC = resolve(fileURLToPath(new URL('.', import.meta.url)), '..
 export function e2eUnavailable(): string | undefined {
   if (process.getuid?.() !== 0) return 'needs root (network namespaces, bridge, iptables)';
   for (const p of ['bridge', 'host-local']) {
-    if (spawnSync('test', ['-x', join(DEBIAN_CNI_DIR, p)]).status !== 0) return `${DEBIAN_CNI_DIR}/${p} is not installed`;
+    if (!isExecutable(join(DEBIAN_CNI_DIR, p))) return `${DEBIAN_CNI_DIR}/${p} is not installed (Debian package containernetworking-plugins)`;
   }
-  const probe = `cbcni-probe-${process.pid}`;
-  const add = spawnSync('ip', ['netns', 'add', probe], { encoding: 'utf8' });
-  if (add.status !== 0) return `ip netns add failed: ${add.stderr.trim()}`;
-  const ok = spawnSync('ip', ['netns', 'exec', probe, 'iptables-save'], { encoding: 'utf8' }).status === 0;
-  spawnSync('ip', ['netns', 'del', probe]);
-  return ok ? undefined : 'iptables does not work inside a network namespace here';
+  return netnsProbe(`cbcni-probe-${process.pid}`);
+}
+
+function isExecutable(path: string): boolean {
+  try {
+    accessSync(path, constants.X_OK);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A request to the devcluster as its admin (JSON in, JSON out). */
@@ -348,7 +353,7 @@ export class CniE2e {
   async start(): Promise<void> {
     const { name, net, ambient, extra, objects } = this.#setup;
     this.defer(preserveIpForward());
-    const dir = mkdtempSync(join(tmpdir(), `cni-e2e-${name}-`));
+    const dir = tempDirSync(`cni-e2e-${name}-`);
     this.defer(() => rmSync(dir, { recursive: true, force: true }));
     const bins = await seaBinaries();
     if (bins.buildMs > 0) process.stdout.write(`# built the single executables in ${bins.buildMs} ms\n`);

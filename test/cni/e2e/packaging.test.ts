@@ -5,11 +5,11 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, openSync, readSync, closeSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { copyFileSync, openSync, readSync, closeSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { execPlugin } from '../../support/cni-runner.js';
 import { seaBinaries, type SeaBinaries } from '../../support/sea-binary.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 let bins: SeaBinaries;
 let bare = '';
@@ -19,7 +19,7 @@ const NO_NODE_PATH = '/usr/sbin:/sbin';
 before(async () => {
   bins = await seaBinaries();
   if (bins.buildMs > 0) process.stdout.write(`# built the single executables in ${bins.buildMs} ms\n`);
-  bare = mkdtempSync(join(tmpdir(), 'cni-bin-'));
+  bare = tempDirSync('cni-bin-');
   copyFileSync(bins.istioCni, join(bare, 'istio-cni'));
   copyFileSync(bins.istioIptables, join(bare, 'istio-iptables'));
 });

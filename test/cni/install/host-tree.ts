@@ -5,11 +5,11 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
+import { removeTempDirSync, tempDirSync } from '../../support/scratch.js';
 
 /** Istio's install-cni test data, with a trailing slash (callers append file names). */
 export const CONFORMANCE = INSTALL_CNI_FIXTURES + '/';
@@ -27,7 +27,7 @@ export interface HostTree {
 }
 
 export function makeHostTree(): HostTree {
-  const root = mkdtempSync(join(tmpdir(), 'install-cni-'));
+  const root = tempDirSync('install-cni-');
   const dirs = {
     netDir: join(root, 'host/etc/cni/net.d'),
     binDir: join(root, 'host/opt/cni/bin'),
@@ -43,7 +43,7 @@ export function makeHostTree(): HostTree {
   for (const [name, data] of Object.entries(binaries)) writeFileSync(join(dirs.srcDir, name), data, { mode: 0o755 });
   writeFileSync(join(dirs.saDir, 'token'), 'token-one');
   writeFileSync(join(dirs.saDir, 'ca.crt'), readFileSync(CONFORMANCE + 'kube-ca.crt'));
-  return { root, ...dirs, binaries, cleanup: () => rmSync(root, { recursive: true, force: true }) };
+  return { root, ...dirs, binaries, cleanup: () => removeTempDirSync(root) };
 }
 
 export function treeEnv(tree: HostTree, extra: Record<string, string> = {}): Record<string, string> {

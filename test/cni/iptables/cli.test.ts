@@ -8,12 +8,12 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import { ISTIO_IPTABLES_FIXTURES } from '../../support/fixtures.js';
 import { createNetns, linkPair, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(here, '../../../..');
@@ -21,7 +21,7 @@ const MAIN = join(repoRoot, 'dist/src/cni/iptables/main.js');
 const CLI_MODULE = join(repoRoot, 'dist/src/cli/iptables.js');
 const GOLDEN = join(ISTIO_IPTABLES_FIXTURES, 'golden');
 
-const tmp = mkdtempSync(join(tmpdir(), 'cb-ipt-cli-'));
+const tmp = tempDirSync('cb-ipt-cli-');
 const spaces: TestNetns[] = [];
 after(() => {
   spaces.forEach((n) => n.remove());

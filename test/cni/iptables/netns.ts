@@ -1,6 +1,6 @@
 /**
  * Test support: throwaway network namespaces (`ip netns add`), real iptables inside them.
- * `netnsUnavailable()` says why a test must skip (not root, no `ip netns`), or undefined.
+ * `netnsUnavailable()` says why a test must skip (not root, no iproute2, no iptables), or undefined.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 
@@ -22,16 +22,27 @@ export function netnsUnavailable(): string | undefined {
     probe = 'needs root for ip netns and iptables';
     return probe;
   }
-  const name = `cbipt-probe-${process.pid}`;
-  const add = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
-  if (add.status !== 0) {
-    probe = `ip netns add failed: ${(add.stderr || String(add.error)).trim()}`;
-    return probe;
-  }
-  const ipt = spawnSync('ip', ['netns', 'exec', name, 'iptables-save'], { encoding: 'utf8' });
-  spawnSync('ip', ['netns', 'del', name]);
-  probe = ipt.status === 0 ? undefined : `iptables-save in a netns failed: ${ipt.stderr.trim()}`;
+  probe = netnsProbe(`cbipt-probe-${process.pid}`);
   return probe;
+}
+
+/**
+ * Adds a namespace, runs iptables-save and ip6tables-save in it and removes it: the reason this
+ * fails (naming the Debian package that is missing), or undefined. Call it as root.
+ */
+export function netnsProbe(name: string): string | undefined {
+  const add = spawnSync('ip', ['netns', 'add', name], { encoding: 'utf8' });
+  if ((add.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') return 'ip is not installed (Debian package iproute2)';
+  if (add.status !== 0) return `ip netns add failed: ${(add.stderr || String(add.error)).trim()}`;
+  try {
+    for (const save of ['iptables-save', 'ip6tables-save']) {
+      const r = spawnSync('ip', ['netns', 'exec', name, save], { encoding: 'utf8' });
+      if (r.status !== 0) return `${save} in a network namespace failed: ${(r.stderr || String(r.error)).trim()} (Debian package iptables)`;
+    }
+    return undefined;
+  } finally {
+    spawnSync('ip', ['netns', 'del', name]);
+  }
 }
 
 /** A fresh namespace with lo up (and, if asked, a dummy NIC carrying the given addresses). */

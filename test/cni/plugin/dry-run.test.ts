@@ -6,8 +6,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, existsSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execPlugin } from '../../support/cni-runner.js';
@@ -15,6 +14,7 @@ import { adminRequest, namespaceObject, startPluginCluster, type PluginCluster }
 import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
 import { Secret } from '../../../src/core/secret.js';
 import { casePod, goldenText, loadCniCases } from './conformance-cases.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const MAIN = resolve(here, '../../../src/cni/plugin/main.js');
@@ -24,7 +24,7 @@ let dir = '';
 let pc: PluginCluster | undefined;
 
 before(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'cni-dryrun-'));
+  dir = tempDirSync('cni-dryrun-');
   pc = await startPluginCluster(dir);
   await pc.cluster.apply([
     namespaceObject('test-ns'),
@@ -33,8 +33,11 @@ before(async () => {
 });
 
 after(async () => {
-  await pc?.close();
-  rmSync(dir, { recursive: true, force: true });
+  try {
+    await pc?.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 const conf = () =>

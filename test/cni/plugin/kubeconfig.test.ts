@@ -1,17 +1,17 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { loadKubeconfig } from '../../../src/cni/plugin/kubeconfig.js';
 import { CniError } from '../../../src/cni/plugin/cni-error.js';
 import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 const installCni = INSTALL_CNI_FIXTURES;
 let dir = '';
 before(() => {
-  dir = mkdtempSync(join(tmpdir(), 'cni-kubeconfig-'));
+  dir = tempDirSync('cni-kubeconfig-');
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -7,17 +7,17 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { execPlugin, type ExecOutcome } from '../../support/cni-runner.js';
+import { tempDirSync } from '../../support/scratch.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const MAIN = resolve(here, '../../../src/cni/plugin/main.js');
 
 let dir = '';
 before(() => {
-  dir = mkdtempSync(join(tmpdir(), 'cni-proc-'));
+  dir = tempDirSync('cni-proc-');
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 

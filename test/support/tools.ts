@@ -1,0 +1,80 @@
+/**
+ * The optional host tools some tests drive (openssl, kubectl, Python grpcio/grpc_tools, Go). Each
+ * probe runs the tool once per process and answers with the reason a test must skip, naming what
+ * to install, or undefined when the tool works. Use it as `test(name, { skip: opensslMissing() }, ...)`:
+ * node's runner prints the reason next to the skipped test.
+ *
+ * The network-namespace probes live beside their fixtures (test/cni/iptables/netns.ts,
+ * test/cni/e2e/fixture.ts); they need root as well as iptables, iproute2 and the CNI plugins.
+ *
+ * `CERTBROKER_TEST_PYTHON` names the Python the grpcio tests run (default Debian's /usr/bin/python3,
+ * where python3-grpcio and python3-grpc-tools install; a pyenv python3 first on PATH has neither).
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+
+export const TEST_PYTHON = process.env.CERTBROKER_TEST_PYTHON || '/usr/bin/python3';
+
+const cache = new Map<string, string | undefined>();
+
+function once(key: string, probe: () => string | undefined): string | undefined {
+  if (!cache.has(key)) cache.set(key, probe());
+  return cache.get(key);
+}
+
+function firstLine(text: string | null | undefined): string {
+  return (text ?? '').trim().split('\n').at(-1) ?? '';
+}
+
+/**
+ * Why `command args` cannot serve a test (not installed, or it fails), or undefined when it exits 0.
+ * `install` says what provides the command (a Debian package name, or a hint).
+ */
+export function commandProblem(command: string, args: readonly string[], install: string): string | undefined {
+  const r = spawnSync(command, [...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+  const err = r.error as NodeJS.ErrnoException | undefined;
+  if (err?.code === 'ENOENT') return `${command} is not installed (${install})`;
+  if (err) return `\`${[command, ...args].join(' ')}\` failed: ${err.message} (${install})`;
+  if (r.status !== 0) return `\`${[command, ...args].join(' ')}\` exited with ${String(r.status ?? r.signal)}: ${firstLine(r.stderr)} (${install})`;
+  return undefined;
+}
+
+/** openssl, the independent check of keys, CSRs and chains. */
+export function opensslMissing(): string | undefined {
+  return once('openssl', () => commandProblem('openssl', ['version'], 'Debian package openssl'));
+}
+
+/** kubectl (with its built-in kustomize), for the kubectl-driven devcluster and deploy tests. */
+export function kubectlMissing(): string | undefined {
+  return once('kubectl', () => commandProblem('kubectl', ['version', '--client'], 'Debian package kubernetes-client, or any kubectl >= 1.27 on PATH'));
+}
+
+/** A Go toolchain, for the crypto/x509 reference encoder. */
+export function goMissing(): string | undefined {
+  return once('go', () => commandProblem('go', ['version'], 'Debian package golang-go'));
+}
+
+const GRPC_PACKAGES = 'Debian packages python3-grpcio python3-grpc-tools';
+/** Prints where grpc_tools keeps the well-known protos (google/protobuf/*.proto). */
+const GRPC_PROBE = "import os, grpc, grpc_tools.protoc; print(os.path.join(os.path.dirname(grpc_tools.__file__), '_proto'))";
+let protoInclude: string | undefined;
+
+/** Python with grpcio and grpc_tools (protoc), for the interop and reflection tests. */
+export function pythonGrpcMissing(): string | undefined {
+  return once('python-grpc', () => {
+    if (!existsSync(TEST_PYTHON)) return `${TEST_PYTHON} is not installed (Debian package python3; ${GRPC_PACKAGES})`;
+    const r = spawnSync(TEST_PYTHON, ['-c', GRPC_PROBE], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+    if (r.error) return `${TEST_PYTHON} does not run: ${r.error.message}`;
+    if (r.status !== 0) return `${TEST_PYTHON} cannot import grpc and grpc_tools (${firstLine(r.stderr)}): install ${GRPC_PACKAGES}`;
+    const dir = r.stdout.trim();
+    if (!existsSync(dir)) return `grpc_tools has no well-known protos at ${dir} (${GRPC_PACKAGES})`;
+    protoInclude = dir;
+    return undefined;
+  });
+}
+
+/** The include directory of grpc_tools' well-known protos; only after pythonGrpcMissing() said undefined. */
+export function grpcToolsProtoInclude(): string {
+  if (pythonGrpcMissing() !== undefined || protoInclude === undefined) throw new Error(`grpc_tools is unavailable: ${pythonGrpcMissing()}`);
+  return protoInclude;
+}
