@@ -8,8 +8,9 @@ import { experimental, Server } from '@grpc/grpc-js';
 import type { Logger } from '../core/log.js';
 import { HEALTH_PROTO, HealthService } from '../grpc/health.js';
 import { addReflection } from '../grpc/reflection.js';
+import { compressionFlagGuard } from '../grpc/request-guard.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
-import { BROKER_PROTO, brokerServiceDefinition } from './broker-proto.js';
+import { BROKER_PROTO, BROKER_SERVICE, brokerServiceDefinition } from './broker-proto.js';
 import type { BrokerApiService } from './broker-api.js';
 import type { TrustBundle } from './trust-bundle.js';
 import { prepareSocketPath } from './unix-socket.js';
@@ -80,7 +81,11 @@ export interface BrokerApiServer {
 export async function startBrokerApiServer(options: BrokerApiServerOptions): Promise<BrokerApiServer> {
   const { socketPath } = options;
   prepareSocketPath(socketPath);
-  const server = new Server({ 'grpc.keepalive_permit_without_calls': 1 });
+  const server = new Server({
+    'grpc.keepalive_permit_without_calls': 1,
+    // A request flagged compressed without grpc-encoding reaches the service as unreadable (INVALID_ARGUMENT).
+    interceptors: [compressionFlagGuard(`/${BROKER_SERVICE}/`, options.logger)],
+  });
   server.addService(brokerServiceDefinition(), options.service.implementation());
   const health = new HealthService({ '': 'NOT_SERVING', 'spiffe.broker.API': 'NOT_SERVING' });
   health.addToServer(server);

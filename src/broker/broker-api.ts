@@ -1,17 +1,21 @@
 /**
  * The SPIFFE Broker API service (`spiffe.broker.API`) over the node's pods and certificates.
  *
- * Every call: the caller's SVID (from the mTLS handshake) must carry a SPIFFE ID on the
- * allow-list (PERMISSION_DENIED otherwise); the `broker.spiffe.io: true` header is required
- * (INVALID_ARGUMENT); the reference must be a KubernetesObjectReference to a pod
- * (INVALID_ARGUMENT) on this node (NOT_FOUND). Streams send the full state at once, then again
- * after every rotation or bundle change, each stream delayed by a random share of
- * `updateJitterMs` so a bundle change does not hit every consumer in the same instant. A stream
- * ends (NOT_FOUND) when its pod leaves the node or is replaced. JWT RPCs are UNIMPLEMENTED.
+ * Every call: the caller's certificate (from the mTLS handshake) must be a valid X509-SVID leaf
+ * (exactly one URI SAN that is a SPIFFE ID, CA:FALSE, keyUsage with digitalSignature and without
+ * keyCertSign/cRLSign: UNAUTHENTICATED otherwise) whose SPIFFE ID is on the allow-list
+ * (PERMISSION_DENIED otherwise); the `broker.spiffe.io: true` header is required
+ * (INVALID_ARGUMENT); the request must decode (INVALID_ARGUMENT) and its reference must be a
+ * KubernetesObjectReference to a pod (INVALID_ARGUMENT) on this node (NOT_FOUND) that gets an
+ * identity (PERMISSION_DENIED). Streams send the full state at once, then again after every
+ * rotation or bundle change, each stream delayed by a random share of `updateJitterMs` so a
+ * bundle change does not hit every consumer in the same instant. A stream ends when its pod
+ * leaves the node or is replaced (NOT_FOUND) or stops being entitled (PERMISSION_DENIED). JWT
+ * RPCs are UNIMPLEMENTED.
  *
- * Errors go through `toGrpcError` (src/ops/grpc-errors.ts) only.
+ * Errors go through `toGrpcError` (src/ops/grpc-errors.ts) only; every refusal carries a
+ * google.rpc.Status with an ErrorInfo in `grpc-status-details-bin` (broker-api-errors.ts).
  */
-import { X509Certificate } from 'node:crypto';
 import type {
   ServerUnaryCall,
   ServerWritableStream,
@@ -25,15 +29,18 @@ type ServerSurfaceCall = ServerUnaryCall<unknown, unknown>;
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
+import { isUnreadableRequest } from '../grpc/request-guard.js';
 import { toGrpcError } from '../ops/grpc-errors.js';
+import { SpiffeError } from '../spiffe/errors.js';
+import { x509SvidProblems } from '../spiffe/x509-svid.js';
+import { brokerApiErrorInfo } from './broker-api-errors.js';
 import { BROKER_HEADER } from './broker-proto.js';
 import type { CertManager } from './cert-manager.js';
 import { BrokerError, isAbortError } from './errors.js';
-import type { NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
+import type { IneligiblePod, NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
 import type { TrustBundle } from './trust-bundle.js';
 import { describePodReference, parseWorkloadReference, type AnyMessage } from './workload-reference.js';
 import type { WorkloadCert } from './workload-cert.js';
-import { uriSans } from './x509-fields.js';
 
 export interface BrokerApiObserver {
   streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
@@ -90,15 +97,27 @@ function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundles: Rec
   return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
 }
 
-/** The SPIFFE ID in a peer certificate (DER), if it has exactly one URI SAN of the spiffe scheme. */
-function spiffeIdOfPeer(raw: Buffer | undefined): string | undefined {
-  if (!raw) return undefined;
+/**
+ * The SPIFFE ID of the peer's leaf certificate (DER) when it is a valid X509-SVID leaf; otherwise
+ * the rules it breaks (their `ERR_SVID_*` codes), for the refusal's log line.
+ */
+export function peerSvid(raw: Buffer | undefined): { id: string } | { problems: string[] } {
+  if (!raw) return { problems: ['no client certificate'] };
   try {
-    const uris = uriSans(new X509Certificate(raw));
-    return uris.length === 1 && uris[0]!.startsWith('spiffe://') ? uris[0] : undefined;
-  } catch {
-    return undefined;
+    const { spiffeId, problems } = x509SvidProblems(raw, { role: 'leaf' });
+    if (problems.length > 0 || !spiffeId) return { problems: problems.map((p) => p.code) };
+    return { id: spiffeId.id };
+  } catch (err) {
+    return { problems: [err instanceof SpiffeError ? err.code : 'ERR_SVID_CERT_UNPARSEABLE'] };
   }
+}
+
+/** Why an existing pod of this node gets nothing (Broker API: PERMISSION_DENIED, WORKLOAD_NOT_ENTITLED). */
+function notEntitled(what: string, why: string): BrokerError {
+  return new BrokerError('ERR_WORKLOAD_NOT_ENTITLED', `${what} gets no identity (${why})`, {
+    status: 'permission-denied',
+    publicMessage: `workload is not entitled to an identity (${why})`,
+  });
 }
 
 export class BrokerApiService {
@@ -144,14 +163,21 @@ export class BrokerApiService {
     };
   }
 
-  /** Caller on the allow-list and broker header present; returns the caller's SPIFFE ID. */
-  #admit(call: ServerSurfaceCall): string {
-    const caller = spiffeIdOfPeer(call.getAuthContext()?.sslPeerCertificate?.raw);
-    if (caller === undefined) {
-      throw new BrokerError('ERR_CALLER_UNAUTHENTICATED', 'caller presented no SPIFFE X509-SVID', { status: 'unauthenticated' });
+  /**
+   * Caller holds a valid X509-SVID on the allow-list, broker header present, request readable;
+   * returns the caller's SPIFFE ID.
+   */
+  #admit(call: ServerSurfaceCall & { readonly request?: unknown }): string {
+    const peer = peerSvid(call.getAuthContext()?.sslPeerCertificate?.raw);
+    if ('problems' in peer) {
+      throw new BrokerError('ERR_CALLER_UNAUTHENTICATED', `caller certificate is not a valid X509-SVID: ${peer.problems.join(', ')}`, {
+        status: 'unauthenticated',
+        publicMessage: 'caller certificate is not a valid X509-SVID',
+      });
     }
+    const caller = peer.id;
     if (!this.#allowed.has(caller)) {
-      throw new BrokerError('ERR_WORKLOAD_NOT_ENTITLED', `caller ${caller} is not on the Broker API allow-list`, {
+      throw new BrokerError('ERR_CALLER_NOT_AUTHORIZED', `caller ${caller} is not on the Broker API allow-list`, {
         status: 'permission-denied',
         publicMessage: 'caller is not authorized for the Broker API',
       });
@@ -161,6 +187,12 @@ export class BrokerApiService {
       throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: true is missing`, {
         status: 'invalid-argument',
         publicMessage: `missing security header ${BROKER_HEADER}: true`,
+      });
+    }
+    if (isUnreadableRequest(call.request)) {
+      throw new BrokerError('ERR_REQUEST_MALFORMED', `request from ${caller} cannot be read: ${call.request.reason}`, {
+        status: 'invalid-argument',
+        publicMessage: `request cannot be read: ${call.request.reason}`,
       });
     }
     return caller;
@@ -176,7 +208,14 @@ export class BrokerApiService {
         status: 'not-found',
         publicMessage: 'workload not found on this node',
       });
-    if (!pod) throw notFound();
+    if (!pod) {
+      // A pod of this node that gets no identity exists: not entitled, rather than not found.
+      const { pods } = this.#o;
+      const idle: IneligiblePod | undefined = ref.uid !== undefined ? pods.ineligibleByUid(ref.uid) : pods.ineligibleByKey(ref.namespace!, ref.name!);
+      const keyMatches = ref.uid === undefined || ref.name === undefined || (idle?.namespace === ref.namespace && idle?.name === ref.name);
+      if (idle && keyMatches) throw notEntitled(`pod ${idle.namespace}/${idle.name}`, idle.eligibility);
+      throw notFound();
+    }
     if (ref.uid !== undefined && ref.name !== undefined && (byKey === undefined || byKey.uid !== ref.uid)) throw notFound();
     return pod;
   }
@@ -221,11 +260,15 @@ export class BrokerApiService {
     cleanups.push(
       pods.onGone(pod.uid, (reason: PodGoneReason) => {
         log.info('workload left; ending stream', { reason });
+        // The same answer a new subscription would get now: a pod still there but terminating or
+        // finished is not entitled any more; a deleted or replaced one is not found.
         finish(
-          new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
-            status: 'not-found',
-            publicMessage: `workload no longer on this node (${reason})`,
-          }),
+          reason === 'terminating' || reason === 'finished'
+            ? notEntitled(`pod ${pod.namespace}/${pod.name}`, reason)
+            : new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
+                status: 'not-found',
+                publicMessage: `workload no longer on this node (${reason})`,
+              }),
         );
       }),
     );
@@ -302,10 +345,10 @@ export class BrokerApiService {
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
     const code = err instanceof BrokerError ? err.code : 'unexpected';
     this.#o.observer?.rejected?.(rpc, code);
-    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.status === 'unauthenticated')) {
+    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.status === 'unauthenticated' || err.code === 'ERR_REQUEST_MALFORMED')) {
       this.#o.logger.warn('Broker API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
     }
-    return toGrpcError(err, this.#o.logger, { rpc });
+    return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: brokerApiErrorInfo });
   }
 }
 

@@ -6,6 +6,7 @@ import { isAbsolute, join } from 'node:path';
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
+import { readableRequests } from '../grpc/request-guard.js';
 
 export const BROKER_PROTO = 'spiffe/broker/broker.proto';
 export const BROKER_SERVICE = 'spiffe.broker.API';
@@ -14,9 +15,13 @@ export const KUBERNETES_REFERENCE_TYPE_URL = `type.googleapis.com/${KUBERNETES_R
 /** The header every Broker API request must carry (value `true`). */
 export const BROKER_HEADER = 'broker.spiffe.io';
 
+/**
+ * The `spiffe.broker.API` service definition. Request deserializers never throw: a request that
+ * does not decode reaches the handler as an `UnreadableRequest` (answered INVALID_ARGUMENT).
+ */
 export function brokerServiceDefinition(): ServiceDefinition {
   const { grpcObject } = loadProtos([BROKER_PROTO]);
-  return lookup<{ service: ServiceDefinition }>(grpcObject, BROKER_SERVICE).service;
+  return readableRequests(lookup<{ service: ServiceDefinition }>(grpcObject, BROKER_SERVICE).service);
 }
 
 let root: protobuf.Root | undefined;

@@ -20,6 +20,7 @@ import { createCsr } from '../pki/csr.js';
 import { exportPkcs8Der, generateKeyPair, keyMatches } from '../pki/keys.js';
 import { parsePem } from '../pki/pem.js';
 import type { Secret } from '../core/secret.js';
+import { x509SvidProblems } from '../spiffe/x509-svid.js';
 import { BrokerError } from './errors.js';
 import type { CaClient, WorkloadCert } from './workload-cert.js';
 import { uriSans } from './x509-fields.js';
@@ -156,8 +157,11 @@ export interface ParsedCaResponse {
 
 /**
  * Splits an Istio `cert_chain` (leaf, intermediates one per element, root bundle last) into the
- * chain and the roots, and checks the leaf carries exactly one URI SAN equal to `identity` and
- * is signed by the next certificate. Throws ERR_CA_BAD_RESPONSE or ERR_CA_SAN_MISMATCH.
+ * chain and the roots, and checks the leaf carries exactly one URI SAN equal to `identity`, obeys
+ * the X509-SVID leaf rules (CA:FALSE, keyUsage critical with digitalSignature and without
+ * keyCertSign/cRLSign, EKU serverAuth+clientAuth when present) and is signed by the next
+ * certificate. Throws ERR_CA_BAD_RESPONSE, ERR_CA_SAN_MISMATCH or ERR_CA_LEAF_NOT_SVID; such an
+ * answer is a failed fetch (a still-valid certificate keeps being served).
  */
 export function parseCaResponse(response: CaResponse, identity: string): ParsedCaResponse {
   const elements = response.cert_chain ?? [];
@@ -188,6 +192,14 @@ export function parseCaResponse(response: CaResponse, identity: string): ParsedC
     throw new BrokerError(
       'ERR_CA_SAN_MISMATCH',
       `CA returned a leaf with URI SANs ${JSON.stringify(uris)} for requested identity ${identity}`,
+      { status: 'unavailable' },
+    );
+  }
+  const { problems } = x509SvidProblems(chainDer[0]!, { role: 'leaf' });
+  if (problems.length > 0) {
+    throw new BrokerError(
+      'ERR_CA_LEAF_NOT_SVID',
+      `CA returned a leaf for ${identity} that is not a valid X509-SVID: ${problems.map((p) => p.code).join(', ')}`,
       { status: 'unavailable' },
     );
   }

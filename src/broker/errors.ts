@@ -13,6 +13,8 @@ export type BrokerErrorCode =
   | 'ERR_CA_SAN_MISMATCH'
   /** The CA answered with something that is not a usable chain. */
   | 'ERR_CA_BAD_RESPONSE'
+  /** The CA's leaf breaks the X509-SVID rules (CA:TRUE, keyCertSign, cRLSign, no digitalSignature, ...). */
+  | 'ERR_CA_LEAF_NOT_SVID'
   /** The CA call failed (transport or gRPC status); `grpcCode` says which. */
   | 'ERR_CA_CALL_FAILED'
   /** The broker could not obtain its own token. */
@@ -23,10 +25,14 @@ export type BrokerErrorCode =
   | 'ERR_WORKLOAD_REFERENCE_INVALID'
   /** The referenced pod is not on this node (or not known yet). */
   | 'ERR_WORKLOAD_NOT_FOUND'
-  /** The caller is not entitled to ask (not on the allow-list) or the pod gets no identity. */
+  /** The referenced pod runs on this node but gets no identity (host network, terminating, finished, self). */
   | 'ERR_WORKLOAD_NOT_ENTITLED'
-  /** The caller presented no verifiable SVID. */
+  /** The caller's SVID is valid but its SPIFFE ID is not on the Broker API allow-list. */
+  | 'ERR_CALLER_NOT_AUTHORIZED'
+  /** The caller presented no certificate that is a valid X509-SVID (no or several URI SANs, a CA, ...). */
   | 'ERR_CALLER_UNAUTHENTICATED'
+  /** The request message cannot be read: it does not decode, or it is flagged compressed without grpc-encoding. */
+  | 'ERR_REQUEST_MALFORMED'
   /** The pod left the node or was replaced; the stream ends. */
   | 'ERR_WORKLOAD_GONE'
   /** JWT-SVID profile is administratively disabled. */

@@ -47,6 +47,14 @@ export interface IdentityRetainer {
  */
 export type PodEligibility = 'eligible' | 'other-node' | 'host-network' | 'terminating' | 'finished' | 'self' | 'no-service-account';
 
+/** A pod on this node that gets no identity, and why. */
+export interface IneligiblePod {
+  readonly uid: string;
+  readonly namespace: string;
+  readonly name: string;
+  readonly eligibility: Exclude<PodEligibility, 'eligible' | 'other-node'>;
+}
+
 export interface NodePodsOptions {
   readonly nodeName: string;
   readonly trustDomain: string;
@@ -61,6 +69,9 @@ export class NodePods {
   readonly #byUid = new Map<string, TrackedPod>();
   readonly #byKey = new Map<string, string>();
   readonly #goneListeners = new Map<string, Set<PodGoneListener>>();
+  /** Pods on this node that get no identity (host network, terminating, ...), so a lookup can say why. */
+  readonly #ineligible = new Map<string, IneligiblePod>();
+  readonly #ineligibleByKey = new Map<string, string>();
 
   constructor(options: NodePodsOptions) {
     this.#opts = options;
@@ -92,7 +103,9 @@ export class NodePods {
   upsert(pod: PodFacts): PodEligibility {
     const eligibility = this.eligibility(pod);
     const existing = this.#byUid.get(pod.uid);
+    this.#forgetIneligible(pod.uid);
     if (eligibility !== 'eligible') {
+      if (eligibility !== 'other-node') this.#rememberIneligible({ uid: pod.uid, namespace: pod.namespace, name: pod.name, eligibility });
       if (existing) this.#drop(existing, eligibility === 'finished' ? 'finished' : eligibility === 'terminating' ? 'terminating' : 'changed');
       return eligibility;
     }
@@ -117,6 +130,7 @@ export class NodePods {
 
   /** The pod with this UID left the cluster. */
   remove(uid: string): void {
+    this.#forgetIneligible(uid);
     const pod = this.#byUid.get(uid);
     if (pod) this.#drop(pod, 'deleted');
   }
@@ -124,7 +138,7 @@ export class NodePods {
   /** A full re-list: pods not in `pods` are gone, the rest are upserted. */
   replaceAll(pods: readonly PodFacts[]): void {
     const present = new Set(pods.map((p) => p.uid));
-    for (const uid of [...this.#byUid.keys()]) if (!present.has(uid)) this.remove(uid);
+    for (const uid of [...this.#byUid.keys(), ...this.#ineligible.keys()]) if (!present.has(uid)) this.remove(uid);
     for (const p of pods) this.upsert(p);
   }
 
@@ -135,6 +149,17 @@ export class NodePods {
   byKey(namespace: string, name: string): TrackedPod | undefined {
     const uid = this.#byKey.get(keyOf(namespace, name));
     return uid === undefined ? undefined : this.#byUid.get(uid);
+  }
+
+  /** A pod of this node that exists but gets no identity, by UID (Broker API: WORKLOAD_NOT_ENTITLED). */
+  ineligibleByUid(uid: string): IneligiblePod | undefined {
+    return this.#ineligible.get(uid);
+  }
+
+  /** The same, by namespace/name. */
+  ineligibleByKey(namespace: string, name: string): IneligiblePod | undefined {
+    const uid = this.#ineligibleByKey.get(keyOf(namespace, name));
+    return uid === undefined ? undefined : this.#ineligible.get(uid);
   }
 
   pods(): TrackedPod[] {
@@ -159,6 +184,22 @@ export class NodePods {
       set.delete(listener);
       if (set.size === 0 && this.#goneListeners.get(uid) === set) this.#goneListeners.delete(uid);
     };
+  }
+
+  #rememberIneligible(pod: IneligiblePod): void {
+    const key = keyOf(pod.namespace, pod.name);
+    const previous = this.#ineligibleByKey.get(key);
+    if (previous !== undefined && previous !== pod.uid) this.#ineligible.delete(previous);
+    this.#ineligible.set(pod.uid, pod);
+    this.#ineligibleByKey.set(key, pod.uid);
+  }
+
+  #forgetIneligible(uid: string): void {
+    const pod = this.#ineligible.get(uid);
+    if (!pod) return;
+    this.#ineligible.delete(uid);
+    const key = keyOf(pod.namespace, pod.name);
+    if (this.#ineligibleByKey.get(key) === uid) this.#ineligibleByKey.delete(key);
   }
 
   #drop(pod: TrackedPod, reason: PodGoneReason): void {

@@ -22,6 +22,7 @@ import { runFetch } from '../../src/broker/fetch.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';
+import { refusedWith } from './support/error-info.js';
 import { fileContainingSymbol, linkProblems, listServices, reflect, reflectionClientConstructor, type ReflectionClient } from '../support/grpc-reflection.js';
 import { opensslMissing } from '../support/tools.js';
 
@@ -136,12 +137,17 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     assert.equal(jwt?.code, GrpcStatus.UNIMPLEMENTED);
   });
 
-  it('gives nothing to a host-network pod (registration answered, no identity), and serves gRPC health', async () => {
+  it('gives nothing to a host-network pod (registration answered, no identity; PERMISSION_DENIED WORKLOAD_NOT_ENTITLED), and serves gRPC health', async () => {
     const uid = await stack.createPod({ namespace: 'shop', name: 'node-agent', serviceAccount: 'batch', nodeName: NODE, hostNetwork: true });
     await pushCniAddEvent({ Netns: '', PodName: 'node-agent', PodNamespace: 'shop', IPs: null }, { socketPath: broker.cniEventSocketPath, timeoutMs: 5000 });
     assert.equal(broker.pods.byUid(uid), undefined);
     assert.equal(broker.certs.status(`spiffe://${TD}/ns/shop/sa/batch`), undefined);
-    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid })), grpcError(GrpcStatus.NOT_FOUND));
+    // The pod exists on this node but is not entitled (SPIFFE Broker API 4.8), by UID and by name.
+    await assert.rejects(firstMessage(client.subscribeX509Svid({ uid })), refusedWith(GrpcStatus.PERMISSION_DENIED, 'WORKLOAD_NOT_ENTITLED'));
+    await assert.rejects(
+      firstMessage(client.subscribeX509Svid({ namespace: 'shop', name: 'node-agent' })),
+      refusedWith(GrpcStatus.PERMISSION_DENIED, 'WORKLOAD_NOT_ENTITLED'),
+    );
     assert.equal(await client.health(''), 'SERVING');
     assert.equal(await client.health('spiffe.broker.API'), 'SERVING');
   });

@@ -1,0 +1,62 @@
+/**
+ * `google.rpc.Status` with one `google.rpc.ErrorInfo`, as gRPC's richer error model carries it:
+ * serialized into the binary trailer `grpc-status-details-bin` (grpc-js base64-encodes `-bin`
+ * metadata on the wire). Encoded with protobufjs over our own proto/google/rpc/*.proto.
+ */
+import type protobuf from 'protobufjs';
+import { protobufRoot } from './proto-load.js';
+
+export const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
+export const ERROR_INFO_TYPE_URL = 'type.googleapis.com/google.rpc.ErrorInfo';
+
+export interface ErrorInfo {
+  /** UPPER_SNAKE_CASE, stable within `domain`. */
+  readonly reason: string;
+  readonly domain: string;
+  readonly metadata?: Readonly<Record<string, string>>;
+}
+
+export interface RpcStatus {
+  readonly code: number;
+  readonly message: string;
+  readonly errorInfo: ErrorInfo | undefined;
+}
+
+let types: { status: protobuf.Type; errorInfo: protobuf.Type } | undefined;
+
+function rpcTypes(): { status: protobuf.Type; errorInfo: protobuf.Type } {
+  if (!types) {
+    const root = protobufRoot(['google/rpc/status.proto', 'google/rpc/error_details.proto'], { keepCase: true });
+    types = { status: root.lookupType('google.rpc.Status'), errorInfo: root.lookupType('google.rpc.ErrorInfo') };
+  }
+  return types;
+}
+
+/** The serialized google.rpc.Status{code, message, details: [Any(ErrorInfo)]}. */
+export function encodeRpcStatus(status: { code: number; message: string; errorInfo: ErrorInfo }): Buffer {
+  const { status: Status, errorInfo: Info } = rpcTypes();
+  const info = Info.encode(
+    Info.fromObject({ reason: status.errorInfo.reason, domain: status.errorInfo.domain, metadata: { ...(status.errorInfo.metadata ?? {}) } }),
+  ).finish();
+  const message = Status.fromObject({
+    code: status.code,
+    message: status.message,
+    details: [{ type_url: ERROR_INFO_TYPE_URL, value: info }],
+  });
+  return Buffer.from(Status.encode(message).finish());
+}
+
+/** Decodes a `grpc-status-details-bin` value; the first ErrorInfo among the details, if any. */
+export function decodeRpcStatus(bytes: Uint8Array): RpcStatus {
+  const { status: Status, errorInfo: Info } = rpcTypes();
+  const decoded = Status.toObject(Status.decode(bytes), { defaults: true }) as {
+    code: number;
+    message: string;
+    details: Array<{ type_url: string; value: Uint8Array }>;
+  };
+  const any = decoded.details.find((d) => d.type_url === ERROR_INFO_TYPE_URL);
+  const errorInfo = any
+    ? (Info.toObject(Info.decode(any.value), { defaults: true }) as { reason: string; domain: string; metadata: Record<string, string> })
+    : undefined;
+  return { code: decoded.code, message: decoded.message, errorInfo };
+}
