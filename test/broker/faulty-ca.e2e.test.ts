@@ -103,7 +103,7 @@ describe('broker against a CA that returns leaves breaking the X509-SVID rules',
       assert.ok(logs.some((l) => l.includes('certificate fetch failed') && l.includes(id) && l.includes('ERR_CA_LEAF_NOT_SVID')), `${profile}: logged with its code`);
     }
     const expected: Record<string, string> = { 'ca-true': 'ERR_SVID_LEAF_IS_CA', 'key-cert-sign': 'ERR_SVID_LEAF_KEY_CERT_SIGN', 'crl-sign': 'ERR_SVID_LEAF_CRL_SIGN', 'no-digital-signature': 'ERR_SVID_KEY_USAGE_NO_DIGITAL_SIGNATURE' };
-    for (const profile of BAD) assert.match(broker.certs.status(`spiffe://${TD}/ns/shop/sa/${profile}`)!.lastError!, new RegExp(expected[profile]));
+    for (const profile of BAD) assert.match(broker.certs.status(`spiffe://${TD}/ns/shop/sa/${profile}`)!.lastError!, new RegExp(expected[profile]!));
     assert.ok((await caErrors('ERR_CA_LEAF_NOT_SVID')) >= BAD.length);
     for (const [profile, rec] of recorders) {
       assert.equal(rec.messages.length, 0, `${profile}: the stream got no certificate`);
