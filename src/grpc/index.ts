@@ -9,3 +9,5 @@ export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatu
 export { addReflection } from './reflection.js';
 export { bindServer, stopServer } from './server-lifecycle.js';
 export { RotatingServerIdentity } from './rotating-credentials.js';
+export { decodeRpcStatus, encodeRpcStatus, ERROR_INFO_TYPE_URL, STATUS_DETAILS_KEY, type ErrorInfo, type RpcStatus } from './rpc-status.js';
+export { compressionFlagGuard, isUnreadableRequest, readableRequests, UnreadableRequest } from './request-guard.js';

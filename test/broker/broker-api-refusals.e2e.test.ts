@@ -232,7 +232,8 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
     });
     after(() => session?.close());
 
-    function call(body: Buffer, headers: Record<string, string> = {}): Promise<RawAnswer> {
+    /** One call; `pieces` > 1 sends the body in that many separate writes (DATA frames). */
+    function call(body: Buffer, headers: Record<string, string> = {}, pieces = 1): Promise<RawAnswer> {
       return new Promise((resolve) => {
         const req = session.request({ ':method': 'POST', ':path': SVID_PATH, 'content-type': 'application/grpc', te: 'trailers', 'broker.spiffe.io': 'true', ...headers });
         let grpcStatus: number | undefined;
@@ -251,7 +252,13 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
         });
         req.on('error', () => undefined);
         req.on('close', () => resolve({ grpcStatus, details, served }));
-        req.end(body);
+        // Each piece goes out in its own turn of the event loop, so in its own DATA frame.
+        const size = Math.ceil(body.length / pieces);
+        const send = (at: number): void => {
+          if (at + size >= body.length) req.end(body.subarray(at));
+          else req.write(body.subarray(at, at + size), () => setImmediate(() => send(at + size)));
+        };
+        send(0);
       });
     }
     const frame = (payload: Uint8Array, flag = 0): Buffer => {
@@ -290,6 +297,8 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
       assertRefused(await call(frame(request(), 1)), 'flag 1 without grpc-encoding');
       assertRefused(await call(frame(request(), 1), { 'grpc-encoding': 'identity' }), 'flag 1 with grpc-encoding identity');
       assertRefused(await call(frame(request(), 2)), 'flag 2');
+      assertRefused(await call(frame(request(), 1), {}, 7), 'flag 1, the message split over several DATA frames');
+      assert.equal((await call(frame(request()), {}, 7)).served, true, 'uncompressed, split, is served');
       assert.equal((await call(frame(gzipSync(request()), 1), { 'grpc-encoding': 'gzip' })).served, true, 'gzip with grpc-encoding: gzip');
       assert.equal((await call(frame(request()))).served, true, 'uncompressed still served');
     });

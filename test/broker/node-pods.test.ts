@@ -47,6 +47,29 @@ describe('NodePods', () => {
     assert.equal(pods.size, 0);
   });
 
+  it('remembers pods of this node that get nothing (not other nodes\' pods), until they go or become eligible', () => {
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs: recorder(), now: () => 0, ownPodUid: 'self' });
+    pods.upsert(pod({ uid: 'a', name: 'agent-0', hostNetwork: true }));
+    pods.upsert(pod({ uid: 'self', name: 'broker-0' }));
+    pods.upsert(pod({ uid: 'd', name: 'remote-0', nodeName: 'node-2' }));
+    assert.equal(pods.ineligibleByUid('a')?.eligibility, 'host-network');
+    assert.equal(pods.ineligibleByKey('shop', 'agent-0')?.uid, 'a');
+    assert.equal(pods.ineligibleByUid('self')?.eligibility, 'self');
+    assert.equal(pods.ineligibleByUid('d'), undefined, 'another node\'s pod is simply unknown');
+    // The eligible pod that starts terminating is remembered as such; once deleted it is unknown.
+    pods.upsert(pod({ uid: 'e', name: 'cart-1' }));
+    assert.equal(pods.ineligibleByUid('e'), undefined);
+    pods.upsert(pod({ uid: 'e', name: 'cart-1', deleting: true }));
+    assert.equal(pods.ineligibleByKey('shop', 'cart-1')?.eligibility, 'terminating');
+    pods.remove('e');
+    assert.equal(pods.ineligibleByKey('shop', 'cart-1'), undefined);
+    // A re-list without the host-network pod forgets it; a new UID under the name replaces the record.
+    pods.replaceAll([pod({ uid: 'self', name: 'broker-0' }), pod({ uid: 'f', name: 'broker-0', phase: 'Failed' })]);
+    assert.equal(pods.ineligibleByUid('a'), undefined);
+    assert.equal(pods.ineligibleByKey('shop', 'broker-0')?.uid, 'f');
+    assert.equal(pods.ineligibleByUid('self'), undefined, 'replaced under the same name');
+  });
+
   it('ends streams and releases when a pod is deleted, starts terminating, or is replaced under the same name', () => {
     const certs = recorder();
     const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => 0 });
