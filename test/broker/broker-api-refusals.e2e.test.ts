@@ -32,20 +32,14 @@ import { Secret } from '../../src/core/secret.js';
 import { decodeRpcStatus, protoRootFor } from '../../src/grpc/index.js';
 import { eventually } from './support/eventually.js';
 import { refusedWith } from './support/error-info.js';
+import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
 
 const run = promisify(execFile);
-const PYTHON = '/usr/bin/python3';
-const GRPC_TOOLS_PROTO = '/usr/lib/python3/dist-packages/grpc_tools/_proto';
 const PY_CLIENT = [
   fileURLToPath(new URL('./support/broker_api_client.py', import.meta.url)),
   fileURLToPath(new URL('../../../test/broker/support/broker_api_client.py', import.meta.url)),
 ].find((p) => existsSync(p))!;
-const pythonReason = !existsSync(PYTHON)
-  ? `${PYTHON} missing`
-  : !existsSync(GRPC_TOOLS_PROTO)
-    ? 'python3-grpc-tools missing'
-    : undefined;
 
 const ZTUNNEL_ID = `spiffe://${TD}/ns/${BROKER_NS}/sa/${CONSUMER_SA}`;
 const SVID_PATH = '/spiffe.broker.API/SubscribeToX509SVID';
@@ -115,7 +109,7 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
     return { certPem: await readFile(join(pki, `${name}.pem`), 'utf8'), keyPem: new Secret(await readFile(join(pki, `${name}.key`), 'utf8')) };
   }
 
-  it('a mesh-root client certificate with the allow-listed ID is refused when it is not an X509-SVID leaf', async () => {
+  it('a mesh-root client certificate with the allow-listed ID is refused when it is not an X509-SVID leaf', { skip: opensslMissing() }, async () => {
     // Control: the same recipe with the X509-SVID profile is served (only the profile differs).
     const good = await opensslLeaf('good', 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature');
     const ok = clientFor(good.certPem, good.keyPem);
@@ -177,16 +171,16 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
     });
   });
 
-  it('python grpcio decodes the same google.rpc.Status and ErrorInfo', { skip: pythonReason }, async () => {
+  it('python grpcio decodes the same google.rpc.Status and ErrorInfo', { skip: pythonGrpcMissing() }, async () => {
     const stubs = join(stack.dir, 'py');
     await mkdir(stubs, { recursive: true });
     const root = protoRootFor(BROKER_PROTO);
-    await run(PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', GRPC_TOOLS_PROTO, '--python_out', stubs, '--grpc_python_out', stubs, BROKER_PROTO, 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
+    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, BROKER_PROTO, 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
     await writeFile(join(stubs, 'roots.pem'), stack.ca.rootsPem());
     await writeFile(join(stubs, 'cert.pem'), consumer.certChainPem);
     await writeFile(join(stubs, 'key.pem'), consumer.privateKeyPem.reveal(), { mode: 0o600 });
     const py = async (rpc: 'svid' | 'bundles', ref: { uid?: string; namespace?: string; name?: string }, header = true) => {
-      const { stdout } = await run(PYTHON, [
+      const { stdout } = await run(TEST_PYTHON, [
         PY_CLIENT, stubs, broker.brokerSocketPath, join(stubs, 'roots.pem'), join(stubs, 'cert.pem'), join(stubs, 'key.pem'),
         broker.ownIdentity, rpc, ref.uid ?? '', ref.namespace ?? '', ref.name ?? '', header ? '1' : '0',
       ]);
