@@ -17,6 +17,7 @@ import { CertManager } from '../../src/broker/cert-manager.js';
 import { NodePods } from '../../src/broker/node-pods.js';
 import { TrustBundle } from '../../src/broker/trust-bundle.js';
 import { encodePodReference } from '../../src/broker/workload-reference.js';
+import { decodeRpcStatus } from '../../src/grpc/rpc-status.js';
 import type { CaClient, WorkloadCert } from '../../src/broker/workload-cert.js';
 import { caKeyMaterial, createCsr, createRootCa, FastLeafIssuer, generateKeyPair } from '../../src/pki/index.js';
 
@@ -131,6 +132,22 @@ describe('BrokerApiService streams (fake clock)', () => {
     await flushMicrotasks();
     pods.remove(uid(1));
     assert.equal(call.error?.code, GrpcStatus.NOT_FOUND);
+  });
+
+  it('ends the stream with PERMISSION_DENIED (WORKLOAD_NOT_ENTITLED) when the pod starts terminating or finishes; a new call gets the same', async () => {
+    const { pods, open, addPod } = setup();
+    addPod(uid(1), 'web');
+    addPod(uid(2), 'cart');
+    const terminating = open(uid(1));
+    const finishing = open(uid(2));
+    await flushMicrotasks();
+    pods.upsert({ uid: uid(1), namespace: 'shop', name: 'web-1', serviceAccount: 'web', nodeName: 'node-1', hostNetwork: false, deleting: true, phase: 'Running' });
+    pods.upsert({ uid: uid(2), namespace: 'shop', name: 'cart-2', serviceAccount: 'cart', nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Succeeded' });
+    for (const call of [terminating, finishing, open(uid(1)), open(uid(2))]) {
+      assert.equal(call.error?.code, GrpcStatus.PERMISSION_DENIED);
+      const bin = (call.error as { metadata?: Metadata }).metadata?.get('grpc-status-details-bin')[0] as Buffer;
+      assert.equal(decodeRpcStatus(bin).errorInfo?.reason, 'WORKLOAD_NOT_ENTITLED');
+    }
   });
 
   it('refuses callers off the allow-list, missing headers and unknown pods, with the spec codes', async () => {
