@@ -5,12 +5,13 @@
  * chain, key and bundle as PEM files.
  */
 import { X509Certificate } from 'node:crypto';
-import { mkdir, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { decodeJwt } from 'jose';
 import { ConfigReader } from '../core/config.js';
 import { Secret } from '../core/secret.js';
 import { writeFileAtomic } from '../ops/atomic-file.js';
+import { ensurePrivateDir } from '../ops/private-dir.js';
 import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
 import { BrokerClient, type X509SvidResponse } from './broker-client.js';
@@ -58,11 +59,14 @@ function describeSvidMessage(msg: X509SvidResponse): string[] {
   });
 }
 
-/** Writes the SVID as PEM files; each goes through `writeFileAtomic` (fresh temp file, explicit mode, rename). */
+/**
+ * Writes the SVID as PEM files; each goes through `writeFileAtomic` (fresh temp file, explicit mode,
+ * rename). A directory this creates is 0700 whatever the umask (an existing one keeps its mode).
+ */
 export async function writeSvidFiles(dir: string, msg: X509SvidResponse): Promise<void> {
   const svid = msg.svids[0];
   if (!svid) return;
-  await mkdir(dir, { recursive: true });
+  await ensurePrivateDir(dir);
   await writeFileAtomic(join(dir, 'cert-chain.pem'), splitDerCertificates(svid.x509_svid).map((d) => certificateToPem(d)).join(''), { mode: 0o644 });
   await writeFileAtomic(join(dir, 'key.pem'), pemEncode('PRIVATE KEY', svid.x509_svid_key), { mode: 0o600 });
   await writeFileAtomic(join(dir, 'root-cert.pem'), splitDerCertificates(svid.bundle).map((d) => certificateToPem(d)).join(''), { mode: 0o644 });

@@ -7,7 +7,7 @@
  * rotation visible within minutes. Logs (warnings) go to stderr; stdout shows the live view.
  */
 import { X509Certificate } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
@@ -23,6 +23,7 @@ import { brokerRbacObjects } from '../broker/rbac.js';
 import { workloadCertPem } from '../broker/workload-cert.js';
 import { splitDerCertificates } from '../broker/x509-fields.js';
 import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
+import { PRIVATE_DIR_MODE } from '../ops/private-dir.js';
 
 export interface StartOptions {
   readonly certTtlSeconds: number;
@@ -132,12 +133,19 @@ function render(broker: Broker, consumers: ReadonlyMap<string, ConsumerView>, st
   return lines.join('\n');
 }
 
+/** The stack's scratch directory (admin kubeconfig, the broker's sockets): 0700 whatever the umask. */
+export async function createStackDir(): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'certbroker-stack-'));
+  await chmod(dir, PRIVATE_DIR_MODE);
+  return dir;
+}
+
 export async function runLocalStack(options: StartOptions): Promise<void> {
   const logger: Logger = createLogger({ level: parseLogLevel(process.env['LOG_LEVEL'], 'warn') });
   const print = options.print ?? ((t: string) => process.stdout.write(t + '\n'));
   const controller = options.signal ? undefined : signalController(logger);
   const signal = options.signal ?? controller!.signal;
-  const dir = await mkdtemp(join(tmpdir(), 'certbroker-stack-'));
+  const dir = await createStackDir();
   const cleanups: Array<() => Promise<unknown>> = [];
   const stopAll = async () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);

@@ -6,9 +6,9 @@
 import { createServer, type Server } from 'node:https';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { mkdir } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { writeFileAtomic } from '../ops/atomic-file.js';
+import { ensurePrivateDir } from '../ops/private-dir.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { ObjectStore } from './store.js';
@@ -155,7 +155,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
       kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user.token, ...(user.name ? { userName: user.name } : {}), ...(user.namespace ? { namespace: user.namespace } : {}) }),
     async writeKubeconfig(path, user) {
       const text = kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user?.token ?? adminToken, userName: user?.name ?? (user ? 'devcluster-user' : 'devcluster-admin') });
-      await mkdir(dirname(path), { recursive: true });
+      await ensurePrivateDir(dirname(path));
       await writeFileAtomic(path, text, { mode: 0o600 });
     },
     async apply(objects) {

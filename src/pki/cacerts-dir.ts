@@ -3,9 +3,10 @@
  * them to the pure `validateCaBundle`. A partial bundle (some files missing) is
  * ERR_PKI_CACERTS_MISSING naming every missing file.
  */
-import { lstat, mkdir, readFile } from 'node:fs/promises';
+import { lstat, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '../ops/atomic-file.js';
+import { ensurePrivateDir } from '../ops/private-dir.js';
 import { validateCaBundle, CACERTS_FILES } from './ca-bundle.js';
 import type { CaKeyMaterial } from './ca-material.js';
 import { PkiError } from './errors.js';
@@ -38,12 +39,12 @@ export async function loadCaCertsDir(dir: string, nowMs: number = Date.now()): P
 
 /**
  * Writes a plug-in CA bundle into `dir` (created if needed): the four cacerts files plus
- * root-key.pem; keys with mode 0600, certificates 0644, each through a fresh temp file and a
+ * root-key.pem (a directory it creates is 0700 whatever the umask); keys with mode 0600, certificates 0644, each through a fresh temp file and a
  * rename (`writeFileAtomic`). Refuses to overwrite an existing bundle unless `force`; anything
  * at one of the names (a dangling symlink included) counts as existing.
  */
 export async function writeCaCertsDir(dir: string, bundle: PluginCaBundle, force = false): Promise<string[]> {
-  await mkdir(dir, { recursive: true });
+  await ensurePrivateDir(dir);
   const files: Array<[string, string, number]> = [
     ['root-cert.pem', bundle.rootCertPem, 0o644],
     ['root-key.pem', bundle.rootKeyPem.reveal(), 0o600],
