@@ -6,9 +6,11 @@
  *  - 0.3.0, 0.3.1, 0.4.0: `{ interfaces, ips: [{version, address, gateway, interface}], routes, dns }`
  *  - 1.0.0, 1.1.0: as 0.3.x without `ips[].version`
  * A prevResult in the request's own version passes through unchanged; one in another supported
- * version is converted to the request's version; one in an unknown version is refused.
+ * version is converted to the request's version; one in an unknown version is refused (code 1),
+ * and one that does not have its version's result shape (`result-shape.ts`) is refused with code 6.
  */
 import { CniError } from './cni-error.js';
+import { resultProblems } from './result-shape.js';
 
 export const SUPPORTED_VERSIONS: readonly string[] = Object.freeze([
   '0.1.0',
@@ -118,6 +120,13 @@ export function convertResult(prevResult: unknown, target: string): Json {
   if (!isSupportedVersion(source)) {
     throw new CniError('ERR_CNI_INCOMPATIBLE_VERSION', `prevResult has unsupported cniVersion ${JSON.stringify(source)}`, {
       details: `supported versions: ${SUPPORTED_VERSIONS.join(', ')}`,
+    });
+  }
+  const problems = resultProblems(prevResult, resultFamily(source));
+  if (problems.length > 0) {
+    const more = problems.length > 1 ? ` (and ${problems.length - 1} more problems, see details)` : '';
+    throw new CniError('ERR_CNI_DECODE', `prevResult is not a valid CNI ${source} result: ${problems[0]}${more}`, {
+      details: problems.join('; '),
     });
   }
   if (source === target) return { ...prevResult, cniVersion: target };

@@ -99,6 +99,30 @@ test('a prevResult of another supported version is converted; of an unknown vers
   assertCniError(await run('ADD', conf({ prevResult: 'ips' })), 6, /prevResult/);
 });
 
+test('a malformed prevResult fails ADD and CHECK with 6 naming the field, and is never echoed back', async () => {
+  const cases: Array<[Record<string, unknown>, RegExp]> = [
+    [{ cniVersion: '1.0.0', ips: 7 }, /ips is not an array \(got 7\)/],
+    [{ cniVersion: '1.0.0', interfaces: 'eth0' }, /interfaces is not an array \(got "eth0"\)/],
+    [{ cniVersion: '1.0.0', ips: [{ address: 'not-an-ip/24' }] }, /ips\[0\]\.address is not an address in CIDR notation/],
+    [{ cniVersion: '1.0.0', ips: [{ address: '10.244.1.7' }] }, /ips\[0\]\.address is not an address in CIDR notation \(got "10\.244\.1\.7"\)/],
+    [{ cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '10.244.1.7/24', interface: 3 }] }, /ips\[0\]\.interface is not an index into interfaces/],
+    [{ cniVersion: '0.4.0', ips: [{ version: '6', address: '10.244.1.7/24' }] }, /ips\[0\]\.version does not match the address/],
+    [{ cniVersion: '0.2.0', ip4: { ip: 'fd00::7/64' } }, /ip4\.ip is an IPv6 address/],
+  ];
+  for (const [prevResult, msg] of cases) {
+    const add = await run('ADD', conf({ prevResult }));
+    const e = assertCniError(add, 6, msg);
+    assert.match(e.msg, /^prevResult is not a valid CNI \d\.\d\.\d result: /);
+    assert.equal(e.cniVersion, '1.0.0');
+    assert.equal(add.stdout.includes('"ips":'), false, 'the garbage is not printed as a result');
+    assertCniError(await run('CHECK', conf({ prevResult })), 6, msg);
+  }
+  // Several problems: the first in msg, all of them in details.
+  const many = JSON.parse((await run('ADD', conf({ prevResult: { cniVersion: '1.0.0', ips: [{ address: 'x' }, { address: '10.0.0.1/33', gateway: 'gw' }], routes: {} } }))).stdout) as { msg: string; details: string };
+  assert.match(many.msg, /ips\[0\]\.address .*\(and 3 more problems, see details\)$/);
+  assert.deepEqual(many.details.split('; ').map((d) => d.split(' ')[0]), ['ips[0].address', 'ips[1].address', 'ips[1].gateway', 'routes']);
+});
+
 test('excluded namespaces and the own agent pod pass without any kubeconfig', async () => {
   const args = 'IgnoreUnknown=1;K8S_POD_NAMESPACE=kube-system;K8S_POD_NAME=coredns-1';
   const o = await run('ADD', conf({ exclude_namespaces: ['kube-system'], prevResult: prev04 }), { ...ENV_OK, CNI_ARGS: args });
