@@ -1,5 +1,6 @@
 /** Kubeconfig text for a devcluster user: one cluster (our CA inlined), one user (a token), one context. */
-import { stringify } from 'yaml';
+import { renderKubeconfigFile } from '../core/kubeconfig-file.js';
+import { Secret } from '../core/secret.js';
 
 export interface KubeconfigOptions {
   readonly server: string;
@@ -12,14 +13,13 @@ export interface KubeconfigOptions {
 
 export function kubeconfigYaml(o: KubeconfigOptions): string {
   const cluster = o.clusterName ?? 'devcluster';
-  const user = o.userName ?? 'devcluster-user';
-  return stringify({
-    apiVersion: 'v1',
-    kind: 'Config',
-    clusters: [{ name: cluster, cluster: { server: o.server, 'certificate-authority-data': Buffer.from(o.caCertPem).toString('base64') } }],
-    users: [{ name: user, user: { token: o.token } }],
-    contexts: [{ name: cluster, context: { cluster, user, ...(o.namespace ? { namespace: o.namespace } : {}) } }],
-    'current-context': cluster,
-    preferences: {},
+  return renderKubeconfigFile({
+    server: o.server,
+    caPem: o.caCertPem,
+    token: new Secret(o.token),
+    clusterName: cluster,
+    userName: o.userName ?? 'devcluster-user',
+    contextName: cluster,
+    ...(o.namespace ? { namespace: o.namespace } : {}),
   });
 }

@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/config.js';
 import { ConfigError } from '../../src/core/config.js';
+import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { silentLogger } from '../../src/core/log.js';
+import { Secret } from '../../src/core/secret.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { tempDirSync } from '../support/scratch.js';
 
@@ -23,14 +25,7 @@ describe('broker configuration: update pacing window', () => {
     await writeFile(join(dir, 'root-cert.pem'), root.pem);
     await writeFile(
       join(dir, 'kubeconfig'),
-      [
-        'apiVersion: v1',
-        'kind: Config',
-        'clusters: [{ name: c, cluster: { server: "https://127.0.0.1:6443" } }]',
-        'users: [{ name: u, user: { token: t } }]',
-        'contexts: [{ name: x, context: { cluster: c, user: u } }]',
-        'current-context: x',
-      ].join('\n'),
+      renderKubeconfigFile({ server: 'https://127.0.0.1:6443', token: new Secret('t'), clusterName: 'c', userName: 'u', contextName: 'x' }),
     );
     env = {
       NODE_NAME: 'node-1',

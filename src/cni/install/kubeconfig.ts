@@ -9,8 +9,8 @@
  * until the one place that renders the file.
  */
 import { isIPv6 } from 'node:net';
-import { stringify } from 'yaml';
-import type { Secret } from '../../core/secret.js';
+import { renderKubeconfigFile, type KubeconfigFile } from '../../core/kubeconfig-file.js';
+import { Secret } from '../../core/secret.js';
 import { InstallError } from './errors.js';
 
 export const KUBECONFIG_CLUSTER = 'local';
@@ -48,39 +48,27 @@ export function apiServerUrl(inputs: Pick<KubeconfigInputs, 'serviceHost' | 'ser
   return `${protocol}://${hostPart}:${portNumber}`;
 }
 
-/** The kubeconfig as a plain object (keys in the order Istio's Go encoder writes them). */
-export function buildKubeconfig(inputs: KubeconfigInputs): Record<string, unknown> {
+/** The kubeconfig's content, checked (rendered by the shared kubeconfig writer in Istio's layout). */
+export function buildKubeconfig(inputs: KubeconfigInputs): KubeconfigFile {
   const server = apiServerUrl(inputs);
   const token = inputs.token.reveal().trim();
   if (token === '' || /\s/.test(token)) {
     throw new InstallError('ERR_KUBECONFIG_INPUT_INVALID', 'service-account token is empty or malformed');
   }
-  let cluster: Record<string, unknown>;
-  if (inputs.skipTlsVerify) {
-    cluster = { 'insecure-skip-tls-verify': true, server };
-  } else if (server.startsWith('http://')) {
-    cluster = { server };
-  } else {
-    const ca = inputs.caPem;
-    if (ca === undefined || !ca.includes('-----BEGIN CERTIFICATE-----')) {
-      throw new InstallError(
-        'ERR_KUBECONFIG_INPUT_INVALID',
-        'no API server CA certificate (service-account ca.crt or KUBE_CA_FILE) and SKIP_TLS_VERIFY is off',
-      );
-    }
-    cluster = { 'certificate-authority-data': Buffer.from(ca, 'utf8').toString('base64'), server };
+  const names = { clusterName: KUBECONFIG_CLUSTER, userName: KUBECONFIG_USER, contextName: KUBECONFIG_CONTEXT, token: new Secret(token) };
+  if (inputs.skipTlsVerify) return { ...names, server, insecureSkipTlsVerify: true };
+  if (server.startsWith('http://')) return { ...names, server };
+  const ca = inputs.caPem;
+  if (ca === undefined || !ca.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new InstallError(
+      'ERR_KUBECONFIG_INPUT_INVALID',
+      'no API server CA certificate (service-account ca.crt or KUBE_CA_FILE) and SKIP_TLS_VERIFY is off',
+    );
   }
-  return {
-    apiVersion: 'v1',
-    clusters: [{ cluster, name: KUBECONFIG_CLUSTER }],
-    contexts: [{ context: { cluster: KUBECONFIG_CLUSTER, user: KUBECONFIG_USER }, name: KUBECONFIG_CONTEXT }],
-    'current-context': KUBECONFIG_CONTEXT,
-    kind: 'Config',
-    users: [{ name: KUBECONFIG_USER, user: { token } }],
-  };
+  return { ...names, server, caPem: ca };
 }
 
 /** YAML text of the kubeconfig. The result holds the token: write it, never log it. */
 export function renderKubeconfig(inputs: KubeconfigInputs): string {
-  return stringify(buildKubeconfig(inputs), { lineWidth: 0 });
+  return renderKubeconfigFile(buildKubeconfig(inputs));
 }
