@@ -8,12 +8,14 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync, rmSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join, resolve } from 'node:path';
 import { ISTIO_IPTABLES_FIXTURES } from '../../support/fixtures.js';
 import { createNetns, linkPair, netnsUnavailable, ruleLines, type TestNetns } from './netns.js';
-import { tempDirSync } from '../../support/scratch.js';
+import { Scratch, tempDirSync } from '../../support/scratch.js';
+import { seaBundleDefinition } from '../../support/sea-binary.js';
+import { build } from 'esbuild';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const repoRoot = resolve(here, '../../../..');
@@ -199,12 +201,35 @@ test('apply in a netns: outbound TCP lands on the proxy port; cleanup-only remov
   assert.deepEqual(ruleLines(ns.exec('iptables-save', [])).filter((l) => !l.startsWith('*')), []);
 });
 
-test('--run-validation passes as the proxy uid with the rules and fails with 126 without', { skip }, () => {
+/**
+ * istio-iptables bundled as it ships (scripts/esbuild-options.mjs) into a fresh directory the proxy
+ * uid can read: the checkout itself may sit where uid 1337 cannot go (a clone in a 0700 home
+ * directory). Undefined, with the reason, when not even that can be made readable for it.
+ */
+async function mainForProxyUid(t: { after(fn: () => unknown): void }): Promise<{ main: string } | { reason: string }> {
+  const dir = Scratch.forTest(t, 'cb-ipt-proxy-').dir;
+  chmodSync(dir, 0o755);
+  const main = join(dir, 'istio-iptables.cjs');
+  const { SEA_ENTRIES, seaBundleOptions } = await seaBundleDefinition();
+  const entry = SEA_ENTRIES.find((e) => e.name === 'istio-iptables')!.entry;
+  await build({ ...seaBundleOptions(repoRoot, entry), outfile: main, logLevel: 'silent' });
+  chmodSync(main, 0o644);
+  const probe = spawnSync(process.execPath, ['-e', `require('node:fs').accessSync(${JSON.stringify(main)}, 4)`], { uid: 1337, gid: 1337, encoding: 'utf8' });
+  if (probe.status === 0) return { main };
+  return { reason: `uid 1337 cannot run ${process.execPath} on ${main} (is ${dir}'s parent traversable?): ${(probe.stderr || String(probe.error)).trim().split('\n').at(-1)}` };
+}
+
+test('--run-validation passes as the proxy uid with the rules and fails with 126 without', { skip }, async (t) => {
+  const proxyMain = await mainForProxyUid(t);
+  if ('reason' in proxyMain) {
+    t.skip(proxyMain.reason);
+    return;
+  }
   const ns = netns(['10.1.0.6/24']);
   const validate = (timeout: string) =>
     ['--run-validation', '--skip-rule-apply', '--ipv6=false', '-u', '1337', '--probe-timeout', timeout];
   const asProxy = (args: string[]) =>
-    spawnSync('nsenter', [`--net=${ns.path}`, '--setuid=1337', '--setgid=1337', '--', process.execPath, MAIN, ...args], {
+    spawnSync('nsenter', [`--net=${ns.path}`, '--setuid=1337', '--setgid=1337', '--', process.execPath, proxyMain.main, ...args], {
       encoding: 'utf8',
       env: BASE_ENV,
       timeout: 20_000,
