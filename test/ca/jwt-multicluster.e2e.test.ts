@@ -5,7 +5,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
-import { SignJWT, generateKeyPair } from 'jose';
+import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair } from 'jose';
 import { FakeClock } from '../../src/core/clock.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
@@ -85,8 +85,8 @@ test('JWT: wrong audience, tampered signature, alg none, forged key, another clu
     denied(await c.create({ token: `${none}.${p}.`, csr }), a.logs, 'ERR_CA_TOKEN_INVALID');
 
     // Same claims, signed by a key that is not in the cluster's JWKS (with the cluster's kid).
-    const claims = JSON.parse(Buffer.from(p, 'base64url').toString()) as Record<string, unknown>;
-    const header = JSON.parse(Buffer.from(h, 'base64url').toString()) as { kid?: string };
+    const claims = decodeJwt(t);
+    const header = decodeProtectedHeader(t);
     const { privateKey } = await generateKeyPair('ES256');
     const forged = await new SignJWT(claims).setProtectedHeader({ alg: 'ES256', ...(header.kid ? { kid: header.kid } : {}) }).sign(privateKey);
     denied(await c.create({ token: forged, csr }), a.logs, 'ERR_CA_TOKEN_INVALID');

@@ -3,20 +3,19 @@
  * values in every reader the project meets — `yaml` in YAML 1.2 and 1.1 mode (the CNI plugin,
  * the devcluster), client-node (CA, broker) and kubectl (Go's YAML 1.1 parser) — even for values
  * that would read as another type or break the layout when written plain. Istio's layout itself
- * is pinned by the install-cni goldens (test/cni/install/conformance.test.ts). And no other file
- * under src/ writes a kubeconfig.
+ * is pinned by the install-cni goldens (test/cni/install/conformance.test.ts). That no other file
+ * under src/ writes a kubeconfig is checked in test/habits/source-habits.test.ts.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
 import { renderKubeconfigFile, yamlString, type KubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { Secret } from '../../src/core/secret.js';
 import { kubeconfigYaml } from '../../src/devcluster/kubeconfig.js';
-import { REPO_ROOT } from '../support/fixtures.js';
 import { Scratch } from '../support/scratch.js';
 import { kubectlMissing } from '../support/tools.js';
 
@@ -119,22 +118,4 @@ test("the devcluster's kubeconfig is the shared writer's text", () => {
     kubeconfigYaml({ server: 'https://127.0.0.1:1', caCertPem, token: 't', userName: 'admin', namespace: 'shop' }),
     renderKubeconfigFile({ server: 'https://127.0.0.1:1', caPem: caCertPem, token: new Secret('t'), clusterName: 'devcluster', userName: 'admin', contextName: 'devcluster', namespace: 'shop' }),
   );
-});
-
-/** Every .ts file under `dir`, recursively. */
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? sourceFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name)] : [],
-  );
-}
-
-test('no file under src/ but the shared writer writes a kubeconfig', () => {
-  const src = join(REPO_ROOT, 'src');
-  const writers = sourceFiles(src).filter((path) => {
-    const text = readFileSync(path, 'utf8');
-    // An object key or a YAML line naming the current context: what a kubeconfig writer spells out.
-    return /['"]current-context['"]\s*:|^\s*['"`]?current-context: /mu.test(text);
-  });
-  // The writer itself is found (the probe sees a writer), and nothing else is.
-  assert.deepEqual(writers.map((p) => p.slice(src.length + 1)), ['core/kubeconfig-file.ts']);
 });

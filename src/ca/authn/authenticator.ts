@@ -7,6 +7,7 @@
  * a token that TokenReview rejected (its bound pod or service account is gone) would still pass
  * local JWT verification, which cannot see either.
  */
+import { decodeJwt } from 'jose';
 import { ConfigError } from '../../core/config.js';
 import type { Logger } from '../../core/log.js';
 import type { Secret } from '../../core/secret.js';
@@ -55,11 +56,9 @@ function couldNotDecide(err: unknown): boolean {
  * result that a verifier already vouched for. Undefined when the token is not a readable JWT.
  */
 export function unverifiedJwtExpiryMs(token: string): number | undefined {
-  const parts = token.split('.');
-  if (parts.length !== 3 || parts[1] === undefined) return undefined;
   try {
-    const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as { exp?: unknown };
-    return typeof payload.exp === 'number' && Number.isFinite(payload.exp) ? payload.exp * 1000 : undefined;
+    const { exp } = decodeJwt(token);
+    return typeof exp === 'number' && Number.isFinite(exp) ? exp * 1000 : undefined;
   } catch {
     return undefined;
   }
