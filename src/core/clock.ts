@@ -18,6 +18,9 @@ function abortError(signal: AbortSignal): Error {
   return err;
 }
 
+/** setTimeout's largest delay; a longer one fires after 1 ms instead (TimeoutOverflowWarning). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   sleep(ms, signal) {
@@ -26,15 +29,26 @@ export const systemClock: Clock = {
         reject(abortError(signal));
         return;
       }
+      // Delays past ~24.8 days (a 90-day certificate's expiry) sleep in steps.
+      const due = Date.now() + Math.max(0, ms);
+      let timer: NodeJS.Timeout;
       const onAbort = () => {
         clearTimeout(timer);
         reject(abortError(signal!));
       };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        resolve();
-      }, Math.max(0, ms));
-      timer.unref();
+      const arm = (delay: number) => {
+        timer = setTimeout(() => {
+          const left = due - Date.now();
+          if (left > 0 && delay === MAX_TIMEOUT_MS) {
+            arm(Math.min(left, MAX_TIMEOUT_MS));
+            return;
+          }
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        }, delay);
+        timer.unref();
+      };
+      arm(Math.min(Math.max(0, ms), MAX_TIMEOUT_MS));
       signal?.addEventListener('abort', onAbort, { once: true });
     });
   },
