@@ -5,6 +5,7 @@
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { experimental, Server } from '@grpc/grpc-js';
+import { systemClock, type Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import { HEALTH_PROTO, HealthService } from '../grpc/health.js';
 import { addReflection } from '../grpc/reflection.js';
@@ -19,20 +20,79 @@ import { workloadCertPem, type WorkloadCert } from './workload-cert.js';
 type CaListener = experimental.CaCertificateUpdateListener;
 type IdentityListener = experimental.IdentityCertificateUpdateListener;
 
+export interface SelfCertificateProviderOptions {
+  /** The broker's clock: decides when the identity has expired. Default: the system clock. */
+  readonly clock?: Clock;
+  /** Called when the identity served reaches its notAfter and is withdrawn. */
+  readonly onExpired?: (cert: WorkloadCert) => void;
+}
+
 /**
  * A grpc-js CertificateProvider fed by the broker itself: identity = its own SVID, CA = the
  * trust bundle. One object serves both roles.
+ *
+ * It never presents an expired certificate: at the identity's notAfter (by the broker's clock)
+ * it withdraws it, and an identity already past notAfter is never taken. Without an identity
+ * grpc-js drops every new connection before the TLS handshake (nothing is presented at all);
+ * connections opened earlier keep the session they negotiated.
  */
 export class SelfCertificateProvider implements experimental.CertificateProvider {
   #ca: experimental.CaCertificateUpdate | null = null;
   #identity: experimental.IdentityCertificateUpdate | null = null;
+  #notAfter: number | undefined;
+  #expiry: AbortController | undefined;
+  readonly #clock: Clock;
+  readonly #onExpired: ((cert: WorkloadCert) => void) | undefined;
   readonly #caListeners = new Set<CaListener>();
   readonly #idListeners = new Set<IdentityListener>();
 
-  setIdentity(cert: WorkloadCert): void {
+  constructor(options: SelfCertificateProviderOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+    this.#onExpired = options.onExpired;
+  }
+
+  /** Serves `cert` from now on; false (and nothing served) when it is already expired. */
+  setIdentity(cert: WorkloadCert): boolean {
+    this.#expiry?.abort();
+    this.#expiry = undefined;
+    if (this.#clock.now() >= cert.notAfter) {
+      this.#withdraw();
+      return false;
+    }
     const { certChainPem, privateKeyPem } = workloadCertPem(cert);
     this.#identity = { certificate: Buffer.from(certChainPem), privateKey: Buffer.from(privateKeyPem.reveal()) };
+    this.#notAfter = cert.notAfter;
     for (const l of this.#idListeners) l(this.#identity);
+    const expiry = new AbortController();
+    this.#expiry = expiry;
+    this.#clock.sleep(cert.notAfter - this.#clock.now(), expiry.signal).then(
+      () => {
+        if (this.#expiry !== expiry) return;
+        this.#expiry = undefined;
+        this.#withdraw();
+        this.#onExpired?.(cert);
+      },
+      () => undefined,
+    );
+    return true;
+  }
+
+  /** notAfter (ms since epoch) of the identity being served, undefined while none is. */
+  get servingNotAfter(): number | undefined {
+    return this.#notAfter;
+  }
+
+  /** Stops the expiry timer (shutdown). */
+  close(): void {
+    this.#expiry?.abort();
+    this.#expiry = undefined;
+  }
+
+  #withdraw(): void {
+    const had = this.#identity !== null;
+    this.#identity = null;
+    this.#notAfter = undefined;
+    if (had) for (const l of this.#idListeners) l(null);
   }
 
   setRoots(bundle: TrustBundle): void {

@@ -18,6 +18,7 @@ import type { BrokerConfig } from './config.js';
 import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFetcher } from './kube-adapters.js';
 import { BrokerMetrics } from './metrics.js';
 import { NodePods, type TrackedPod } from './node-pods.js';
+import { ownSvidOf, ownSvidProblem, type OwnSvid } from './own-svid.js';
 import { startRegistrationServer, type RegistrationServer } from './registration-server.js';
 import { TokenSource, type TokenFetcher } from './token-source.js';
 import { TrustBundle } from './trust-bundle.js';
@@ -27,6 +28,10 @@ export interface Broker {
   /** The broker's own SPIFFE ID. */
   readonly ownIdentity: string;
   readonly certs: CertManager;
+  /** The own SVID's manager (one entry, `ownIdentity`). */
+  readonly ownCerts: CertManager;
+  /** The own SVID's state: ready, expired (Broker API refuses new connections) or missing. */
+  ownSvid(): OwnSvid;
   readonly pods: NodePods;
   readonly bundle: TrustBundle;
   readonly metrics: BrokerMetrics;
@@ -68,7 +73,11 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   let ops: OpsServer | undefined;
   const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem);
   let certsRef: CertManager | undefined;
-  const metrics = new BrokerMetrics(() => certsRef);
+  let ownSvidRef: (() => OwnSvid) | undefined;
+  const metrics = new BrokerMetrics(
+    () => certsRef,
+    () => ownSvidRef?.() ?? { state: 'missing', notAfter: undefined },
+  );
 
   const tokens = new TokenSource({
     ...ownTokenFetchers(config),
@@ -101,6 +110,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
       ...onCert,
       fetchFailed: (identity, err, _ms, next) =>
         logger.warn('certificate fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
+      expired: (_identity, cert) => logger.warn('certificate expired; not served until renewed', describeCert(cert)),
     }),
   });
   certsRef = certs;
@@ -118,20 +128,30 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
         logger.warn('own SVID fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
     },
   });
-  const provider = new SelfCertificateProvider();
+  const ownSvid = (): OwnSvid => ownSvidOf(ownCerts.status(ownIdentity), clock.now());
+  ownSvidRef = ownSvid;
+  // The Broker API serves while it has a valid own SVID (whichever comes first: the SVID or the
+  // server). At the SVID's notAfter the provider withdraws it: new connections are refused
+  // until the renewal (retried every few seconds by then, refresh-policy.ts) arrives.
+  const setServing = (serving: boolean) => {
+    api?.health.setStatus('', serving ? 'SERVING' : 'NOT_SERVING');
+    api?.health.setStatus('spiffe.broker.API', serving ? 'SERVING' : 'NOT_SERVING');
+  };
+  const provider = new SelfCertificateProvider({
+    clock,
+    onExpired: (cert) => {
+      logger.error('own SVID expired; the Broker API refuses new connections until it is renewed', describeCert(cert));
+      setServing(false);
+    },
+  });
   provider.setRoots(bundle);
   bundle.onChange(() => provider.setRoots(bundle));
-  // The Broker API serves once it has the broker's own SVID (whichever comes first: the SVID or the server).
-  const markServing = () => {
-    api?.health.setStatus('', 'SERVING');
-    api?.health.setStatus('spiffe.broker.API', 'SERVING');
-  };
   ownCerts.retain(ownIdentity, 'self', 'realtime');
   ownCerts.subscribe(ownIdentity, (ev) => {
     if (ev.type !== 'updated') return;
-    provider.setIdentity(ev.cert);
+    if (!provider.setIdentity(ev.cert)) return; // already expired: the certificate manager refuses those
     logger.info('own SVID ready', describeCert(ev.cert));
-    markServing();
+    setServing(true);
   });
 
   const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now(), ownPodUid: config.pod.uid });
@@ -152,7 +172,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   const readiness = [
     { name: 'token', check: () => (tokens.ready ? undefined : `no valid token${tokens.lastError ? `: ${tokens.lastError}` : ''}`) },
     { name: 'pod-watch', check: () => (watch.synced ? undefined : 'pod watch not synced') },
-    { name: 'own-svid', check: () => (ownCerts.current(ownIdentity) ? undefined : 'own SVID not obtained yet') },
+    { name: 'own-svid', check: () => ownSvidProblem(ownSvid()) },
   ];
   const isReady = () => readiness.every((c) => c.check() === undefined);
 
@@ -161,6 +181,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
     await Promise.allSettled([registration?.close(), api?.stop(deadlineMs), watch.stop()]);
     certs.stop();
     ownCerts.stop();
+    provider.close();
     workloadCa.close();
     ownCa.close();
     await tokenLoop.catch(() => undefined);
@@ -177,7 +198,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
       observer: metrics.registrationObserver(),
     });
     api = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: provider, logger });
-    if (provider.hasIdentity) markServing();
+    if (provider.hasIdentity) setServing(true);
     if (config.ops) {
       ops = await startOpsServer({
         host: config.ops.host,
@@ -198,6 +219,8 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   return {
     ownIdentity,
     certs,
+    ownCerts,
+    ownSvid,
     pods,
     bundle,
     metrics,

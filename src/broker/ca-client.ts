@@ -4,6 +4,10 @@
  * `clusterid` as call metadata, `ImpersonatedIdentity` in the request metadata when asking for
  * another workload's identity, TLS verified against the mesh root. The returned leaf must carry
  * exactly the requested SPIFFE ID and the key we generated; the roots travel with the result.
+ *
+ * Reconnection: the certificate manager alone decides when to try the CA again; every try is a
+ * real connection attempt (see `#dropChannelAfter`), so a CA that answers again is used by the
+ * next try, never refused with a stale error.
  */
 import { X509Certificate } from 'node:crypto';
 import {
@@ -126,6 +130,7 @@ export class IstioCaClient implements CaClient {
       const onAbort = () => call.cancel();
       const call = method(request, metadata, { deadline }, (err, response) => {
         signal.removeEventListener('abort', onAbort);
+        if (err) this.#dropChannelAfter(client, err.code);
         if (signal.aborted) reject(signal.reason);
         else if (err) reject(new CaCallError(GrpcStatus[err.code] ?? 'UNKNOWN', `CA call failed: ${err.details || err.message}`, err));
         else resolve(response ?? {});
@@ -134,12 +139,34 @@ export class IstioCaClient implements CaClient {
     });
   }
 
+  /**
+   * After UNAVAILABLE or DEADLINE_EXCEEDED the channel is closed and the next call builds a new
+   * one, which dials at once. Kept, a grpc-js channel whose connection attempt failed sits in
+   * TRANSIENT_FAILURE for its own exponential reconnect backoff (1 s growing to 120 s) and fails
+   * every call in that window immediately with the old error (a stale ECONNREFUSED): stacked on
+   * the certificate manager's backoff, that kept a CA that was back unused for minutes. Tuning
+   * `grpc.initial/max_reconnect_backoff_ms` would only shorten the stale window, and
+   * `waitForReady` would park every call until the channel's own next attempt (or the deadline).
+   * A connection that died silently (the CA's host gone without a RST) shows as DEADLINE_EXCEEDED
+   * on a channel that still looks READY: it is replaced the same way. Calls already running on
+   * the old channel finish on it (grpc-js closes its HTTP/2 session gracefully).
+   */
+  #dropChannelAfter(client: Client, code: GrpcStatus): void {
+    if (code !== GrpcStatus.UNAVAILABLE && code !== GrpcStatus.DEADLINE_EXCEEDED) return;
+    if (this.#client !== client) return; // already replaced by a concurrent failure
+    this.#client = undefined;
+    client.close();
+  }
+
   #getClient(): Client {
     if (this.#client) return this.#client;
     const { grpcObject } = loadProtos([CA_PROTO]);
     const Ctor = lookup<ServiceClientConstructor>(grpcObject, 'istio.v1.auth.IstioCertificateService');
     const credentials = ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem));
-    const options: Record<string, string | number> = {};
+    // A pool of its own: from grpc-js's global pool a new channel to the same address would get
+    // the old, backing-off subchannel back (the broker's two CA clients share address,
+    // credentials and options, so closing one channel does not release it).
+    const options: Record<string, string | number> = { 'grpc.use_local_subchannel_pool': 1 };
     if (this.#o.tlsServerName) {
       options['grpc.ssl_target_name_override'] = this.#o.tlsServerName;
       options['grpc.default_authority'] = this.#o.tlsServerName;

@@ -3,8 +3,11 @@
  * refreshed at half-life, retried with per-identity backoff, forgotten when its last pod has
  * been gone for a grace period. In the spirit of ztunnel's `identity/manager.rs`:
  *
- * - states pending | ready | failed (failed may still hold a valid certificate, which keeps being
- *   served);
+ * - states pending | ready | failed | expired (failed may still hold a valid certificate, which
+ *   keeps being served; expired: the certificate held passed its notAfter and was dropped, none
+ *   valid since — nothing expired is ever handed out);
+ * - retries follow `retryDelay` (refresh-policy.ts): never past the held certificate's notAfter,
+ *   with a ceiling that shrinks as it nears, and short while none is valid;
  * - a keyed priority queue (realtime > warmup > background) feeds at most `maxConcurrentFetches`
  *   CA calls; a key is queued or in flight at most once, so duplicate requests share one call;
  * - every timer goes through the injected `Clock`, every random choice through the injected `Rng`.
@@ -16,11 +19,11 @@ import { describeError } from '../core/errors.js';
 import type { Rng } from '../core/rng.js';
 import { BrokerError, isAbortError } from './errors.js';
 import { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
-import { backoff, DEFAULT_REFRESH_POLICY, refreshDelay, type RefreshPolicy } from './refresh-policy.js';
+import { DEFAULT_REFRESH_POLICY, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
 import { Waiters } from './waiters.js';
 import { isUsable, type CaClient, type WorkloadCert } from './workload-cert.js';
 
-export type CertState = 'pending' | 'ready' | 'failed';
+export type CertState = 'pending' | 'ready' | 'failed' | 'expired';
 
 export type CertEvent =
   | { readonly type: 'updated'; readonly cert: WorkloadCert }
@@ -35,6 +38,8 @@ export interface CertManagerObserver {
   fetchFailed?(identity: string, err: unknown, durationMs: number, nextAttemptInMs: number): void;
   /** First certificate for an identity since it was first retained (registration -> ready). */
   firstReady?(identity: string, sinceRetainedMs: number): void;
+  /** The certificate held reached its notAfter with no newer one: it was dropped (state `expired`). */
+  expired?(identity: string, cert: WorkloadCert): void;
   forgotten?(identity: string): void;
 }
 
@@ -56,6 +61,8 @@ export interface IdentityStatus {
   readonly serial: string | undefined;
   readonly notBefore: number | undefined;
   readonly notAfter: number | undefined;
+  /** In state `expired`: the notAfter of the certificate that expired (ms since epoch). */
+  readonly expiredAt: number | undefined;
   /** When the next refresh or retry is due (ms since epoch), if one is armed. */
   readonly nextAttemptAt: number | undefined;
   readonly holders: readonly string[];
@@ -78,6 +85,10 @@ interface Entry {
   /** The armed refresh or backoff timer. */
   timer: AbortController | undefined;
   timerDue: number | undefined;
+  /** Fires at the held certificate's notAfter and drops it. */
+  expiry: AbortController | undefined;
+  /** notAfter of the last certificate that expired without a successor. */
+  expiredAt: number | undefined;
   grace: AbortController | undefined;
   /** When the entry was created, until its first certificate arrives. */
   retainedAt: number | undefined;
@@ -158,6 +169,8 @@ export class CertManager {
         inFlight: undefined,
         timer: undefined,
         timerDue: undefined,
+        expiry: undefined,
+        expiredAt: undefined,
         grace: undefined,
         retainedAt: this.#clock.now(),
       };
@@ -233,7 +246,7 @@ export class CertManager {
 
   /** Counts of identities by state (for `pod_certificate_states`-style metrics). */
   countByState(): Record<CertState, number> {
-    const out: Record<CertState, number> = { pending: 0, ready: 0, failed: 0 };
+    const out: Record<CertState, number> = { pending: 0, ready: 0, failed: 0, expired: 0 };
     for (const e of this.#entries.values()) out[e.state]++;
     return out;
   }
@@ -245,6 +258,7 @@ export class CertManager {
     for (const entry of this.#entries.values()) {
       entry.grace?.abort();
       entry.timer?.abort();
+      entry.expiry?.abort();
       entry.inFlight?.abort();
       entry.waiters.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
     }
@@ -258,6 +272,7 @@ export class CertManager {
       serial: e.cert?.serial,
       notBefore: e.cert?.notBefore,
       notAfter: e.cert?.notAfter,
+      expiredAt: e.cert === undefined ? e.expiredAt : undefined,
       nextAttemptAt: e.timerDue,
       holders: [...e.holders],
       consecutiveFailures: e.consecutiveFailures,
@@ -314,7 +329,16 @@ export class CertManager {
     let cert: WorkloadCert | undefined;
     let failure: unknown;
     try {
-      cert = await this.#ca.fetchCertificate(entry.identity, ac.signal);
+      const answer = await this.#ca.fetchCertificate(entry.identity, ac.signal);
+      if (this.#clock.now() < answer.notAfter) cert = answer;
+      else {
+        // A CA with a clock far behind ours (or a replayed answer): never hand this out.
+        failure = new BrokerError(
+          'ERR_CA_BAD_RESPONSE',
+          `CA returned a certificate for ${entry.identity} that expired at ${new Date(answer.notAfter).toISOString()}`,
+          { status: 'unavailable', publicMessage: 'CA returned an expired certificate' },
+        );
+      }
     } catch (err) {
       failure = err ?? new Error('CA call failed');
     } finally {
@@ -334,6 +358,8 @@ export class CertManager {
     const now = this.#clock.now();
     entry.cert = cert;
     entry.state = 'ready';
+    entry.expiredAt = undefined;
+    this.#armExpiry(entry, cert);
     entry.lastError = undefined;
     entry.consecutiveFailures = 0;
     entry.wanted = 'background';
@@ -349,12 +375,13 @@ export class CertManager {
 
   #onFailure(entry: Entry, err: unknown, durationMs: number): void {
     const now = this.#clock.now();
-    const delay = backoff(entry.consecutiveFailures, this.#rng, this.#policy);
+    const keep = isUsable(entry.cert, now);
+    if (!keep && entry.cert) this.#expire(entry, entry.cert);
+    const delay = retryDelay(entry.consecutiveFailures, keep ? entry.cert : undefined, now, this.#rng, this.#policy);
     entry.consecutiveFailures++;
     entry.lastError = err;
-    entry.state = 'failed';
+    entry.state = !keep && entry.expiredAt !== undefined ? 'expired' : 'failed';
     this.#observer.fetchFailed?.(entry.identity, err, durationMs, delay);
-    const keep = isUsable(entry.cert, now);
     if (!keep) {
       entry.waiters.rejectAll(
         new BrokerError('ERR_CERT_UNAVAILABLE', `no certificate for ${entry.identity}: ${describeError(err)}`, {
@@ -393,12 +420,45 @@ export class CertManager {
     );
   }
 
+  /** Arms the entry's expiry timer for `cert` (replacing the previous certificate's). */
+  #armExpiry(entry: Entry, cert: WorkloadCert): void {
+    entry.expiry?.abort();
+    const expiry = new AbortController();
+    entry.expiry = expiry;
+    this.#clock.sleep(Math.max(0, cert.notAfter - this.#clock.now()), expiry.signal).then(
+      () => {
+        if (entry.expiry !== expiry || this.#entries.get(entry.identity) !== entry || entry.cert !== cert) return;
+        this.#expire(entry, cert);
+        // A refresh armed past notAfter (a certificate shorter than the refresh floor) runs now;
+        // a backoff in progress already ends at notAfter at the latest (retryDelay).
+        this.#want(entry, 'warmup');
+      },
+      (err: unknown) => {
+        if (!isAbortError(err) && !expiry.signal.aborted) throw err;
+      },
+    );
+  }
+
+  /** Drops `cert`, which reached its notAfter: the entry holds nothing valid until the next success. */
+  #expire(entry: Entry, cert: WorkloadCert): void {
+    if (entry.cert !== cert) return;
+    entry.cert = undefined;
+    entry.expiredAt = cert.notAfter;
+    entry.state = 'expired';
+    if (entry.expiry) {
+      entry.expiry.abort();
+      entry.expiry = undefined;
+    }
+    this.#observer.expired?.(entry.identity, cert);
+  }
+
   #forget(entry: Entry): void {
     if (this.#entries.get(entry.identity) !== entry) return;
     this.#entries.delete(entry.identity);
     this.#queue.delete(entry.identity);
     entry.inFlight?.abort();
     entry.timer?.abort();
+    entry.expiry?.abort();
     entry.grace = undefined;
     entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${entry.identity} was forgotten`, { status: 'not-found' }));
     for (const l of [...entry.listeners]) l({ type: 'forgotten' });

@@ -1,11 +1,13 @@
 /**
  * The broker's Prometheus metrics, on its own registry: identities by state (like kubelet's
- * pod certificate states), CA fetch latency and errors by code, queue depth and CA calls in
- * flight, time from pod registration to certificate ready, Broker API streams and first-message
- * latency, CNI registrations, token refreshes.
+ * pod certificate states), each identity's certificate expiry, the own SVID's state and expiry,
+ * CA fetch latency and errors by code, queue depth and CA calls in flight, time from pod
+ * registration to certificate ready, Broker API streams and first-message latency, CNI
+ * registrations, token refreshes.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CertManager, CertManagerObserver } from './cert-manager.js';
+import { OWN_SVID_STATES, type OwnSvid } from './own-svid.js';
 import { CaCallError } from './ca-client.js';
 import { BrokerError } from './errors.js';
 import type { BrokerApiObserver } from './broker-api.js';
@@ -24,16 +26,48 @@ export class BrokerMetrics {
   readonly registrations: Counter<'outcome'>;
   readonly tokenRefreshes: Counter<'outcome'>;
 
-  constructor(certs: () => CertManager | undefined) {
+  constructor(certs: () => CertManager | undefined, ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined })) {
     const registers = [this.registry];
     new Gauge({
       name: 'certbroker_broker_pod_certificate_states',
-      help: 'Workload identities held by the broker, by state (pending, ready, failed).',
+      help: 'Workload identities held by the broker, by state (pending, ready, failed, expired).',
       labelNames: ['state'],
       registers,
       collect() {
-        const counts = certs()?.countByState() ?? { pending: 0, ready: 0, failed: 0 };
+        const counts = certs()?.countByState() ?? { pending: 0, ready: 0, failed: 0, expired: 0 };
         for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_certificate_expiry_timestamp_seconds',
+      help: 'notAfter (Unix seconds) of the certificate held per workload identity; for an expired identity, of the one that expired.',
+      labelNames: ['identity'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of certs()?.statuses() ?? []) {
+          const notAfter = s.notAfter ?? s.expiredAt;
+          if (notAfter !== undefined) this.set({ identity: s.identity }, notAfter / 1000);
+        }
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_own_svid_state',
+      help: "The broker's own SVID (its Broker API serving certificate): 1 for the current state (ready, expired, missing), 0 for the others.",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const { state } = ownSvid();
+        for (const s of OWN_SVID_STATES) this.set({ state: s }, s === state ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_own_svid_expiry_timestamp_seconds',
+      help: "notAfter (Unix seconds) of the broker's own SVID (of the expired one while expired); 0 while none was obtained.",
+      registers,
+      collect() {
+        const { notAfter } = ownSvid();
+        this.set(notAfter === undefined ? 0 : notAfter / 1000);
       },
     });
     new Gauge({

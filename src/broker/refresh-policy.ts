@@ -1,6 +1,12 @@
 /**
  * When to refresh a certificate and how long to back off after a failed fetch. Pure functions of
  * numbers and an `Rng`, so the policy is tested without any clock.
+ *
+ * Retries after a failure (`retryDelay`) follow the certificate that is still held, as ztunnel
+ * does: the schedule never waits past its notAfter, and the closer that is, the shorter the
+ * backoff ceiling gets (a quarter of the time left, never below `urgentBackoffMaxMs`). With no
+ * valid certificate at all (missing or expired) the ceiling is `urgentBackoffMaxMs`, so a CA
+ * that answers again is used within seconds, not after a 150 s backoff.
  */
 import { jitter, type Rng } from '../core/rng.js';
 
@@ -25,6 +31,16 @@ export interface RefreshPolicy {
   readonly backoffMaxMs: number;
   /** Floor of any refresh delay, so a skewed clock or an odd certificate cannot cause a fetch loop. */
   readonly minRefreshDelayMs: number;
+  /**
+   * While a still-valid certificate is held, no retry waits longer than this fraction of the time
+   * it has left (0.25: with 10 min left, at most 150 s; with 40 s left, at most 10 s).
+   */
+  readonly expiringBackoffFraction: number;
+  /**
+   * Backoff ceiling while no valid certificate is held (missing or expired), and the lowest the
+   * shrinking ceiling of an expiring one goes. Bounds how long a returning CA goes unnoticed.
+   */
+  readonly urgentBackoffMaxMs: number;
 }
 
 export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
@@ -35,6 +51,8 @@ export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
   backoffJitter: 0.2,
   backoffMaxMs: 150_000,
   minRefreshDelayMs: 1_000,
+  expiringBackoffFraction: 0.25,
+  urgentBackoffMaxMs: 5_000,
 });
 
 /**
@@ -70,4 +88,33 @@ export function refreshDelay(cert: CertLifetime, now: number, rng: Rng, policy: 
   const remaining = cert.notAfter - now;
   if (remaining <= 0) return policy.minRefreshDelayMs;
   return Math.max(policy.minRefreshDelayMs, jitter(remaining * policy.refreshFraction, policy.refreshJitter, rng));
+}
+
+/**
+ * The backoff ceiling after a failed fetch at `now`: `urgentBackoffMaxMs` when `held` is missing
+ * or expired; otherwise `expiringBackoffFraction` of its remaining lifetime, kept between
+ * `urgentBackoffMaxMs` and `backoffMaxMs`.
+ */
+export function backoffCeiling(held: CertLifetime | undefined, now: number, policy: RefreshPolicy = DEFAULT_REFRESH_POLICY): number {
+  const urgent = Math.min(policy.urgentBackoffMaxMs, policy.backoffMaxMs);
+  if (held === undefined || now >= held.notAfter) return urgent;
+  const share = (held.notAfter - now) * policy.expiringBackoffFraction;
+  return Math.min(policy.backoffMaxMs, Math.max(urgent, share));
+}
+
+/**
+ * Delay before retry number `attempt` after a failed fetch at `now`, given the certificate still
+ * `held` (if any): the exponential `backoff` under `backoffCeiling`, and never past the held
+ * certificate's notAfter (the last retry before expiry happens at expiry at the latest).
+ */
+export function retryDelay(
+  attempt: number,
+  held: CertLifetime | undefined,
+  now: number,
+  rng: Rng,
+  policy: RefreshPolicy = DEFAULT_REFRESH_POLICY,
+): number {
+  const delay = backoff(attempt, rng, { ...policy, backoffMaxMs: backoffCeiling(held, now, policy) });
+  if (held === undefined || now >= held.notAfter) return delay;
+  return Math.min(delay, held.notAfter - now);
 }

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
 import { Secret } from '../../src/core/secret.js';
-import { CertManager, type CertEvent } from '../../src/broker/cert-manager.js';
+import { CertManager, type CertEvent, type CertManagerObserver } from '../../src/broker/cert-manager.js';
+import { backoffCeiling } from '../../src/broker/refresh-policy.js';
 import { BrokerError } from '../../src/broker/errors.js';
 import type { CaClient, WorkloadCert } from '../../src/broker/workload-cert.js';
 
@@ -15,6 +16,8 @@ const id = (sa: string) => `spiffe://cluster.local/ns/default/sa/${sa}`;
 
 interface Call {
   readonly identity: string;
+  /** Fake-clock time the call was made. */
+  readonly at: number;
   readonly signal: AbortSignal;
   succeed(ttlMs?: number): void;
   fail(message?: string): void;
@@ -32,6 +35,7 @@ class ScriptedCa implements CaClient {
     return new Promise((resolve, reject) => {
       const call: Call = {
         identity,
+        at: this.clock.now(),
         signal,
         succeed: (ttlMs = HOUR) => {
           const now = this.clock.now();
@@ -61,7 +65,7 @@ class ScriptedCa implements CaClient {
   }
 }
 
-function setup(opts: { concurrency?: number; rng?: () => number } = {}) {
+function setup(opts: { concurrency?: number; rng?: () => number; observer?: CertManagerObserver } = {}) {
   const clock = new FakeClock();
   const ca = new ScriptedCa(clock);
   const manager = new CertManager({
@@ -70,6 +74,7 @@ function setup(opts: { concurrency?: number; rng?: () => number } = {}) {
     rng: opts.rng ?? (() => 0.5),
     maxConcurrentFetches: opts.concurrency ?? 8,
     forgetGraceMs: 30_000,
+    ...(opts.observer ? { observer: opts.observer } : {}),
   });
   return { clock, ca, manager };
 }
@@ -267,10 +272,84 @@ describe('CertManager', () => {
     manager.retain(id('y'), 'p2');
     ca.calls[0]!.succeed();
     await flushMicrotasks();
-    assert.deepEqual(manager.countByState(), { pending: 1, ready: 1, failed: 0 });
+    assert.deepEqual(manager.countByState(), { pending: 1, ready: 1, failed: 0, expired: 0 });
     const waiting = manager.waitForCert(id('y'));
     manager.stop();
     await assert.rejects(waiting, (err: unknown) => err instanceof BrokerError && err.code === 'ERR_SHUTTING_DOWN');
     assert.equal(ca.calls[1]!.signal.aborted, true);
+  });
+
+  it('CA down from the refresh on: retries reach the CA by the held certificate\'s expiry at the latest, then every <= 5 s; a CA back is used within 5 s', async () => {
+    // Worst-case jitter: every delay at its longest.
+    const expired: string[] = [];
+    const { clock, ca, manager } = setup({ rng: () => 0.999_999, observer: { expired: (identity) => expired.push(identity) } });
+    manager.retain(id('outage'), 'pod-1');
+    ca.last().succeed(20 * 60_000);
+    const cert = await manager.waitForCert(id('outage'));
+    ca.auto = 'fail';
+    await clock.advance(cert.notAfter + 60_000 - clock.now());
+
+    const times = ca.calls.slice(1).map((c) => c.at);
+    assert.ok(times.length > 10, `retried ${times.length} times`);
+    for (let i = 1; i < times.length; i++) {
+      const from = times[i - 1]!;
+      const gap = times[i]! - from;
+      assert.ok(from >= cert.notAfter || times[i]! <= cert.notAfter, `retry at ${times[i]} jumped over notAfter ${cert.notAfter}`);
+      const ceiling = backoffCeiling(cert, from);
+      assert.ok(gap <= ceiling + 1, `gap ${gap} ms after ${from - cert.notAfter} ms (relative to expiry) is over the ceiling ${ceiling}`);
+    }
+    assert.ok(times.includes(cert.notAfter), 'one try exactly at expiry, when the backoff was cut there');
+    const after = times.filter((t) => t >= cert.notAfter);
+    assert.ok(after.length >= 12, `${after.length} tries in the minute after expiry`);
+
+    // Expired: dropped, reported as such, never served.
+    const st = manager.status(id('outage'))!;
+    assert.equal(st.state, 'expired');
+    assert.equal(st.expiredAt, cert.notAfter);
+    assert.equal(st.serial, undefined, 'the expired certificate is no longer held');
+    assert.equal(manager.current(id('outage')), undefined);
+    assert.deepEqual(expired, [id('outage')], 'reported once');
+    assert.deepEqual(manager.countByState(), { pending: 0, ready: 0, failed: 0, expired: 1 });
+
+    // The CA answers again: the next try (<= 5 s away) gets the certificate.
+    ca.auto = 'succeed';
+    await clock.advance(5_000);
+    assert.equal(manager.status(id('outage'))?.state, 'ready');
+    assert.notEqual(manager.current(id('outage'))?.serial, cert.serial);
+    assert.equal(manager.status(id('outage'))?.expiredAt, undefined);
+  });
+
+  it('drops a certificate at notAfter while its refresh call hangs; a waiter gets the next one, never the expired one', async () => {
+    const { clock, ca, manager } = setup({ rng: () => 0.5 });
+    manager.retain(id('hang'), 'pod-1');
+    ca.last().succeed(HOUR);
+    const old = await manager.waitForCert(id('hang'));
+    await clock.advance(HOUR / 2);
+    const refresh = ca.last();
+    assert.equal(ca.calls.length, 2, 'refresh in flight, never answered');
+    await clock.advance(HOUR / 2);
+    assert.equal(manager.status(id('hang'))?.state, 'expired');
+    assert.equal(manager.current(id('hang')), undefined);
+
+    let settled = false;
+    const waiting = manager.waitForCert(id('hang')).finally(() => (settled = true));
+    await flushMicrotasks();
+    assert.ok(!settled, 'waits rather than getting the expired certificate');
+    refresh.succeed();
+    const got = await waiting;
+    assert.notEqual(got.serial, old.serial);
+    assert.ok(got.notAfter > clock.now());
+  });
+
+  it('never hands out a certificate the CA sent already expired (a CA clock far behind)', async () => {
+    const { ca, manager } = setup();
+    manager.retain(id('stale'), 'pod-1');
+    const waiting = manager.waitForCert(id('stale'));
+    ca.last().succeed(-1_000);
+    await assert.rejects(waiting, (err: unknown) => err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE');
+    const st = manager.status(id('stale'))!;
+    assert.equal(st.state, 'failed');
+    assert.match(st.lastError ?? '', /ERR_CA_BAD_RESPONSE|expired/);
+    assert.equal(manager.current(id('stale')), undefined);
   });
 });

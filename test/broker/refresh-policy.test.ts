@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoff, refreshAt, refreshDelay } from '../../src/broker/refresh-policy.js';
+import { backoff, backoffCeiling, refreshAt, refreshDelay, retryDelay } from '../../src/broker/refresh-policy.js';
 import { KeyedPriorityQueue } from '../../src/broker/priority-queue.js';
+import { seededRng } from '../support/seeded-rng.js';
 
 const almostOne = () => 0.999_999;
 
@@ -50,6 +51,54 @@ describe('backoff', () => {
     assert.equal(backoff(1_000, () => 0), 120_000);
     assert.equal(backoff(8, () => 0), 102_400);
     assert.equal(backoff(9, () => 0.5), 150_000);
+  });
+});
+
+describe('retryDelay: retries follow the certificate still held', () => {
+  const HOUR = 3_600_000;
+  it('the ceiling is 150 s far from expiry, a quarter of the time left when nearer, 5 s with nothing valid', () => {
+    const held = { notBefore: 0, notAfter: 24 * HOUR };
+    assert.equal(backoffCeiling(held, 12 * HOUR), 150_000);
+    assert.equal(backoffCeiling(held, 24 * HOUR - 200_000), 50_000);
+    assert.equal(backoffCeiling(held, 24 * HOUR - 10_000), 5_000, 'never below the urgent ceiling');
+    assert.equal(backoffCeiling(held, 24 * HOUR), 5_000, 'expired');
+    assert.equal(backoffCeiling(undefined, 0), 5_000, 'missing');
+  });
+  it('never waits past notAfter', () => {
+    const held = { notBefore: 0, notAfter: 100_000 };
+    assert.equal(retryDelay(3, held, 97_000, () => 0.5), 3_000, '4 s backoff cut at expiry');
+    assert.equal(retryDelay(0, held, 10_000, () => 0.5), 500, 'short backoffs are left alone');
+  });
+  it('keeps exponential growth under each ceiling, jitter included', () => {
+    assert.equal(retryDelay(30, undefined, 0, () => 0.999_999), 5_000);
+    assert.equal(retryDelay(30, { notBefore: 0, notAfter: 24 * HOUR }, 12 * HOUR, () => 0.999_999), 150_000);
+    assert.equal(retryDelay(2, undefined, 0, () => 0.5), 2_000);
+  });
+
+  it('the schedule of a refresh that keeps failing: an attempt at expiry at the latest, then one every <= 5 s', () => {
+    // A 24 h certificate whose refresh (at half-life) fails from then on, for 6 hours past expiry.
+    for (const seed of [1, 2, 3, 42]) {
+      const rng = seededRng(seed);
+      const held = { notBefore: 0, notAfter: 24 * HOUR };
+      let now = 12 * HOUR;
+      const attempts: number[] = [now];
+      const gaps: Array<{ from: number; gap: number }> = [];
+      for (let n = 0; now < 30 * HOUR; n++) {
+        const gap = retryDelay(n, held, now, rng);
+        gaps.push({ from: now, gap });
+        now += gap;
+        attempts.push(now);
+      }
+      assert.ok(attempts.includes(held.notAfter) || attempts.some((t) => t > held.notAfter - 5_000 && t <= held.notAfter), `seed ${seed}: a try close to expiry`);
+      for (const { from, gap } of gaps) {
+        assert.ok(from >= held.notAfter || from + gap <= held.notAfter, `seed ${seed}: a retry crossed notAfter (from ${from})`);
+        const ceiling = backoffCeiling(held, from);
+        assert.ok(gap <= ceiling, `seed ${seed}: gap ${gap} over ceiling ${ceiling}`);
+        if (from >= held.notAfter) assert.ok(gap <= 5_000, `seed ${seed}: gap ${gap} after expiry`);
+      }
+      // The ceiling really shrinks: within the last 2 minutes no gap exceeds 30 s.
+      assert.ok(gaps.filter((g) => g.from > held.notAfter - 120_000 && g.from < held.notAfter).every((g) => g.gap <= 30_000));
+    }
   });
 });
 
