@@ -5,7 +5,8 @@
  *
  * - `startBroker(config)` / `readBrokerConfig({flags, env, logger})`: the whole daemon.
  * - `CertManager`: the certificate cache and scheduler (pure; `CaClient` interface, fake-clock tested).
- * - `refreshAt`, `backoff`: the refresh policy as pure functions.
+ * - `refreshAt`, `backoff`, `retryDelay`: the refresh policy as pure functions.
+ * - `ownSvidOf`: the own SVID's state (ready | expired | missing) for readiness and metrics.
  * - `IstioCaClient`: the CA client; `TokenSource`: the broker's own token.
  * - `NodePods`: the node's pods and their identities; `BrokerApiService`: the consumer API.
  * - `BrokerClient`: a Broker API client (fetch CLI, tests, benchmarks).
@@ -13,7 +14,8 @@
 export { startBroker, type Broker } from './broker.js';
 export { readBrokerConfig, defaultAllowedCallers, unixSocketPath, ENV, DEFAULTS, type BrokerConfig, type BrokerFlags } from './config.js';
 export { CertManager, type CertState, type CertEvent, type IdentityStatus, type CertManagerObserver } from './cert-manager.js';
-export { refreshAt, backoff, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './refresh-policy.js';
+export { refreshAt, backoff, backoffCeiling, retryDelay, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './refresh-policy.js';
+export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
 export { KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
 export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from './ca-client.js';
 export { TokenSource, type FetchedToken, type TokenFetcher } from './token-source.js';

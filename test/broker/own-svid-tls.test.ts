@@ -1,14 +1,13 @@
 /**
  * The Broker API's serving identity over a real Unix socket and real TLS handshakes: it never
- * presents a certificate past its notAfter. The probe is a raw TLS client that does NOT check
- * validity (rejectUnauthorized: false), so it sees whatever the server presents; expiry is
- * decided by the broker's clock (a FakeClock here; real certificates, real time for TLS).
+ * presents a certificate past its notAfter. The probe (support/tls-probe.ts) accepts any server
+ * certificate, so it sees whatever the server presents; expiry is decided by the broker's clock
+ * (a FakeClock here; real certificates, real time for TLS).
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { connect } from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import { FakeClock } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
@@ -18,13 +17,12 @@ import { CertManager } from '../../src/broker/cert-manager.js';
 import { NodePods } from '../../src/broker/node-pods.js';
 import { TrustBundle } from '../../src/broker/trust-bundle.js';
 import { workloadCertPem, type WorkloadCert } from '../../src/broker/workload-cert.js';
+import { probeHandshake, type Handshake } from './support/tls-probe.js';
 import { caKeyMaterial, createCsr, createRootCa, exportPkcs8Der, FastLeafIssuer, generateKeyPair, type CaCertificate } from '../../src/pki/index.js';
 
 const HOUR = 3_600_000;
 const BROKER_ID = 'spiffe://cluster.local/ns/istio-system/sa/certbroker-node';
 const ZTUNNEL = 'spiffe://cluster.local/ns/istio-system/sa/ztunnel';
-
-type Handshake = { readonly ok: true; readonly serial: string; readonly validTo: number } | { readonly ok: false; readonly error: string };
 
 describe('Broker API serving identity: nothing expired is ever presented (real TLS)', () => {
   let root: CaCertificate;
@@ -62,30 +60,7 @@ describe('Broker API serving identity: nothing expired is ever presented (real T
     return socketPath;
   };
 
-  /** One TLS handshake as a consumer would start it, but accepting any server certificate. */
-  const handshake = (socketPath: string): Promise<Handshake> => {
-    const { certChainPem, privateKeyPem } = workloadCertPem(consumer);
-    return new Promise((resolve) => {
-      const socket = connect({
-        path: socketPath,
-        ca: root.pem,
-        cert: certChainPem,
-        key: privateKeyPem.reveal(),
-        rejectUnauthorized: false,
-        ALPNProtocols: ['h2'],
-      });
-      const done = (h: Handshake) => {
-        socket.destroy();
-        resolve(h);
-      };
-      socket.once('secureConnect', () => {
-        const peer = socket.getPeerX509Certificate();
-        done(peer ? { ok: true, serial: peer.serialNumber.toLowerCase(), validTo: Date.parse(peer.validTo) } : { ok: false, error: 'no peer certificate' });
-      });
-      socket.once('error', (err: Error & { code?: string }) => done({ ok: false, error: err.code ?? err.message }));
-      socket.once('close', () => done({ ok: false, error: 'closed before the handshake' }));
-    });
-  };
+  const handshake = (socketPath: string): Promise<Handshake> => probeHandshake(socketPath, { rootsPem: root.pem, ...workloadCertPem(consumer) });
 
   before(async () => {
     root = await createRootCa({ subject: 'CN=test mesh root', ttlSeconds: 86400 });
