@@ -20,6 +20,7 @@ import { applyFaultRequest } from './faults-endpoint.js';
 import { openApiV3Document, openApiV3Root } from './openapi.js';
 import { includeObjectParam, toTable, wantsTable } from './tables.js';
 import { serveWatch, type WatchHub } from './watch.js';
+import type { RequestLog } from './request-log.js';
 import { parseFieldSelector, parseLabelSelector } from './selectors.js';
 
 export interface ApiServerParts {
@@ -31,6 +32,7 @@ export interface ApiServerParts {
   readonly issuer: TokenIssuer;
   readonly faults: FaultInjector;
   readonly hub: WatchHub;
+  readonly requestLog: RequestLog;
   readonly logger: Logger;
   readonly maxBodyBytes: number;
   readonly now: () => number;
@@ -80,9 +82,10 @@ export class ApiServer {
     const watching = q.get('watch') === '1' || q.get('watch') === 'true';
 
     if (!path.startsWith('/devcluster/')) {
+      this.#p.requestLog.record({ method, path, query: Object.fromEntries(q), watch: watching });
       const latency = this.#p.faults.latencyMs;
       if (latency > 0) await new Promise((r) => setTimeout(r, latency).unref());
-      const injected = this.#p.faults.takeFailure({ method, path, watch: watching });
+      const injected = this.#p.faults.takeFailure({ method, path, watch: watching, query: q });
       if (injected) throw injected;
     }
 
@@ -245,7 +248,10 @@ export class ApiServer {
       case 'watch': {
         if (name !== undefined) throw badRequest('watch of a single object: use fieldSelector=metadata.name=<name>');
         const timeout = q.get('timeoutSeconds');
+        const fault = { method: req.method ?? 'GET', path: new URL(req.url ?? '/', 'https://devcluster.invalid').pathname, watch: true, query: q };
         serveWatch(req, res, this.#p.store, this.#p.hub, {
+          fault,
+          silent: this.#p.faults.takeSilence(fault),
           type: t,
           namespace: ns,
           labels: parseLabelSelector(q.get('labelSelector') ?? undefined),

@@ -27,8 +27,8 @@ import { kubeconfigYaml } from './kubeconfig.js';
 import { findByKind } from './resources.js';
 import { DEFAULT_MAX_BODY_BYTES } from './http-io.js';
 import { ApiError, badRequest } from './status.js';
-import type { WatchHub } from './watch.js';
-import type { ServerResponse } from 'node:http';
+import { createWatchHub } from './watch.js';
+import { RequestLog } from './request-log.js';
 import { listenTcp } from '../ops/listen.js';
 
 export const DEFAULT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
@@ -70,6 +70,8 @@ export interface DevCluster {
   /** Create-or-replace each object as admin (RBAC and other manifests from deploy/). */
   apply(objects: readonly object[]): Promise<void>;
   readonly faults: Faults;
+  /** The API requests served so far (method, path, query), newest last, bounded. */
+  readonly requestLog: RequestLog;
   /** Current store resourceVersion (for tests that reason about watches). */
   readonly resourceVersion: number;
   /** Turns the pod-starting kubelet simulation on or off at runtime. */
@@ -100,12 +102,13 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     authorizeObject: makeEscalationCheck({ store, rbac }),
   });
   const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
-  const hub: WatchHub = { open: new Set<ServerResponse>(), bookmarkIntervalMs: options.bookmarkIntervalMs ?? 1000 };
-  const faults = new FaultInjector({ store, watches: hub.open });
+  const hub = createWatchHub(options.bookmarkIntervalMs ?? 1000);
+  const faults = new FaultInjector({ store, watches: hub });
+  const requestLog = new RequestLog();
 
   let address = '';
   const api = new ApiServer({
-    store, authn, rbac, rest, reviews, issuer, faults, hub, logger,
+    store, authn, rbac, rest, reviews, issuer, faults, hub, requestLog, logger,
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     now,
     serverAddress: () => address,
@@ -148,6 +151,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     adminToken,
     issuer: issuerUrl,
     faults,
+    requestLog,
     get resourceVersion() {
       return store.resourceVersion;
     },

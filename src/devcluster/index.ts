@@ -2,6 +2,7 @@
 export { startDevCluster, DEFAULT_ISSUER } from './devcluster.js';
 export type { DevCluster, DevClusterOptions } from './devcluster.js';
 export type { Faults, FaultMatch } from './faults.js';
+export type { RequestLog, LoggedRequest } from './request-log.js';
 export { ApiError } from './status.js';
 export type { DevclusterErrorCode, StatusBody } from './status.js';
 export { RESOURCE_TYPES } from './resources.js';

@@ -16,6 +16,8 @@ export const ENV_DEVCLUSTER_PORT = 'DEVCLUSTER_PORT';
 export const ENV_DEVCLUSTER_KUBECONFIG = 'DEVCLUSTER_KUBECONFIG';
 export const ENV_DEVCLUSTER_SIMULATE_KUBELET = 'DEVCLUSTER_SIMULATE_KUBELET';
 export const ENV_DEVCLUSTER_ISSUER = 'DEVCLUSTER_ISSUER';
+/** Interval of BOOKMARK events on watches that ask for them (a real API server: about a minute). */
+export const ENV_DEVCLUSTER_BOOKMARK_INTERVAL_MS = 'DEVCLUSTER_BOOKMARK_INTERVAL_MS';
 export const ENV_LOG_LEVEL = 'LOG_LEVEL';
 
 export interface DevClusterFlags {
@@ -35,6 +37,7 @@ export interface DevClusterRunConfig {
   readonly kubeconfigPath: string;
   readonly simulateKubelet: boolean;
   readonly issuer: string;
+  readonly bookmarkIntervalMs: number;
   readonly samples: boolean;
   readonly applyFiles: readonly string[];
 }
@@ -47,6 +50,7 @@ export function devClusterConfig(flags: DevClusterFlags, env: Readonly<Record<st
     kubeconfigPath: resolve(r.string(ENV_DEVCLUSTER_KUBECONFIG, '.devcluster/kubeconfig', flags.kubeconfig)),
     simulateKubelet: r.bool(ENV_DEVCLUSTER_SIMULATE_KUBELET, true, flags.simulateKubelet),
     issuer: r.string(ENV_DEVCLUSTER_ISSUER, DEFAULT_ISSUER, flags.issuer),
+    bookmarkIntervalMs: r.int(ENV_DEVCLUSTER_BOOKMARK_INTERVAL_MS, 1000, { min: 10, max: 3_600_000 }),
     samples: flags.samples ?? false,
     applyFiles: flags.apply ?? [],
   };
@@ -92,7 +96,7 @@ export async function runDevCluster(flags: DevClusterFlags, o: { logger?: Logger
   const logger = o.logger ?? createLogger({ level: parseLogLevel(flags.logLevel ?? process.env[ENV_LOG_LEVEL]), fields: { component: 'devcluster' } });
   const config = devClusterConfig(flags);
   const stop = signalController(logger);
-  const cluster = await startDevCluster({ host: config.host, port: config.port, logger, simulateKubelet: config.simulateKubelet, issuer: config.issuer });
+  const cluster = await startDevCluster({ host: config.host, port: config.port, logger, simulateKubelet: config.simulateKubelet, issuer: config.issuer, bookmarkIntervalMs: config.bookmarkIntervalMs });
   try {
     if (config.samples) await cluster.apply(sampleObjects());
     for (const file of config.applyFiles) await cluster.apply(parseManifest(await readFile(file, 'utf8')) as object[]);

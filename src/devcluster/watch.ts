@@ -4,13 +4,16 @@
  * state, or answered with an ERROR 410 "too old resource version" event when history was
  * compacted past it. Selectors apply to both the old and the new state, so an object that
  * stops matching is DELETED for this watcher and one that starts matching is ADDED, as the
- * real watch cache does. BOOKMARKs when asked for; every open watch can be dropped on demand.
+ * real watch cache does. BOOKMARKs when asked for; every open watch can be dropped on demand,
+ * or silenced (fault injection): it stays open and sends nothing more, not even the end at
+ * timeoutSeconds, as a hung replica or proxy would.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ObjectStore, KubeObject, StoreEvent } from './store.js';
 import { apiVersionOf, storeKey, type ResourceType } from './resources.js';
 import { matchesFields, matchesLabels, type FieldSelector, type LabelSelector } from './selectors.js';
 import { badRequest, expired, invalid } from './status.js';
+import type { FaultRequest } from './faults.js';
 
 /** Unsent watch data above which a slow consumer's stream is closed. */
 export const MAX_BUFFERED_BYTES = 16 * 1024 * 1024;
@@ -27,12 +30,24 @@ export interface WatchRequest {
   readonly timeoutSeconds: number | undefined;
   /** Renders each event's object (e.g. as a one-row Table); default: the object with its kind. */
   readonly render?: (o: KubeObject) => unknown;
+  /** The request as fault matching sees it. */
+  readonly fault?: FaultRequest;
+  /** Accepted, then silent from the start (fault injection). */
+  readonly silent?: boolean;
 }
 
 export interface WatchHub {
   /** Open watch connections; `drop` destroys their sockets, as a dying API server would. */
   readonly open: Set<ServerResponse>;
   readonly bookmarkIntervalMs: number;
+  /** The request of each open watch (for fault matching). */
+  readonly requests: WeakMap<object, FaultRequest>;
+  /** Open watches that send nothing any more. */
+  readonly silenced: WeakSet<object>;
+}
+
+export function createWatchHub(bookmarkIntervalMs: number): WatchHub {
+  return { open: new Set<ServerResponse>(), bookmarkIntervalMs, requests: new WeakMap(), silenced: new WeakSet() };
 }
 
 function withKind(t: ResourceType, o: KubeObject): KubeObject {
@@ -57,9 +72,12 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
 
   res.writeHead(200, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'transfer-encoding': 'chunked' });
   res.flushHeaders();
+  if (w.silent) hub.silenced.add(res);
+  if (w.fault) hub.requests.set(res, w.fault);
+  const silenced = () => hub.silenced.has(res);
   const render = w.render ?? ((o: KubeObject) => o);
   const send = (type: string, object: unknown): void => {
-    if (res.destroyed || res.writableEnded) return;
+    if (res.destroyed || res.writableEnded || silenced()) return;
     // A consumer that stops reading is cut off, as the real watch cache does, instead of
     // buffering without bound.
     if (res.writableLength > MAX_BUFFERED_BYTES) {
@@ -93,13 +111,13 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
     }
   } else {
     const past = store.eventsSince(w.type, startRv);
-    if (past === 'expired') {
+    if (past === 'expired' && !silenced()) {
       const err = expired(`too old resource version: ${startRv} (${store.compactedResourceVersion})`);
       send('ERROR', err.toStatus());
       res.end();
       return;
     }
-    for (const e of past) translate(e);
+    if (past !== 'expired') for (const e of past) translate(e);
   }
 
   const key = storeKey(w.type);
@@ -116,7 +134,10 @@ export function serveWatch(req: IncomingMessage, res: ServerResponse, store: Obj
     timers.push(t);
   }
   if (w.timeoutSeconds !== undefined && w.timeoutSeconds > 0) {
-    const t = setTimeout(() => res.end(), w.timeoutSeconds * 1000);
+    // A silent watch is never ended by the server: only the client can close it.
+    const t = setTimeout(() => {
+      if (!silenced()) res.end();
+    }, w.timeoutSeconds * 1000);
     t.unref();
     timers.push(t);
   }

@@ -1,8 +1,8 @@
 /**
  * Watch semantics over raw HTTPS: resourceVersion replay, the initial state when no RV is
  * given, selectors applied to old and new state, BOOKMARKs, 410 after compaction, and faults
- * (dropped watches, 429 with Retry-After, 500, latency) through the TS handle and the admin
- * endpoint.
+ * (dropped and silenced watches, 429 with Retry-After, 500, expired continue tokens, latency)
+ * through the TS handle and the admin endpoint; the request log.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -194,4 +194,72 @@ test('faults: dropped watches, N x 429 with Retry-After, N x 500, latency, via t
   const denied = await fetchAdmin('POST', '/devcluster/faults', JSON.stringify({ compact: true }), 'application/json', token);
   assert.equal(denied.code, 403);
   assert.equal((JSON.parse(denied.text) as { reason: string }).reason, 'Forbidden');
+});
+
+test('faults: a silenced watch stays open and sends nothing (no events, bookmarks or timeout end); new watches can be silent from the start', async () => {
+  const { core } = adminClient(cluster);
+  await core.createNamespace({ body: { metadata: { name: 'quiet' } } });
+  const hung = new WatchStream('/api/v1/namespaces/quiet/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1');
+  await hung.until((w) => w.events.some((e) => e.type === 'BOOKMARK'));
+  assert.equal(cluster.faults.silenceWatches({ match: { path: '/namespaces/quiet/pods' } }), 1);
+  const heard = hung.events.length;
+  // Silent from the start, through the admin endpoint; the next watch after it is normal.
+  const set = await fetchAdmin('POST', '/devcluster/faults', JSON.stringify({ silenceWatches: { newWatches: 1, path: '/namespaces/quiet/pods' } }));
+  assert.equal(set.code, 200, set.text);
+  const mute = new WatchStream('/api/v1/namespaces/quiet/pods?watch=1&allowWatchBookmarks=true');
+  const control = new WatchStream('/api/v1/namespaces/quiet/pods?watch=1&allowWatchBookmarks=true&timeoutSeconds=1');
+  try {
+    await core.createNamespacedPod({ namespace: 'quiet', body: podBody('q1') });
+    await control.until((w) => w.named().includes('ADDED q1') && w.events.filter((e) => e.type === 'BOOKMARK').length >= 3);
+    // The control watch ends at its timeout; the silenced one, older, is still open and quiet.
+    await control.until((w) => w.ended);
+    assert.equal(hung.events.length, heard, 'nothing after the silence');
+    assert.equal(hung.ended, false, 'a hung replica does not end the watch at timeoutSeconds');
+    assert.equal(mute.statusCode, 200, 'the silent watch was accepted');
+    assert.deepEqual(mute.events, [], 'not even the initial state');
+  } finally {
+    hung.close();
+    mute.close();
+    control.close();
+  }
+  for (let i = 0; i < 400 && cluster.faults.openWatches > 0; i++) await new Promise((r) => setTimeout(r, 5));
+  assert.equal(cluster.faults.openWatches, 0, 'the client closing them frees them');
+});
+
+test('faults: an expired continue token (410), watch-only 429s, and the request log', async () => {
+  const { core } = adminClient(cluster);
+  await core.createNamespace({ body: { metadata: { name: 'pages' } } });
+  for (const n of ['a', 'b', 'c']) await core.createNamespacedPod({ namespace: 'pages', body: podBody(n) });
+  cluster.requestLog.clear();
+  const first = await fetchAdmin('GET', '/api/v1/namespaces/pages/pods?limit=1');
+  const token = (JSON.parse(first.text) as { metadata: { continue: string } }).metadata.continue;
+  assert.ok(token);
+  cluster.faults.expireContinue(1);
+  const expiredPage = await fetchAdmin('GET', `/api/v1/namespaces/pages/pods?limit=1&continue=${token}`);
+  assert.equal(expiredPage.code, 410);
+  assert.equal((JSON.parse(expiredPage.text) as { reason: string }).reason, 'Expired');
+  assert.equal((await fetchAdmin('GET', `/api/v1/namespaces/pages/pods?limit=1&continue=${token}`)).code, 200, 'one token expired, not all');
+  assert.equal((await fetchAdmin('POST', '/devcluster/faults', JSON.stringify({ expireContinue: { count: 1 } }))).code, 200);
+  assert.equal((await fetchAdmin('GET', '/api/v1/namespaces/pages/pods?limit=1')).code, 200, 'a first page carries no continue token');
+  assert.equal((await fetchAdmin('GET', `/api/v1/namespaces/pages/pods?limit=1&continue=${token}`)).code, 410);
+
+  assert.equal((await fetchAdmin('POST', '/devcluster/faults', JSON.stringify({ fail429: { count: 1, retryAfterSeconds: 8, path: '/namespaces/pages/pods', onlyWatch: true } }))).code, 200);
+  assert.equal((await fetchAdmin('GET', '/api/v1/namespaces/pages/pods')).code, 200, 'a list is not a watch');
+  const refused = await fetchAdmin('GET', '/api/v1/namespaces/pages/pods?watch=1');
+  assert.equal(refused.code, 429);
+  assert.equal(refused.headers['retry-after'], '8');
+
+  const logged = cluster.requestLog.entries({ method: 'GET', path: '/api/v1/namespaces/pages/pods' });
+  assert.deepEqual(
+    logged.map((e) => [e.query.limit ?? '', e.query.continue === token, e.watch]),
+    [
+      ['1', false, false],
+      ['1', true, false],
+      ['1', true, false],
+      ['1', false, false],
+      ['1', true, false],
+      ['', false, false],
+      ['', false, true],
+    ],
+  );
 });
