@@ -1,9 +1,14 @@
 /** Kubernetes adapters shared by the CA, the broker and install-cni (on @kubernetes/client-node). */
 export { loadKubeConfig, IN_CLUSTER_SA_DIR } from './kubeconfig.js';
 export type { LoadKubeConfigOptions } from './kubeconfig.js';
-export { Informer } from './informer.js';
-export type { InformerOptions, InformerHandlers, ListResult, Selectors } from './informer.js';
+export { Informer, RESTART_REASONS } from './informer.js';
+export type { InformerOptions, InformerHandlers, InformerStats, RestartReason, Selectors } from './informer.js';
+export { INFORMER_DEFAULTS, INFORMER_ENV, STALE_AFTER_IDLE_WINDOWS, readInformerSettings } from './informer-settings.js';
+export type { InformerSettings } from './informer-settings.js';
+export { InformerMetrics } from './informer-metrics.js';
+export type { ObservedInformer } from './informer-metrics.js';
 export { createPodInformer } from './pod-informer.js';
 export type { PodInformer, PodInformerOptions } from './pod-informer.js';
-export { KubeError } from './errors.js';
+export { kubeGet, parseRetryAfter } from './api-request.js';
+export { KubeApiError, KubeError } from './errors.js';
 export type { KubeErrorCode } from './errors.js';

@@ -1,23 +1,35 @@
 /**
- * A small list+watch informer on @kubernetes/client-node's `Watch`, written because client-node's
- * own `makeInformer` stops for good on a non-410 watch error (a dropped connection, a 500) and on
- * a failed list. This one lists, then watches from the list's resourceVersion with bookmarks;
- * re-lists on 410 Gone (ERROR event or status); reconnects after drops and errors with jittered
- * exponential backoff (at least a 429's Retry-After); diffs a re-list against its cache so
- * callbacks see exactly the adds, updates and deletes that happened. `synced` turns true after
- * the first complete list and stays true across reconnects. Time and randomness are parameters.
+ * The one list+watch informer of certbroker (the broker's node pod watch, the CA's pod index,
+ * the repair controller). client-node's `makeInformer` is not used: it stops for good on a
+ * dropped connection or a failed list, and it never notices a watch that stays open and silent.
+ *
+ * - List in pages (`limit`/`continue`); a 410 on a continue token (the snapshot expired)
+ *   starts the list over. The fresh list is diffed against the cache, so callbacks see exactly
+ *   the adds, updates and deletes that happened meanwhile.
+ * - Watch from the list's resourceVersion with `allowWatchBookmarks=true` and a randomised
+ *   `timeoutSeconds` in [min, 2×min) (as client-go), then re-watch from the last
+ *   resourceVersion seen (events and bookmarks move it).
+ * - Idle watchdog: a watch with no event and no bookmark for `idleTimeoutMs` is closed and
+ *   re-opened from the last resourceVersion (logged); when the next one is silent too, the
+ *   informer re-lists (a list is the only proof the API server still answers).
+ * - 410 Gone (status or ERROR event) -> re-list (logged). Other errors -> jittered exponential
+ *   backoff; a `Retry-After` (429, 503) is honoured on lists and on watches.
+ * - `synced` once the first complete list is in; `problem()` is the readiness answer: not
+ *   listed yet, or stale (nothing heard — no list, event or bookmark — for
+ *   STALE_AFTER_IDLE_WINDOWS watchdog windows).
+ *
+ * Time (watchdog, backoff) and randomness are parameters. HTTP goes through the KubeConfig's
+ * own credentials and TLS (api-request.ts).
  */
-import { Watch, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { IncomingMessage } from 'node:http';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { jitter, systemRng, type Rng } from '../core/rng.js';
-import { KubeError } from './errors.js';
-
-export interface ListResult<T> {
-  readonly items: T[];
-  readonly metadata?: { readonly resourceVersion?: string };
-}
+import { kubeGet, readJson, type Query } from './api-request.js';
+import { KubeApiError, KubeError } from './errors.js';
+import { INFORMER_DEFAULTS, STALE_AFTER_IDLE_WINDOWS, type InformerSettings } from './informer-settings.js';
 
 export interface Selectors {
   readonly fieldSelector?: string;
@@ -28,40 +40,47 @@ export interface InformerHandlers<T> {
   readonly onAdd?: (obj: T) => void;
   readonly onUpdate?: (obj: T, old: T) => void;
   readonly onDelete?: (obj: T) => void;
-  /** Called on each list/watch failure before the informer backs off and retries. */
+  /** Called on each list/watch failure before the informer backs off and retries (it logs them itself). */
   readonly onError?: (err: unknown) => void;
 }
 
-export interface InformerOptions<T> extends Selectors, InformerHandlers<T> {
+export interface InformerOptions<T> extends Selectors, InformerHandlers<T>, InformerSettings {
   readonly kubeConfig: KubeConfig;
-  /** Watch path, e.g. `/api/v1/pods` or `/api/v1/namespaces/x/pods`. */
+  /** Collection path, e.g. `/api/v1/pods` or `/api/v1/namespaces/x/pods`. */
   readonly path: string;
-  readonly list: (selectors: Selectors) => Promise<ListResult<T>>;
+  /** Name in logs and metrics (default: the last segment of `path`). */
+  readonly resource?: string;
+  /** Applied to every object before it is cached and handed to the callbacks (keep metadata). */
+  readonly transform?: (obj: T) => T;
   readonly clock?: Clock;
   readonly rng?: Rng;
   readonly logger?: Logger;
-  /** First retry delay; doubles per consecutive failure up to `maxBackoffMs` (±20 % jitter). */
-  readonly initialBackoffMs?: number;
-  readonly maxBackoffMs?: number;
-  /** Asks the server to end each watch after this long (then the informer re-watches). */
-  readonly watchTimeoutSeconds?: number;
 }
 
-interface WatchEnd {
-  readonly err: unknown;
-  readonly gone: boolean;
+/** Why a watch was re-opened: the `reason` label of `certbroker_informer_restarts_total`. */
+export type RestartReason = 'watchdog' | '410' | 'error' | 'throttled' | 'timeout';
+export const RESTART_REASONS: readonly RestartReason[] = ['watchdog', '410', 'error', 'throttled', 'timeout'];
+
+export interface InformerStats {
+  /** Complete lists. */
+  readonly lists: number;
+  /** List pages requested (successful ones). */
+  readonly pages: number;
+  /** Watch requests sent. */
+  readonly watches: number;
+  readonly consecutiveFailures: number;
+  readonly restarts: Readonly<Record<RestartReason, number>>;
+}
+
+type WatchEnd = { readonly kind: 'gone' | 'idle' | 'closed' | 'stopped'; readonly events: number };
+
+interface WatchEvent {
+  readonly type?: unknown;
+  readonly object?: unknown;
 }
 
 function keyOf(o: KubernetesObject): string {
   return `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
-}
-
-/** Retry-After (seconds) from a client-node ApiException, in milliseconds. */
-function retryAfterMs(err: unknown): number | undefined {
-  const headers = (err as { headers?: Record<string, string | undefined> } | null)?.headers;
-  const raw = headers?.['retry-after'] ?? headers?.['Retry-After'];
-  if (raw === undefined || !/^\d+$/.test(raw.trim())) return undefined;
-  return Math.min(Number(raw) * 1000, 10 * 60 * 1000);
 }
 
 function stoppedBeforeSync(): KubeError {
@@ -69,8 +88,11 @@ function stoppedBeforeSync(): KubeError {
 }
 
 function isGone(err: unknown): boolean {
-  const e = err as { statusCode?: number; code?: number } | null;
-  return e?.statusCode === 410 || e?.code === 410;
+  return err instanceof KubeApiError && err.httpStatus === 410;
+}
+
+function seconds(ms: number): number {
+  return Math.round(ms / 100) / 10;
 }
 
 export class Informer<T extends KubernetesObject> {
@@ -78,27 +100,41 @@ export class Informer<T extends KubernetesObject> {
   readonly #clock: Clock;
   readonly #rng: Rng;
   readonly #logger: Logger;
-  readonly #watch: Watch;
+  readonly #resource: string;
+  readonly #idleMs: number;
   readonly #cache = new Map<string, T>();
   readonly #stop = new AbortController();
+  readonly #restartListeners = new Set<(reason: RestartReason) => void>();
   #resourceVersion = '';
   #synced = false;
   /** Callers of waitForSync() before the first list: settled by the first list or by stop(). */
   #syncWaiters: Array<{ resolve: () => void; reject: (err: KubeError) => void }> = [];
   #failures = 0;
+  /** Watches in a row that the watchdog closed without having seen anything. */
+  #silentWatches = 0;
   #running: Promise<void> | undefined;
-  #current: AbortController | undefined;
-  #relists = 0;
-  #watches = 0;
+  /** When the informer last heard from the API server: a complete list, an event or a bookmark. */
+  #lastHeardAt: number;
+  #lastError: string | undefined;
+  #stats = { lists: 0, pages: 0, watches: 0 };
+  readonly #restarts: Record<RestartReason, number> = { watchdog: 0, '410': 0, error: 0, throttled: 0, timeout: 0 };
 
   constructor(options: InformerOptions<T>) {
     this.#o = options;
     this.#clock = options.clock ?? systemClock;
     this.#rng = options.rng ?? systemRng;
-    this.#logger = options.logger ?? silentLogger;
-    this.#watch = new Watch(options.kubeConfig);
+    this.#resource = options.resource ?? options.path.split('/').filter((s) => s !== '').at(-1) ?? options.path;
+    this.#logger = (options.logger ?? silentLogger).child({ informer: this.#resource });
+    this.#idleMs = options.idleTimeoutMs ?? INFORMER_DEFAULTS.idleTimeoutMs;
+    this.#lastHeardAt = this.#clock.now();
   }
 
+  /** The name in logs and metrics. */
+  get resource(): string {
+    return this.#resource;
+  }
+
+  /** The first complete list is in (stays true across re-lists and re-watches). */
   get synced(): boolean {
     return this.#synced;
   }
@@ -108,9 +144,30 @@ export class Informer<T extends KubernetesObject> {
     return this.#resourceVersion;
   }
 
-  /** How many complete lists and how many watch requests so far (for tests and metrics). */
-  get stats(): { lists: number; watches: number; consecutiveFailures: number } {
-    return { lists: this.#relists, watches: this.#watches, consecutiveFailures: this.#failures };
+  get stats(): InformerStats {
+    return { ...this.#stats, consecutiveFailures: this.#failures, restarts: { ...this.#restarts } };
+  }
+
+  /** Milliseconds since the informer last heard from the API server (list, event or bookmark; since start before that). */
+  lastEventAgeMs(): number {
+    return Math.max(0, this.#clock.now() - this.#lastHeardAt);
+  }
+
+  /** Undefined while healthy; otherwise why the cache cannot be trusted (for readiness). */
+  problem(): string | undefined {
+    const lastError = this.#lastError === undefined ? '' : `; last error: ${this.#lastError}`;
+    if (!this.#synced) return `${this.#resource} not listed yet${lastError}`;
+    const age = this.lastEventAgeMs();
+    if (age > STALE_AFTER_IDLE_WINDOWS * this.#idleMs) {
+      return `${this.#resource} watch stale: no list, event or bookmark for ${seconds(age)} s (watchdog ${seconds(this.#idleMs)} s, ${this.#restarts.watchdog} watchdog restarts)${lastError}`;
+    }
+    return undefined;
+  }
+
+  /** Calls `listener` on every restart with its reason (metrics). Returns an unsubscribe. */
+  onRestart(listener: (reason: RestartReason) => void): () => void {
+    this.#restartListeners.add(listener);
+    return () => this.#restartListeners.delete(listener);
   }
 
   list(): T[] {
@@ -121,11 +178,17 @@ export class Informer<T extends KubernetesObject> {
     return this.#cache.get(`${namespace ?? ''}/${name}`);
   }
 
-  /** Starts the list/watch loop (idempotent). */
-  start(): void {
+  /** Starts the list/watch loop (idempotent); aborting `signal` stops it as `stop()` does. */
+  start(signal?: AbortSignal): void {
     if (this.#running || this.#stop.signal.aborted) return;
+    if (signal?.aborted) {
+      void this.stop();
+      return;
+    }
+    signal?.addEventListener('abort', () => void this.stop(), { once: true });
+    this.#lastHeardAt = this.#clock.now();
     this.#running = this.#loop().catch((err: unknown) => {
-      if (!this.#stop.signal.aborted) this.#logger.error('informer loop ended unexpectedly', { path: this.#o.path, err: describeError(err) });
+      if (!this.#stop.signal.aborted) this.#logger.error('informer loop ended unexpectedly', { err: describeError(err) });
     });
   }
 
@@ -142,60 +205,187 @@ export class Informer<T extends KubernetesObject> {
     });
   }
 
-  async stop(): Promise<void> {
+  /** Aborts the open request and the loop; resolves when the loop ended or after `deadlineMs`. */
+  async stop(deadlineMs = 5000): Promise<void> {
     this.#stop.abort();
     for (const w of this.#syncWaiters.splice(0)) w.reject(stoppedBeforeSync());
-    this.#current?.abort();
-    await this.#running;
+    if (!this.#running) return;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, deadlineMs);
+      timer.unref();
+    });
+    await Promise.race([this.#running, deadline]);
+    clearTimeout(timer);
   }
 
-  async #loop(): Promise<void> {
-    const signal = this.#stop.signal;
-    while (!signal.aborted) {
+  #restarted(reason: RestartReason): void {
+    this.#restarts[reason]++;
+    for (const l of this.#restartListeners) {
       try {
-        if (this.#resourceVersion === '') await this.#relist();
-        const end = await this.#watchOnce();
-        if (signal.aborted) return;
-        if (end.gone) {
-          this.#logger.info('watch history expired, re-listing', { path: this.#o.path });
-          this.#resourceVersion = '';
-          continue;
-        }
-        if (end.err === null || end.err === undefined) {
-          // The server closed the stream (timeout): carry on from where we are.
-          continue;
-        }
-        throw end.err;
-      } catch (err) {
-        if (signal.aborted) return;
-        if (isGone(err)) {
-          this.#resourceVersion = '';
-          continue;
-        }
-        this.#failures++;
-        this.#o.onError?.(err);
-        const base = Math.min((this.#o.initialBackoffMs ?? 200) * 2 ** (this.#failures - 1), this.#o.maxBackoffMs ?? 30_000);
-        // A 429/503 with Retry-After is the server asking for at least that long.
-        const delay = Math.max(jitter(base, 0.2, this.#rng), retryAfterMs(err) ?? 0);
-        this.#logger.warn('list/watch failed, retrying', { path: this.#o.path, attempt: this.#failures, delayMs: Math.round(delay), err: describeError(err) });
-        try {
-          await this.#clock.sleep(delay, signal);
-        } catch {
-          return;
-        }
+        l(reason);
+      } catch {
+        // a metrics listener never stops the informer
       }
     }
   }
 
-  async #relist(): Promise<void> {
-    const res = await this.#o.list({
+  #backoffMs(): number {
+    const initial = this.#o.initialBackoffMs ?? INFORMER_DEFAULTS.initialBackoffMs;
+    const max = this.#o.maxBackoffMs ?? INFORMER_DEFAULTS.maxBackoffMs;
+    const base = Math.min(initial * 2 ** Math.max(0, this.#failures - 1), max);
+    return jitter(base, 0.2, this.#rng);
+  }
+
+  /** Sleeps on the injected clock; false when stopped meanwhile. */
+  async #sleep(ms: number): Promise<boolean> {
+    try {
+      await this.#clock.sleep(ms, this.#stop.signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async #loop(): Promise<void> {
+    const signal = this.#stop.signal;
+    let needList = true;
+    /** 410s in a row: the first re-lists at once, further ones back off (a server that always says Gone). */
+    let gone = 0;
+    while (!signal.aborted) {
+      try {
+        if (needList) {
+          await this.#listAll(signal);
+          if (signal.aborted) return;
+          needList = false;
+        }
+        const end = await this.#watchOnce(signal);
+        if (signal.aborted || end.kind === 'stopped') return;
+        if (end.kind === 'gone') {
+          gone++;
+          this.#restarted('410');
+          this.#logger.info('watch history expired (410 Gone), re-listing', { resourceVersion: this.#resourceVersion });
+          needList = true;
+          if (gone > 1 && !(await this.#sleep(this.#backoffMs()))) return;
+          continue;
+        }
+        gone = 0;
+        if (end.kind === 'idle') {
+          this.#silentWatches++;
+          this.#restarted('watchdog');
+          needList = this.#silentWatches >= 2;
+          this.#logger.warn(needList ? 'watch silent again (no event or bookmark), re-listing' : 'watch silent (no event or bookmark), re-watching', {
+            idleSeconds: seconds(this.#idleMs),
+            resourceVersion: this.#resourceVersion,
+            silentWatches: this.#silentWatches,
+          });
+          continue;
+        }
+        // The server ended the watch (its timeout): carry on from where we are. A watch that
+        // ended without a single event backs off, so a server closing every watch at once is
+        // not hammered.
+        this.#restarted('timeout');
+        this.#logger.debug('watch closed by the server, re-watching', { events: end.events, resourceVersion: this.#resourceVersion });
+        if (end.events === 0) {
+          this.#failures++;
+          if (!(await this.#sleep(this.#backoffMs()))) return;
+        }
+      } catch (err) {
+        if (signal.aborted) return;
+        if (isGone(err)) {
+          gone++;
+          this.#restarted('410');
+          this.#logger.info(needList ? 'list snapshot expired (410 Gone on continue), listing again' : 'watch history expired (410 Gone), re-listing', {
+            err: describeError(err),
+          });
+          needList = true;
+          if (gone > 1 && !(await this.#sleep(this.#backoffMs()))) return;
+          continue;
+        }
+        gone = 0;
+        this.#failures++;
+        this.#lastError = describeError(err);
+        const retryAfterMs = err instanceof KubeApiError ? err.retryAfterMs : undefined;
+        const throttled = err instanceof KubeApiError && err.httpStatus === 429;
+        // A 429/503 with Retry-After is the server asking for at least that long.
+        const delayMs = Math.max(this.#backoffMs(), retryAfterMs ?? 0);
+        this.#restarted(throttled ? 'throttled' : 'error');
+        try {
+          this.#o.onError?.(err);
+        } catch {
+          // a reporting callback never stops the informer
+        }
+        this.#logger.warn(needList ? 'list failed, retrying' : 'watch failed, retrying', {
+          attempt: this.#failures,
+          delayMs: Math.round(delayMs),
+          ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+          err: this.#lastError,
+        });
+        if (!(await this.#sleep(delayMs))) return;
+      }
+    }
+  }
+
+  #selectors(): Query {
+    return {
       ...(this.#o.fieldSelector ? { fieldSelector: this.#o.fieldSelector } : {}),
       ...(this.#o.labelSelector ? { labelSelector: this.#o.labelSelector } : {}),
-    });
-    if (this.#stop.signal.aborted) return;
-    this.#relists++;
+    };
+  }
+
+  #ingest(raw: T): T {
+    return this.#o.transform ? this.#o.transform(raw) : raw;
+  }
+
+  /** One page, within the request deadline. */
+  async #page(signal: AbortSignal, continueToken: string | undefined): Promise<{ items: T[]; resourceVersion: string; continueToken: string | undefined }> {
+    const timeoutMs = this.#o.requestTimeoutMs ?? INFORMER_DEFAULTS.requestTimeoutMs;
+    const what = `list ${this.#o.path}`;
+    const deadline = new AbortController();
+    const timer = setTimeout(() => deadline.abort(new KubeError('ERR_KUBE_TIMEOUT', `${what}: no answer within ${timeoutMs} ms`, { status: 'deadline-exceeded' })), timeoutMs);
+    timer.unref();
+    const both = AbortSignal.any([signal, deadline.signal]);
+    try {
+      const query: Query = {
+        ...this.#selectors(),
+        limit: this.#o.pageSize ?? INFORMER_DEFAULTS.pageSize,
+        ...(continueToken ? { continue: continueToken } : {}),
+      };
+      const res = await kubeGet(this.#o.kubeConfig, this.#o.path, query, { signal: both, nowMs: this.#clock.now(), what });
+      const body = (await readJson(res, what, both)) as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } } | null;
+      if (body === null || typeof body !== 'object' || !Array.isArray(body.items)) {
+        throw new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer has no items`, { status: 'unavailable' });
+      }
+      const cont = body.metadata?.continue;
+      const rv = body.metadata?.resourceVersion;
+      return {
+        items: body.items as T[],
+        resourceVersion: typeof rv === 'string' ? rv : '',
+        continueToken: typeof cont === 'string' && cont !== '' ? cont : undefined,
+      };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async #listAll(signal: AbortSignal): Promise<void> {
     const fresh = new Map<string, T>();
-    for (const item of res.items) fresh.set(keyOf(item), item);
+    let continueToken: string | undefined;
+    let resourceVersion = '';
+    let pages = 0;
+    do {
+      const page = await this.#page(signal, continueToken);
+      if (signal.aborted) return;
+      this.#stats.pages++;
+      pages++;
+      for (const raw of page.items) {
+        const item = this.#ingest(raw);
+        fresh.set(keyOf(item), item);
+      }
+      continueToken = page.continueToken;
+      resourceVersion = page.resourceVersion;
+    } while (continueToken !== undefined);
+    this.#stats.lists++;
     for (const [k, old] of [...this.#cache]) {
       if (!fresh.has(k)) {
         this.#cache.delete(k);
@@ -203,11 +393,16 @@ export class Informer<T extends KubernetesObject> {
       }
     }
     for (const [k, item] of fresh) this.#upsert(k, item);
-    this.#resourceVersion = res.metadata?.resourceVersion ?? '';
+    this.#resourceVersion = resourceVersion;
     this.#failures = 0;
+    this.#lastError = undefined;
+    this.#lastHeardAt = this.#clock.now();
     if (!this.#synced) {
       this.#synced = true;
+      this.#logger.info('informer synced', { items: this.#cache.size, pages, resourceVersion });
       for (const w of this.#syncWaiters.splice(0)) w.resolve();
+    } else {
+      this.#logger.info('re-listed', { items: this.#cache.size, pages, resourceVersion });
     }
   }
 
@@ -224,62 +419,156 @@ export class Informer<T extends KubernetesObject> {
     try {
       fn();
     } catch (err) {
-      this.#logger.error('informer handler threw', { path: this.#o.path, err: describeError(err) });
+      this.#logger.error('informer handler threw', { err: describeError(err) });
     }
   }
 
-  #watchOnce(): Promise<WatchEnd> {
-    return new Promise<WatchEnd>((resolve) => {
-      let gone = false;
-      let settled = false;
-      const finish = (err: unknown) => {
-        if (settled) return;
-        settled = true;
-        resolve({ err, gone: gone || isGone(err) });
-      };
-      const query: Record<string, string | boolean | number> = { resourceVersion: this.#resourceVersion, allowWatchBookmarks: true };
-      if (this.#o.fieldSelector) query.fieldSelector = this.#o.fieldSelector;
-      if (this.#o.labelSelector) query.labelSelector = this.#o.labelSelector;
-      if (this.#o.watchTimeoutSeconds) query.timeoutSeconds = this.#o.watchTimeoutSeconds;
-      this.#watches++;
-      this.#watch
-        .watch(
-          this.#o.path,
-          query,
-          (type: string, obj: unknown) => {
-            const o = obj as T & { code?: number };
-            switch (type) {
-              case 'ADDED':
-              case 'MODIFIED':
-                this.#upsert(keyOf(o), o);
-                break;
-              case 'DELETED': {
-                const k = keyOf(o);
-                const old = this.#cache.get(k);
-                this.#cache.delete(k);
-                if (old) this.#emit(() => this.#o.onDelete?.(o));
-                break;
-              }
-              case 'BOOKMARK':
-                break;
-              case 'ERROR':
-                // 410 Gone: our resourceVersion was compacted away; anything else: start over too.
-                gone = true;
-                return;
-              default:
-                return;
+  /**
+   * Applies one watch event. Returns 'gone' for a 410 ERROR event, throws for any other ERROR
+   * event, and undefined otherwise.
+   */
+  #apply(ev: WatchEvent): 'gone' | undefined {
+    const type = ev.type;
+    if (type === 'ERROR') {
+      const s = (ev.object ?? {}) as { code?: unknown; reason?: unknown; message?: unknown };
+      const code = typeof s.code === 'number' ? s.code : 500;
+      if (code === 410) return 'gone';
+      throw new KubeApiError({
+        what: `watch ${this.#o.path}`,
+        httpStatus: code,
+        ...(typeof s.reason === 'string' ? { reason: s.reason } : {}),
+        ...(typeof s.message === 'string' ? { detail: s.message.slice(0, 500) } : {}),
+      });
+    }
+    const obj = ev.object as T | undefined;
+    if (obj === undefined || obj === null || typeof obj !== 'object') return undefined;
+    switch (type) {
+      case 'ADDED':
+      case 'MODIFIED': {
+        const item = this.#ingest(obj);
+        this.#upsert(keyOf(item), item);
+        break;
+      }
+      case 'DELETED': {
+        const k = keyOf(obj);
+        const old = this.#cache.get(k);
+        this.#cache.delete(k);
+        if (old) {
+          const item = this.#ingest(obj);
+          this.#emit(() => this.#o.onDelete?.(item));
+        }
+        break;
+      }
+      case 'BOOKMARK':
+        break;
+      default:
+        return undefined;
+    }
+    const rv = obj.metadata?.resourceVersion;
+    if (rv) this.#resourceVersion = rv;
+    return undefined;
+  }
+
+  /** One watch request, followed until the server ends it, it breaks, the watchdog fires or stop(). */
+  async #watchOnce(signal: AbortSignal): Promise<WatchEnd> {
+    const request = new AbortController();
+    const onStop = () => request.abort(stoppedBeforeSync());
+    signal.addEventListener('abort', onStop, { once: true });
+    let lastActivity = this.#clock.now();
+    let events = 0;
+    let idle = false;
+    const dogOff = new AbortController();
+    void (async () => {
+      for (;;) {
+        const wait = lastActivity + this.#idleMs - this.#clock.now();
+        if (wait <= 0) {
+          idle = true;
+          request.abort(new KubeError('ERR_KUBE_TIMEOUT', `watch ${this.#o.path}: no event or bookmark for ${this.#idleMs} ms`, { status: 'deadline-exceeded' }));
+          return;
+        }
+        await this.#clock.sleep(wait, dogOff.signal);
+      }
+    })().catch(() => undefined);
+    const min = this.#o.minWatchTimeoutSeconds ?? INFORMER_DEFAULTS.minWatchTimeoutSeconds;
+    const query: Query = {
+      ...this.#selectors(),
+      resourceVersion: this.#resourceVersion,
+      allowWatchBookmarks: true,
+      timeoutSeconds: Math.floor(min * (1 + this.#rng())),
+    };
+    try {
+      this.#stats.watches++;
+      let res: IncomingMessage;
+      try {
+        res = await kubeGet(this.#o.kubeConfig, this.#o.path, { ...query, watch: true }, { signal: request.signal, nowMs: this.#clock.now(), what: `watch ${this.#o.path}` });
+      } catch (err) {
+        if (signal.aborted) return { kind: 'stopped', events };
+        if (idle) return { kind: 'idle', events };
+        throw err;
+      }
+      return await new Promise<WatchEnd>((resolve, reject) => {
+        let finished = false;
+        let buffered = '';
+        const finish = (fn: () => void) => {
+          if (finished) return;
+          finished = true;
+          request.signal.removeEventListener('abort', onAbort);
+          res.destroy();
+          fn();
+        };
+        const onAbort = () => finish(() => resolve({ kind: signal.aborted ? 'stopped' : 'idle', events }));
+        if (request.signal.aborted) {
+          onAbort();
+          return;
+        }
+        request.signal.addEventListener('abort', onAbort, { once: true });
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          if (finished) return;
+          buffered += chunk;
+          for (let nl = buffered.indexOf('\n'); nl >= 0 && !finished; nl = buffered.indexOf('\n')) {
+            const line = buffered.slice(0, nl).trim();
+            buffered = buffered.slice(nl + 1);
+            if (line === '') continue;
+            let ev: WatchEvent;
+            try {
+              ev = JSON.parse(line) as WatchEvent;
+            } catch (err) {
+              finish(() => reject(new KubeError('ERR_KUBE_RESPONSE_INVALID', `watch ${this.#o.path}: an event is not JSON`, { status: 'unavailable', cause: err })));
+              return;
             }
+            let outcome: 'gone' | undefined;
+            try {
+              outcome = this.#apply(ev);
+            } catch (err) {
+              finish(() => reject(err));
+              return;
+            }
+            if (outcome === 'gone') {
+              finish(() => resolve({ kind: 'gone', events }));
+              return;
+            }
+            events++;
+            lastActivity = this.#clock.now();
+            this.#lastHeardAt = lastActivity;
             this.#failures = 0;
-            const rv = o.metadata?.resourceVersion;
-            if (rv) this.#resourceVersion = rv;
-          },
-          finish,
-        )
-        .then((controller) => {
-          this.#current = controller;
-          if (this.#stop.signal.aborted) controller.abort();
-        })
-        .catch(finish);
-    });
+            this.#silentWatches = 0;
+            this.#lastError = undefined;
+          }
+        });
+        res.on('end', () => finish(() => resolve({ kind: 'closed', events })));
+        const broken = (err?: Error) =>
+          finish(() => {
+            if (request.signal.aborted) resolve({ kind: signal.aborted ? 'stopped' : 'idle', events });
+            else reject(new KubeError('ERR_KUBE_UNREACHABLE', `watch ${this.#o.path}: the stream broke off${err ? `: ${err.message}` : ''}`, { status: 'unavailable', cause: err }));
+          });
+        res.on('error', broken);
+        res.on('close', () => broken());
+      });
+    } finally {
+      dogOff.abort();
+      signal.removeEventListener('abort', onStop);
+      request.abort();
+    }
   }
 }

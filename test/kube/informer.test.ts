@@ -133,7 +133,8 @@ test('informer retries a failing list with exponential backoff on the injected c
     }
     await informer.waitForSync();
     assert.equal(errors.length, 4);
-    assert.equal((errors[0] as { code?: number }).code, 500);
+    assert.equal((errors[0] as { code?: string }).code, 'ERR_KUBE_API_STATUS');
+    assert.equal((errors[0] as { httpStatus?: number }).httpStatus, 500);
     assert.equal(informer.stats.consecutiveFailures, 0);
   } finally {
     cluster.faults.clear();

@@ -1,0 +1,177 @@
+/**
+ * GET requests to the API server with the KubeConfig's own transport and credentials:
+ * client-node's `applyToFetchOptions` gives the agent (CA, client certificate, TLS server name,
+ * proxy) and the headers (bearer token; exec and token-file credentials refreshed per call), so
+ * auth and TLS are exactly those of client-node's API clients. The informer needs what
+ * client-node's `Watch` does not give: the status and `Retry-After` of a refused watch, and
+ * abort at any moment (an idle watchdog, a deadline, stop).
+ *
+ * `kubeGet` resolves with the response once a 2xx status line and headers arrived; any other
+ * status is a `KubeApiError` (Status reason and message, Retry-After); a network failure is
+ * `ERR_KUBE_UNREACHABLE`. Aborting `signal` rejects with its reason.
+ */
+import { request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { KubeApiError, KubeError } from './errors.js';
+
+/** Bytes of an error body read for its Status message. */
+const MAX_ERROR_BODY_BYTES = 64 * 1024;
+/** Longest Retry-After honoured (a server asking for more gets this). */
+export const MAX_RETRY_AFTER_MS = 10 * 60 * 1000;
+
+export type Query = Readonly<Record<string, string | number | boolean | undefined>>;
+
+/** `Retry-After` in milliseconds: delay-seconds or an HTTP date; undefined when absent or unreadable. */
+export function parseRetryAfter(raw: string | undefined, nowMs: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const v = raw.trim();
+  if (/^\d+$/.test(v)) return Math.min(Number(v) * 1000, MAX_RETRY_AFTER_MS);
+  const at = Date.parse(v);
+  if (Number.isNaN(at)) return undefined;
+  return Math.min(Math.max(0, at - nowMs), MAX_RETRY_AFTER_MS);
+}
+
+/** The URL of `path` on the current cluster (a server URL with a path prefix keeps it). */
+export function apiUrl(kubeConfig: KubeConfig, path: string, query: Query): URL {
+  const server = kubeConfig.getCurrentCluster()?.server;
+  if (!server) throw new KubeError('ERR_KUBE_CONFIG_INVALID', 'kubeconfig has no current cluster with a server URL', { status: 'invalid-argument' });
+  const url = new URL(server.replace(/\/+$/, '') + path);
+  for (const [k, v] of Object.entries(query)) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+  return url;
+}
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new KubeError('ERR_KUBE_INFORMER_STOPPED', 'request aborted', { status: 'cancelled' });
+}
+
+/** Reads at most `max` bytes of `res` as UTF-8 (the rest is discarded). */
+function readSome(res: IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    res.on('data', (c: Buffer) => {
+      if (size < max) chunks.push(c.subarray(0, max - size));
+      size += c.length;
+    });
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+}
+
+/** The Status `reason` and `message` of an error body, when it is one. */
+function statusFields(body: string): { reason?: string; message?: string } {
+  try {
+    const s = JSON.parse(body) as { kind?: unknown; reason?: unknown; message?: unknown };
+    return {
+      ...(typeof s.reason === 'string' && s.reason !== '' ? { reason: s.reason } : {}),
+      ...(typeof s.message === 'string' && s.message !== '' ? { message: s.message.slice(0, 500) } : {}),
+    };
+  } catch {
+    return {};
+  }
+}
+
+export interface KubeGetOptions {
+  readonly signal: AbortSignal;
+  /** For Retry-After given as a date. */
+  readonly nowMs: number;
+  /** How the request is named in errors (default `GET <path>`). */
+  readonly what?: string;
+}
+
+/** A GET on the current cluster; resolves with the 2xx response (its body unread). */
+export async function kubeGet(kubeConfig: KubeConfig, path: string, query: Query, options: KubeGetOptions): Promise<IncomingMessage> {
+  const { signal } = options;
+  const what = options.what ?? `GET ${path}`;
+  if (signal.aborted) throw abortReason(signal);
+  const url = apiUrl(kubeConfig, path, query);
+  const fetchOptions = await kubeConfig.applyToFetchOptions({});
+  if (signal.aborted) throw abortReason(signal);
+  const headers: Record<string, string> = { accept: 'application/json' };
+  (fetchOptions.headers as { forEach(fn: (value: string, key: string) => void): void } | undefined)?.forEach((value, key) => {
+    headers[key] = value;
+  });
+  const agent = fetchOptions.agent as Agent | undefined;
+  const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+  return new Promise<IncomingMessage>((resolve, reject) => {
+    let settled = false;
+    const done = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      fn();
+    };
+    const req = send(url, { method: 'GET', headers, ...(agent ? { agent } : {}) });
+    // The agent is ours alone (client-node makes one per call): free its sockets with the request.
+    req.on('close', () => agent?.destroy());
+    const onAbort = () => {
+      req.destroy();
+      done(() => reject(abortReason(signal)));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    req.on('error', (err) => {
+      done(() => reject(signal.aborted ? abortReason(signal) : new KubeError('ERR_KUBE_UNREACHABLE', `${what}: ${err.message}`, { status: 'unavailable', cause: err })));
+    });
+    req.on('response', (res) => {
+      const code = res.statusCode ?? 0;
+      if (code >= 200 && code < 300) {
+        done(() => resolve(res));
+        return;
+      }
+      const retryAfter = res.headers['retry-after'];
+      const retryAfterMs = parseRetryAfter(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter, options.nowMs);
+      void readSome(res, MAX_ERROR_BODY_BYTES).then((body) => {
+        const s = statusFields(body);
+        req.destroy();
+        done(() =>
+          reject(
+            new KubeApiError({
+              what,
+              httpStatus: code,
+              ...(s.reason ? { reason: s.reason } : {}),
+              ...(s.message ? { detail: s.message } : {}),
+              ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+            }),
+          ),
+        );
+      });
+    });
+    req.end();
+  });
+}
+
+/** The whole body of `res` parsed as JSON; a broken stream is `ERR_KUBE_UNREACHABLE`, bad JSON `ERR_KUBE_RESPONSE_INVALID`. */
+export function readJson(res: IncomingMessage, what: string, signal: AbortSignal): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let ended = false;
+    const onAbort = () => {
+      res.destroy();
+      reject(abortReason(signal));
+    };
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => {
+      ended = true;
+      signal.removeEventListener('abort', onAbort);
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch (err) {
+        reject(new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer is not JSON`, { status: 'unavailable', cause: err }));
+      }
+    });
+    const broken = (err?: Error) => {
+      if (ended) return;
+      signal.removeEventListener('abort', onAbort);
+      reject(signal.aborted ? abortReason(signal) : new KubeError('ERR_KUBE_UNREACHABLE', `${what}: the answer broke off${err ? `: ${err.message}` : ''}`, { status: 'unavailable', cause: err }));
+    };
+    res.on('error', broken);
+    res.on('close', () => broken());
+  });
+}

@@ -1,0 +1,54 @@
+/**
+ * Informer health as Prometheus metrics on a component's registry:
+ * `certbroker_informer_last_event_age_seconds{resource,cluster}` (seconds since the informer
+ * last heard from the API server: a complete list, a watch event or a bookmark) and
+ * `certbroker_informer_restarts_total{resource,cluster,reason}` (watch re-opened because of the
+ * idle watchdog, a 410, an error, a 429, or the server's timeout). `cluster` is empty except on
+ * the CA, which follows one informer per cluster.
+ */
+import { Counter, Gauge, type Registry } from 'prom-client';
+import { RESTART_REASONS, type RestartReason } from './informer.js';
+
+/** What the metrics read from an informer. */
+export interface ObservedInformer {
+  readonly resource: string;
+  lastEventAgeMs(): number;
+  onRestart(listener: (reason: RestartReason) => void): () => void;
+}
+
+interface Tracked {
+  readonly informer: ObservedInformer;
+  readonly labels: { readonly resource: string; readonly cluster: string };
+}
+
+export class InformerMetrics {
+  readonly #tracked: Tracked[] = [];
+  readonly #restarts: Counter<'resource' | 'cluster' | 'reason'>;
+
+  constructor(registry: Registry) {
+    const tracked = this.#tracked;
+    new Gauge({
+      name: 'certbroker_informer_last_event_age_seconds',
+      help: 'Seconds since the informer last heard from the API server (a complete list, a watch event or a bookmark).',
+      labelNames: ['resource', 'cluster'] as const,
+      registers: [registry],
+      collect() {
+        for (const t of tracked) this.set(t.labels, t.informer.lastEventAgeMs() / 1000);
+      },
+    });
+    this.#restarts = new Counter({
+      name: 'certbroker_informer_restarts_total',
+      help: 'Watches re-opened, by reason: watchdog (silent watch), 410 (history expired: re-list), error, throttled (429), timeout (server ended the watch).',
+      labelNames: ['resource', 'cluster', 'reason'] as const,
+      registers: [registry],
+    });
+  }
+
+  /** Reports `informer` under `resource` (default its own name) and `cluster` (default ''). */
+  track(informer: ObservedInformer, labels: { readonly resource?: string; readonly cluster?: string } = {}): void {
+    const l = { resource: labels.resource ?? informer.resource, cluster: labels.cluster ?? '' };
+    this.#tracked.push({ informer, labels: l });
+    for (const reason of RESTART_REASONS) this.#restarts.inc({ ...l, reason }, 0);
+    informer.onRestart((reason) => this.#restarts.inc({ ...l, reason }));
+  }
+}
