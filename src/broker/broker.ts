@@ -39,7 +39,7 @@ export interface Broker {
   readonly opsPort: number | undefined;
   readonly brokerSocketPath: string;
   readonly cniEventSocketPath: string;
-  /** Ready: own token held, pod watch synced, own SVID held. */
+  /** Ready: own token held, pod watch synced and not stale, own SVID held. */
   readonly ready: boolean;
   /** Identity statuses with their pods, for dumps and the live view (no keys). */
   snapshot(): Array<IdentityStatus & { readonly pods: readonly TrackedPod[] }>;
@@ -155,7 +155,16 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   });
 
   const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now(), ownPodUid: config.pod.uid });
-  const watch = new NodePodWatch({ kubeConfig: config.kubeConfig, nodeName: config.nodeName, pods, clock, rng, logger });
+  const watch = new NodePodWatch({
+    kubeConfig: config.kubeConfig,
+    nodeName: config.nodeName,
+    pods,
+    clock,
+    rng,
+    logger,
+    metrics: metrics.informers,
+    ...(config.informer ? { settings: config.informer } : {}),
+  });
 
   const service = new BrokerApiService({
     pods,
@@ -171,7 +180,7 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
 
   const readiness = [
     { name: 'token', check: () => (tokens.ready ? undefined : `no valid token${tokens.lastError ? `: ${tokens.lastError}` : ''}`) },
-    { name: 'pod-watch', check: () => (watch.synced ? undefined : 'pod watch not synced') },
+    { name: 'pod-watch', check: () => watch.problem() },
     { name: 'own-svid', check: () => ownSvidProblem(ownSvid()) },
   ];
   const isReady = () => readiness.every((c) => c.check() === undefined);

@@ -9,6 +9,7 @@ import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
+import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 
 export const ENV = Object.freeze({
   TRUST_DOMAIN: 'TRUST_DOMAIN',
@@ -108,6 +109,8 @@ export interface BrokerConfig {
   readonly ops?: { readonly host: string; readonly port: number };
   readonly shutdownGraceMs: number;
   readonly kubeConfig: KubeConfig;
+  /** The node pod watch's watchdog, page size and backoff (src/kube defaults when absent). */
+  readonly informer?: InformerSettings;
   readonly logger: Logger;
   readonly clock?: Clock;
   readonly rng?: Rng;
@@ -193,6 +196,7 @@ export async function readBrokerConfig(
   const ops = opsRaw === 'off' ? undefined : hostPort(r, ENV.OPS_ADDRESS, opsRaw);
   const shutdownGraceSeconds = r.int(ENV.SHUTDOWN_SECONDS, DEFAULTS.shutdownGraceSeconds, { min: 0, max: 300 });
   const kubeconfigPath = r.optionalString(ENV.KUBECONFIG, f.kubeconfig);
+  const informer = readInformerSettings(r);
   r.done();
 
   // Imported on demand, as client-node was before, so importing this module does not load client-node.
@@ -216,6 +220,7 @@ export async function readBrokerConfig(
     ...(ops ? { ops } : {}),
     shutdownGraceMs: shutdownGraceSeconds * 1000,
     kubeConfig,
+    informer,
     logger: options.logger,
   });
 }

@@ -1,12 +1,14 @@
 /**
- * The broker's Kubernetes edges (@kubernetes/client-node): the node pod watch
- * (`fieldSelector=spec.nodeName=<node>`, re-list on 410 by ListWatch, reconnect with backoff on
- * errors), pod lookups for CNI registrations, TokenRequest for the broker's own token bound to
- * its own pod, and the projected-token-file fallback.
+ * The broker's Kubernetes edges (@kubernetes/client-node): the node pod watch (the shared
+ * informer of src/kube with `fieldSelector=spec.nodeName=<node>`), pod lookups for CNI
+ * registrations, TokenRequest for the broker's own token bound to its own pod, and the
+ * projected-token-file fallback.
  */
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { decodeJwt } from 'jose';
+import type { InformerMetrics } from '../kube/informer-metrics.js';
+import type { InformerSettings } from '../kube/informer-settings.js';
 import { createPodInformer, type PodInformer } from '../kube/pod-informer.js';
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
@@ -121,12 +123,16 @@ export interface NodePodWatchOptions {
   readonly logger: Logger;
   /** How long `start()` waits for the first list before going on in the background. Default 10 000. */
   readonly syncTimeoutMs?: number;
+  /** Watchdog, page size, backoff (src/kube defaults when absent). */
+  readonly settings?: InformerSettings;
+  /** Where the informer reports its health (`certbroker_informer_*`). */
+  readonly metrics?: InformerMetrics;
 }
 
 /**
  * Watches the pods of one node into `NodePods`, through the shared informer of src/kube
- * (`fieldSelector=spec.nodeName=<node>`; re-list on 410 with a diff, reconnect with backoff on
- * drops, errors and failed lists).
+ * (`fieldSelector=spec.nodeName=<node>`; paginated lists, re-list on 410 with a diff, backoff
+ * with Retry-After on errors, an idle watchdog that re-opens a silent watch).
  */
 export class NodePodWatch {
   readonly #o: NodePodWatchOptions;
@@ -148,6 +154,7 @@ export class NodePodWatch {
       if (facts) options.pods.upsert(facts);
     });
     this.#informer = createPodInformer({
+      ...options.settings,
       kubeConfig: options.kubeConfig,
       fieldSelector: `spec.nodeName=${options.nodeName}`,
       clock: options.clock,
@@ -158,16 +165,20 @@ export class NodePodWatch {
       onDelete: guarded('delete', (p) => {
         if (p.metadata?.uid) options.pods.remove(p.metadata.uid);
       }),
-      onError: (err) => {
-        this.#errors++;
-        options.logger.warn('node pod watch failed, reconnecting', { err: describeError(err) });
-      },
+      // The informer logs each failure with its retry delay.
+      onError: () => this.#errors++,
     });
+    options.metrics?.track(this.#informer);
   }
 
   /** The first full list has been applied. */
   get synced(): boolean {
     return this.#informer.synced;
+  }
+
+  /** Undefined while the pod list can be trusted; otherwise why not (not listed yet, stale watch). */
+  problem(): string | undefined {
+    return this.#informer.problem();
   }
 
   /** Watch/list failures so far. */
@@ -193,7 +204,7 @@ export class NodePodWatch {
     else this.#o.logger.warn('node pod watch not synced yet; continuing in the background', { node: this.#o.nodeName });
   }
 
-  async stop(): Promise<void> {
-    await this.#informer.stop();
+  async stop(deadlineMs?: number): Promise<void> {
+    await this.#informer.stop(deadlineMs);
   }
 }

@@ -12,6 +12,7 @@ import { CaCallError } from './ca-client.js';
 import { BrokerError } from './errors.js';
 import type { BrokerApiObserver } from './broker-api.js';
 import type { RegistrationObserver } from './registration-server.js';
+import { InformerMetrics } from '../kube/informer-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -25,9 +26,12 @@ export class BrokerMetrics {
   readonly apiRejections: Counter<'rpc' | 'code'>;
   readonly registrations: Counter<'outcome'>;
   readonly tokenRefreshes: Counter<'outcome'>;
+  /** The node pod watch's health (`certbroker_informer_*`). */
+  readonly informers: InformerMetrics;
 
   constructor(certs: () => CertManager | undefined, ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined })) {
     const registers = [this.registry];
+    this.informers = new InformerMetrics(this.registry);
     new Gauge({
       name: 'certbroker_broker_pod_certificate_states',
       help: 'Workload identities held by the broker, by state (pending, ready, failed, expired).',

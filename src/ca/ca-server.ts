@@ -49,7 +49,7 @@ export interface CaServer {
   readonly opsPort: number | undefined;
   /** PEM roots clients must trust (the mesh roots; also what the serving cert chains to). */
   rootsPem(): string;
-  /** True when the signer is loaded and every cluster's pod index has synced. */
+  /** True when the signer is loaded and every cluster's pod index has synced and is not stale. */
   readonly ready: boolean;
   readonly signer: Signer;
   readonly metrics: CaMetrics;
@@ -149,7 +149,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
         }),
       );
     }
-    const informer = new PodInformer({ kubeConfig: c.kubeConfig, clock, logger: logger.child({ cluster: c.id }) });
+    const informer = new PodInformer({ kubeConfig: c.kubeConfig, clock, logger: logger.child({ cluster: c.id }), ...(config.informer ? { settings: config.informer } : {}) });
+    metrics.informers.track(informer.informer, { cluster: c.id });
     informers.push(informer);
     podIndexes.set(c.id, informer);
     clusters.set(c.id, {
@@ -171,7 +172,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
     maxCsrBytes: 64 * 1024,
   });
 
-  const isReady = () => signer.ready && informers.every((i) => i.synced);
+  // Ready only with a pod index that can be trusted: listed, and not gone stale.
+  const isReady = () => signer.ready && informers.every((i) => i.problem() === undefined);
   const health = new HealthService({ '': 'NOT_SERVING', [CA_SERVICE]: 'NOT_SERVING' });
   const refreshHealth = () => {
     const s = isReady() ? 'SERVING' : 'NOT_SERVING';
@@ -186,12 +188,12 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   if (config.opsPort !== undefined) {
     const readiness: Check[] = [
       { name: 'signer', check: () => signer.notReadyReason },
-      ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => (inf.synced ? undefined : 'pod informer not synced') })),
+      ...informers.map((inf, i) => ({ name: `pods-${config.clusters[i]?.id ?? i}`, check: () => inf.problem() })),
     ];
     const liveness: Check[] = [{ name: 'signer', check: () => signer.brokenReason }];
     ops = await startOpsServer({ host: config.opsHost ?? '0.0.0.0', port: config.opsPort, registry: metrics.registry, liveness, readiness, logger });
   }
-  for (const i of informers) i.startInBackground();
+  for (const i of informers) i.start();
   const identity = new RotatingServerIdentity();
   let servingTimer: NodeJS.Timeout | undefined;
   // One issuance at a time. A request while one runs (new material arrived meanwhile) runs one

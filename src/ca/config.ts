@@ -9,6 +9,7 @@ import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
+import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import type { Signer } from './signer.js';
 
@@ -116,6 +117,8 @@ export interface CaServerConfig {
    * picks by `plaintext`.
    */
   readonly transport?: 'auto' | 'grpc-js' | 'http2';
+  /** The pod informers' watchdog, page size and backoff (src/kube defaults when absent). */
+  readonly informer?: InformerSettings;
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -238,6 +241,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
     selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),
     logLevel: r.string(ENV.LOG_LEVEL, 'info'),
+    informer: readInformerSettings(r),
   };
   r.done();
   return Object.freeze(cfg);

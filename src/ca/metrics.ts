@@ -2,6 +2,7 @@
  * The CA's Prometheus metrics, on a registry of its own (served by the ops endpoint).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { InformerMetrics } from '../kube/informer-metrics.js';
 import { collectProcessMetrics } from '../ops/process-metrics.js';
 
 export type RequestOutcome = 'issued' | 'denied' | 'invalid' | 'unavailable' | 'error';
@@ -31,6 +32,9 @@ export class CaMetrics {
     help: '1 when the signer has usable material',
     registers: [this.registry],
   });
+
+  /** Pod informer health, one per cluster (`certbroker_informer_*`). */
+  readonly informers = new InformerMetrics(this.registry);
 
   /** Pre-bound children for the per-request hot path (no label hashing per call). */
   readonly issuedOk = this.requests.labels('issued', 'ok');

@@ -109,11 +109,12 @@ test('a 429 on the watch is retried after its Retry-After (8 s), not after the b
   informer.start();
   await withInformer(informer, async () => {
     await informer.waitForSync();
-    await until(() => logs.some((l) => l.msg === 'watch failed, retrying'), 'the refused watch');
+    await until(() => logs.some((l) => /failed, retrying$/.test(String(l.msg))), 'the refused watch');
     await clock.waitForTimers(1);
     assert.equal(clock.pendingTimers, 1, 'only the retry delay is armed');
     assert.equal(clock.nextDue! - clock.now(), 8000, 'the delay the informer asked the clock for');
-    const line = logs.find((l) => l.msg === 'watch failed, retrying')!;
+    const line = logs.find((l) => /failed, retrying$/.test(String(l.msg)))!;
+    assert.equal(line.msg, 'watch failed, retrying');
     assert.equal(line.delayMs, 8000);
     assert.equal(line.retryAfterMs, 8000);
     assert.equal(informer.stats.restarts.throttled, 1);
@@ -154,9 +155,8 @@ test('a watch that goes silent: the watchdog re-watches from the last resourceVe
     await until(() => (silenced += cluster.faults.silenceWatches({ match })) > 0, 'the open watch');
     await createPod(cluster, { namespace: 'wd', name: 'while-silent', nodeName: 'node-a' });
     assert.equal(informer.get('wd', 'while-silent'), undefined, 'a silent watch delivers nothing');
-    assert.equal(informer.problem(), undefined);
 
-    await clock.waitForTimers(1);
+    await until(() => clock.pendingTimers > 0, 'the watchdog armed');
     assert.equal(clock.nextDue! - clock.now(), idleTimeoutMs, 'the watchdog is armed for the idle window');
     await clock.advance(idleTimeoutMs);
     await until(() => informer.get('wd', 'while-silent') !== undefined, 'the pod, through the new watch');
@@ -202,7 +202,7 @@ test('a watch that goes silent: the watchdog re-watches from the last resourceVe
 test('a list that never answers times out and is retried', async () => {
   await namespaceWithPods('slow', 1);
   const { logs, logger } = capture();
-  cluster.faults.setLatency(60_000);
+  cluster.faults.setLatency(15_000);
   const informer = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'slow', requestTimeoutMs: 200, initialBackoffMs: 10, logger });
   informer.start();
   await withInformer(informer, async () => {

@@ -2,6 +2,7 @@
  * Repair controller configuration (env names follow Istio's REPAIR_* where they exist).
  */
 import { ConfigReader } from '../../core/config.js';
+import { readInformerSettings, type InformerSettings } from '../../kube/informer-settings.js';
 import type { BrokenPodCriteria } from './broken-pod.js';
 
 export const REPAIR_ENV = {
@@ -36,6 +37,8 @@ export interface RepairConfig {
   /** Extra field selectors; `spec.nodeName=<node>` is always added. */
   readonly fieldSelector: string | undefined;
   readonly maxAttempts: number;
+  /** The pod watch's watchdog and page size (KUBE_WATCH_IDLE_TIMEOUT_SECONDS, KUBE_LIST_PAGE_SIZE). */
+  readonly informer: InformerSettings;
 }
 
 export type RepairFlags = Partial<Record<keyof typeof REPAIR_ENV, string | undefined>>;
@@ -67,6 +70,7 @@ export function loadRepairConfig(env: Readonly<Record<string, string | undefined
     labelSelector: r.optionalString(REPAIR_ENV.labelSelectors, flags.labelSelectors),
     fieldSelector: r.optionalString(REPAIR_ENV.fieldSelectors, flags.fieldSelectors),
     maxAttempts: r.int(REPAIR_ENV.maxAttempts, 5, { min: 1, max: 100, explicit: flags.maxAttempts }),
+    informer: readInformerSettings(r),
   };
   r.done();
   return Object.freeze(config);

@@ -1,6 +1,6 @@
 /**
- * The repair controller: watches the pods on this node (the shared pod informer with
- * `spec.nodeName=<node>`), finds the ones that started before the CNI plugin was ready
+ * The repair controller: watches the pods on this node (the shared pod informer of src/kube with
+ * `spec.nodeName=<node>`: paginated lists, 410 re-lists, backoff, idle watchdog), finds the ones that started before the CNI plugin was ready
  * (`brokenPodReason`), and labels them through the pods/status subresource or deletes them
  * with UID + resourceVersion preconditions, recording a Kubernetes Event either way.
  * Failures are retried with backoff a bounded number of times.
@@ -12,7 +12,7 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { systemRng, type Rng } from '../../core/rng.js';
-import { createPodInformer } from '../../kube/index.js';
+import { createPodInformer, InformerMetrics } from '../../kube/index.js';
 import { brokenPodReason } from './broken-pod.js';
 import type { RepairConfig } from './config.js';
 import { RepairError } from './errors.js';
@@ -35,7 +35,7 @@ export interface RepairControllerOptions {
 }
 
 export interface RepairHandle {
-  /** Undefined once the first pod list arrived. */
+  /** Undefined while the pod watch can be trusted (listed, not stale); otherwise why not. */
   problem(): string | undefined;
   /** Resolves after `signal` aborted and the controller stopped. */
   readonly stopped: Promise<void>;
@@ -165,8 +165,8 @@ export async function startRepairController(options: RepairControllerOptions): P
   const enqueue = (pod: V1Pod) => {
     if (pod.metadata?.name && pod.metadata.namespace) queue.add(podKey(pod.metadata.namespace, pod.metadata.name));
   };
-  let lastError: string | undefined;
   const informer = createPodInformer({
+    ...config.informer,
     kubeConfig,
     clock,
     rng: options.rng ?? systemRng,
@@ -176,11 +176,8 @@ export async function startRepairController(options: RepairControllerOptions): P
     onAdd: enqueue,
     onUpdate: (pod) => enqueue(pod),
     onDelete: (pod) => labelled.delete(pod.metadata?.uid ?? ''),
-    onError: (err) => {
-      lastError = describeError(err);
-      logger.warn('pod list/watch failed; retrying', { err: lastError });
-    },
   });
+  new InformerMetrics(options.registry).track(informer);
   informer.start();
 
   const worker = queue.run(signal);
@@ -190,7 +187,7 @@ export async function startRepairController(options: RepairControllerOptions): P
   })();
   logger.info('repair controller started', { node: config.nodeName, mode: config.mode, fieldSelector });
   return {
-    problem: () => (informer.synced ? undefined : `pod list not synced${lastError === undefined ? '' : `: ${lastError}`}`),
+    problem: () => informer.problem(),
     stopped,
   };
 }

@@ -16,6 +16,7 @@ import { brokerRbacObjects } from '../../../src/broker/rbac.js';
 import { workloadCertPem } from '../../../src/broker/workload-cert.js';
 import type { Clock } from '../../../src/core/clock.js';
 import { tempDirSync } from '../../support/scratch.js';
+import type { InformerSettings } from '../../../src/kube/index.js';
 
 export const TD = 'cluster.local';
 export const BROKER_NS = 'istio-system';
@@ -70,7 +71,7 @@ export class Stack {
    * Starts the stack in a fresh temporary directory (`tmpPrefix`…), which `close()` removes. The
    * brokers' sockets go there; tests put their own files in `dir` too.
    */
-  static async start(options: { tmpPrefix: string; namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
+  static async start(options: { tmpPrefix: string; namespaces: readonly string[]; serviceAccounts: readonly string[]; bookmarkIntervalMs?: number }): Promise<Stack> {
     const dir = tempDirSync(options.tmpPrefix);
     try {
       return await Stack.#startIn(dir, options);
@@ -80,8 +81,8 @@ export class Stack {
     }
   }
 
-  static async #startIn(dir: string, options: { namespaces: readonly string[]; serviceAccounts: readonly string[] }): Promise<Stack> {
-    const dc = await startDevCluster({ simulateKubelet: true });
+  static async #startIn(dir: string, options: { namespaces: readonly string[]; serviceAccounts: readonly string[]; bookmarkIntervalMs?: number }): Promise<Stack> {
+    const dc = await startDevCluster({ simulateKubelet: true, ...(options.bookmarkIntervalMs !== undefined ? { bookmarkIntervalMs: options.bookmarkIntervalMs } : {}) });
     const admin = kubeConfigFor(dc, dc.adminToken);
     const core = admin.makeApiClient(CoreV1Api);
     await dc.apply([
@@ -108,7 +109,7 @@ export class Stack {
     return new Stack({ dc, admin, ca, brokerPod, brokerKubeConfig, dir });
   }
 
-  brokerConfig(options: { clock?: Clock; logger?: Logger; certTtlSeconds?: number; forgetGraceMs?: number; name?: string }): BrokerConfig {
+  brokerConfig(options: { clock?: Clock; logger?: Logger; certTtlSeconds?: number; forgetGraceMs?: number; name?: string; informer?: InformerSettings }): BrokerConfig {
     const name = options.name ?? 'broker';
     return {
       trustDomain: TD,
@@ -134,6 +135,7 @@ export class Stack {
       kubeConfig: this.brokerKubeConfig,
       logger: options.logger ?? silentLogger,
       ...(options.clock ? { clock: options.clock } : {}),
+      ...(options.informer ? { informer: options.informer } : {}),
     };
   }
 

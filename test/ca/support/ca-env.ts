@@ -90,8 +90,11 @@ async function kubeConfigFor(cluster: DevCluster, token: string): Promise<KubeCo
   return kc;
 }
 
-export async function startCaEnv(options: { readonly clusterClock?: Clock } = {}): Promise<CaEnv> {
-  const cluster = await startDevCluster(options.clusterClock ? { clock: options.clusterClock } : {});
+export async function startCaEnv(options: { readonly clusterClock?: Clock; readonly bookmarkIntervalMs?: number } = {}): Promise<CaEnv> {
+  const cluster = await startDevCluster({
+    ...(options.clusterClock ? { clock: options.clusterClock } : {}),
+    ...(options.bookmarkIntervalMs !== undefined ? { bookmarkIntervalMs: options.bookmarkIntervalMs } : {}),
+  });
   const admin = await kubeConfigFor(cluster, cluster.adminToken);
   const core = admin.makeApiClient(CoreV1Api);
   const logs: string[] = [];

@@ -8,7 +8,9 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { PatchStrategy, setHeaderOptions, type V1ContainerStatus } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { systemClock } from '../../../src/core/clock.js';
+import { systemClock, type Clock } from '../../../src/core/clock.js';
+import type { InformerSettings } from '../../../src/kube/index.js';
+import { SkipClock } from '../../broker/support/skip-clock.js';
 import { createLogger, type LogFields } from '../../../src/core/log.js';
 import { loadRepairConfig, startRepairController, type RepairMode } from '../../../src/cni/repair/index.js';
 import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../../support/cluster.js';
@@ -26,7 +28,8 @@ const skip = kubectlMissing();
 
 before(async () => {
   if (skip) return;
-  cluster = await startCluster({ simulateKubelet: false });
+  // Bookmarks every 100 ms: a healthy watch is never idle for the 1 s watchdog of the silent-watch test.
+  cluster = await startCluster({ simulateKubelet: false, bookmarkIntervalMs: 100 });
   await cluster.apply(await identityObjects());
   cniToken = await serviceAccountToken(cluster, { namespace: 'istio-system', serviceAccountName: 'istio-cni' });
   brokerToken = await serviceAccountToken(cluster, { namespace: 'istio-system', serviceAccountName: 'ztunnel' });
@@ -73,16 +76,17 @@ async function eventsFor(namespace: string, name: string): Promise<Array<{ reaso
     .map((e) => ({ reason: e.reason, source: e.source?.component, type: e.type, message: e.message }));
 }
 
-function startController(mode: RepairMode, token: string, logs: LogFields[] = []) {
+function startController(mode: RepairMode, token: string, logs: LogFields[] = [], o: { clock?: Clock; informer?: InformerSettings } = {}) {
   const stop = new AbortController();
   const logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l) as LogFields) });
-  const config = loadRepairConfig({ NODE_NAME: NODE, REPAIR_MODE: mode, REPAIR_MAX_ATTEMPTS: '3' });
+  const loaded = loadRepairConfig({ NODE_NAME: NODE, REPAIR_MODE: mode, REPAIR_MAX_ATTEMPTS: '3' });
+  const config = o.informer ? { ...loaded, informer: o.informer } : loaded;
   const handle = startRepairController({
     config,
     kubeConfig: kubeConfigFor(cluster, token),
     logger,
     registry: new Registry(),
-    clock: systemClock,
+    clock: o.clock ?? systemClock,
     signal: stop.signal,
     retryBaseMs: 5,
   });
@@ -164,4 +168,28 @@ test('an account without the repair permissions: bounded retries, then it gives 
   assert.match(String(giveUp.err), /ERR_REPAIR_ACTION_FAILED/);
   assert.ok(logs.some((l) => l.msg === 'cannot record event'), 'event creation denied too, logged, not fatal');
   assert.deepStrictEqual(await labels(ns, 'broken'), {}, 'still there');
+});
+
+test('a pod that breaks while the pod watch is silent (hung API replica) is repaired once the watchdog re-opens the watch', { skip }, async (t) => {
+  const ns = 'silent-app';
+  await pod(ns, 'early', { exitCode: 126 });
+  const logs: LogFields[] = [];
+  const clock = new SkipClock();
+  const c = startController('label', cniToken, logs, { clock, informer: { idleTimeoutMs: 1000, initialBackoffMs: 50 } });
+  t.after(() => {
+    cluster.faults.clear();
+    return c.stop();
+  });
+  await waitFor(() => logs.some((l) => l.msg === 'labelled broken pod' && l.pod === `${ns}/early`), 'the pod broken before the start labelled');
+  assert.equal((await c.handle).problem(), undefined);
+
+  const watch = { path: '/api/v1/pods', onlyWatch: true, query: { fieldSelector: `spec.nodeName=${NODE}` } };
+  // Only this controller watches now (an earlier test's connection must be gone first).
+  await waitFor(() => cluster.faults.openWatches === 1, 'one open watch');
+  assert.equal(cluster.faults.silenceWatches({ match: watch }), 1);
+  await pod(ns, 'late', { exitCode: 126 });
+  clock.skip(1000);
+  await waitFor(() => logs.some((l) => l.msg === 'labelled broken pod' && l.pod === `${ns}/late`), 'the pod broken while silent labelled');
+  assert.ok(logs.some((l) => l.msg === 'watch silent (no event or bookmark), re-watching'));
+  await waitFor(async () => (await labels(ns, 'late'))?.['cni.istio.io/uninitialized'] === 'true', 'label on the late pod');
 });
