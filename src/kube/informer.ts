@@ -87,6 +87,10 @@ function stoppedBeforeSync(): KubeError {
   return new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped before sync', { status: 'cancelled' });
 }
 
+function stopped(): KubeError {
+  return new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped', { status: 'cancelled' });
+}
+
 function isGone(err: unknown): boolean {
   return err instanceof KubeApiError && err.httpStatus === 410;
 }
@@ -247,6 +251,12 @@ export class Informer<T extends KubernetesObject> {
     }
   }
 
+  /** A 410 again right after a re-list: back off as after a failure (a server that always says Gone). */
+  async #goneBackoff(): Promise<boolean> {
+    this.#failures++;
+    return this.#sleep(this.#backoffMs());
+  }
+
   async #loop(): Promise<void> {
     const signal = this.#stop.signal;
     let needList = true;
@@ -266,7 +276,7 @@ export class Informer<T extends KubernetesObject> {
           this.#restarted('410');
           this.#logger.info('watch history expired (410 Gone), re-listing', { resourceVersion: this.#resourceVersion });
           needList = true;
-          if (gone > 1 && !(await this.#sleep(this.#backoffMs()))) return;
+          if (gone > 1 && !(await this.#goneBackoff())) return;
           continue;
         }
         gone = 0;
@@ -299,7 +309,7 @@ export class Informer<T extends KubernetesObject> {
             err: describeError(err),
           });
           needList = true;
-          if (gone > 1 && !(await this.#sleep(this.#backoffMs()))) return;
+          if (gone > 1 && !(await this.#goneBackoff())) return;
           continue;
         }
         gone = 0;
@@ -472,7 +482,7 @@ export class Informer<T extends KubernetesObject> {
   /** One watch request, followed until the server ends it, it breaks, the watchdog fires or stop(). */
   async #watchOnce(signal: AbortSignal): Promise<WatchEnd> {
     const request = new AbortController();
-    const onStop = () => request.abort(stoppedBeforeSync());
+    const onStop = () => request.abort(stopped());
     signal.addEventListener('abort', onStop, { once: true });
     let lastActivity = this.#clock.now();
     let events = 0;
