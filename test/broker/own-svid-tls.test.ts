@@ -5,8 +5,7 @@
  * (a FakeClock here; real certificates, real time for TLS).
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { FakeClock } from '../../src/core/clock.js';
@@ -19,6 +18,7 @@ import { TrustBundle } from '../../src/broker/trust-bundle.js';
 import { workloadCertPem, type WorkloadCert } from '../../src/broker/workload-cert.js';
 import { probeHandshake, type Handshake } from './support/tls-probe.js';
 import { caKeyMaterial, createCsr, createRootCa, exportPkcs8Der, FastLeafIssuer, generateKeyPair, type CaCertificate } from '../../src/pki/index.js';
+import { tempDirSync } from '../support/scratch.js';
 
 const HOUR = 3_600_000;
 const BROKER_ID = 'spiffe://cluster.local/ns/istio-system/sa/certbroker-node';
@@ -64,14 +64,17 @@ describe('Broker API serving identity: nothing expired is ever presented (real T
 
   before(async () => {
     root = await createRootCa({ subject: 'CN=test mesh root', ttlSeconds: 86400 });
-    dir = await mkdtemp(join(tmpdir(), 'own-svid-tls-'));
+    dir = tempDirSync('own-svid-tls-');
     consumer = await leaf(ZTUNNEL, Date.now(), 3600);
   });
 
   after(async () => {
-    for (const p of providers) p.close();
-    await Promise.all(servers.map((s) => s.stop(100)));
-    await rm(dir, { recursive: true, force: true });
+    try {
+      for (const p of providers) p.close();
+      await Promise.all(servers.map((s) => s.stop(100)));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('an identity already past notAfter is never taken: every handshake is refused, the expired certificate never reaches the client', async () => {
