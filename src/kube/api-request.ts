@@ -106,6 +106,8 @@ export async function kubeGet(kubeConfig: KubeConfig, path: string, query: Query
     const req = send(url, { method: 'GET', headers, ...(agent ? { agent } : {}) });
     // The agent is ours alone (client-node makes one per call): free its sockets with the request.
     req.on('close', () => agent?.destroy());
+    // TCP keepalive, as client-node's Watch sets it: a peer that vanished is noticed by the kernel too.
+    req.on('socket', (socket) => socket.setKeepAlive(true, 30_000));
     const onAbort = () => {
       req.destroy();
       done(() => reject(abortReason(signal)));
