@@ -119,7 +119,7 @@ async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
   const { requestFrame } = await import('../test/ca/support/raw-grpc.js');
   const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
   const frames = job.csrs.map((csr) =>
-    requestFrame({ csr, validityDuration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: job.impersonate } } } }),
+    requestFrame({ csr, validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: job.impersonate } } } }),
   );
   const sessions = Array.from({ length: job.channels }, () =>
     http2.connect(`https://localhost:${job.port}`, { ca: job.rootsPem, servername: 'localhost', host: '127.0.0.1' } as never),
@@ -156,8 +156,8 @@ async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
                 // Spot-check that a real chain came back (decode a few responses fully).
                 checked++;
                 const buf = Buffer.concat(chunks);
-                const res = Res.decode(buf.subarray(5)) as unknown as { certChain: string[] };
-                if (res.certChain.length < 2 || !res.certChain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) tally.fail('malformed response');
+                const res = Res.decode(buf.subarray(5)) as unknown as { cert_chain: string[] };
+                if (res.cert_chain.length < 2 || !res.cert_chain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) tally.fail('malformed response');
               }
             } else {
               tally.fail(`grpc-status ${grpcStatus} ${decodeURIComponent(message)}`);
@@ -408,7 +408,7 @@ async function main(): Promise<void> {
 
   const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
   const body = Req.encode(
-    Req.fromObject({ csr: csrs[0], validityDuration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: IDENTITY } } } }),
+    Req.fromObject({ csr: csrs[0], validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: IDENTITY } } } }),
   ).finish();
   const h2loadFrame = Buffer.alloc(5 + body.length);
   h2loadFrame.writeUInt32BE(body.length, 1);

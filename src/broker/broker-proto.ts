@@ -2,9 +2,8 @@
  * The SPIFFE Broker API protos, loaded once: the gRPC service definition (via src/grpc) and a
  * protobufjs root for the message types that travel packed in `google.protobuf.Any`.
  */
-import { isAbsolute, join } from 'node:path';
 import type { ServiceDefinition } from '@grpc/grpc-js';
-import protobuf from 'protobufjs';
+import type protobuf from 'protobufjs';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { readableRequests } from '../grpc/request-guard.js';
 
@@ -24,16 +23,7 @@ export function brokerServiceDefinition(): ServiceDefinition {
   return readableRequests(lookup<{ service: ServiceDefinition }>(grpcObject, BROKER_SERVICE).service);
 }
 
-let root: protobuf.Root | undefined;
-
-/** The protobufjs type for `name` (e.g. KUBERNETES_REFERENCE_TYPE). */
+/** The protobufjs type for `name` (e.g. KUBERNETES_REFERENCE_TYPE), from the shared root of the Broker API proto. */
 export function brokerMessageType(name: string): protobuf.Type {
-  if (!root) {
-    const { root: dir } = loadProtos([BROKER_PROTO]);
-    root = new protobuf.Root();
-    root.resolvePath = (_origin, target) =>
-      target.startsWith('google/protobuf/') || isAbsolute(target) ? target : join(dir, target);
-    root.loadSync(join(dir, BROKER_PROTO), { keepCase: true });
-  }
-  return root.lookupType(name);
+  return loadProtos([BROKER_PROTO]).root.lookupType(name);
 }

@@ -62,7 +62,7 @@ interface Codec {
 }
 
 function loadCodec(): Codec {
-  const root = protobufRoot(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto'], { keepCase: true });
+  const root = protobufRoot(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto']);
   return {
     request: root.lookupType('istio.v1.auth.IstioCertificateRequest'),
     healthRequest: root.lookupType('grpc.health.v1.HealthCheckRequest'),

@@ -3,7 +3,8 @@
  * google.protobuf.Struct helpers, rotating server identities, the grpc.health.v1 service, reflection, and
  * bind/stop with a graceful-then-forced deadline. Error mapping lives in `src/ops/grpc-errors.ts`.
  */
-export { PROTO_LOADER_OPTIONS, loadProtos, lookup, protoRootFor, protobufRoot, type LoadedProto } from './proto-load.js';
+export { loadProtos, lookup, protoRootFor, protobufRoot, type LoadedProto, type LoadProtosOptions } from './proto-load.js';
+export { MESSAGE_OBJECT_OPTIONS, servicesPackageDefinition } from './service-definitions.js';
 export { structString, stringStruct, type ProtoStruct, type ProtoValue } from './struct-value.js';
 export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatus } from './health.js';
 export { addReflection } from './reflection.js';

@@ -1,27 +1,25 @@
 /**
- * Loads certbroker's .proto files at run time with @grpc/proto-loader (no generated code: the
- * protos are small, the loader keeps the build a plain `tsc`, and the same files feed
- * reflection and the Python interop stubs).
+ * certbroker's .proto files, loaded at run time with protobufjs (no generated code: the protos
+ * are small, the build stays a plain `tsc`, and the same files feed reflection and the Python
+ * interop stubs).
+ *
+ * One protobufjs `Root` per proto set (the files a part loads together), parsed once per process
+ * and shared by everything that speaks those messages: the grpc-js service definitions built
+ * from it (src/grpc/service-definitions.ts), the CA's lean http2 transport, reflection, the
+ * rpc-status details and the Broker API's `Any` payloads. Field names are those of the .proto
+ * (`validity_duration`, `cert_chain`); protobufjs's bundled well-known types keep their
+ * lowerCamelCase names (`stringValue`). The shared roots must not be modified.
  *
  * The `proto/` directory is found by walking up from this module, so the same code works from
  * `src/` (ts-node style), from `dist/src/` when the build copied `proto/` to `dist/proto/`, and
  * from `dist/src/` when it did not (plain `npx tsc -p .`).
  */
 import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import * as protoLoader from '@grpc/proto-loader';
 import { loadPackageDefinition, type GrpcObject } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-
-/** Options shared by every certbroker server and client so field names match the .proto. */
-export const PROTO_LOADER_OPTIONS: protoLoader.Options = Object.freeze({
-  keepCase: true,
-  longs: Number,
-  enums: String,
-  defaults: true,
-  oneofs: true,
-});
+import { servicesPackageDefinition } from './service-definitions.js';
 
 /** The first `proto/` directory above this module that holds `relativeFile`. */
 export function protoRootFor(relativeFile: string, from: string = dirname(fileURLToPath(import.meta.url))): string {
@@ -36,44 +34,46 @@ export function protoRootFor(relativeFile: string, from: string = dirname(fileUR
 }
 
 export interface LoadedProto {
-  readonly definition: protoLoader.PackageDefinition;
+  /** The protobufjs root with the files loaded and resolved. Shared: look types up, never modify it. */
+  readonly root: protobuf.Root;
+  /** grpc-js service constructors (with `.service` definitions) built from `root`, by dotted name. */
   readonly grpcObject: GrpcObject;
-  readonly root: string;
+  /** The directory the files are relative to. */
+  readonly dir: string;
+}
+
+export interface LoadProtosOptions {
+  /** Where the files are (default: the `proto/` directory above this module holding the first file). */
+  readonly dir?: string;
 }
 
 const cache = new Map<string, LoadedProto>();
 
-/** Loads (once per process) the given files, all relative to the same `proto/` root. */
-export function loadProtos(relativeFiles: readonly string[]): LoadedProto {
-  const key = relativeFiles.join('\0');
-  const hit = cache.get(key);
-  if (hit) return hit;
+/**
+ * Loads (once per process) the given files, all relative to the same directory: one protobufjs
+ * root and the grpc-js objects built from it. Imports of `google/protobuf/*` resolve to
+ * protobufjs's bundled well-known types.
+ */
+export function loadProtos(relativeFiles: readonly string[], options: LoadProtosOptions = {}): LoadedProto {
   const first = relativeFiles[0];
   if (first === undefined) throw new Error('loadProtos needs at least one file');
-  const root = protoRootFor(first);
-  const definition = protoLoader.loadSync(
-    relativeFiles.map((f) => join(root, f)),
-    { ...PROTO_LOADER_OPTIONS, includeDirs: [root] },
-  );
-  const loaded: LoadedProto = { definition, grpcObject: loadPackageDefinition(definition), root };
+  const dir = options.dir ?? protoRootFor(first);
+  const files = [...new Set(relativeFiles)].sort();
+  const key = `${dir}\0${files.join('\0')}`;
+  const hit = cache.get(key);
+  if (hit) return hit;
+  const root = new protobuf.Root();
+  root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') || isAbsolute(target) ? target : join(dir, target));
+  root.loadSync(files, { keepCase: true });
+  root.resolveAll();
+  const loaded: LoadedProto = { root, grpcObject: loadPackageDefinition(servicesPackageDefinition(root)), dir };
   cache.set(key, loaded);
   return loaded;
 }
 
-/**
- * A protobufjs Root with `relativeFiles` (all under the same `proto/` directory) loaded, for code
- * that encodes and decodes gRPC messages itself instead of through grpc-js. Imports of
- * `google/protobuf/*` resolve to protobufjs's bundled well-known types. `keepCase` keeps the
- * .proto field names (as grpc-js does with PROTO_LOADER_OPTIONS); without it fields are camelCase.
- */
-export function protobufRoot(relativeFiles: readonly string[], options: { readonly keepCase?: boolean } = {}): protobuf.Root {
-  const first = relativeFiles[0];
-  if (first === undefined) throw new Error('protobufRoot needs at least one file');
-  const dir = protoRootFor(first);
-  const root = new protobuf.Root();
-  root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') ? target : join(dir, target));
-  root.loadSync([...relativeFiles], { keepCase: options.keepCase ?? false });
-  return root;
+/** The shared protobufjs root of a proto set (see `loadProtos`), for code that encodes and decodes messages itself. */
+export function protobufRoot(relativeFiles: readonly string[], options: LoadProtosOptions = {}): protobuf.Root {
+  return loadProtos(relativeFiles, options).root;
 }
 
 /** Looks up a dotted name (`istio.v1.auth.IstioCertificateService`) in a loaded GrpcObject. */

@@ -3,9 +3,10 @@
  * server loaded, so `grpcurl -cacert root.pem host:port list | describe | <call>` works without
  * local .proto files.
  *
- * The descriptors are built here, one per .proto file with its real name and its imports.
- * @grpc/proto-loader (through protobufjs) merges every file of a package into one descriptor
- * named after the package and leaves `dependency` empty, so a client that links descriptors the
+ * The descriptors are built here from the shared protobufjs root of the proto set
+ * (src/grpc/proto-load.ts), one per .proto file with its real name and its imports.
+ * @grpc/proto-loader (through protobufjs) would merge every file of a package into one descriptor
+ * named after the package and leave `dependency` empty, so a client that links descriptors the
  * way protoc does (grpcurl, protoreflect) cannot resolve `google.protobuf.Struct` from
  * `istio/v1/auth/ca.proto` (grpc-node issue 2595). Here every file lists the files that define
  * the types it references, and protobufjs's bundled well-known types get their canonical names
@@ -15,10 +16,9 @@
 import { createRequire } from 'node:module';
 import { relative } from 'node:path';
 import type { Server } from '@grpc/grpc-js';
-import type { PackageDefinition } from '@grpc/proto-loader';
 import { ReflectionService } from '@grpc/reflection';
 import protobuf from 'protobufjs';
-import { protobufRoot, protoRootFor } from './proto-load.js';
+import { loadProtos } from './proto-load.js';
 
 const require = createRequire(import.meta.url);
 
@@ -115,8 +115,7 @@ interface FileParts {
  * `relativeProtoFiles` (all under one `proto/` directory), imports included.
  */
 export function fileDescriptorProtos(relativeProtoFiles: readonly string[]): Uint8Array[] {
-  const dir = protoRootFor(relativeProtoFiles[0] ?? '');
-  const root = protobufRoot(relativeProtoFiles, { keepCase: true }).resolveAll();
+  const { root, dir } = loadProtos(relativeProtoFiles);
   const fileOf = (obj: protobuf.ReflectionObject): string => {
     let top = obj;
     while (top.parent && !(top.parent instanceof protobuf.Root) && (top.parent instanceof protobuf.Type || top.parent instanceof protobuf.Service)) top = top.parent;
@@ -186,6 +185,6 @@ export function fileDescriptorProtos(relativeProtoFiles: readonly string[]): Uin
 
 export function addReflection(server: Server, relativeProtoFiles: readonly string[]): void {
   // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries.
-  const definition = { files: { fileDescriptorProtos: fileDescriptorProtos(relativeProtoFiles) } } as unknown as PackageDefinition;
+  const definition = { files: { fileDescriptorProtos: fileDescriptorProtos(relativeProtoFiles) } } as unknown as ConstructorParameters<typeof ReflectionService>[0];
   new ReflectionService(definition).addToServer(server);
 }

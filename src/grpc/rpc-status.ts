@@ -26,7 +26,7 @@ let types: { status: protobuf.Type; errorInfo: protobuf.Type } | undefined;
 
 function rpcTypes(): { status: protobuf.Type; errorInfo: protobuf.Type } {
   if (!types) {
-    const root = protobufRoot(['google/rpc/status.proto', 'google/rpc/error_details.proto'], { keepCase: true });
+    const root = protobufRoot(['google/rpc/status.proto', 'google/rpc/error_details.proto']);
     types = { status: root.lookupType('google.rpc.Status'), errorInfo: root.lookupType('google.rpc.ErrorInfo') };
   }
   return types;

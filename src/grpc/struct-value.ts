@@ -1,5 +1,5 @@
 /**
- * google.protobuf.Struct as @grpc/proto-loader decodes it (with `oneofs: true`):
+ * google.protobuf.Struct as the grpc-js definitions decode it (src/grpc/service-definitions.ts, `oneofs: true`):
  * `{ fields: { k: { kind: 'stringValue', stringValue: 'x' } } }`. These helpers convert the
  * string-valued entries certbroker uses (e.g. `ImpersonatedIdentity`) to and from plain objects.
  */

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { certChainFrame, grpcTimeoutMs } from '../../src/ca/h2-transport.js';
 import { protobufRoot } from '../../src/grpc/index.js';
 
-const Res = protobufRoot(['istio/v1/auth/ca.proto'], { keepCase: true }).lookupType('istio.v1.auth.IstioCertificateResponse');
+const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
 
 function decode(frame: Buffer): string[] {
   assert.equal(frame[0], 0, 'uncompressed flag');

@@ -43,7 +43,7 @@ test(`${CALLS} seeded random calls (seed ${SEED}): every one answered with an ex
   const validRequest = () =>
     requestBytes({
         csr: r() < 0.7 ? pick(csrs) : pick(['', 'garbage', '-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n', pick(csrs).replace('A', 'B')]),
-        validityDuration: pick([0, 1, 3600, -5, 86_400 * 365 * 10, 2 ** 40]),
+        validity_duration: pick([0, 1, 3600, -5, 86_400 * 365 * 10, 2 ** 40]),
         ...(r() < 0.6
           ? {
               metadata: {

@@ -137,7 +137,7 @@ test('http2 transport: grpc-timeout is honoured (DEADLINE_EXCEEDED while the Tok
   // A raw client does not enforce the deadline itself: only the server can end the call.
   const raw = rawCaSession(ca);
   const call = async (token: string, timeout: string) =>
-    (await raw.call({ authorization: `Bearer ${token}`, 'grpc-timeout': timeout }, requestFrame({ csr: await newCsr(), validityDuration: 600 }))).grpc;
+    (await raw.call({ authorization: `Bearer ${token}`, 'grpc-timeout': timeout }, requestFrame({ csr: await newCsr(), validity_duration: 600 }))).grpc;
   try {
     assert.equal(await call(ztunnel, '30S'), status.OK, 'a roomy deadline');
     const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });

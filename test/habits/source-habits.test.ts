@@ -11,6 +11,11 @@ test('one kubeconfig writer: only src/core/kubeconfig-file.ts spells out a curre
   assert.deepEqual(filesMatching(/['"]current-context['"]\s*:|^\s*['"`]?current-context: /mu), ['core/kubeconfig-file.ts']);
 });
 
+test('one protobufjs root per proto set: only src/grpc/proto-load.ts builds or loads a Root', () => {
+  const builds = /new protobuf\.Root\(|protobuf\.(?:load|loadSync|parse)\(|Root\.from(?:JSON|Descriptor)\(|\.loadSync\(|from '@grpc\/proto-loader'/u;
+  assert.deepEqual(filesMatching(builds), ['grpc/proto-load.ts']);
+});
+
 test("no hand-written JWT decoder: tokens are read with jose's decodeJwt / decodeProtectedHeader", () => {
   // Splitting a token on '.' and JSON-parsing a base64url part is a JWT decoder by hand.
   assert.deepEqual(filesMatching(/\.split\('\.'\)/u, /JSON\.parse\(\s*Buffer\.from\([^)]*'base64url'\)/u), []);

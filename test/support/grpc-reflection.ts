@@ -9,9 +9,8 @@
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { loadPackageDefinition, type ChannelCredentials, type ChannelOptions, type Client, type ClientDuplexStream, type ServiceClientConstructor } from '@grpc/grpc-js';
-import { loadSync } from '@grpc/proto-loader';
-import { lookup } from '../../src/grpc/proto-load.js';
+import type { ChannelCredentials, ChannelOptions, Client, ClientDuplexStream, ServiceClientConstructor } from '@grpc/grpc-js';
+import { loadProtos, lookup } from '../../src/grpc/proto-load.js';
 
 const require = createRequire(import.meta.url);
 
@@ -93,8 +92,7 @@ export function linkProblems(files: readonly FileDescriptor[]): string[] {
 /** grpc.reflection.v1.ServerReflection, loaded from the @grpc/reflection package. */
 export function reflectionClientConstructor(): ServiceClientConstructor {
   const dir = join(dirname(require.resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
-  const pkg = loadPackageDefinition(loadSync('reflection.proto', { includeDirs: [dir], keepCase: true, defaults: true, oneofs: true }));
-  return lookup<ServiceClientConstructor>(pkg, 'grpc.reflection.v1.ServerReflection');
+  return lookup<ServiceClientConstructor>(loadProtos(['reflection.proto'], { dir }).grpcObject, 'grpc.reflection.v1.ServerReflection');
 }
 
 /** A reflection client for `target` (for servers reached by address rather than through BrokerClient). */

@@ -56,7 +56,7 @@ export function rawCaSession(ca: CaServer): RawCaSession {
 
 const Req = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateRequest');
 
-/** An IstioCertificateRequest (protobufjs object form, camelCase) encoded and framed. */
+/** An IstioCertificateRequest (protobufjs object form, .proto field names: `validity_duration`) encoded and framed. */
 export function requestFrame(request: Record<string, unknown>, o: { readonly flag?: number; readonly declaredLength?: number } = {}): Buffer {
   return frameBytes(Req.encode(Req.fromObject(request)).finish(), o);
 }
