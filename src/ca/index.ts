@@ -52,6 +52,7 @@ export type { Signer, SignRequest, SignedChain, ServingCertificate } from './sig
 export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
 export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
 export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend } from './signers/material-signer.js';
+export { issueServingCertificate } from './serving-cert.js';
 export { poolIssuerFactory } from './signers/pool-issuer.js';
 export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type StoredCa } from './signers/ca-secret-store.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
