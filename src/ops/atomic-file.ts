@@ -10,7 +10,7 @@
  * find, and nothing a CNI runtime would load as a config.
  */
 import { randomBytes } from 'node:crypto';
-import { constants, createReadStream } from 'node:fs';
+import { constants, createReadStream, renameSync } from 'node:fs';
 import { open, readdir, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 
@@ -21,6 +21,12 @@ export interface AtomicWriteOptions {
   readonly mode: number;
   /** fsync the file before the rename and the directory after it (durable across a crash; slower). */
   readonly sync?: boolean;
+  /**
+   * Runs synchronously right before the rename, after the temp is complete (and synced); throwing
+   * cancels the write (the temp is removed, the error propagates). A compare-and-swap puts its
+   * last check here, so nothing but a few syscalls separate the check from the rename.
+   */
+  readonly beforeRename?: () => void;
 }
 
 export function isTempName(name: string): boolean {
@@ -40,7 +46,12 @@ async function replaceVia(path: string, options: AtomicWriteOptions, fill: (fh: 
     await fill(fh);
     if (options.sync) await fh.sync();
     await fh.close();
-    await rename(tmp, path);
+    if (options.beforeRename) {
+      options.beforeRename();
+      renameSync(tmp, path); // no event-loop turn between the caller's check and the rename
+    } else {
+      await rename(tmp, path);
+    }
   } catch (err) {
     await fh.close().catch(() => undefined);
     await unlink(tmp).catch(() => undefined);

@@ -33,6 +33,7 @@ export const ENV = {
   istioOwnedCniConfig: 'ISTIO_OWNED_CNI_CONFIG',
   istioOwnedCniConfFilename: 'ISTIO_OWNED_CNI_CONF_FILENAME',
   resyncIntervalSeconds: 'RESYNC_INTERVAL_SECONDS',
+  primaryConfigWaitSeconds: 'PRIMARY_CONFIG_WAIT_SECONDS',
   fightWindowSeconds: 'FIGHT_WINDOW_SECONDS',
   fightThreshold: 'FIGHT_THRESHOLD',
   uninstallOnExit: 'UNINSTALL_ON_EXIT',
@@ -78,6 +79,11 @@ export interface InstallConfig {
   readonly istioOwnedCniConfig: boolean;
   readonly istioOwnedCniConfFilename: string;
   readonly resyncIntervalSeconds: number;
+  /**
+   * How long to wait for the primary config while it is absent, empty or not loadable (mid-write)
+   * before treating the next valid file as the primary, as the runtime then does. 0: never wait.
+   */
+  readonly primaryConfigWaitSeconds: number;
   readonly fightWindowSeconds: number;
   readonly fightThreshold: number;
   readonly uninstallOnExit: UninstallPolicy;
@@ -146,6 +152,7 @@ export function loadInstallConfig(env: Readonly<Record<string, string | undefine
     istioOwnedCniConfig: r.bool(ENV.istioOwnedCniConfig, false, flags.istioOwnedCniConfig),
     istioOwnedCniConfFilename: plainName(r, ENV.istioOwnedCniConfFilename, s('istioOwnedCniConfFilename', '02-istio-cni.conflist')),
     resyncIntervalSeconds: r.int(ENV.resyncIntervalSeconds, 15, { min: 1, max: 3600, explicit: flags.resyncIntervalSeconds }),
+    primaryConfigWaitSeconds: r.int(ENV.primaryConfigWaitSeconds, 60, { min: 0, max: 86_400, explicit: flags.primaryConfigWaitSeconds }),
     fightWindowSeconds: r.int(ENV.fightWindowSeconds, 60, { min: 1, max: 86_400, explicit: flags.fightWindowSeconds }),
     fightThreshold: r.int(ENV.fightThreshold, 3, { min: 1, max: 1000, explicit: flags.fightThreshold }),
     uninstallOnExit: r.oneOf<UninstallPolicy>(ENV.uninstallOnExit, ['unless-upgrade', 'always', 'never'], 'unless-upgrade', flags.uninstallOnExit),

@@ -39,6 +39,7 @@ interface Metrics {
   readonly kubeconfigWrites: Counter;
   readonly errors: Counter;
   readonly fights: Counter<'object'>;
+  readonly conflicts: Counter<'file'>;
 }
 
 function makeMetrics(registry: Registry): Metrics {
@@ -62,6 +63,12 @@ function makeMetrics(registry: Registry): Metrics {
       labelNames: ['object'],
       registers: [registry],
     }),
+    conflicts: new Counter({
+      name: 'certbroker_install_cni_config_conflicts_total',
+      help: 'Compare-and-swap retries: the CNI config changed between our read and our rename, so nothing was written over it',
+      labelNames: ['file'],
+      registers: [registry],
+    }),
   };
 }
 
@@ -81,8 +88,23 @@ export class InstallDaemon {
 
   constructor(options: InstallDaemonOptions) {
     this.#o = options;
-    this.#installer = new Installer(options.config);
     this.#metrics = makeMetrics(options.registry);
+    this.#installer = new Installer(options.config, {
+      now: () => options.clock.now(),
+      events: {
+        conflict: (file, reason) => {
+          this.#metrics.conflicts.inc({ file });
+          options.logger.debug('CNI config changed while we chained into it; reading it again', { file, reason });
+        },
+        gaveUpWaiting: (file, reason) => {
+          options.logger.warn('stopped waiting for the primary CNI config; the next valid file is now the primary', {
+            file,
+            reason,
+            waitedSeconds: options.config.primaryConfigWaitSeconds,
+          });
+        },
+      },
+    });
     this.#fights = new FightDetector({
       windowMs: options.config.fightWindowSeconds * 1000,
       threshold: options.config.fightThreshold,
@@ -249,6 +271,12 @@ export class InstallDaemon {
         });
       }
       const outcome = await this.#installer.ensureConfig();
+      if (outcome.state === 'busy') {
+        // Another writer kept changing the file during the whole pass: go again after the debounce.
+        logger.info('CNI config kept changing while we chained into it; retrying', { file: outcome.file, reason: outcome.reason });
+        this.#dirty = true;
+        return;
+      }
       if (outcome.state === 'waiting') {
         if (this.#phase !== 'waiting-for-primary') logger.info('waiting for the primary CNI config', { reason: outcome.reason });
         this.#phase = 'waiting-for-primary';

@@ -6,6 +6,14 @@
  * network config; we mirror that, skipping unparseable files and our own istio-owned file.
  * An operator may name the file instead (`CNI_CONF_NAME`); then the same name with the other
  * extension is accepted too, because chaining turns `X.conf` into `X.conflist`.
+ *
+ * `selectPrimaryConfig` is that rule alone, as Istio's install-cni applies it. `decidePrimary`
+ * is what install-cni acts on: the same rule, except that it waits instead of moving on to a later
+ * file when the lexically first one may just be in the middle of a write — the primary it chained
+ * into last (`previous`) being absent or not loadable, or an earlier file being empty (a truncate
+ * before the write). Picking the next valid file in that moment would edit a file that is not the
+ * primary (a `99-loopback.conf`). How long to wait is the caller's: a file it gave up waiting on
+ * (`givenUp`, with the text it had then) is treated as the runtime treats it.
  */
 import { parseNetworkConfig } from './conflist.js';
 import { PLUGIN_TYPE } from './plugin-entry.js';
@@ -94,4 +102,93 @@ export function selectPrimaryConfig(
     return { name: entry.name, skipped };
   }
   return undefined;
+}
+
+export interface PrimaryDecisionOptions extends PrimarySelectionOptions {
+  /** The primary install-cni chained into last (either extension counts as the same file). */
+  readonly previous?: string | undefined;
+  /** Files the caller stopped waiting for: name -> the text they had then (undefined: absent). */
+  readonly givenUp?: ReadonlyMap<string, string | undefined>;
+}
+
+export type PrimaryDecision =
+  | { readonly kind: 'use'; readonly name: string; readonly skipped: PrimarySelection['skipped'] }
+  | {
+      readonly kind: 'wait';
+      readonly reason: string;
+      /** The file waited on, with its text now (undefined: absent); none when there is nothing else to use anyway. */
+      readonly holdOn?: { readonly name: string; readonly text: string | undefined };
+    };
+
+/** `X.conf` and `X.conflist` are one config to us: chaining turns the first into the second. */
+export function configSiblings(name: string): string[] {
+  if (name.endsWith('.conf')) return [name, `${name}list`];
+  if (name.endsWith('.conflist')) return [name.slice(0, -'list'.length), name];
+  return [name];
+}
+
+function loadReason(text: string, name: string): string | undefined {
+  try {
+    parseNetworkConfig(text, { source: name });
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/** The primary to chain into now, or why to wait (see the module comment). */
+export function decidePrimary(entries: readonly ConfigDirEntry[], options: PrimaryDecisionOptions = {}): PrimaryDecision {
+  const byName = new Map(entries.map((e) => [e.name, e] as const));
+  const givenUp = (name: string, text: string | undefined) => options.givenUp?.has(name) === true && options.givenUp.get(name) === text;
+  if (options.configuredName !== undefined && options.configuredName !== '') {
+    const wanted = options.configuredName;
+    const found = configSiblings(wanted)
+      .sort((a, b) => (a === wanted ? -1 : b === wanted ? 1 : 0))
+      .map((n) => byName.get(n))
+      .find((e) => e?.text !== undefined);
+    if (found === undefined) return { kind: 'wait', reason: `${wanted} not present` };
+    const text = found.text!;
+    if (text.trim() === '') return { kind: 'wait', reason: `${found.name} is empty (being written?)` };
+    const reason = loadReason(text, found.name);
+    if (reason !== undefined) return { kind: 'wait', reason: `${found.name} is not loadable (${reason}); waiting for the next write` };
+    return { kind: 'use', name: found.name, skipped: [] };
+  }
+  const previous = options.previous === undefined || options.previous === '' ? [] : configSiblings(options.previous);
+  const previousPresent = previous.some((n) => byName.get(n)?.text !== undefined);
+  const skipped: Array<{ name: string; reason: string }> = [];
+  const candidates = entries
+    .filter((e) => hasCniConfigExtension(e.name) && e.name !== options.ownFileName)
+    .sort((a, b) => byteOrder(a.name, b.name));
+  for (const entry of candidates) {
+    if (entry.text === undefined) {
+      skipped.push({ name: entry.name, reason: 'unreadable' });
+      continue;
+    }
+    const reason = unloadableReason({ name: entry.name, text: entry.text });
+    if (reason === undefined) {
+      const gone = options.previous;
+      if (gone !== undefined && previous.length > 0 && !previousPresent && !givenUp(gone, undefined) && byteOrder(previous[0]!, entry.name) < 0) {
+        return {
+          kind: 'wait',
+          reason: `the primary ${gone} is gone; waiting for it to be written again (not using ${entry.name})`,
+          holdOn: { name: gone, text: undefined },
+        };
+      }
+      return { kind: 'use', name: entry.name, skipped };
+    }
+    if (!givenUp(entry.name, entry.text)) {
+      if (entry.text.trim() === '') {
+        return { kind: 'wait', reason: `${entry.name} is empty (being written?)`, holdOn: { name: entry.name, text: entry.text } };
+      }
+      if (previous.includes(entry.name)) {
+        return {
+          kind: 'wait',
+          reason: `the primary ${entry.name} is not loadable (${reason}); waiting for the next write`,
+          holdOn: { name: entry.name, text: entry.text },
+        };
+      }
+    }
+    skipped.push({ name: entry.name, reason });
+  }
+  return { kind: 'wait', reason: 'no valid .conf/.conflist' };
 }
