@@ -17,7 +17,8 @@
  * primary CNI last wrote.
  *
  * Randomness is seeded (RACE_SEED, printed) so a failing sequence can be replayed; RACE_ROUNDS
- * (default 200) sets the length.
+ * (default 200) sets the length, RACE_BUDGET_SECONDS (90) caps it in time, RACE_MAX_BAD (15) stops
+ * it early once that many rounds went wrong.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -33,6 +34,8 @@ const SEED = Number(process.env.RACE_SEED ?? Date.now() % 2 ** 31);
 const ROUND_DEADLINE_MS = 3_000;
 /** Stop early once this many rounds went wrong: the point is made, and the file stays bounded in time. */
 const MAX_BAD_ROUNDS = Number(process.env.RACE_MAX_BAD ?? 15);
+/** No round starts after this (a loaded machine gets fewer rounds, never a hung file). */
+const BUDGET_MS = Number(process.env.RACE_BUDGET_SECONDS ?? 90) * 1000;
 
 const PRIMARY = '10-calico.conflist';
 const ENTRY = buildPluginEntry({
@@ -116,7 +119,7 @@ function parsed(path: string): JsonValue | undefined {
   }
 }
 
-test('the primary CNI racing install-cni: its latest config always survives, chained once, and no other file is touched', { timeout: 170_000 }, async (t) => {
+test('the primary CNI racing install-cni: its latest config always survives, chained once, and no other file is touched', { timeout: 240_000 }, async (t) => {
   t.diagnostic(`seed ${SEED} (RACE_SEED to replay), ${ROUNDS} rounds`);
   const rng = seeded(SEED);
   const tree = makeHostTree();
@@ -204,7 +207,7 @@ test('the primary CNI racing install-cni: its latest config always survives, cha
   const damaged: string[] = [];
   const started = Date.now();
   let rounds = 0;
-  for (let round = 0; round < ROUNDS && lost.length + damaged.length < MAX_BAD_ROUNDS; round++) {
+  for (let round = 0; round < ROUNDS && lost.length + damaged.length < MAX_BAD_ROUNDS && Date.now() - started < BUDGET_MS; round++) {
     rounds++;
     const targeted = rng.int(0, 2) === 0;
     const m1 = rng.pick(METHODS);
