@@ -15,7 +15,7 @@
  * replaced inode is re-read after the rename, and what was written into it is returned as
  * `overwritten` for the caller to apply on top.
  */
-import { closeSync, constants, fstatSync, lstatSync, openSync, readSync, unlinkSync, type BigIntStats } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readSync, statSync, unlinkSync, type BigIntStats } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { writeFileAtomic } from '../../ops/atomic-file.js';
 
@@ -68,7 +68,7 @@ export async function readVersion(path: string): Promise<FileVersion | undefined
   for (let attempt = 0; ; attempt++) {
     let fh;
     try {
-      fh = await open(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+      fh = await open(path, constants.O_RDONLY);
     } catch (err) {
       if (['ENOENT', 'ENOTDIR', 'ELOOP', 'EISDIR'].includes(errno(err) ?? '')) return undefined;
       throw err;
@@ -110,6 +110,8 @@ function readAll(fd: number): string {
  * Throws Conflict unless `path` is still `expected` or, for 'absent', does not exist. The inode
  * is checked through `fd` (opened on it) first, its bytes included; the path lookup comes last, so
  * the last thing before the rename is the cheapest check, the one a writer's rename would fail.
+ * Symlinks are followed, as a runtime reading the config does (the rename then replaces the link
+ * with a file, as every writer of that path does).
  */
 function verify(path: string, expected: FileVersion | 'absent', fd: number | undefined): void {
   if (expected !== 'absent' && fd !== undefined) {
@@ -118,7 +120,7 @@ function verify(path: string, expected: FileVersion | 'absent', fd: number | und
   }
   let st: BigIntStats;
   try {
-    st = lstatSync(path, { bigint: true });
+    st = statSync(path, { bigint: true });
   } catch (err) {
     if (errno(err) === 'ENOENT' && expected === 'absent') return;
     if (errno(err) === 'ENOENT') throw new Conflict(`${path} was removed`);
@@ -132,7 +134,7 @@ function verify(path: string, expected: FileVersion | 'absent', fd: number | und
 function openExpected(path: string, expected: FileVersion): number | undefined {
   let fd;
   try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW);
+    fd = openSync(path, constants.O_RDONLY);
   } catch (err) {
     if (errno(err) === 'ENOENT') return undefined;
     throw err;

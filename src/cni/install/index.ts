@@ -25,10 +25,14 @@ export {
 export {
   CNI_CONFIG_EXTENSIONS,
   hasCniConfigExtension,
+  configSiblings,
+  decidePrimary,
   selectPrimaryConfig,
   unloadableReason,
   type ConfigDirEntry,
   type PrimarySelection,
+  type PrimaryDecision,
+  type PrimaryDecisionOptions,
   type PrimarySelectionOptions,
 } from './primary-config.js';
 export {
@@ -41,7 +45,7 @@ export {
   type KubeconfigInputs,
 } from './kubeconfig.js';
 export { ENV as INSTALL_ENV, loadInstallConfig, type InstallConfig, type InstallFlags, type UninstallPolicy } from './config.js';
-export { Installer, type ConfigOutcome } from './installer.js';
+export { Installer, STATE_FILENAME, type ConfigOutcome, type InstallerEvents, type InstallerOptions } from './installer.js';
 export { InstallDaemon, type DaemonPhase, type InstallDaemonOptions } from './daemon.js';
 export { FightDetector } from './fight-detector.js';
 export {

@@ -95,6 +95,15 @@ function parseState(text: string | undefined): InstallState {
   }
 }
 
+/** The parsed network config, or undefined when `text` is not one (empty, half written, garbage). */
+function tryParse(text: string, name: string): unknown {
+  try {
+    return parseNetworkConfig(text, { source: name }).value;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The config without any istio-cni entry, or null when nothing else is left. */
 function primaryPart(value: unknown): JsonValue | null {
   const out = unchainPlugin(value);
@@ -282,7 +291,9 @@ export class Installer {
   async #saveState(next: InstallState): Promise<void> {
     if (JSON.stringify(next) === JSON.stringify(this.#state())) return;
     await mkdir(this.#cfg.mountedCniAgentRunDir, { recursive: true });
-    await writeFileAtomic(this.#statePath, JSON.stringify(next, null, 2) + '\n', durable(0o600));
+    // Not fsynced: it is a record for uninstall, and losing it in a crash only means uninstall
+    // removes our entry without restoring the primary CNI's exact bytes.
+    await writeFileAtomic(this.#statePath, JSON.stringify(next, null, 2) + '\n', { mode: 0o600 });
     this.#stateCache = next;
   }
 
@@ -391,24 +402,22 @@ export class Installer {
         conflict(name, `${name} vanished while read`);
         continue;
       }
-      let source = carried ?? base.text;
-      carried = undefined;
-      let value: unknown;
-      try {
-        value = parseNetworkConfig(source, { source: name }).value;
-      } catch {
-        if (source === base.text) {
-          conflict(name, `${name} changed while read`); // the decision saw it loadable: mid-write now
-          continue;
-        }
-        source = base.text; // an incomplete write into the replaced file: nothing to carry over
-        value = parseNetworkConfig(source, { source: name }).value;
+      const onDisk = tryParse(base.text, name);
+      if (onDisk === undefined) {
+        conflict(name, `${name} changed while read`); // the decision saw it loadable: mid-write now
+        continue;
       }
+      // Normally the file as read; after a rename of ours that another writer wrote into (see
+      // cas-file.ts), what it wrote, unless that was incomplete.
+      const carriedValue = carried === undefined ? undefined : tryParse(carried, name);
+      const source = carriedValue === undefined ? base.text : carried!;
+      const value = carriedValue ?? onDisk;
+      carried = undefined;
       if (this.#cfg.istioOwnedCniConfig) return this.#ensureOwnFile(name, value, entries, base.mode);
 
       const wanted = chainPlugin(value, this.#entry, name);
       const target = name.endsWith('.conf') ? `${name}list` : name;
-      if (target === name && jsonEqual(JSON.parse(base.text) as JsonValue, wanted)) {
+      if (target === name && jsonEqual(onDisk as JsonValue, wanted)) {
         await this.#noteChained(name, this.#originalOf(name, name, base.text, value));
         return { state: 'unchanged', file: name };
       }
