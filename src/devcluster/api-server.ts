@@ -196,34 +196,7 @@ export class ApiServer {
   async #resource(req: IncomingMessage, res: ServerResponse, user: UserInfo, info: Extract<RequestInfo, { kind: 'resource' }>, q: URLSearchParams): Promise<void> {
     const { type: t, namespace: ns, name, subresource: sub, verb } = info;
     const { rest, reviews } = this.#p;
-    if (t.virtual) {
-      if (verb !== 'create' || name !== undefined) throw methodNotAllowed();
-      const body = await this.#body(req, BODY_TYPES);
-      let out: Record<string, unknown>;
-      switch (t.plural) {
-        case 'tokenreviews':
-          out = await reviews.tokenReview(body);
-          break;
-        case 'subjectaccessreviews':
-          out = reviews.subjectAccessReview(body);
-          break;
-        case 'localsubjectaccessreviews':
-          out = reviews.subjectAccessReview(body, ns);
-          break;
-        case 'selfsubjectaccessreviews':
-          out = reviews.selfSubjectAccessReview(body, user);
-          break;
-        case 'selfsubjectrulesreviews':
-          out = reviews.selfSubjectRulesReview(body, user);
-          break;
-        case 'selfsubjectreviews':
-          out = reviews.selfSubjectReview(user);
-          break;
-        default:
-          throw unknownPath();
-      }
-      return sendJson(res, 201, out);
-    }
+    if (t.virtual) return this.#review(req, res, user, info);
     if (sub === 'token') {
       if (verb !== 'create') throw methodNotAllowed();
       const body = await this.#body(req, BODY_TYPES);
@@ -245,25 +218,8 @@ export class ApiServer {
         }
         return sendJson(res, r.code, r.body);
       }
-      case 'watch': {
-        if (name !== undefined) throw badRequest('watch of a single object: use fieldSelector=metadata.name=<name>');
-        const timeout = q.get('timeoutSeconds');
-        const fault = { method: req.method ?? 'GET', path: new URL(req.url ?? '/', 'https://devcluster.invalid').pathname, watch: true, query: q };
-        serveWatch(req, res, this.#p.store, this.#p.hub, {
-          fault,
-          silent: this.#p.faults.takeSilence(fault),
-          type: t,
-          namespace: ns,
-          labels: parseLabelSelector(q.get('labelSelector') ?? undefined),
-          fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []),
-          resourceVersion: q.get('resourceVersion') ?? undefined,
-          allowBookmarks: q.get('allowWatchBookmarks') === 'true' || q.get('allowWatchBookmarks') === '1',
-          sendInitialEvents: q.get('sendInitialEvents') === 'true',
-          timeoutSeconds: timeout !== null && /^\d+$/.test(timeout) ? Number(timeout) : undefined,
-          ...(wantsTable(req) ? { render: (o: KubeObject) => toTable(t, [o], { nowMs: this.#p.now(), include: includeObjectParam(q) }) } : {}),
-        });
-        return;
-      }
+      case 'watch':
+        return this.#watch(req, res, info, q);
       case 'create': {
         if (sub !== undefined) throw methodNotAllowed();
         const body = await this.#body(req, BODY_TYPES);
@@ -296,6 +252,59 @@ export class ApiServer {
       default:
         throw methodNotAllowed();
     }
+  }
+
+  /** The review resources (TokenReview, the access reviews): create-only, answered from the request, never stored. */
+  async #review(req: IncomingMessage, res: ServerResponse, user: UserInfo, info: Extract<RequestInfo, { kind: 'resource' }>): Promise<void> {
+    const { type: t, namespace: ns, name, verb } = info;
+    const { reviews } = this.#p;
+    if (verb !== 'create' || name !== undefined) throw methodNotAllowed();
+    const body = await this.#body(req, BODY_TYPES);
+    let out: Record<string, unknown>;
+    switch (t.plural) {
+      case 'tokenreviews':
+        out = await reviews.tokenReview(body);
+        break;
+      case 'subjectaccessreviews':
+        out = reviews.subjectAccessReview(body);
+        break;
+      case 'localsubjectaccessreviews':
+        out = reviews.subjectAccessReview(body, ns);
+        break;
+      case 'selfsubjectaccessreviews':
+        out = reviews.selfSubjectAccessReview(body, user);
+        break;
+      case 'selfsubjectrulesreviews':
+        out = reviews.selfSubjectRulesReview(body, user);
+        break;
+      case 'selfsubjectreviews':
+        out = reviews.selfSubjectReview(user);
+        break;
+      default:
+        throw unknownPath();
+    }
+    sendJson(res, 201, out);
+  }
+
+  /** A watch of a collection: selectors, resourceVersion, bookmarks and timeout from the query. */
+  #watch(req: IncomingMessage, res: ServerResponse, info: Extract<RequestInfo, { kind: 'resource' }>, q: URLSearchParams): void {
+    const { type: t, namespace: ns, name } = info;
+    if (name !== undefined) throw badRequest('watch of a single object: use fieldSelector=metadata.name=<name>');
+    const timeout = q.get('timeoutSeconds');
+    const fault = { method: req.method ?? 'GET', path: new URL(req.url ?? '/', 'https://devcluster.invalid').pathname, watch: true, query: q };
+    serveWatch(req, res, this.#p.store, this.#p.hub, {
+      fault,
+      silent: this.#p.faults.takeSilence(fault),
+      type: t,
+      namespace: ns,
+      labels: parseLabelSelector(q.get('labelSelector') ?? undefined),
+      fields: parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []),
+      resourceVersion: q.get('resourceVersion') ?? undefined,
+      allowBookmarks: q.get('allowWatchBookmarks') === 'true' || q.get('allowWatchBookmarks') === '1',
+      sendInitialEvents: q.get('sendInitialEvents') === 'true',
+      timeoutSeconds: timeout !== null && /^\d+$/.test(timeout) ? Number(timeout) : undefined,
+      ...(wantsTable(req) ? { render: (o: KubeObject) => toTable(t, [o], { nowMs: this.#p.now(), include: includeObjectParam(q) }) } : {}),
+    });
   }
 
   /**

@@ -79,14 +79,12 @@ export interface DevCluster {
   close(): Promise<void>;
 }
 
-export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
+/** The in-memory parts behind the API, wired together; `address` is where clients reach the server. */
+async function assemble(options: DevClusterOptions, clock: Clock, adminToken: string, address: () => string) {
   const host = options.host ?? '127.0.0.1';
-  const clock = options.clock ?? systemClock;
   const logger = options.logger ?? silentLogger;
   const issuerUrl = options.issuer ?? DEFAULT_ISSUER;
-  const adminToken = options.adminToken ?? randomBytes(32).toString('hex');
   const now = () => clock.now();
-
   const material = await makeServingMaterial({ hosts: [host], nowMs: Date.now() });
   const store = new ObjectStore({ ...(options.historyLimit ? { historyLimit: options.historyLimit } : {}) });
   const issuer = await TokenIssuer.create({ issuer: issuerUrl, clock });
@@ -105,18 +103,20 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const hub = createWatchHub(options.bookmarkIntervalMs ?? 1000);
   const faults = new FaultInjector({ store, watches: hub });
   const requestLog = new RequestLog();
-
-  let address = '';
   const api = new ApiServer({
     store, authn, rbac, rest, reviews, issuer, faults, hub, requestLog, logger,
     maxBodyBytes: options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
     now,
-    serverAddress: () => address,
-    publicUrl: () => `https://${address}`,
+    serverAddress: address,
+    publicUrl: () => `https://${address()}`,
   });
+  return { host, logger, issuerUrl, material, store, kubelet, rest, hub, faults, requestLog, api };
+}
 
+/** Create-or-replace of one object as the admin (the bootstrap objects, `apply`). */
+function adminApplier(store: ObjectStore, rest: RestStorage): (o: object) => void {
   const adminUser = { username: 'devcluster-admin', groups: ['system:masters', 'system:authenticated'] };
-  const applyOne = (o: object): void => {
+  return (o) => {
     const obj = o as { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string } };
     const t = findByKind(obj.apiVersion ?? '', obj.kind ?? '');
     if (!t) throw badRequest(`no kind "${obj.kind}" is registered for version "${obj.apiVersion}"`);
@@ -128,19 +128,45 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
       rest.update(t, ns, name, { ...obj, metadata: meta }, undefined, q);
     } else rest.create(t, ns, obj, q, adminUser);
   };
-  for (const o of bootstrapObjects()) applyOne(o);
-  if (options.simulateKubelet) kubelet.start();
+}
 
-  const server: Server = createServer({ key: material.keyPem, cert: material.certPem, keepAlive: true }, api.listener);
+/** The HTTPS listener; `close()` stops it and destroys the connections still open. */
+async function serveHttps(
+  material: { readonly keyPem: string; readonly certPem: string },
+  listener: ApiServer['listener'],
+  host: string,
+  port: number,
+): Promise<{ readonly port: number; close(): Promise<void> }> {
+  const server: Server = createServer({ key: material.keyPem, cert: material.certPem, keepAlive: true }, listener);
   const sockets = new Set<Socket>();
   server.on('connection', (s: Socket) => {
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
   server.on('tlsClientError', () => undefined);
-  const port = await listenTcp(server, options.port ?? 0, host);
+  const bound = await listenTcp(server, port, host);
+  return {
+    port: bound,
+    close() {
+      const done = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const s of sockets) s.destroy();
+      return done;
+    },
+  };
+}
+
+export async function startDevCluster(options: DevClusterOptions = {}): Promise<DevCluster> {
+  const clock = options.clock ?? systemClock;
+  const adminToken = options.adminToken ?? randomBytes(32).toString('hex');
+  let address = '';
+  const { host, logger, issuerUrl, material, store, kubelet, rest, hub, faults, requestLog, api } = await assemble(options, clock, adminToken, () => address);
+  const applyOne = adminApplier(store, rest);
+  for (const o of bootstrapObjects()) applyOne(o);
+  if (options.simulateKubelet) kubelet.start();
+
+  const server = await serveHttps(material, api.listener, host, options.port ?? 0);
   const urlHost = host.includes(':') ? `[${host}]` : host;
-  address = `${urlHost}:${port}`;
+  address = `${urlHost}:${server.port}`;
   const url = `https://${address}`;
   logger.info('devcluster listening', { url, issuer: issuerUrl });
 
@@ -181,9 +207,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
       closed = true;
       kubelet.stop();
       for (const w of hub.open) w.destroy();
-      const done = new Promise<void>((resolve) => server.close(() => resolve()));
-      for (const s of sockets) s.destroy();
-      await done;
+      await server.close();
     },
   };
 }
