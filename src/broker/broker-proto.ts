@@ -6,11 +6,12 @@ import type { ServiceDefinition } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { readableRequests } from '../grpc/request-guard.js';
+import { typeUrlOf } from '../protocol/protobuf-types.js';
 
 export const BROKER_PROTO = 'spiffe/broker/broker.proto';
 export const BROKER_SERVICE = 'spiffe.broker.API';
 export const KUBERNETES_REFERENCE_TYPE = 'spiffe.broker.KubernetesObjectReference';
-export const KUBERNETES_REFERENCE_TYPE_URL = `type.googleapis.com/${KUBERNETES_REFERENCE_TYPE}`;
+export const KUBERNETES_REFERENCE_TYPE_URL = typeUrlOf(KUBERNETES_REFERENCE_TYPE);
 /** The header every Broker API request must carry (value `true`). */
 export const BROKER_HEADER = 'broker.spiffe.io';
 

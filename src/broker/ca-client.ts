@@ -10,27 +10,28 @@
  * next try, never refused with a stale error.
  */
 import { X509Certificate } from 'node:crypto';
-import {
-  ChannelCredentials,
-  Metadata,
-  status as GrpcStatus,
-  type Client,
-  type ServiceClientConstructor,
-  type ServiceError,
-} from '@grpc/grpc-js';
-import { loadProtos, lookup } from '../grpc/proto-load.js';
+import { ChannelCredentials, Client, Metadata, status as GrpcStatus, type MethodDefinition } from '@grpc/grpc-js';
 import { stringStruct } from '../grpc/struct-value.js';
+import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
 import { createCsr } from '../pki/csr.js';
 import { exportPkcs8Der, generateKeyPair, keyMatches } from '../pki/keys.js';
 import { parsePem } from '../pki/pem.js';
 import type { Secret } from '../core/secret.js';
+import {
+  AUTHORIZATION_METADATA,
+  bearerAuthorization,
+  CA_PROTO,
+  CA_SERVICE,
+  CLUSTER_ID_METADATA,
+  CREATE_CERTIFICATE_METHOD,
+  IMPERSONATED_IDENTITY_KEY,
+  type IstioCertificateRequest,
+  type IstioCertificateResponse,
+} from '../protocol/istio-ca.js';
 import { x509SvidProblems } from '../spiffe/x509-svid.js';
 import { BrokerError } from './errors.js';
 import type { CaClient, WorkloadCert } from './workload-cert.js';
 import { uriSans } from './x509-fields.js';
-
-export const CA_PROTO = 'istio/v1/auth/ca.proto';
-export const IMPERSONATED_IDENTITY = 'ImpersonatedIdentity';
 
 /** Supplies the broker's current bearer token for the CA. */
 export interface TokenProvider {
@@ -64,16 +65,15 @@ export class CaCallError extends BrokerError {
   }
 }
 
-interface CaResponse {
-  readonly cert_chain?: readonly string[];
-}
+/** A CA answer as the client reads it (a missing chain is a bad response, not a crash). */
+type CaResponse = Partial<IstioCertificateResponse>;
 
-type CreateCertificate = (
-  request: unknown,
-  metadata: Metadata,
-  options: { deadline: Date },
-  callback: (err: ServiceError | null, response?: CaResponse) => void,
-) => { cancel(): void };
+let createCertificate: MethodDefinition<IstioCertificateRequest, IstioCertificateResponse> | undefined;
+
+function createCertificateMethod(): MethodDefinition<IstioCertificateRequest, IstioCertificateResponse> {
+  createCertificate ??= typedMethod(serviceDefinitionOf([CA_PROTO], CA_SERVICE), CREATE_CERTIFICATE_METHOD);
+  return createCertificate;
+}
 
 export class IstioCaClient implements CaClient {
   readonly #o: IstioCaClientOptions;
@@ -88,12 +88,12 @@ export class IstioCaClient implements CaClient {
     const csr = createCsr({ privateKey, uri: identity });
     const token = await this.#o.tokens.token(signal);
     const metadata = new Metadata();
-    metadata.set('authorization', `Bearer ${token.reveal()}`);
-    metadata.set('clusterid', this.#o.clusterId);
-    const request = {
+    metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
+    metadata.set(CLUSTER_ID_METADATA, this.#o.clusterId);
+    const request: IstioCertificateRequest = {
       csr: csr.pem,
       validity_duration: this.#o.certTtlSeconds,
-      ...(this.#o.impersonate ? { metadata: stringStruct({ [IMPERSONATED_IDENTITY]: identity }) } : {}),
+      ...(this.#o.impersonate ? { metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: identity }) } : {}),
     };
     const response = await this.#call(request, metadata, signal);
     const cert = parseCaResponse(response, identity);
@@ -118,9 +118,9 @@ export class IstioCaClient implements CaClient {
     this.#client = undefined;
   }
 
-  #call(request: unknown, metadata: Metadata, signal: AbortSignal): Promise<CaResponse> {
+  #call(request: IstioCertificateRequest, metadata: Metadata, signal: AbortSignal): Promise<CaResponse> {
     const client = this.#getClient();
-    const method = (client as unknown as Record<string, CreateCertificate>)['CreateCertificate']!.bind(client);
+    const { path, requestSerialize, responseDeserialize } = createCertificateMethod();
     return new Promise<CaResponse>((resolve, reject) => {
       if (signal.aborted) {
         reject(signal.reason);
@@ -128,7 +128,7 @@ export class IstioCaClient implements CaClient {
       }
       const deadline = new Date(Date.now() + (this.#o.callTimeoutMs ?? 10_000));
       const onAbort = () => call.cancel();
-      const call = method(request, metadata, { deadline }, (err, response) => {
+      const call = client.makeUnaryRequest(path, requestSerialize, responseDeserialize, request, metadata, { deadline }, (err, response) => {
         signal.removeEventListener('abort', onAbort);
         if (err) this.#dropChannelAfter(client, err.code);
         if (signal.aborted) reject(signal.reason);
@@ -160,8 +160,6 @@ export class IstioCaClient implements CaClient {
 
   #getClient(): Client {
     if (this.#client) return this.#client;
-    const { grpcObject } = loadProtos([CA_PROTO]);
-    const Ctor = lookup<ServiceClientConstructor>(grpcObject, 'istio.v1.auth.IstioCertificateService');
     const credentials = ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem));
     // A pool of its own: from grpc-js's global pool a new channel to the same address would get
     // the old, backing-off subchannel back (the broker's two CA clients share address,
@@ -171,7 +169,7 @@ export class IstioCaClient implements CaClient {
       options['grpc.ssl_target_name_override'] = this.#o.tlsServerName;
       options['grpc.default_authority'] = this.#o.tlsServerName;
     }
-    this.#client = new Ctor(this.#o.address, credentials, options);
+    this.#client = new Client(this.#o.address, credentials, options);
     return this.#client;
   }
 }

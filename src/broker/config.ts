@@ -10,6 +10,8 @@ import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
+import { DEFAULT_CNI_EVENT_SOCKET } from '../protocol/cni-event.js';
+import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 
 export const ENV = Object.freeze({
   TRUST_DOMAIN: 'TRUST_DOMAIN',
@@ -44,14 +46,14 @@ export const DEFAULTS = Object.freeze({
   serviceAccount: 'ztunnel',
   caAddress: 'istiod.istio-system.svc:15012',
   caRootCertFile: '/var/run/secrets/istio/root-cert.pem',
-  clusterId: 'Kubernetes',
-  caAudience: 'istio-ca',
+  clusterId: DEFAULT_CLUSTER_ID,
+  caAudience: CA_TOKEN_AUDIENCE,
   tokenExpirationSeconds: 3600,
   certTtlSeconds: 24 * 3600,
   maxConcurrentFetches: 8,
   forgetGraceSeconds: 30,
   brokerSocket: 'unix:///var/run/certbroker/broker.sock',
-  cniEventSocket: '/var/run/istio-cni/pluginevent.sock',
+  cniEventSocket: DEFAULT_CNI_EVENT_SOCKET,
   /** Update pacing window (see BrokerConfig.updateJitterMs). */
   updateJitterMs: 1000,
   opsAddress: '0.0.0.0:15022',

@@ -13,20 +13,18 @@ import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
+import {
+  CNI_ADD_EVENT_METHOD,
+  CNI_ADD_EVENT_PATH,
+  CNI_ADD_EVENT_RETRY_STATUS,
+  decodeCniAddEvent,
+  type CniPluginAddEvent,
+} from '../protocol/cni-event.js';
 import { BrokerError } from './errors.js';
 import type { NodePods, PodEligibility, PodFacts } from './node-pods.js';
 import { prepareSocketPath } from './unix-socket.js';
 
-export const CMDADD_PATH = '/cmdadd';
 const MAX_BODY_BYTES = 64 * 1024;
-
-/** Istio's CNIPluginAddEvent as it arrives. */
-export interface CniAddEvent {
-  readonly Netns: string;
-  readonly PodName: string;
-  readonly PodNamespace: string;
-  readonly IPs: readonly unknown[] | null;
-}
 
 /** Finds a pod by namespace/name (undefined when it does not exist); the Kubernetes adapter. */
 export type PodLookup = (namespace: string, name: string, signal: AbortSignal) => Promise<PodFacts | undefined>;
@@ -49,42 +47,25 @@ export interface RegistrationServer {
   close(): Promise<void>;
 }
 
-const NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
-
-/** Validates the body; throws ERR_REGISTRATION_INVALID naming the problem. */
-export function parseCniAddEvent(body: string): CniAddEvent {
-  const invalid = (why: string) =>
-    new BrokerError('ERR_REGISTRATION_INVALID', `invalid CNI add event: ${why}`, { status: 'invalid-argument', publicMessage: why });
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch {
-    throw invalid('body is not JSON');
-  }
-  if (raw === null || typeof raw !== 'object' || Array.isArray(raw)) throw invalid('body is not a JSON object');
-  const o = raw as Record<string, unknown>;
-  const podName = o['PodName'];
-  const podNamespace = o['PodNamespace'];
-  const netns = o['Netns'] ?? '';
-  const ips = o['IPs'] ?? null;
-  if (typeof podName !== 'string' || podName.length > 253 || !NAME.test(podName)) throw invalid('PodName is missing or not a pod name');
-  if (typeof podNamespace !== 'string' || podNamespace.length > 63 || !NAME.test(podNamespace)) {
-    throw invalid('PodNamespace is missing or not a namespace name');
-  }
-  if (typeof netns !== 'string') throw invalid('Netns must be a string');
-  if (ips !== null && !Array.isArray(ips)) throw invalid('IPs must be an array or null');
-  return { Netns: netns, PodName: podName, PodNamespace: podNamespace, IPs: ips as unknown[] | null };
+/** Decodes the body (src/protocol/cni-event.ts); throws ERR_REGISTRATION_INVALID naming the problem. */
+export function parseCniAddEvent(body: string): CniPluginAddEvent {
+  const decoded = decodeCniAddEvent(body);
+  if (decoded.ok) return decoded.event;
+  throw new BrokerError('ERR_REGISTRATION_INVALID', `invalid CNI add event: ${decoded.problem}`, {
+    status: 'invalid-argument',
+    publicMessage: decoded.problem,
+  });
 }
 
 export async function startRegistrationServer(options: RegistrationServerOptions): Promise<RegistrationServer> {
   const { socketPath, logger } = options;
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
-    if (path !== CMDADD_PATH) return reply(res, 404, 'not found\n');
-    if (req.method !== 'POST') return reply(res, 405, 'method not allowed\n', { allow: 'POST' });
+    if (path !== CNI_ADD_EVENT_PATH) return reply(res, 404, 'not found\n');
+    if (req.method !== CNI_ADD_EVENT_METHOD) return reply(res, 405, 'method not allowed\n', { allow: CNI_ADD_EVENT_METHOD });
     const body = await readBody(req);
     if (body === undefined) return reply(res, 413, 'body too large\n');
-    let event: CniAddEvent;
+    let event: CniPluginAddEvent;
     try {
       event = parseCniAddEvent(body);
     } catch (err) {
@@ -99,7 +80,7 @@ export async function startRegistrationServer(options: RegistrationServerOptions
     } catch (err) {
       options.observer?.registered?.('error');
       logger.warn('pod lookup for a CNI registration failed', { pod: `${ns}/${name}`, err: describeError(err) });
-      return reply(res, 503, 'pod lookup failed, retry\n');
+      return reply(res, CNI_ADD_EVENT_RETRY_STATUS, 'pod lookup failed, retry\n');
     }
     if (!facts) {
       options.observer?.registered?.('not-found');

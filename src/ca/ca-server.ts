@@ -8,12 +8,14 @@ import { systemClock } from '../core/clock.js';
 import { ConfigError } from '../core/config.js';
 import { createLogger } from '../core/log.js';
 import { Secret } from '../core/secret.js';
-import { HealthService, HEALTH_PROTO } from '../grpc/health.js';
+import { HealthService } from '../grpc/health.js';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { addReflection } from '../grpc/reflection.js';
 import { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
 import { startOpsServer, type Check, type OpsServer } from '../ops/ops-server.js';
+import { HEALTH_PROTO, WHOLE_SERVER } from '../protocol/grpc-health.js';
+import { CA_PROTO, CA_SERVICE } from '../protocol/istio-ca.js';
 import { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
 import { JwtAuthenticator } from './authn/jwt-verifier.js';
 import { kubeTokenReviewer } from './authn/kube-token-reviewer.js';
@@ -33,8 +35,6 @@ import { SelfSignedSigner } from './signers/self-signed-signer.js';
 import { poolIssuerFactory } from './signers/pool-issuer.js';
 import type { Signer } from './signer.js';
 
-export const CA_PROTO = 'istio/v1/auth/ca.proto';
-export const CA_SERVICE = 'istio.v1.auth.IstioCertificateService';
 /** Serving certificate lifetime before clamping to the signer; renewed at half-life. */
 const SERVING_CERT_TTL_SECONDS = 30 * 24 * 3600;
 /** Skew allowed on JWT time claims when verifying locally. */
@@ -174,10 +174,10 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
 
   // Ready only with a pod index that can be trusted: listed, and not gone stale.
   const isReady = () => signer.ready && informers.every((i) => i.problem() === undefined);
-  const health = new HealthService({ '': 'NOT_SERVING', [CA_SERVICE]: 'NOT_SERVING' });
+  const health = new HealthService({ [WHOLE_SERVER]: 'NOT_SERVING', [CA_SERVICE]: 'NOT_SERVING' });
   const refreshHealth = () => {
     const s = isReady() ? 'SERVING' : 'NOT_SERVING';
-    health.setStatus('', s);
+    health.setStatus(WHOLE_SERVER, s);
     health.setStatus(CA_SERVICE, s);
     metrics.signerReady.set(signer.ready ? 1 : 0);
   };

@@ -10,8 +10,17 @@ import type { Clock } from '../core/clock.js';
 import { CertbrokerError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { Secret } from '../core/secret.js';
-import { structString, type ProtoStruct } from '../grpc/struct-value.js';
+import { structString } from '../grpc/struct-value.js';
 import { toGrpcError } from '../ops/grpc-errors.js';
+import {
+  AUTHORIZATION_METADATA,
+  bearerTokenOf,
+  CLUSTER_ID_METADATA,
+  CREATE_CERTIFICATE_METHOD,
+  IMPERSONATED_IDENTITY_KEY,
+  type IstioCertificateRequest,
+  type IstioCertificateResponse,
+} from '../protocol/istio-ca.js';
 import { kubernetesIdentity } from '../spiffe/index.js';
 import type { AuthenticatorChain } from './authn/authenticator.js';
 import type { Caller } from './caller.js';
@@ -20,20 +29,6 @@ import type { CaMetrics, RequestOutcome } from './metrics.js';
 import type { NodeAuthorizer } from './node-authorizer.js';
 import type { Signer } from './signer.js';
 import { resolveTtlSeconds, type TtlPolicy } from './ttl.js';
-
-export const IMPERSONATED_IDENTITY_KEY = 'ImpersonatedIdentity';
-export const CLUSTER_ID_HEADER = 'clusterid';
-export const DEFAULT_CLUSTER_ID = 'Kubernetes';
-
-export interface IstioCertificateRequest {
-  readonly csr?: string;
-  readonly validity_duration?: number | string;
-  readonly metadata?: ProtoStruct | null;
-}
-
-export interface IstioCertificateResponse {
-  readonly cert_chain: readonly string[];
-}
 
 /** What the service knows about one cluster it accepts callers from. */
 export interface ClusterAuth {
@@ -64,11 +59,9 @@ export interface CallMetadata {
 }
 
 function bearerToken(md: CallMetadata): Secret<string> | undefined {
-  const values = md.get('authorization');
-  for (const v of values) {
-    const s = typeof v === 'string' ? v : v.toString('utf8');
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(s);
-    if (m?.[1]) return new Secret(m[1]);
+  for (const v of md.get(AUTHORIZATION_METADATA)) {
+    const token = bearerTokenOf(typeof v === 'string' ? v : v.toString('utf8'));
+    if (token) return new Secret(token);
   }
   return undefined;
 }
@@ -104,7 +97,7 @@ export class CertificateService {
   /** The grpc-js implementation object for the service definition. */
   implementation(): UntypedServiceImplementation {
     return {
-      CreateCertificate: (
+      [CREATE_CERTIFICATE_METHOD]: (
         call: ServerUnaryCall<IstioCertificateRequest, IstioCertificateResponse>,
         callback: sendUnaryData<IstioCertificateResponse>,
       ) => {
@@ -119,7 +112,7 @@ export class CertificateService {
   /** The handler proper, transport-free (also used by the in-process benchmark). */
   async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata): Promise<IstioCertificateResponse> {
     const o = this.#o;
-    const clusterId = headerString(metadata, CLUSTER_ID_HEADER) ?? o.defaultClusterId;
+    const clusterId = headerString(metadata, CLUSTER_ID_METADATA) ?? o.defaultClusterId;
     const cluster = o.clusters.get(clusterId);
     if (!cluster) throw authnError('ERR_CA_UNKNOWN_CLUSTER', `unknown clusterid ${JSON.stringify(clusterId.slice(0, 64))}`);
     const token = bearerToken(metadata);
@@ -191,6 +184,6 @@ export class CertificateService {
     if (err instanceof CertbrokerError) {
       o.logger.info('CreateCertificate failed', { reason, detail: err.message, peer });
     }
-    return toGrpcError(err, o.logger, { rpc: 'CreateCertificate', peer });
+    return toGrpcError(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
   }
 }

@@ -9,6 +9,7 @@ import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
+import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import type { Signer } from './signer.js';
@@ -47,7 +48,7 @@ export const ENV = Object.freeze({
 export const DEFAULT_TTL_SECONDS = 24 * 3600;
 /** istiod's maximum workload TTL (90 days), the same bound pki applies by default. */
 export const DEFAULT_MAX_TTL_SECONDS = MAX_LEAF_TTL_SECONDS;
-export const DEFAULT_AUDIENCES: readonly string[] = ['istio-ca'];
+export const DEFAULT_AUDIENCES: readonly string[] = [CA_TOKEN_AUDIENCE];
 export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/ztunnel'];
 export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
 export const SELF_SIGNED_SECRET_NAME = 'istio-ca-secret';
@@ -223,7 +224,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultTtlSeconds,
     maxTtlSeconds,
     trustedNodeAccounts: trusted,
-    defaultClusterId: r.string(ENV.CLUSTER_ID, 'Kubernetes', flags.clusterId),
+    defaultClusterId: r.string(ENV.CLUSTER_ID, DEFAULT_CLUSTER_ID, flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
     transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),

@@ -28,14 +28,21 @@ import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import { listenTcp } from '../ops/listen.js';
-import type { CallMetadata, CertificateService, IstioCertificateRequest } from './certificate-service.js';
+import {
+  HEALTH_CHECK_PATH,
+  HEALTH_CHECK_REQUEST_TYPE,
+  HEALTH_CHECK_RESPONSE_TYPE,
+  HEALTH_PROTO,
+  SERVING_STATUS_NUMBER,
+  type HealthCheckRequest,
+} from '../protocol/grpc-health.js';
+import { ERROR_CODE_METADATA } from '../protocol/grpc-status.js';
+import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type IstioCertificateRequest } from '../protocol/istio-ca.js';
+import type { CallMetadata, CertificateService } from './certificate-service.js';
 
-const CREATE_PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
-const HEALTH_CHECK_PATH = '/grpc.health.v1.Health/Check';
 // Shared by every call (frozen: node:http2 copies, never writes, header objects).
 const OK_HEADERS = Object.freeze({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc' });
 const OK_TRAILERS = Object.freeze({ 'grpc-status': '0' });
-const HEALTH_STATUS: Record<string, number> = { UNKNOWN: 0, SERVING: 1, NOT_SERVING: 2, SERVICE_UNKNOWN: 3 };
 
 export interface H2TransportOptions {
   readonly host: string;
@@ -62,11 +69,11 @@ interface Codec {
 }
 
 function loadCodec(): Codec {
-  const root = protobufRoot(['istio/v1/auth/ca.proto', 'grpc/health/v1/health.proto']);
+  const root = protobufRoot([CA_PROTO, HEALTH_PROTO]);
   return {
-    request: root.lookupType('istio.v1.auth.IstioCertificateRequest'),
-    healthRequest: root.lookupType('grpc.health.v1.HealthCheckRequest'),
-    healthResponse: root.lookupType('grpc.health.v1.HealthCheckResponse'),
+    request: root.lookupType(CERTIFICATE_REQUEST_TYPE),
+    healthRequest: root.lookupType(HEALTH_CHECK_REQUEST_TYPE),
+    healthResponse: root.lookupType(HEALTH_CHECK_RESPONSE_TYPE),
   };
 }
 
@@ -96,8 +103,8 @@ function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>): void 
     'grpc-status': err.code ?? GrpcStatus.INTERNAL,
     'grpc-message': grpcMessage(err.details ?? 'internal error'),
   };
-  const code = err.metadata?.get('certbroker-error-code')[0];
-  if (typeof code === 'string') headers['certbroker-error-code'] = code;
+  const code = err.metadata?.get(ERROR_CODE_METADATA)[0];
+  if (typeof code === 'string') headers[ERROR_CODE_METADATA] = code;
   // Trailers-only response.
   stream.respond(headers, { endStream: true });
 }
@@ -294,7 +301,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
       return;
     }
-    if (path === CREATE_PATH) {
+    if (path === CREATE_CERTIFICATE_PATH) {
       // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
       // that arrives later is dropped (`open` is false by then).
       const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
@@ -328,15 +335,15 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     if (path === HEALTH_CHECK_PATH) {
       readMessage(stream, 4096, (err, bytes) => {
         if (err) return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
-        let req: { service: string };
+        let req: HealthCheckRequest;
         try {
-          req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes!), { defaults: true }) as { service: string };
+          req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
         } catch {
           return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
         }
         const st = o.health.status(req.service);
         if (st === undefined) sendError(stream, { code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
-        else sendFrame(stream, frame(codec.healthResponse.encode({ status: HEALTH_STATUS[st] ?? 0 }).finish()));
+        else sendFrame(stream, frame(codec.healthResponse.encode({ status: SERVING_STATUS_NUMBER[st] }).finish()));
       });
       return;
     }

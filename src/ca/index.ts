@@ -33,7 +33,7 @@
  * (plug-in cacerts dir); `NodeAuthorizer` over a `PodIndex`; `AuthenticatorChain` of
  * `TokenReviewAuthenticator` and `JwtAuthenticator`; TTL rules in ttl.ts; errors in errors.ts.
  */
-export { startCaServer, caServiceDefinition, CA_PROTO, CA_SERVICE, type CaServer } from './ca-server.js';
+export { startCaServer, caServiceDefinition, type CaServer } from './ca-server.js';
 export {
   readCaConfig,
   ENV as CA_ENV,
@@ -58,7 +58,7 @@ export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type St
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
 export { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer } from './pod-informer.js';
-export { CertificateService, IMPERSONATED_IDENTITY_KEY, CLUSTER_ID_HEADER, DEFAULT_CLUSTER_ID, type IstioCertificateRequest, type IstioCertificateResponse } from './certificate-service.js';
+export { CertificateService } from './certificate-service.js';
 export { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
 export { TokenReviewAuthenticator, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
 export { JwtAuthenticator, DEFAULT_JWT_ALGORITHMS, SUPPORTED_JWT_ALGORITHMS } from './authn/jwt-verifier.js';

@@ -24,6 +24,8 @@ import { workloadCertPem } from '../broker/workload-cert.js';
 import { splitDerCertificates } from '../broker/x509-fields.js';
 import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
 import { PRIVATE_DIR_MODE } from '../ops/private-dir.js';
+import { CNI_EVENT_SOCKET_NAME } from '../protocol/cni-event.js';
+import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 
 export interface StartOptions {
   readonly certTtlSeconds: number;
@@ -175,8 +177,8 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
       defaultTtlSeconds: options.certTtlSeconds,
       maxTtlSeconds: 90 * 86400,
       trustedNodeAccounts: [`${SYSTEM_NS}/${BROKER_SA}`],
-      clusters: [{ id: 'Kubernetes', kubeConfig: admin, audiences: ['istio-ca'], tokenReview: true }],
-      defaultClusterId: 'Kubernetes',
+      clusters: [{ id: DEFAULT_CLUSTER_ID, kubeConfig: admin, audiences: [CA_TOKEN_AUDIENCE], tokenReview: true }],
+      defaultClusterId: DEFAULT_CLUSTER_ID,
       signer: { kind: 'self-signed', namespace: SYSTEM_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
       tokenCacheSeconds: 60,
       signingWorkers: 1,
@@ -197,12 +199,12 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
       trustDomain: TD,
       nodeName: NODE,
       pod: { namespace: SYSTEM_NS, name: 'certbroker-node-1', uid: brokerPod.metadata!.uid!, serviceAccount: BROKER_SA },
-      ca: { address: `127.0.0.1:${ca.port}`, rootsPem: ca.rootsPem(), tlsServerName: 'localhost', clusterId: 'Kubernetes', audience: 'istio-ca', certTtlSeconds: options.certTtlSeconds },
+      ca: { address: `127.0.0.1:${ca.port}`, rootsPem: ca.rootsPem(), tlsServerName: 'localhost', clusterId: DEFAULT_CLUSTER_ID, audience: CA_TOKEN_AUDIENCE, certTtlSeconds: options.certTtlSeconds },
       tokenExpirationSeconds: 3600,
       maxConcurrentFetches: 8,
       forgetGraceMs: 30_000,
       brokerSocketPath: join(dir, 'broker', 'broker.sock'),
-      cniEventSocketPath: join(dir, 'broker', 'pluginevent.sock'),
+      cniEventSocketPath: join(dir, 'broker', CNI_EVENT_SOCKET_NAME),
       allowedCallers: [`spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`],
       updateJitterMs: 500,
       ops: { host: '127.0.0.1', port: 0 },
@@ -228,10 +230,10 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
     }
 
     // The consumer: ztunnel's own SVID from the CA, then one subscription per node-1 pod.
-    const consumerToken = new Secret(await saToken(core, SYSTEM_NS, CONSUMER_SA, 'istio-ca', 3600));
+    const consumerToken = new Secret(await saToken(core, SYSTEM_NS, CONSUMER_SA, CA_TOKEN_AUDIENCE, 3600));
     const caClient = new IstioCaClient({
       address: `127.0.0.1:${ca.port}`, caRootsPem: ca.rootsPem(), tlsServerName: 'localhost',
-      tokens: { token: async () => consumerToken }, clusterId: 'Kubernetes', certTtlSeconds: 3600, impersonate: false,
+      tokens: { token: async () => consumerToken }, clusterId: DEFAULT_CLUSTER_ID, certTtlSeconds: 3600, impersonate: false,
     });
     const own = await caClient.fetchCertificate(`spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`, signal);
     caClient.close();

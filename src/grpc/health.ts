@@ -13,29 +13,28 @@ import {
   type sendUnaryData,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
+import {
+  HEALTH_PROTO,
+  HEALTH_SERVICE,
+  WHOLE_SERVER,
+  type HealthCheckRequest as CheckRequest,
+  type HealthCheckResponse as CheckResponse,
+  type ServingStatus,
+} from '../protocol/grpc-health.js';
 import { loadProtos, lookup } from './proto-load.js';
 
-export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
-
-export type ServingStatus = 'SERVING' | 'NOT_SERVING' | 'SERVICE_UNKNOWN' | 'UNKNOWN';
-
-interface CheckRequest {
-  readonly service: string;
-}
-interface CheckResponse {
-  status: ServingStatus;
-}
+export { HEALTH_PROTO, type ServingStatus };
 
 export class HealthService {
   readonly #statuses = new Map<string, ServingStatus>();
   readonly #watchers = new Map<string, Set<ServerWritableStream<CheckRequest, CheckResponse>>>();
   #closed = false;
 
-  constructor(initial: Readonly<Record<string, ServingStatus>> = { '': 'NOT_SERVING' }) {
+  constructor(initial: Readonly<Record<string, ServingStatus>> = { [WHOLE_SERVER]: 'NOT_SERVING' }) {
     for (const [k, v] of Object.entries(initial)) this.#statuses.set(k, v);
   }
 
-  status(service = ''): ServingStatus | undefined {
+  status(service = WHOLE_SERVER): ServingStatus | undefined {
     return this.#statuses.get(service);
   }
 
@@ -59,7 +58,7 @@ export class HealthService {
     const def = healthServiceDefinition();
     const impl: UntypedServiceImplementation = {
       Check: (call: ServerUnaryCall<CheckRequest, CheckResponse>, cb: sendUnaryData<CheckResponse>) => {
-        const s = this.#statuses.get(call.request.service ?? '');
+        const s = this.#statuses.get(call.request.service ?? WHOLE_SERVER);
         if (s === undefined) cb({ code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
         else cb(null, { status: s });
       },
@@ -69,7 +68,7 @@ export class HealthService {
         cb(null, { statuses });
       },
       Watch: (call: ServerWritableStream<CheckRequest, CheckResponse>) => {
-        const service = call.request.service ?? '';
+        const service = call.request.service ?? WHOLE_SERVER;
         if (this.#closed) {
           call.write({ status: 'NOT_SERVING' });
           call.end();
@@ -89,5 +88,5 @@ export class HealthService {
 
 export function healthServiceDefinition(): ServiceDefinition {
   const { grpcObject } = loadProtos([HEALTH_PROTO]);
-  return lookup<{ service: ServiceDefinition }>(grpcObject, 'grpc.health.v1.Health').service;
+  return lookup<{ service: ServiceDefinition }>(grpcObject, HEALTH_SERVICE).service;
 }

@@ -4,17 +4,10 @@
  * metadata on the wire). Encoded with protobufjs over our own proto/google/rpc/*.proto.
  */
 import type protobuf from 'protobufjs';
+import { ERROR_INFO_TYPE, ERROR_INFO_TYPE_URL, RPC_STATUS_PROTOS, RPC_STATUS_TYPE, STATUS_DETAILS_KEY, type ErrorInfo } from '../protocol/grpc-status.js';
 import { protobufRoot } from './proto-load.js';
 
-export const STATUS_DETAILS_KEY = 'grpc-status-details-bin';
-export const ERROR_INFO_TYPE_URL = 'type.googleapis.com/google.rpc.ErrorInfo';
-
-export interface ErrorInfo {
-  /** UPPER_SNAKE_CASE, stable within `domain`. */
-  readonly reason: string;
-  readonly domain: string;
-  readonly metadata?: Readonly<Record<string, string>>;
-}
+export { ERROR_INFO_TYPE_URL, STATUS_DETAILS_KEY, type ErrorInfo };
 
 export interface RpcStatus {
   readonly code: number;
@@ -26,8 +19,8 @@ let types: { status: protobuf.Type; errorInfo: protobuf.Type } | undefined;
 
 function rpcTypes(): { status: protobuf.Type; errorInfo: protobuf.Type } {
   if (!types) {
-    const root = protobufRoot(['google/rpc/status.proto', 'google/rpc/error_details.proto']);
-    types = { status: root.lookupType('google.rpc.Status'), errorInfo: root.lookupType('google.rpc.ErrorInfo') };
+    const root = protobufRoot(RPC_STATUS_PROTOS);
+    types = { status: root.lookupType(RPC_STATUS_TYPE), errorInfo: root.lookupType(ERROR_INFO_TYPE) };
   }
   return types;
 }

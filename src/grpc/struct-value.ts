@@ -4,19 +4,9 @@
  * string-valued entries certbroker uses (e.g. `ImpersonatedIdentity`) to and from plain objects.
  */
 
-export interface ProtoValue {
-  readonly kind?: string;
-  readonly stringValue?: string;
-  readonly numberValue?: number;
-  readonly boolValue?: boolean;
-  readonly nullValue?: string | number;
-  readonly structValue?: ProtoStruct;
-  readonly listValue?: { readonly values?: readonly ProtoValue[] };
-}
+import type { ProtoStruct, ProtoValue } from '../protocol/protobuf-types.js';
 
-export interface ProtoStruct {
-  readonly fields?: Readonly<Record<string, ProtoValue>>;
-}
+export type { ProtoStruct, ProtoValue };
 
 /** The string under `key`, undefined when absent; throws when present but not a string. */
 export function structString(struct: ProtoStruct | null | undefined, key: string): string | undefined {

@@ -10,6 +10,7 @@ import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js
 import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { encodeRpcStatus, STATUS_DETAILS_KEY, type ErrorInfo } from '../grpc/rpc-status.js';
+import { ERROR_CODE_METADATA } from '../protocol/grpc-status.js';
 
 export interface GrpcErrorOptions {
   /** The ErrorInfo for `err` (`undefined` for an unexpected error, which answers INTERNAL). */
@@ -57,7 +58,7 @@ export function toGrpcError(
   let code: GrpcStatus;
   let details: string;
   if (err instanceof CertbrokerError) {
-    metadata.set('certbroker-error-code', err.code);
+    metadata.set(ERROR_CODE_METADATA, err.code);
     code = STATUS[err.status];
     details = err.publicMessage ?? GENERIC[err.status];
   } else {

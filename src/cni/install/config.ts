@@ -4,6 +4,7 @@
  */
 import { ConfigReader } from '../../core/config.js';
 import { parseLogLevel, type LogLevel } from '../../core/log.js';
+import { CNI_KUBECONFIG_FILE_NAME, DEFAULT_CNI_AGENT_RUN_DIR } from '../../protocol/cni-event.js';
 import type { PluginLogLevel } from './plugin-entry.js';
 
 export const ENV = {
@@ -131,9 +132,9 @@ export function loadInstallConfig(env: Readonly<Record<string, string | undefine
     mountedCniBinDir: absolute(r, ENV.mountedCniBinDir, s('mountedCniBinDir', '/host/opt/cni/bin')),
     binariesSourceDir: absolute(r, ENV.binariesSourceDir, s('binariesSourceDir', '/opt/certbroker/cni-bin')),
     binaries: binaries.map((b) => plainName(r, ENV.binaries, b)),
-    cniAgentRunDir: absolute(r, ENV.cniAgentRunDir, s('cniAgentRunDir', '/var/run/istio-cni')),
-    mountedCniAgentRunDir: absolute(r, ENV.mountedCniAgentRunDir, s('mountedCniAgentRunDir', s('cniAgentRunDir', '/var/run/istio-cni'))),
-    kubeconfigFilename: plainName(r, ENV.kubeconfigFilename, s('kubeconfigFilename', 'istio-cni-kubeconfig')),
+    cniAgentRunDir: absolute(r, ENV.cniAgentRunDir, s('cniAgentRunDir', DEFAULT_CNI_AGENT_RUN_DIR)),
+    mountedCniAgentRunDir: absolute(r, ENV.mountedCniAgentRunDir, s('mountedCniAgentRunDir', s('cniAgentRunDir', DEFAULT_CNI_AGENT_RUN_DIR))),
+    kubeconfigFilename: plainName(r, ENV.kubeconfigFilename, s('kubeconfigFilename', CNI_KUBECONFIG_FILE_NAME)),
     kubeconfigMode,
     serviceAccountDir: absolute(r, ENV.serviceAccountDir, s('serviceAccountDir', '/var/run/secrets/kubernetes.io/serviceaccount')),
     kubeCaFile: r.optionalString(ENV.kubeCaFile, flags.kubeCaFile),

@@ -23,12 +23,10 @@ import { CniError } from './cni-error.js';
 import { DEFAULT_CONFIG_VERSION, SUPPORTED_VERSIONS, isSupportedVersion } from './cni-version.js';
 import { decodeEnablementSelectors, type EnablementSelector } from './enablement.js';
 import type { LogLevel } from '../../core/log.js';
+import { CNI_EVENT_SOCKET_NAME, CNI_KUBECONFIG_FILE_NAME, DEFAULT_CNI_AGENT_RUN_DIR } from '../../protocol/cni-event.js';
 
 export const ENV_DRY_RUN_FILE_PATH = 'DRY_RUN_FILE_PATH';
 
-export const DEFAULT_CNI_AGENT_RUN_DIR = '/var/run/istio-cni';
-export const KUBECONFIG_FILE_NAME = 'istio-cni-kubeconfig';
-export const CNI_EVENT_SOCKET_NAME = 'pluginevent.sock';
 
 export interface PluginConfig {
   readonly cniVersion: string;
@@ -195,7 +193,7 @@ export function parsePluginConfig(
     type,
     logLevel: logLevel ?? 'info',
     cniAgentRunDir,
-    kubeconfigPath: legacyKubeconfig || joinPath(cniAgentRunDir, KUBECONFIG_FILE_NAME),
+    kubeconfigPath: legacyKubeconfig || joinPath(cniAgentRunDir, CNI_KUBECONFIG_FILE_NAME),
     cniBinDir: str(legacy, 'cni_bin_dir', p),
     cniEventSocketPath: str(raw, 'cni_event_socket', p) || joinPath(cniAgentRunDir, CNI_EVENT_SOCKET_NAME),
     ambientEnabled: bool(raw, 'ambient_enabled', p),

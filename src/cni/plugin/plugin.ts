@@ -10,7 +10,8 @@ import type { Clock } from '../../core/clock.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import { CniError, toErrorResult } from './cni-error.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
-import { pushCniAddEvent, toPodIpConfig, type PodIpConfig } from './cni-event-client.js';
+import { toPodIpConfig, type PodIpConfig } from '../../protocol/cni-event.js';
+import { pushCniAddEvent } from './cni-event-client.js';
 import { CURRENT_VERSION, SUPPORTED_VERSIONS, convertResult, resultAddresses, versionAtLeast } from './cni-version.js';
 import { configVersion, decodeConfigJson, parsePluginConfig, type PluginConfig } from './config.js';
 import { isAmbientPod } from './enablement.js';
@@ -220,7 +221,7 @@ async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
         { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null },
         { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs },
       );
-      log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address.IP) });
+      log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });
       return result;
     }
     log.debug('pod is not ambient', { pod });

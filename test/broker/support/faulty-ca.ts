@@ -6,7 +6,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Server, ServerCredentials, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { CA_PROTO } from '../../../src/broker/ca-client.js';
+import { CA_PROTO } from '../../../src/protocol/istio-ca.js';
 import { loadProtos, lookup } from '../../../src/grpc/proto-load.js';
 import { structString } from '../../../src/grpc/struct-value.js';
 import { createRootCa, exportPkcs8Pem, exportSpkiDer, generateKeyPair, pemEncode, readCsrDetails, toSigningCryptoKey, x509, type CaCertificate } from '../../../src/pki/index.js';

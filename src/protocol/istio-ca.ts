@@ -1,0 +1,56 @@
+/**
+ * Istio's CA protocol (`istio.v1.auth.IstioCertificateService`, proto/istio/v1/auth/ca.proto),
+ * as istiod serves it and ztunnel's `identity/caclient.rs` calls it: the one place its names,
+ * call metadata and message shapes are written. The broker's CA client, the CA's certificate
+ * service and its lean http2 transport all take them from here.
+ *
+ * A call: `CreateCertificate(IstioCertificateRequest)` with `authorization: Bearer <token>` and
+ * `clusterid: <cluster>` (absent: the CA's default cluster) as call metadata; a node agent asking
+ * for another workload's identity puts that SPIFFE ID under `ImpersonatedIdentity` in the
+ * request's `metadata` Struct. The answer's `cert_chain` is leaf, intermediates, root bundle last.
+ */
+import type { ProtoStruct } from './protobuf-types.js';
+
+/** The .proto file, relative to `proto/`. */
+export const CA_PROTO = 'istio/v1/auth/ca.proto';
+export const CA_SERVICE = 'istio.v1.auth.IstioCertificateService';
+export const CREATE_CERTIFICATE_METHOD = 'CreateCertificate';
+/** The HTTP/2 `:path` of CreateCertificate. */
+export const CREATE_CERTIFICATE_PATH = `/${CA_SERVICE}/${CREATE_CERTIFICATE_METHOD}`;
+export const CERTIFICATE_REQUEST_TYPE = 'istio.v1.auth.IstioCertificateRequest';
+export const CERTIFICATE_RESPONSE_TYPE = 'istio.v1.auth.IstioCertificateResponse';
+
+/** Call metadata carrying the caller's bearer token. */
+export const AUTHORIZATION_METADATA = 'authorization';
+/** Call metadata naming the cluster whose authenticator checks the token. */
+export const CLUSTER_ID_METADATA = 'clusterid';
+/** The cluster id Istio assumes when none is configured or sent. */
+export const DEFAULT_CLUSTER_ID = 'Kubernetes';
+/** The token audience Istio's CA accepts by default (and node agents request). */
+export const CA_TOKEN_AUDIENCE = 'istio-ca';
+/** Key in the request's `metadata` Struct: the SPIFFE ID a trusted node agent asks for. */
+export const IMPERSONATED_IDENTITY_KEY = 'ImpersonatedIdentity';
+
+export interface IstioCertificateRequest {
+  /** PEM PKCS#10 CSR. */
+  readonly csr?: string;
+  /** Requested lifetime in seconds (int64; 0 or absent = the CA's default). */
+  readonly validity_duration?: number | string;
+  readonly metadata?: ProtoStruct | null;
+}
+
+export interface IstioCertificateResponse {
+  /** Leaf, intermediates (one per element), root bundle last; PEM. */
+  readonly cert_chain: readonly string[];
+}
+
+/** The `authorization` metadata value for a token. */
+export function bearerAuthorization(token: string): string {
+  return `Bearer ${token}`;
+}
+
+/** The token of an `authorization: Bearer <token>` value (scheme case-insensitive); undefined otherwise. */
+export function bearerTokenOf(value: string): string | undefined {
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(value);
+  return m?.[1] || undefined;
+}
