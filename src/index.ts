@@ -19,7 +19,8 @@
  */
 
 // The CA server.
-export { startCaServer, readCaConfig, CA_ENV, CA_PROTO, CA_SERVICE } from './ca/index.js';
+export { startCaServer, readCaConfig, CA_ENV } from './ca/index.js';
+export { CA_PROTO, CA_SERVICE } from './protocol/istio-ca.js';
 export type { CaServer, CaServerConfig, CaEnvConfig, CaCliFlags, ClusterConfig, SignerConfig } from './ca/index.js';
 
 // Signers: the interface, the built-in implementations and what a custom signer needs.

@@ -65,6 +65,14 @@ for (const probe of PROBES) {
   });
 }
 
+test('src/protocol/ imports nothing outside itself (the CNI plugin loads it)', () => {
+  const files = sourceFiles().filter((f) => f.path.startsWith('protocol/'));
+  assert.ok(files.length >= 5);
+  const imports = files.flatMap((f) => [...f.text.matchAll(/\bfrom\s+'([^']+)'|\bimport\s*\(\s*'([^']+)'|^import\s+'([^']+)'/gmu)].map((m) => `${f.path}: ${m[1] ?? m[2] ?? m[3]}`));
+  assert.ok(imports.length > 0);
+  assert.deepEqual(imports.filter((i) => !/: \.\/[a-z0-9-]+\.js$/u.test(i)), []);
+});
+
 test('the literal scanner sees code strings and template parts, not comments or regular expressions', () => {
   const source = [
     "// 'in-a-line-comment'",
