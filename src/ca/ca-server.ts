@@ -20,11 +20,14 @@ import { AuthenticatorChain, type Authenticator } from './authn/authenticator.js
 import { JwtAuthenticator } from './authn/jwt-verifier.js';
 import { kubeTokenReviewer } from './authn/kube-token-reviewer.js';
 import { discoveredJwks, originOf } from './authn/oidc-discovery.js';
+import { RefusalCache } from './authn/refusal-cache.js';
 import { TokenCache } from './authn/token-cache.js';
 import { TokenReviewAuthenticator } from './authn/token-review.js';
-import { CertificateService, type ClusterAuth } from './certificate-service.js';
+import { CertificateService, MALFORMED_REQUEST, type ClusterAuth } from './certificate-service.js';
 import { startH2Transport } from './h2-transport.js';
-import { plaintextProblem, type CaServerConfig } from './config.js';
+import { DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, plaintextProblem, type CaServerConfig } from './config.js';
+import { grpcJsLimitOptions } from './grpc-js-limits.js';
+import { resolveLimits } from './limits.js';
 import { CaMetrics } from './metrics.js';
 import { NodeAuthorizer } from './node-authorizer.js';
 import type { PodIndex } from './pod-index.js';
@@ -41,6 +44,8 @@ const SERVING_CERT_TTL_SECONDS = 30 * 24 * 3600;
 const JWT_CLOCK_TOLERANCE_SECONDS = 10;
 /** Largest request message accepted (a CSR is a few KB). */
 const MAX_MESSAGE_BYTES = 256 * 1024;
+/** Refusals remembered per cluster (oldest first out): a flood of distinct forged tokens cannot grow it further. */
+const MAX_REFUSALS = 10_000;
 
 export interface CaServer {
   /** The bound gRPC port. */
@@ -59,15 +64,36 @@ export interface CaServer {
   stop(): Promise<void>;
 }
 
+/**
+ * The service definition for grpc-js, with a request deserializer that never throws: bytes that
+ * are not an IstioCertificateRequest become MALFORMED_REQUEST, which the handler refuses with
+ * INVALID_ARGUMENT as the http2 transport does (grpc-js itself would answer INTERNAL).
+ */
 export function caServiceDefinition(): ServiceDefinition {
   const { grpcObject } = loadProtos([CA_PROTO]);
-  return lookup<{ service: ServiceDefinition }>(grpcObject, CA_SERVICE).service;
+  const service = lookup<{ service: ServiceDefinition }>(grpcObject, CA_SERVICE).service;
+  const out: Record<string, ServiceDefinition[string]> = {};
+  for (const [name, method] of Object.entries(service)) {
+    const decode = method.requestDeserialize;
+    out[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer) => {
+        try {
+          return decode(bytes);
+        } catch {
+          return MALFORMED_REQUEST;
+        }
+      },
+    };
+  }
+  return out as ServiceDefinition;
 }
 
 export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   const clock = config.clock ?? systemClock;
   const logger = (config.logger ?? createLogger()).child({ component: 'ca' });
   const metrics = new CaMetrics({ defaultMetrics: config.opsPort !== undefined });
+  const limits = resolveLimits(config.limits);
   const defaultCluster = config.clusters.find((c) => c.id === config.defaultClusterId);
   if (config.clusters.length > 0 && !defaultCluster) throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
   const plaintextRefused = plaintextProblem(config, { plaintext: 'plaintext', host: 'grpcHost' });
@@ -111,6 +137,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
   const podIndexes = new Map<string, PodIndex>();
   for (const c of config.clusters) {
     const cache = new TokenCache({ clock, ttlMs: config.tokenCacheSeconds * 1000, maxEntries: 50_000 });
+    const refusals = new RefusalCache({ clock, ttlMs: (config.tokenNegativeCacheSeconds ?? DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS) * 1000, maxEntries: MAX_REFUSALS });
     const authenticators: Authenticator[] = [];
     if (c.tokenReview) {
       authenticators.push(
@@ -119,6 +146,7 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
           audiences: c.audiences,
           reviewer: kubeTokenReviewer(c.kubeConfig),
           cache,
+          refusals,
           clock,
           onCacheLookup: (result) => (result === 'hit' ? metrics.cacheHit.inc() : metrics.tokenReviewCache.inc({ result })),
         }),
@@ -245,6 +273,8 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
           health,
           logger,
           maxMessageBytes: MAX_MESSAGE_BYTES,
+          limits,
+          metrics,
         });
         return {
           port: h2t.port,
@@ -260,7 +290,11 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
       }
     }
     // Channelz bookkeeping costs CPU on every call and nothing reads it here.
-    const server = new Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.enable_channelz': 0 });
+    const server = new Server({
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+      'grpc.enable_channelz': 0,
+      ...grpcJsLimitOptions(limits, () => metrics.streamsRefused.inc({ reason: 'body_timeout' })),
+    });
     server.addService(caServiceDefinition(), service.implementation());
     health.addToServer(server);
     addReflection(server, [CA_PROTO, HEALTH_PROTO]);

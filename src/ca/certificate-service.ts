@@ -30,6 +30,15 @@ import type { NodeAuthorizer } from './node-authorizer.js';
 import type { Signer } from './signer.js';
 import { resolveTtlSeconds, type TtlPolicy } from './ttl.js';
 
+/**
+ * What a transport hands the handler for a request message that is not a parsable
+ * IstioCertificateRequest (compared by identity): the call is refused with INVALID_ARGUMENT
+ * (ERR_CA_REQUEST_MALFORMED) before any authentication. The gRPC libraries would answer
+ * INTERNAL ("error parsing request proto", statuscodes.md), which tells the caller the server
+ * failed; the bytes are the caller's, so both CA transports answer INVALID_ARGUMENT instead.
+ */
+export const MALFORMED_REQUEST: IstioCertificateRequest = Object.freeze({});
+
 /** What the service knows about one cluster it accepts callers from. */
 export interface ClusterAuth {
   readonly id: string;
@@ -112,6 +121,12 @@ export class CertificateService {
   /** The handler proper, transport-free (also used by the in-process benchmark). */
   async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata): Promise<IstioCertificateResponse> {
     const o = this.#o;
+    if (request === MALFORMED_REQUEST) {
+      throw new CaError('ERR_CA_REQUEST_MALFORMED', 'request message is not a parsable IstioCertificateRequest', {
+        status: 'invalid-argument',
+        publicMessage: 'request message cannot be parsed',
+      });
+    }
     const clusterId = headerString(metadata, CLUSTER_ID_METADATA) ?? o.defaultClusterId;
     const cluster = o.clusters.get(clusterId);
     if (!cluster) throw authnError('ERR_CA_UNKNOWN_CLUSTER', `unknown clusterid ${JSON.stringify(clusterId.slice(0, 64))}`);

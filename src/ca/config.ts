@@ -12,6 +12,7 @@ import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
+import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
 import type { Signer } from './signer.js';
 
 export const ENV = Object.freeze({
@@ -42,6 +43,14 @@ export const ENV = Object.freeze({
   WORKERS: 'CA_SIGNING_WORKERS',
   TRANSPORT: 'CA_TRANSPORT',
   SHUTDOWN_SECONDS: 'CA_SHUTDOWN_GRACE_SECONDS',
+  TOKEN_NEGATIVE_CACHE_SECONDS: 'CA_TOKEN_NEGATIVE_CACHE_SECONDS',
+  TLS_HANDSHAKE_TIMEOUT_SECONDS: 'CA_TLS_HANDSHAKE_TIMEOUT_SECONDS',
+  IDLE_SESSION_TIMEOUT_SECONDS: 'CA_IDLE_SESSION_TIMEOUT_SECONDS',
+  REQUEST_BODY_TIMEOUT_SECONDS: 'CA_REQUEST_BODY_TIMEOUT_SECONDS',
+  MAX_CONCURRENT_STREAMS: 'CA_MAX_CONCURRENT_STREAMS',
+  MAX_CONNECTIONS: 'CA_MAX_CONNECTIONS',
+  MAX_STREAMS: 'CA_MAX_STREAMS',
+  MAX_HEADER_LIST_BYTES: 'CA_MAX_HEADER_LIST_BYTES',
   LOG_LEVEL: 'LOG_LEVEL',
 });
 
@@ -52,6 +61,11 @@ export const DEFAULT_AUDIENCES: readonly string[] = [CA_TOKEN_AUDIENCE];
 export const DEFAULT_TRUSTED_NODE_ACCOUNTS: readonly string[] = ['istio-system/ztunnel'];
 export const DEFAULT_SERVING_DNS_NAMES: readonly string[] = ['istiod.istio-system.svc', 'certbroker-ca.istio-system.svc', 'localhost'];
 export const SELF_SIGNED_SECRET_NAME = 'istio-ca-secret';
+/**
+ * How long a token TokenReview refused is refused again without asking (by token hash): a
+ * client repeating a garbage or forged token costs the API server one review per this.
+ */
+export const DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS = 10;
 /**
  * Signing worker threads by default: one per core. The gRPC main thread shares the cores with
  * them; on the quiet 2-core runs in docs/benchmarks.md two workers beat one (on a heavily loaded
@@ -109,6 +123,10 @@ export interface CaServerConfig {
   readonly defaultClusterId: string;
   readonly signer: SignerConfig;
   readonly tokenCacheSeconds: number;
+  /** Refusals cached by token hash (default DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS; 0 = off). */
+  readonly tokenNegativeCacheSeconds?: number;
+  /** Connection, stream and header bounds for unauthenticated clients (unset fields: DEFAULT_CA_LIMITS). */
+  readonly limits?: Partial<CaLimits>;
   readonly signingWorkers: number;
   readonly shutdownGraceMs: number;
   /**
@@ -137,7 +155,9 @@ export interface CaCliFlags {
 }
 
 /** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
-export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger'> {
+export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds'> {
+  readonly limits: CaLimits;
+  readonly tokenNegativeCacheSeconds: number;
   readonly kubeconfigPath: string | undefined;
   readonly audiences: readonly string[];
   readonly tokenReview: boolean;
@@ -184,6 +204,23 @@ function splitHostPort(raw: string, name: string, reader: ConfigReader): { host:
   return { host: (m[1] ?? '').replace(/^\[|\]$/g, '') || '0.0.0.0', port };
 }
 
+/** The transport limits from their env vars (seconds and counts), each range-checked. */
+function readLimits(r: ConfigReader): CaLimits {
+  const d = DEFAULT_CA_LIMITS;
+  const seconds = (name: string, fallbackMs: number, max: number) => r.int(name, fallbackMs / 1000, { min: 1, max }) * 1000;
+  return Object.freeze({
+    tlsHandshakeTimeoutMs: seconds(ENV.TLS_HANDSHAKE_TIMEOUT_SECONDS, d.tlsHandshakeTimeoutMs, 120),
+    idleSessionTimeoutMs: seconds(ENV.IDLE_SESSION_TIMEOUT_SECONDS, d.idleSessionTimeoutMs, 86_400),
+    requestBodyTimeoutMs: seconds(ENV.REQUEST_BODY_TIMEOUT_SECONDS, d.requestBodyTimeoutMs, 300),
+    maxConcurrentStreams: r.int(ENV.MAX_CONCURRENT_STREAMS, d.maxConcurrentStreams, { min: 1, max: 10_000 }),
+    maxConnections: r.int(ENV.MAX_CONNECTIONS, d.maxConnections, { min: 1, max: 1_000_000 }),
+    maxStreams: r.int(ENV.MAX_STREAMS, d.maxStreams, { min: 1, max: 1_000_000 }),
+    // Below 4 KiB a real token plus gRPC's own headers may not fit; above 64 KiB node's HPACK
+    // encoder (grpc-js clients) cannot send one field anyway and nghttp2 caps CONTINUATION frames.
+    maxHeaderListBytes: r.int(ENV.MAX_HEADER_LIST_BYTES, d.maxHeaderListBytes, { min: 4096, max: 65_536 }),
+  });
+}
+
 export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, string | undefined>> = process.env): CaEnvConfig {
   const r = new ConfigReader(env);
   const grpc = splitHostPort(r.string(ENV.GRPC_ADDRESS, '0.0.0.0:15012', flags.grpcAddress), ENV.GRPC_ADDRESS, r);
@@ -212,6 +249,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const audiences = r.list(ENV.AUDIENCES, DEFAULT_AUDIENCES);
   if (audiences.length === 0) r.problem(`${ENV.AUDIENCES}=${JSON.stringify(r.raw(ENV.AUDIENCES))} names no audience`);
   const plaintext = r.bool(ENV.PLAINTEXT, false, flags.plaintext);
+  const limits = readLimits(r);
   const plaintextRefused = grpc.host === '' ? undefined : plaintextProblem({ plaintext, grpcHost: grpc.host }, { plaintext: ENV.PLAINTEXT, host: `${ENV.GRPC_ADDRESS} host` });
   if (plaintextRefused) r.problem(plaintextRefused);
   const cfg: CaEnvConfig = {
@@ -226,6 +264,8 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     trustedNodeAccounts: trusted,
     defaultClusterId: r.string(ENV.CLUSTER_ID, DEFAULT_CLUSTER_ID, flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
+    tokenNegativeCacheSeconds: r.int(ENV.TOKEN_NEGATIVE_CACHE_SECONDS, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, { min: 0, max: 300 }),
+    limits,
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
     transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,

@@ -10,6 +10,8 @@ export type CaAuthnCode =
   | 'ERR_CA_NO_TOKEN'
   | 'ERR_CA_UNKNOWN_CLUSTER'
   | 'ERR_CA_TOKEN_INVALID'
+  /** Not a JWT at all (not three base64url segments with a JOSE header, or too long): refused before any TokenReview. */
+  | 'ERR_CA_TOKEN_MALFORMED'
   | 'ERR_CA_TOKEN_EXPIRED'
   | 'ERR_CA_TOKEN_AUDIENCE'
   | 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT'
@@ -31,6 +33,8 @@ export type CaErrorCode =
   | CaAuthzCode
   /** What the caller sees for every authn/authz failure. */
   | 'ERR_CA_UNAUTHENTICATED'
+  /** The request message is not a parsable IstioCertificateRequest. */
+  | 'ERR_CA_REQUEST_MALFORMED'
   | 'ERR_CA_CSR_INVALID'
   | 'ERR_CA_CSR_SIGNATURE'
   | 'ERR_CA_TTL_INVALID'

@@ -21,6 +21,8 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
+import type { Socket } from 'node:net';
+import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
@@ -38,7 +40,9 @@ import {
 } from '../protocol/grpc-health.js';
 import { ERROR_CODE_METADATA } from '../protocol/grpc-status.js';
 import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type IstioCertificateRequest } from '../protocol/istio-ca.js';
-import type { CallMetadata, CertificateService } from './certificate-service.js';
+import { MALFORMED_REQUEST, type CallMetadata, type CertificateService } from './certificate-service.js';
+import type { CaLimits } from './limits.js';
+import type { CaMetrics } from './metrics.js';
 
 // Shared by every call (frozen: node:http2 copies, never writes, header objects).
 const OK_HEADERS = Object.freeze({ [h2.HTTP2_HEADER_STATUS]: 200, 'content-type': 'application/grpc' });
@@ -52,6 +56,10 @@ export interface H2TransportOptions {
   readonly health: HealthService;
   readonly logger: Logger;
   readonly maxMessageBytes: number;
+  /** Connection, stream, header and time bounds (see limits.ts). */
+  readonly limits: CaLimits;
+  /** Counts closed connections and refused streams; reports open connections and streams. */
+  readonly metrics?: CaMetrics;
   /** A plaintext grpc-js server on 127.0.0.1 for every other method (health Watch, reflection). */
   readonly fallbackPort?: number;
 }
@@ -95,18 +103,26 @@ function open(stream: ServerHttp2Stream): boolean {
   return !stream.destroyed && !stream.closed && !stream.headersSent;
 }
 
-function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>): void {
+function sendError(stream: ServerHttp2Stream, err: Partial<ServiceError>, extra?: Readonly<Record<string, string>>): void {
   if (!open(stream)) return;
   const headers: Record<string, string | number> = {
     [h2.HTTP2_HEADER_STATUS]: 200,
     'content-type': 'application/grpc',
     'grpc-status': err.code ?? GrpcStatus.INTERNAL,
     'grpc-message': grpcMessage(err.details ?? 'internal error'),
+    ...extra,
   };
   const code = err.metadata?.get(ERROR_CODE_METADATA)[0];
   if (typeof code === 'string') headers[ERROR_CODE_METADATA] = code;
   // Trailers-only response.
   stream.respond(headers, { endStream: true });
+  // A client still sending (a body too large, too slow, or never coming) is told to stop with
+  // RST_STREAM(NO_ERROR) after the status (RFC 9113 §8.1), so the stream is gone here at once.
+  if (!stream.readableEnded) stream.close(h2.NGHTTP2_NO_ERROR);
+}
+
+function sendWireError(stream: ServerHttp2Stream, err: WireError): void {
+  sendError(stream, { code: err.grpcCode, details: err.message }, err.acceptEncoding ? { 'grpc-accept-encoding': ACCEPT_ENCODING } : undefined);
 }
 
 /** Answers with one message (an already framed body) and grpc-status 0. */
@@ -137,27 +153,90 @@ export function grpcTimeoutMs(value: string | string[] | undefined): number | un
 interface WireError {
   readonly grpcCode: number;
   readonly message: string;
+  /** Answer with `grpc-accept-encoding` (an encoding we do not decompress was used). */
+  readonly acceptEncoding?: boolean;
+}
+
+/** Request encodings decompressed here, as grpc-js does. */
+const ACCEPT_ENCODING = 'identity,deflate,gzip';
+
+interface ReadOptions {
+  readonly maxBytes: number;
+  /** The call's `grpc-encoding` header. */
+  readonly encoding: string | string[] | undefined;
+  /** The whole request message must have arrived this long (ms) after the call's headers. */
+  readonly bodyTimeoutMs: number;
+  readonly onBodyTimeout: () => void;
 }
 
 /**
- * Reads one length-prefixed, uncompressed message from the stream (bounded) and calls `done`
+ * The one request message of a complete request body, or the status to answer. The statuses
+ * follow the gRPC spec (PROTOCOL-HTTP2.md, compression.md, statuscodes.md) and grpc-go where the
+ * spec says nothing:
+ * - no message, or more than one: a request cardinality violation, UNIMPLEMENTED (statuscodes.md;
+ *   grpc-js answers the same);
+ * - a body that ends inside a message (a partial prefix, or fewer bytes than the prefix declares):
+ *   the request bytes are malformed, INVALID_ARGUMENT;
+ * - Compressed-Flag other than 0 and 1: a framing violation, INTERNAL (grpc-go: "received
+ *   unexpected payload format");
+ * - Compressed-Flag 1 without `grpc-encoding` or with `identity`: PROTOCOL-HTTP2 says the flag
+ *   must be 0 when Message-Encoding is absent, so the frame is refused with INTERNAL, as grpc-go
+ *   does ("compressed flag set with identity or empty encoding"). (grpc-js reads such a frame as
+ *   uncompressed; the grpc-js transport inherits that.)
+ * - an encoding other than gzip/deflate: UNIMPLEMENTED with `grpc-accept-encoding`
+ *   (compression.md); gzip/deflate that does not inflate: INTERNAL ("could not decompress");
+ *   inflating past `maxBytes`: RESOURCE_EXHAUSTED.
+ * A message that is not valid protobuf is the handler's to judge (INVALID_ARGUMENT, see
+ * `MALFORMED_REQUEST`).
+ */
+export function unframeRequest(body: Buffer | undefined, encoding: string | string[] | undefined, maxBytes: number): WireError | Buffer {
+  if (body === undefined || body.length === 0) return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'no request message (exactly one expected)' };
+  if (body.length < 5) return { grpcCode: GrpcStatus.INVALID_ARGUMENT, message: 'request message truncated' };
+  const length = body.readUInt32BE(1);
+  if (body.length < 5 + length) return { grpcCode: GrpcStatus.INVALID_ARGUMENT, message: 'request message truncated' };
+  if (body.length > 5 + length) return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'more than one request message (exactly one expected)' };
+  const flag = body[0];
+  const payload = body.subarray(5);
+  if (flag === 0) return payload;
+  if (flag !== 1) return { grpcCode: GrpcStatus.INTERNAL, message: `unexpected compressed-flag ${flag}` };
+  const enc = (typeof encoding === 'string' ? encoding : '').trim().toLowerCase();
+  if (enc === '' || enc === 'identity') return { grpcCode: GrpcStatus.INTERNAL, message: 'compressed flag set without grpc-encoding' };
+  if (enc !== 'gzip' && enc !== 'deflate') return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: `grpc-encoding ${enc.slice(0, 32)} is not supported`, acceptEncoding: true };
+  try {
+    return enc === 'gzip' ? gunzipSync(payload, { maxOutputLength: maxBytes }) : inflateSync(payload, { maxOutputLength: maxBytes });
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE') return { grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' };
+    return { grpcCode: GrpcStatus.INTERNAL, message: `request message does not decompress (${enc})` };
+  }
+}
+
+/**
+ * Reads one request message from the stream (bounded in size and time) and calls `done`
  * exactly once: with the message, or with the status to answer. Errors are plain objects, not
  * `Error`s: nothing here needs a stack, and capturing one per call is measurable.
  */
-function readMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err: WireError | undefined, message?: Buffer) => void): void {
+function readMessage(stream: ServerHttp2Stream, r: ReadOptions, done: (err: WireError | undefined, message?: Buffer) => void): void {
   let first: Buffer | undefined;
   let more: Buffer[] | undefined;
   let size = 0;
   let settled = false;
+  // A client that sends the headers and never the body holds a stream (and its session) open:
+  // past the deadline the call is answered and closed.
+  const bodyTimer = setTimeout(() => {
+    if (settled) return;
+    r.onBodyTimeout();
+    settle({ grpcCode: GrpcStatus.DEADLINE_EXCEEDED, message: `request message not received within ${r.bodyTimeoutMs} ms` });
+  }, r.bodyTimeoutMs);
   const settle = (err: WireError | undefined, message?: Buffer) => {
     if (settled) return;
     settled = true;
+    clearTimeout(bodyTimer);
     done(err, message);
   };
   stream.on('data', (c: Buffer) => {
     if (settled) return;
     size += c.length;
-    if (size > maxBytes + 5) {
+    if (size > r.maxBytes + 5) {
       settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
       stream.pause();
       return;
@@ -166,11 +245,9 @@ function readMessage(stream: ServerHttp2Stream, maxBytes: number, done: (err: Wi
     else (more ??= [first]).push(c);
   });
   stream.once('end', () => {
-    const buf = more ? Buffer.concat(more) : first;
-    if (buf === undefined || buf.length < 5) return settle({ grpcCode: GrpcStatus.INTERNAL, message: 'missing message' });
-    if (buf[0] !== 0) return settle({ grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'compressed messages are not supported' });
-    if (buf.readUInt32BE(1) !== buf.length - 5) return settle({ grpcCode: GrpcStatus.INTERNAL, message: 'one message expected' });
-    settle(undefined, buf.subarray(5));
+    const out = unframeRequest(more ? Buffer.concat(more) : first, r.encoding, r.maxBytes);
+    if (Buffer.isBuffer(out)) settle(undefined, out);
+    else settle(out);
   });
   // A client that resets the stream before the end: settle, so nothing waits forever.
   stream.once('close', () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }));
@@ -277,47 +354,106 @@ export function certChainFrame(chain: readonly string[]): Buffer {
 
 export async function startH2Transport(o: H2TransportOptions): Promise<H2Transport> {
   const codec = loadCodec();
+  const limits = o.limits;
   const initial = o.identity.current();
   const server: Http2SecureServer = createSecureServer({
     ...(initial ? { cert: initial.certificate, key: initial.privateKey } : {}),
     allowHTTP1: false,
-    settings: { maxConcurrentStreams: 1000 },
+    // Time from the TCP connection to a finished TLS handshake (node's default is 120 s).
+    handshakeTimeout: limits.tlsHandshakeTimeoutMs,
+    // Headers over maxHeaderListSize never reach us: nghttp2 resets the stream with
+    // ENHANCE_YOUR_CALM, which gRPC clients (grpc-js, grpc-go) report as RESOURCE_EXHAUSTED and
+    // do not retry; clients that read the setting (grpc-go) fail locally before sending.
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
   });
+  // Beyond the cap the kernel's accepted socket is closed before any JS object or TLS state
+  // exists for it (net.Server 'drop').
+  server.maxConnections = limits.maxConnections;
+  const metrics = o.metrics;
+  const closedOverLimit = metrics?.connectionsClosed.labels('limit');
+  const closedHandshake = metrics?.connectionsClosed.labels('tls_handshake_timeout');
+  const closedIdle = metrics?.connectionsClosed.labels('idle');
+  const bodyTimeouts = metrics?.streamsRefused.labels('body_timeout');
+  const streamLimit = metrics?.streamsRefused.labels('stream_limit');
+  let openConnections = 0;
+  let openStreams = 0;
+  metrics?.observeTransport(() => ({ connections: openConnections, streams: openStreams }));
+  server.on('drop', () => closedOverLimit?.inc());
+  server.on('connection', (socket: Socket) => {
+    openConnections++;
+    socket.once('close', () => openConnections--);
+  });
+
   const unsubscribe = o.identity.onUpdate((id) => server.setSecureContext({ cert: id.certificate, key: id.privateKey }));
   const sessions = new Set<Http2Session>();
   server.on('session', (s) => {
     sessions.add(s);
-    s.on('close', () => sessions.delete(s));
     s.on('error', () => undefined);
+    // Idle = no open stream (pings and settings do not count), as gRPC's MAX_CONNECTION_IDLE:
+    // a session that carries nothing for idleSessionTimeoutMs gets GOAWAY and is closed.
+    let streams = 0;
+    let idleTimer: NodeJS.Timeout | undefined;
+    const armIdle = () => {
+      idleTimer = setTimeout(() => {
+        if (streams > 0 || s.closed || s.destroyed) return;
+        closedIdle?.inc();
+        s.close();
+      }, limits.idleSessionTimeoutMs);
+      idleTimer.unref();
+    };
+    armIdle();
+    s.on('stream', (stream: ServerHttp2Stream) => {
+      if (streams++ === 0) clearTimeout(idleTimer);
+      stream.once('close', () => {
+        if (--streams === 0 && !s.closed && !s.destroyed) armIdle();
+      });
+    });
+    s.once('close', () => {
+      clearTimeout(idleTimer);
+      sessions.delete(s);
+    });
   });
-  server.on('tlsClientError', () => undefined);
+  server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') closedHandshake?.inc();
+  });
   server.on('sessionError', () => undefined);
+  const onBodyTimeout = () => bodyTimeouts?.inc();
 
   server.on('stream', (stream, headers) => {
     stream.on('error', () => undefined);
+    openStreams++;
+    stream.once('close', () => openStreams--);
+    if (openStreams > limits.maxStreams) {
+      streamLimit?.inc();
+      stream.resume();
+      sendError(stream, { code: GrpcStatus.RESOURCE_EXHAUSTED, details: 'too many open calls at the CA; retry later' });
+      return;
+    }
     const path = headers[h2.HTTP2_HEADER_PATH];
     const peer = () => `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
     if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
+      if (!stream.readableEnded) stream.close(h2.NGHTTP2_NO_ERROR);
       return;
     }
+    const read = { encoding: headers['grpc-encoding'], bodyTimeoutMs: limits.requestBodyTimeoutMs, onBodyTimeout };
     if (path === CREATE_CERTIFICATE_PATH) {
       // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
       // that arrives later is dropped (`open` is false by then).
       const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
       const deadline =
         timeoutMs === undefined ? undefined : setTimeout(() => sendError(stream, { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' }), timeoutMs);
-      readMessage(stream, o.maxMessageBytes, (err, bytes) => {
+      readMessage(stream, { ...read, maxBytes: o.maxMessageBytes }, (err, bytes) => {
         if (err) {
           clearTimeout(deadline);
-          return sendError(stream, { code: err.grpcCode, details: err.message });
+          return sendWireError(stream, err);
         }
         let request: IstioCertificateRequest;
         try {
           request = codec.request.toObject(codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
         } catch {
-          clearTimeout(deadline);
-          return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'request cannot be parsed' });
+          // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
+          request = MALFORMED_REQUEST;
         }
         o.service.createCertificate(request, metadataFrom(headers)).then(
           (res) => {
@@ -333,12 +469,14 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
       return;
     }
     if (path === HEALTH_CHECK_PATH) {
-      readMessage(stream, 4096, (err, bytes) => {
-        if (err) return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
+      readMessage(stream, { ...read, maxBytes: 4096 }, (err, bytes) => {
+        if (err) return sendWireError(stream, err);
         let req: HealthCheckRequest;
         try {
           req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
         } catch {
+          // The health service is a library's (grpc-js answers this INTERNAL too, as statuscodes.md
+          // says for "error parsing request proto"); only the CA's own method says INVALID_ARGUMENT.
           return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
         }
         const st = o.health.status(req.service);

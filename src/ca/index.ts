@@ -42,6 +42,7 @@ export {
   DEFAULT_SERVING_DNS_NAMES,
   SELF_SIGNED_SECRET_NAME,
   DEFAULT_SIGNING_WORKERS,
+  DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS,
   type CaServerConfig,
   type CaEnvConfig,
   type CaCliFlags,
@@ -63,7 +64,10 @@ export { AuthenticatorChain, type Authenticator } from './authn/authenticator.js
 export { TokenReviewAuthenticator, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
 export { JwtAuthenticator, DEFAULT_JWT_ALGORITHMS, SUPPORTED_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
 export { TokenCache } from './authn/token-cache.js';
+export { RefusalCache, type Refusal } from './authn/refusal-cache.js';
+export { jwtShapeProblem, MAX_TOKEN_BYTES } from './authn/token-shape.js';
+export { DEFAULT_CA_LIMITS, resolveLimits, type CaLimits } from './limits.js';
 export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
 export { CaError, type CaErrorCode } from './errors.js';
 export type { Caller } from './caller.js';
-export { CaMetrics } from './metrics.js';
+export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type TransportStats } from './metrics.js';

@@ -7,6 +7,17 @@ import { collectProcessMetrics } from '../ops/process-metrics.js';
 
 export type RequestOutcome = 'issued' | 'denied' | 'invalid' | 'unavailable' | 'error';
 
+/** Why the transport closed a connection on its own: over the cap, no TLS in time, idle. */
+export type ConnectionCloseReason = 'limit' | 'tls_handshake_timeout' | 'idle';
+/** Why the transport answered a stream without handing it to the handler. */
+export type StreamRefusalReason = 'body_timeout' | 'stream_limit';
+
+/** What the transport counts right now (read when /metrics is scraped, not per call). */
+export interface TransportStats {
+  readonly connections: number;
+  readonly streams: number;
+}
+
 export class CaMetrics {
   readonly registry = new Registry();
   readonly requests = new Counter({
@@ -23,7 +34,7 @@ export class CaMetrics {
   });
   readonly tokenReviewCache = new Counter({
     name: 'certbroker_ca_token_review_cache_total',
-    help: 'TokenReview cache lookups by result: hit (cached), shared (joined a review in flight), miss (review sent)',
+    help: 'TokenReview cache lookups by result: hit (cached), shared (joined a review in flight), miss (review sent), refused (a refusal remembered by token hash, no review sent)',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
@@ -35,6 +46,37 @@ export class CaMetrics {
 
   /** Pod informer health, one per cluster (`certbroker_informer_*`). */
   readonly informers = new InformerMetrics(this.registry);
+  readonly connectionsClosed = new Counter({
+    name: 'certbroker_ca_connections_closed_total',
+    help: 'Connections the CA closed on its own, by reason: limit (CA_MAX_CONNECTIONS reached, closed at once), tls_handshake_timeout, idle (no open stream for CA_IDLE_SESSION_TIMEOUT_SECONDS). http2 transport only',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  readonly streamsRefused = new Counter({
+    name: 'certbroker_ca_streams_refused_total',
+    help: 'Calls answered before reaching the handler, by reason: body_timeout (request message not complete within CA_REQUEST_BODY_TIMEOUT_SECONDS: DEADLINE_EXCEEDED), stream_limit (CA_MAX_STREAMS open: RESOURCE_EXHAUSTED)',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+  #transport: (() => TransportStats) | undefined;
+  readonly openConnections = new Gauge({
+    name: 'certbroker_ca_open_connections',
+    help: 'TCP connections open on the gRPC port (TLS handshakes in progress included). http2 transport only',
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.#transport?.();
+      if (stats) this.openConnections.set(stats.connections);
+    },
+  });
+  readonly openStreams = new Gauge({
+    name: 'certbroker_ca_open_streams',
+    help: 'HTTP/2 streams (calls) open on the gRPC port. http2 transport only',
+    registers: [this.registry],
+    collect: () => {
+      const stats = this.#transport?.();
+      if (stats) this.openStreams.set(stats.streams);
+    },
+  });
 
   /** Pre-bound children for the per-request hot path (no label hashing per call). */
   readonly issuedOk = this.requests.labels('issued', 'ok');
@@ -46,5 +88,13 @@ export class CaMetrics {
     // Make the cache counters visible at 0 before the first request.
     this.tokenReviewCache.inc({ result: 'shared' }, 0);
     this.tokenReviewCache.inc({ result: 'miss' }, 0);
+    this.tokenReviewCache.inc({ result: 'refused' }, 0);
+    for (const reason of ['limit', 'tls_handshake_timeout', 'idle'] satisfies ConnectionCloseReason[]) this.connectionsClosed.inc({ reason }, 0);
+    for (const reason of ['body_timeout', 'stream_limit'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
+  }
+
+  /** The transport whose counts the open-connection and open-stream gauges report. */
+  observeTransport(stats: () => TransportStats): void {
+    this.#transport = stats;
   }
 }

@@ -168,7 +168,9 @@ test('with a healthy JWKS a bad token is a definite rejection that ends the chai
     'tampered signature': [`${h}.${p}.${Buffer.alloc(64, 7).toString('base64url')}`, 'ERR_CA_TOKEN_INVALID'],
     'key id not in the JWKS': [await signed({ kid: 'k9' }), 'ERR_CA_TOKEN_INVALID'],
     'wrong issuer': [await signed({ iss: 'https://other.example' }), 'ERR_CA_TOKEN_INVALID'],
-    'alg not allowed': [`${Buffer.from('{"alg":"none"}').toString('base64url')}.${p}.`, 'ERR_CA_TOKEN_INVALID'],
+    'alg not allowed': [`${Buffer.from('{"alg":"HS256"}').toString('base64url')}.${p}.${Buffer.alloc(32, 1).toString('base64url')}`, 'ERR_CA_TOKEN_INVALID'],
+    'alg none (unsigned)': [`${Buffer.from('{"alg":"none"}').toString('base64url')}.${p}.`, 'ERR_CA_TOKEN_MALFORMED'],
+    'not a JWT': ['opaque-token', 'ERR_CA_TOKEN_MALFORMED'],
     'wrong audience': [await signed({ aud: 'https://kubernetes.default.svc' }), 'ERR_CA_TOKEN_AUDIENCE'],
   };
   for (const [name, [token, code]] of Object.entries(bad)) {

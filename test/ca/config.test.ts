@@ -11,7 +11,8 @@ import { silentLogger } from '../../src/core/log.js';
 import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';
 import { startCaServer } from '../../src/ca/ca-server.js';
-import { readCaConfig, type CaCliFlags, type CaServerConfig } from '../../src/ca/config.js';
+import { DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, readCaConfig, type CaCliFlags, type CaServerConfig } from '../../src/ca/config.js';
+import { DEFAULT_CA_LIMITS } from '../../src/ca/limits.js';
 
 /** The problems `readCaConfig` lists for this input (empty when it accepts it). */
 function problems(env: Record<string, string>, flags: CaCliFlags = {}): readonly string[] {
@@ -109,4 +110,25 @@ test('startCaServer refuses plaintext off loopback before it starts anything', a
   // Should it start anyway (the bug), stop it so the failure is reported rather than a hang.
   started.then((ca) => ca.stop(), () => undefined);
   assert.equal(await rejectionCode(started), 'ERR_CONFIG_INVALID');
+});
+
+test('connection and stream limits: defaults, env in seconds and counts, every bad value listed at once', () => {
+  const d = readCaConfig({}, {});
+  assert.deepEqual(d.limits, DEFAULT_CA_LIMITS);
+  assert.equal(d.tokenNegativeCacheSeconds, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS);
+  assert.ok(Object.isFrozen(d.limits));
+  const set = readCaConfig({}, {
+    CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '3', CA_IDLE_SESSION_TIMEOUT_SECONDS: '60', CA_REQUEST_BODY_TIMEOUT_SECONDS: '5',
+    CA_MAX_CONCURRENT_STREAMS: '50', CA_MAX_CONNECTIONS: '1000', CA_MAX_STREAMS: '2000', CA_MAX_HEADER_LIST_BYTES: '8192', CA_TOKEN_NEGATIVE_CACHE_SECONDS: '0',
+  });
+  assert.deepEqual(set.limits, { tlsHandshakeTimeoutMs: 3000, idleSessionTimeoutMs: 60_000, requestBodyTimeoutMs: 5000, maxConcurrentStreams: 50, maxConnections: 1000, maxStreams: 2000, maxHeaderListBytes: 8192 });
+  assert.equal(set.tokenNegativeCacheSeconds, 0);
+  const bad = problems({
+    CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '0', CA_IDLE_SESSION_TIMEOUT_SECONDS: 'soon', CA_REQUEST_BODY_TIMEOUT_SECONDS: '301',
+    CA_MAX_CONCURRENT_STREAMS: '0', CA_MAX_CONNECTIONS: '-1', CA_MAX_STREAMS: '1.5', CA_MAX_HEADER_LIST_BYTES: '1024', CA_TOKEN_NEGATIVE_CACHE_SECONDS: '3601',
+  });
+  for (const name of ['CA_TLS_HANDSHAKE_TIMEOUT_SECONDS', 'CA_IDLE_SESSION_TIMEOUT_SECONDS', 'CA_REQUEST_BODY_TIMEOUT_SECONDS', 'CA_MAX_CONCURRENT_STREAMS', 'CA_MAX_CONNECTIONS', 'CA_MAX_STREAMS', 'CA_MAX_HEADER_LIST_BYTES', 'CA_TOKEN_NEGATIVE_CACHE_SECONDS']) {
+    assert.ok(bad.some((p) => p.startsWith(`${name}=`)), `${name} listed: ${bad.join('; ')}`);
+  }
+  assert.equal(bad.length, 8, bad.join('; '));
 });

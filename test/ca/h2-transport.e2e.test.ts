@@ -4,6 +4,7 @@
  * rest, graceful stop. (Python grpcio also talks to it: python-interop.e2e.test.ts.)
  */
 import { after, before, test } from 'node:test';
+import { deflateSync, gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { credentials, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
@@ -114,16 +115,43 @@ test('http2 transport: health Check here; Watch, List and reflection relayed to 
   assert.equal(nope?.code, status.UNIMPLEMENTED);
 });
 
-test('http2 transport: malformed requests get clear statuses and never take the server down', async () => {
+test('http2 transport: malformed requests get the spec\'s statuses (malformed protobuf INVALID_ARGUMENT, not INTERNAL) and never take the server down', async () => {
   const raw = rawCaSession(ca);
+  const auth = { authorization: `Bearer ${ztunnel}` };
+  const valid = requestFrame({ csr: await newCsr() });
   const get = await raw.call({ ':method': 'GET', 'content-type': 'text/plain' }, undefined);
   assert.equal(get.http, 415);
-  assert.equal((await raw.call({}, Buffer.from([0, 0, 0]))).grpc, status.INTERNAL, 'truncated frame');
-  assert.equal((await raw.call({}, Buffer.from([1, 0, 0, 0, 1, 0]))).grpc, status.UNIMPLEMENTED, 'compressed message');
-  assert.equal((await raw.call({}, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]))).grpc, status.INTERNAL, 'garbage protobuf');
-  assert.equal((await raw.call({}, frameBytes(Buffer.alloc(300 * 1024)))).grpc, status.RESOURCE_EXHAUSTED, 'over the size limit');
+  // Request cardinality (statuscodes.md): none or two messages for a unary method.
+  assert.equal((await raw.call(auth, undefined)).grpc, status.UNIMPLEMENTED, 'no message');
+  assert.equal((await raw.call(auth, Buffer.concat([valid, valid]))).grpc, status.UNIMPLEMENTED, 'two messages');
+  // Malformed request bytes: INVALID_ARGUMENT.
+  assert.equal((await raw.call(auth, Buffer.from([0, 0, 0]))).grpc, status.INVALID_ARGUMENT, 'truncated prefix');
+  assert.equal((await raw.call(auth, frameBytes(Buffer.alloc(10), { declaredLength: 40 }))).grpc, status.INVALID_ARGUMENT, 'truncated message');
+  const reviews = env.cluster.tokenReviews;
+  const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  const garbage = await raw.call({ authorization: `Bearer ${fresh}` }, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]));
+  assert.equal(garbage.grpc, status.INVALID_ARGUMENT, 'garbage protobuf');
+  assert.equal(garbage.metadata['certbroker-error-code'], 'ERR_CA_REQUEST_MALFORMED');
+  assert.equal(decodeURIComponent(garbage.metadata['grpc-message'] ?? ''), 'request message cannot be parsed');
+  assert.equal(env.cluster.tokenReviews, reviews, 'refused before any TokenReview');
+  // Compression (PROTOCOL-HTTP2.md, compression.md, grpc-go's checkRecvPayload).
+  assert.equal((await raw.call(auth, frameBytes(Buffer.from([0x0a, 0x01, 0x41]), { flag: 1 }))).grpc, status.INTERNAL, 'compressed flag without grpc-encoding');
+  assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'identity' }, frameBytes(Buffer.from([0x0a, 0x01, 0x41]), { flag: 1 }))).grpc, status.INTERNAL, 'compressed flag with identity');
+  assert.equal((await raw.call(auth, frameBytes(Buffer.from([0x0a, 0x01, 0x41]), { flag: 2 }))).grpc, status.INTERNAL, 'flag 2');
+  const snappy = await raw.call({ ...auth, 'grpc-encoding': 'snappy' }, frameBytes(Buffer.from([1, 2, 3]), { flag: 1 }));
+  assert.equal(snappy.grpc, status.UNIMPLEMENTED, 'unsupported encoding');
+  assert.equal(snappy.metadata['grpc-accept-encoding'], 'identity,deflate,gzip');
+  assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'gzip' }, frameBytes(Buffer.from('not gzip'), { flag: 1 }))).grpc, status.INTERNAL, 'gzip that does not inflate');
+  assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'gzip' }, frameBytes(gzipSync(Buffer.alloc(300 * 1024)), { flag: 1 }))).grpc, status.RESOURCE_EXHAUSTED, 'inflates past the size limit');
+  // gzip and deflate are decompressed, as grpc-js does.
+  const body = valid.subarray(5);
+  assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'gzip' }, frameBytes(gzipSync(body), { flag: 1 }))).grpc, status.OK, 'gzip');
+  assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'deflate' }, frameBytes(deflateSync(body), { flag: 1 }))).grpc, status.OK, 'deflate');
+  assert.equal((await raw.call(auth, frameBytes(Buffer.alloc(300 * 1024)))).grpc, status.RESOURCE_EXHAUSTED, 'over the size limit');
   await raw.call({}, undefined, { resetAfterMs: 20 }); // reset mid-body
   raw.close();
+  const invalid = (await ca.metrics.requests.get()).values.find((v) => v.labels.outcome === 'invalid' && v.labels.reason === 'ERR_CA_REQUEST_MALFORMED');
+  assert.equal(invalid?.value, 1, 'counted as invalid, not as an error');
   // Still serving.
   const c = caClient(ca.port, ca.rootsPem());
   try {

@@ -82,7 +82,8 @@ test('JWT: wrong audience, tampered signature, alg none, forged key, another clu
     denied(await c.create({ token: `${h}.${p}.${flipped}`, csr }), a.logs, 'ERR_CA_TOKEN_INVALID');
 
     const none = Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url');
-    denied(await c.create({ token: `${none}.${p}.`, csr }), a.logs, 'ERR_CA_TOKEN_INVALID');
+    // Unsigned: not a JWS at all, refused before any verification.
+    denied(await c.create({ token: `${none}.${p}.`, csr }), a.logs, 'ERR_CA_TOKEN_MALFORMED');
 
     // Same claims, signed by a key that is not in the cluster's JWKS (with the cluster's kid).
     const claims = decodeJwt(t);

@@ -163,7 +163,8 @@ test('tampered signature and alg none: denied', async () => {
   const flipped = sig.slice(0, 10) + (sig[10] === 'A' ? 'B' : 'A') + sig.slice(11);
   assertDenied(await client.create({ token: `${h}.${p}.${flipped}`, csr }), 'ERR_CA_TOKEN_INVALID');
   const none = Buffer.from(JSON.stringify({ alg: 'none', typ: 'JWT' })).toString('base64url');
-  assertDenied(await client.create({ token: `${none}.${p}.`, csr }), 'ERR_CA_TOKEN_INVALID');
+  // Unsigned (empty signature): refused locally as not a JWT, before any TokenReview.
+  assertDenied(await client.create({ token: `${none}.${p}.`, csr }), 'ERR_CA_TOKEN_MALFORMED');
 });
 
 test('no token and unknown clusterid: denied', { skip: opensslMissing() }, async () => {
@@ -179,10 +180,25 @@ test('TokenReview failing at the apiserver: denied (and not cached), then works 
   await assertIssued(await client.create({ token: t, csr }), id('istio-system', 'ztunnel'));
 });
 
-test('expired token: denied (cluster time moves past exp)', async () => {
-  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 600 });
-  await clusterClock.advance(601_000);
-  assertDenied(await client.create({ token: t, csr }), 'ERR_CA_TOKEN_INVALID');
+test('expired token: ERR_CA_TOKEN_EXPIRED, refused by its exp without a TokenReview (CA and API server share a clock)', async () => {
+  // A second CA on the cluster's clock, so time passes for both as it does in a cluster (its
+  // serving certificate is issued before the clock moves, so TLS still verifies).
+  const sameClock = await env.startCa({ clock: clusterClock });
+  await waitForIndex(sameClock, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-a' }) !== undefined);
+  const c = caClient(sameClock.port, sameClock.rootsPem());
+  try {
+    const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 600 });
+    await clusterClock.advance(601_000);
+    const reviews = env.cluster.tokenReviews;
+    assertDenied(await c.create({ token: t, csr }), 'ERR_CA_TOKEN_EXPIRED');
+    assert.equal(env.cluster.tokenReviews, reviews, 'no TokenReview for a token expired by its own exp');
+    // A CA whose clock is behind the API server's (the first CA here: the cluster's clock has
+    // moved 10 minutes, its own has not) still thinks the token valid; all the API server says
+    // is "invalid bearer token", so that CA can only report ERR_CA_TOKEN_INVALID.
+    assertDenied(await client.create({ token: t, csr }), 'ERR_CA_TOKEN_INVALID');
+  } finally {
+    c.close();
+  }
 });
 
 test('denials are counted by reason in /metrics', async () => {

@@ -3,13 +3,20 @@ import assert from 'node:assert/strict';
 import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../../src/core/clock.js';
 import { Secret } from '../../src/core/secret.js';
+import { RefusalCache } from '../../src/ca/authn/refusal-cache.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';
 import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
 import { callerFromReview, TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/authn/token-review.js';
 
+const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+
 function jwtWithExp(expSeconds: number, salt = 'x'): string {
-  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
   return `${enc({ alg: 'RS256' })}.${enc({ exp: expSeconds, salt })}.c2ln`;
+}
+
+/** JWT-shaped, without `exp` (as a legacy Secret-based service-account token). */
+function jwtNoExp(salt = 'x'): string {
+  return `${enc({ alg: 'RS256' })}.${enc({ sub: 'system:serviceaccount:istio-system:ztunnel', salt })}.c2ln`;
 }
 
 const OK: TokenReviewResult = {
@@ -63,15 +70,16 @@ test('caches by token hash for ttl, never past exp', async () => {
   const shortToken = new Secret(jwtWithExp(clock.now() / 1000 + 10, 'b'));
   await authn.authenticate(shortToken);
   await clock.advance(10_000);
-  // exp reached: the cache does not answer, and the (fake) review result is refused as expired.
+  // exp reached: the cache does not answer, and the token is refused as expired by its own exp,
+  // without another review.
   assert.equal(await rejectionCode(authn.authenticate(shortToken)), 'ERR_CA_TOKEN_EXPIRED');
-  assert.equal(calls.length, 4);
+  assert.equal(calls.length, 3);
 });
 
 test('a token without a readable exp is never cached', async () => {
   const { authn, calls } = setup();
-  await authn.authenticate(new Secret('opaque-token'));
-  await authn.authenticate(new Secret('opaque-token'));
+  await authn.authenticate(new Secret(jwtNoExp()));
+  await authn.authenticate(new Secret(jwtNoExp()));
   assert.equal(calls.length, 2);
 });
 
@@ -90,25 +98,25 @@ test('cache is bounded', async () => {
 });
 
 test('rejections carry codes', async () => {
-  assert.equal(await rejectionCode(setup({ authenticated: false, error: 'bad' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_INVALID');
-  assert.equal(await rejectionCode(setup({ ...OK, audiences: ['other'] }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_AUDIENCE');
-  assert.equal(await rejectionCode(setup({ ...OK, username: 'alice' }).authn.authenticate(new Secret('t'))), 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT');
+  assert.equal(await rejectionCode(setup({ authenticated: false, error: 'bad' }).authn.authenticate(new Secret(jwtNoExp()))), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(await rejectionCode(setup({ ...OK, audiences: ['other'] }).authn.authenticate(new Secret(jwtNoExp()))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(setup({ ...OK, username: 'alice' }).authn.authenticate(new Secret(jwtNoExp()))), 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT');
   const broken = setup();
   const failing = new TokenReviewAuthenticator({
     clusterId: 'Kubernetes', audiences: ['istio-ca'], clock: broken.clock, cache: broken.cache,
     reviewer: async () => { throw new Error('connection refused'); },
   });
-  assert.equal(await rejectionCode(failing.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(await rejectionCode(failing.authenticate(new Secret(jwtNoExp()))), 'ERR_CA_AUTHN_BACKEND');
 });
 
 test('a review without status.audiences (valid only for the apiserver audience) is refused when we asked for ours', async () => {
   const { authn, calls } = setup({ ...OK, audiences: [] });
-  assert.equal(await rejectionCode(authn.authenticate(new Secret('t1'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(authn.authenticate(new Secret(jwtNoExp('1')))), 'ERR_CA_TOKEN_AUDIENCE');
   const { audiences: _omitted, ...noField } = OK;
-  assert.equal(await rejectionCode(setup(noField).authn.authenticate(new Secret('t2'))), 'ERR_CA_TOKEN_AUDIENCE');
+  assert.equal(await rejectionCode(setup(noField).authn.authenticate(new Secret(jwtNoExp('2')))), 'ERR_CA_TOKEN_AUDIENCE');
   assert.deepEqual(calls, [['istio-ca']], 'the review did ask for our audience');
   // One of several returned audiences being ours is enough.
-  const caller = await setup({ ...OK, audiences: ['https://kubernetes.default.svc', 'istio-ca'] }).authn.authenticate(new Secret('t3'));
+  const caller = await setup({ ...OK, audiences: ['https://kubernetes.default.svc', 'istio-ca'] }).authn.authenticate(new Secret(jwtNoExp('3')));
   assert.equal(caller.serviceAccount, 'ztunnel');
 });
 
@@ -126,4 +134,74 @@ test('no configured audience never means "any": the review is refused and the au
   assert.equal(thrownCode(() => new TokenReviewAuthenticator({ ...options, audiences: [' '] })), 'ERR_CONFIG_INVALID');
   const keys = async () => { throw new Error('never asked for a key'); };
   assert.equal(thrownCode(() => new JwtAuthenticator({ clusterId: 'Kubernetes', issuer: 'https://issuer.example', audiences: [], algorithms: ['ES256'], keys, clock, cache })), 'ERR_CONFIG_INVALID');
+});
+
+test('a string that is not a JWT is refused as ERR_CA_TOKEN_MALFORMED without a review', async () => {
+  const { authn, calls } = setup();
+  for (const t of ['opaque-token', 'a.b', 'a.b.c.d', `${enc({ alg: 'none' })}.${enc({})}.`, `${enc({ alg: 'RS256' })}.bm90IGpzb24.c2ln`, 'x'.repeat(20_000)]) {
+    assert.equal(await rejectionCode(authn.authenticate(new Secret(t))), 'ERR_CA_TOKEN_MALFORMED', t.slice(0, 40));
+  }
+  assert.equal(calls.length, 0, 'no TokenReview');
+});
+
+test('an expired token is ERR_CA_TOKEN_EXPIRED: by its exp before a review (none sent), and when it expires during the review', async () => {
+  // The API server only says "not authenticated" for an expired token.
+  const { clock, authn, calls } = setup({ authenticated: false, error: 'invalid bearer token' });
+  assert.equal(await rejectionCode(authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 - 1)))), 'ERR_CA_TOKEN_EXPIRED');
+  assert.equal(calls.length, 0, 'no TokenReview for a token already expired');
+
+  const slowClock = new FakeClock();
+  const expiring = new Secret(jwtWithExp(slowClock.now() / 1000 + 5));
+  const slow = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock: slowClock,
+    cache: new TokenCache({ clock: slowClock, ttlMs: 60_000, maxEntries: 10 }),
+    reviewer: async () => {
+      await slowClock.advance(6000); // the review takes long enough for exp to pass
+      return { authenticated: false, error: 'invalid bearer token, token has expired' };
+    },
+  });
+  assert.equal(await rejectionCode(slow.authenticate(expiring)), 'ERR_CA_TOKEN_EXPIRED');
+  // Still valid by its exp: the API server's "no" stays ERR_CA_TOKEN_INVALID.
+  assert.equal(await rejectionCode(setup({ authenticated: false }).authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 600)))), 'ERR_CA_TOKEN_INVALID');
+});
+
+test('refusals are remembered by token hash for their ttl (one review per ttl), backend failures never; bounded', async () => {
+  const clock = new FakeClock();
+  let answer: TokenReviewResult | Error = { authenticated: false, error: 'invalid bearer token' };
+  let reviews = 0;
+  const lookups: string[] = [];
+  const refusals = new RefusalCache({ clock, ttlMs: 10_000, maxEntries: 2 });
+  const authn = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+    refusals,
+    reviewer: async () => {
+      reviews++;
+      if (answer instanceof Error) throw answer;
+      return answer;
+    },
+    onCacheLookup: (r) => lookups.push(r),
+  });
+  const forged = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'forged'));
+  for (let i = 0; i < 50; i++) assert.equal(await rejectionCode(authn.authenticate(forged)), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(reviews, 1, 'a repeated forged token costs one review');
+  assert.equal(lookups.filter((l) => l === 'refused').length, 49);
+  await clock.advance(10_000);
+  assert.equal(await rejectionCode(authn.authenticate(forged)), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(reviews, 2, 'reviewed again after the ttl');
+
+  // "Could not decide" is not a verdict: never remembered.
+  answer = new Error('connection refused');
+  const other = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'other'));
+  assert.equal(await rejectionCode(authn.authenticate(other)), 'ERR_CA_AUTHN_BACKEND');
+  answer = OK;
+  assert.equal((await authn.authenticate(other)).serviceAccount, 'ztunnel', 'works once the API server answers');
+
+  answer = { authenticated: false };
+  for (const salt of ['1', '2', '3']) await rejectionCode(authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 3600, salt))));
+  assert.equal(refusals.size, 2, 'bounded');
 });

@@ -1,6 +1,8 @@
 /**
  * Authenticators turn a bearer token into a `Caller` or throw a CaError with status
- * unauthenticated. `AuthenticatorChain` tries them in order; the first success wins.
+ * unauthenticated. `AuthenticatorChain` tries them in order; the first success wins. Each
+ * refuses a token that is not a JWT at all (ERR_CA_TOKEN_MALFORMED, `token-shape.ts`) before it
+ * costs anything but a local parse.
  *
  * A definite "no" ends the chain: only an authenticator that could not decide (its backend
  * failed or is unreachable, `ERR_CA_AUTHN_BACKEND`) hands the token to the next one. Otherwise

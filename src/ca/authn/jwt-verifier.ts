@@ -14,6 +14,7 @@ import { parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
 import { requireAudiences, type Authenticator } from './authenticator.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
+import { requireJwtShape } from './token-shape.js';
 
 /** Asymmetric JWS algorithms Kubernetes may sign service-account tokens with. */
 export const SUPPORTED_JWT_ALGORITHMS: readonly string[] = ['RS256', 'RS384', 'RS512', 'ES256', 'ES384', 'ES512', 'PS256', 'PS384', 'PS512', 'EdDSA'];
@@ -83,6 +84,7 @@ export class JwtAuthenticator implements Authenticator {
     const key = tokenCacheKey({ clusterId: `jwt\0${this.#o.clusterId}`, token: token.reveal() });
     const cached = this.#o.cache.get(key);
     if (cached) return cached;
+    requireJwtShape(token.reveal());
     let payload: JWTPayload;
     try {
       ({ payload } = await jwtVerify(token.reveal(), this.#key, {

@@ -2,7 +2,9 @@
  * Authentication by Kubernetes TokenReview (`spec.audiences` = the CA's audiences). Successful
  * reviews are cached by token hash for a short time and never past the token's `exp`
  * (istiod's one-review-per-CSR is a known source of apiserver throttling); concurrent reviews
- * of the same token share one request.
+ * of the same token share one request. Refusals are remembered for a shorter time (the
+ * `RefusalCache`), and a token whose own `exp` has passed is refused as ERR_CA_TOKEN_EXPIRED
+ * without a review: the API server would only say "not authenticated", never why.
  *
  * The review itself is a `TokenReviewer` function so this logic stays free of the Kubernetes
  * client; `kube-token-reviewer.ts` adapts @kubernetes/client-node.
@@ -10,8 +12,10 @@
 import type { Clock } from '../../core/clock.js';
 import type { Secret } from '../../core/secret.js';
 import { parseServiceAccountUser, type Caller } from '../caller.js';
-import { CaError, authnError } from '../errors.js';
+import { CaError, authnError, type CaAuthnCode } from '../errors.js';
 import { requireAudiences, unverifiedJwtExpiryMs, type Authenticator } from './authenticator.js';
+import type { RefusalCache } from './refusal-cache.js';
+import { requireJwtShape } from './token-shape.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
 
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
@@ -32,9 +36,14 @@ export interface TokenReviewAuthenticatorOptions {
   readonly audiences: readonly string[];
   readonly reviewer: TokenReviewer;
   readonly cache: TokenCache;
+  /** Definite refusals, remembered briefly so a repeated bad token is not reviewed again. */
+  readonly refusals?: RefusalCache;
   readonly clock: Clock;
-  /** For metrics: 'hit' (cached), 'shared' (joined a review in flight), 'miss' (a review was sent). */
-  readonly onCacheLookup?: (result: 'hit' | 'shared' | 'miss') => void;
+  /**
+   * For metrics: 'hit' (cached), 'shared' (joined a review in flight), 'miss' (a review was
+   * sent), 'refused' (refused again from the refusal cache, no review).
+   */
+  readonly onCacheLookup?: (result: 'hit' | 'shared' | 'miss' | 'refused') => void;
 }
 
 export class TokenReviewAuthenticator implements Authenticator {
@@ -54,20 +63,37 @@ export class TokenReviewAuthenticator implements Authenticator {
       this.#o.onCacheLookup?.('hit');
       return cached;
     }
+    const refused = this.#o.refusals?.get(key);
+    if (refused) {
+      this.#o.onCacheLookup?.('refused');
+      throw authnError(refused.code, `${refused.message} (refused again from the refusal cache, no TokenReview sent)`);
+    }
+    // Local checks first (a cached token passed them when it was reviewed): not a JWT, or
+    // expired by its own exp (read, not verified: only ever used to refuse or to bound caching).
+    requireJwtShape(token.reveal());
+    const expiresAtMs = unverifiedJwtExpiryMs(token.reveal());
+    if (expiresAtMs !== undefined && expiresAtMs <= this.#o.clock.now()) {
+      throw authnError('ERR_CA_TOKEN_EXPIRED', `token expired at ${new Date(expiresAtMs).toISOString()} (its exp claim; no TokenReview sent)`);
+    }
     const pending = this.#inflight.get(key);
     if (pending) {
       this.#o.onCacheLookup?.('shared');
       return pending;
     }
     this.#o.onCacheLookup?.('miss');
-    const p = this.#review(token).finally(() => this.#inflight.delete(key));
+    const p = this.#review(token, expiresAtMs)
+      .catch((err: unknown) => {
+        if (err instanceof CaError && err.status === 'unauthenticated') this.#o.refusals?.put(key, { code: err.code as CaAuthnCode, message: err.message });
+        throw err;
+      })
+      .finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
     const caller = await p;
     this.#o.cache.put(key, caller);
     return caller;
   }
 
-  async #review(token: Secret<string>): Promise<Caller> {
+  async #review(token: Secret<string>, expiresAtMs: number | undefined): Promise<Caller> {
     let result: TokenReviewResult;
     try {
       result = await this.#o.reviewer(token, this.#o.audiences);
@@ -79,7 +105,7 @@ export class TokenReviewAuthenticator implements Authenticator {
       clusterId: this.#o.clusterId,
       audiences: this.#o.audiences,
       nowMs: this.#o.clock.now(),
-      expiresAtMs: unverifiedJwtExpiryMs(token.reveal()),
+      expiresAtMs,
     });
   }
 }
@@ -89,6 +115,11 @@ export function callerFromReview(
   result: TokenReviewResult,
   context: { readonly clusterId: string; readonly audiences: readonly string[]; readonly nowMs: number; readonly expiresAtMs: number | undefined },
 ): Caller {
+  // First: a token that expired (by its own exp) before the answer came is refused as expired,
+  // whatever the API server said — it does not say why it refuses ("invalid bearer token").
+  if (context.expiresAtMs !== undefined && context.expiresAtMs <= context.nowMs) {
+    throw authnError('ERR_CA_TOKEN_EXPIRED', `token expired at ${new Date(context.expiresAtMs).toISOString()}`);
+  }
   if (!result.authenticated) {
     throw authnError('ERR_CA_TOKEN_INVALID', `TokenReview: not authenticated${result.error ? ` (${result.error})` : ''}`);
   }
@@ -103,9 +134,6 @@ export function callerFromReview(
   if (!granted.some((a) => context.audiences.includes(a))) {
     const said = granted.length > 0 ? granted.join(',') : '(none: the apiserver audience)';
     throw authnError('ERR_CA_TOKEN_AUDIENCE', `TokenReview: token audiences ${said} do not include ${context.audiences.join(',')}`);
-  }
-  if (context.expiresAtMs !== undefined && context.expiresAtMs <= context.nowMs) {
-    throw authnError('ERR_CA_TOKEN_EXPIRED', 'token has expired');
   }
   const sa = parseServiceAccountUser(result.username ?? '');
   if (!sa) throw authnError('ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT', `TokenReview: user ${JSON.stringify(result.username ?? '')} is not a service account`);

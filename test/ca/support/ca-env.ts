@@ -202,11 +202,13 @@ export async function startCaEnv(options: { readonly clusterClock?: Clock; reado
 type CreateCertificate = (
   req: unknown,
   md: Metadata,
+  options: { deadline?: number },
   cb: (err: ServiceError | null, res?: { cert_chain: string[] }) => void,
 ) => void;
 
 export interface CaClient {
-  create(o: { token?: string; csr: string; ttlSeconds?: number; impersonate?: string; clusterId?: string; metadata?: Record<string, string> }): Promise<CertResult>;
+  /** `headers`: extra request metadata; `deadlineMs`: the call's deadline (none by default). */
+  create(o: { token?: string; csr: string; ttlSeconds?: number; impersonate?: string; clusterId?: string; metadata?: Record<string, string>; headers?: Record<string, string>; deadlineMs?: number }): Promise<CertResult>;
   close(): void;
 }
 
@@ -225,11 +227,13 @@ export function caClient(port: number, rootsPem: string | undefined): CaClient {
       const md = new Metadata();
       if (o.token !== undefined) md.set('authorization', `Bearer ${o.token}`);
       if (o.clusterId !== undefined) md.set('clusterid', o.clusterId);
+      for (const [k, v] of Object.entries(o.headers ?? {})) md.set(k, v);
       const fields: Record<string, string> = { ...(o.metadata ?? {}) };
       if (o.impersonate !== undefined) fields.ImpersonatedIdentity = o.impersonate;
       const req = { csr: o.csr, validity_duration: o.ttlSeconds ?? 0, ...(Object.keys(fields).length ? { metadata: stringStruct(fields) } : {}) };
       return new Promise((resolve) => {
-        client.CreateCertificate(req, md, (err, res) => {
+        const callOptions = o.deadlineMs === undefined ? {} : { deadline: Date.now() + o.deadlineMs };
+        client.CreateCertificate(req, md, callOptions, (err, res) => {
           if (err) {
             const ec = err.metadata?.get('certbroker-error-code')[0];
             resolve({ code: err.code, details: err.details, ...(typeof ec === 'string' ? { errorCode: ec } : {}) });

@@ -6,7 +6,7 @@
  *   const { http, grpc } = await raw.call({ authorization: `Bearer ${t}` }, requestFrame(req));
  *   raw.close();
  */
-import { connect, constants, type ClientHttp2Session } from 'node:http2';
+import { connect, constants, type ClientHttp2Session, type SecureClientSessionOptions } from 'node:http2';
 import type { CaServer } from '../../../src/ca/index.js';
 import { protobufRoot } from '../../../src/grpc/index.js';
 
@@ -17,36 +17,54 @@ export interface RawResult {
   readonly http?: number;
   /** grpc-status, from the trailers or a trailers-only response. */
   readonly grpc?: number;
+  /** Response headers and trailers (string values), merged. */
+  readonly metadata: Readonly<Record<string, string>>;
+  /** The stream's RST_STREAM code as node reports it (0 = NO_ERROR). */
+  readonly rstCode?: number;
 }
 
 export interface RawCaSession {
   /**
    * One CreateCertificate call: POST, application/grpc, te: trailers unless `headers` says
    * otherwise. `resetAfterMs`: send 5 bytes of a frame, then reset the stream after that long.
+   * `open`: send the headers (and `body`, if any) but never end the request side.
    */
-  call(headers: Record<string, string>, body: Buffer | undefined, options?: { readonly resetAfterMs?: number }): Promise<RawResult>;
+  call(headers: Record<string, string>, body: Buffer | undefined, options?: { readonly resetAfterMs?: number; readonly open?: boolean }): Promise<RawResult>;
+  /** The underlying HTTP/2 session (its settings, its close). */
+  readonly session: ClientHttp2Session;
   close(): void;
 }
 
-export function rawCaSession(ca: CaServer): RawCaSession {
-  const session: ClientHttp2Session = connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1' } as never);
+/** A raw session to `ca`, or to any CA port trusting `rootsPem`. */
+export function rawCaSession(ca: CaServer | { readonly port: number; rootsPem(): string }, options: SecureClientSessionOptions = {}): RawCaSession {
+  const session: ClientHttp2Session = connect(`https://localhost:${ca.port}`, { ca: ca.rootsPem(), host: '127.0.0.1', ...options } as never);
   session.on('error', () => undefined);
   return {
+    session,
     call(headers, body, options = {}) {
       return new Promise((resolve) => {
         const req = session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers });
-        const out: { http?: number; grpc?: number } = {};
+        const out: { http?: number; grpc?: number; metadata: Record<string, string>; rstCode?: number } = { metadata: {} };
+        const keep = (h: Record<string, unknown>) => {
+          for (const [k, v] of Object.entries(h)) if (typeof v === 'string') out.metadata[k] = v;
+        };
         req.on('response', (h) => {
           out.http = Number(h[':status']);
+          keep(h);
           if (h['grpc-status'] !== undefined) out.grpc = Number(h['grpc-status']);
         });
-        req.on('trailers', (t) => (out.grpc = Number(t['grpc-status'])));
+        req.on('trailers', (t) => {
+          keep(t);
+          out.grpc = Number(t['grpc-status']);
+        });
         req.on('error', () => undefined);
-        req.on('close', () => resolve(out));
+        req.on('close', () => resolve({ ...out, rstCode: req.rstCode }));
         req.resume();
         if (options.resetAfterMs !== undefined) {
           req.write(Buffer.from([0, 0, 0, 1, 0]));
           setTimeout(() => req.close(constants.NGHTTP2_CANCEL), options.resetAfterMs);
+        } else if (options.open) {
+          if (body) req.write(body);
         } else req.end(body);
       });
     },

@@ -1,0 +1,72 @@
+/**
+ * The CA's limits (limits.ts) as far as the grpc-js transport can apply them. grpc-js exposes
+ * no handle on its node:http2 server, so the TLS handshake timeout (node's default, 120 s,
+ * applies), the connection cap, the global stream cap and the header-list bound are http2-transport
+ * only; what grpc-js does offer is used here: MAX_CONNECTION_IDLE, SETTINGS_MAX_CONCURRENT_STREAMS,
+ * node's per-session memory bound (grpc-js turns it off by default), and a server interceptor
+ * for the request-body deadline.
+ */
+import { constants as h2 } from 'node:http2';
+import { ServerInterceptingCall, ServerListenerBuilder, status as GrpcStatus, type ServerInterceptingCallInterface, type ServerInterceptor, type ServerOptions } from '@grpc/grpc-js';
+import type { CaLimits } from './limits.js';
+
+/** node:http2's own default per-session memory bound, in MB (grpc-js sets it to unlimited). */
+export const GRPC_JS_MAX_SESSION_MEMORY_MB = 10;
+
+export function grpcJsLimitOptions(limits: CaLimits, onBodyTimeout: () => void): ServerOptions {
+  return {
+    'grpc.max_concurrent_streams': limits.maxConcurrentStreams,
+    'grpc.max_connection_idle_ms': limits.idleSessionTimeoutMs,
+    'grpc-node.max_session_memory': GRPC_JS_MAX_SESSION_MEMORY_MB,
+    interceptors: [requestBodyDeadline(limits.requestBodyTimeoutMs, onBodyTimeout)],
+  };
+}
+
+/**
+ * A call with a single request message (unary, server streaming) whose message and half-close
+ * have not arrived `ms` after it started gets DEADLINE_EXCEEDED, so a stream opened with headers
+ * only does not hold its connection for ever. Client- and bidi-streaming calls (reflection) are
+ * left alone: their request side stays open by design.
+ */
+export function requestBodyDeadline(ms: number, onTimeout: () => void): ServerInterceptor {
+  return (method, call) => {
+    if (method.requestStream) return new ServerInterceptingCall(call);
+    let timer: NodeJS.Timeout | undefined;
+    const stop = () => clearTimeout(timer);
+    return new ServerInterceptingCall(call, {
+      start(next) {
+        timer = setTimeout(() => {
+          onTimeout();
+          call.sendStatus({ code: GrpcStatus.DEADLINE_EXCEEDED, details: `request message not received within ${ms} ms` });
+          closeStream(call);
+        }, ms);
+        next(
+          new ServerListenerBuilder()
+            .withOnReceiveHalfClose((proceed) => {
+              stop();
+              proceed();
+            })
+            .withOnCancel(stop)
+            .build(),
+        );
+      },
+      sendStatus(status, proceed) {
+        stop();
+        proceed(status);
+      },
+    });
+  };
+}
+
+/**
+ * After a status, grpc-js leaves the HTTP/2 stream open while the client's side is (node closes
+ * a finished server stream by itself only when nobody read from it), so a client that never
+ * ends its request would keep the stream, and with it the connection (never idle), for ever.
+ * grpc-js offers no way to close it; its base call keeps the node stream as `stream`, which is
+ * reset here with NO_ERROR after the status, as RFC 9113 §8.1 allows. Guarded: if a grpc-js
+ * version moves it, nothing happens (and test/ca/transport-limits.e2e.test.ts fails).
+ */
+function closeStream(call: ServerInterceptingCallInterface): void {
+  const stream = (call as unknown as { stream?: { closed?: boolean; readableEnded?: boolean; close?: (code: number) => void } }).stream;
+  if (stream && typeof stream.close === 'function' && stream.closed === false && stream.readableEnded === false) stream.close(h2.NGHTTP2_NO_ERROR);
+}

@@ -1,0 +1,62 @@
+/**
+ * What unauthenticated callers cost the API server, counted by the devcluster (its TokenReview
+ * counter): strings that are not JWTs cost nothing (refused locally, ERR_CA_TOKEN_MALFORMED),
+ * a forged JWT repeated costs one TokenReview per refusal-cache TTL (ERR_CA_TOKEN_INVALID), and
+ * a good token one per positive-cache TTL. Denials stay the generic UNAUTHENTICATED.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { status } from '@grpc/grpc-js';
+import type { CaServer } from '../../src/ca/index.js';
+import { caClient, lastDenialReason, startNodeAScenario, type CaClient, type CaEnv } from './support/ca-env.js';
+import { newCsr } from './support/pki-fixtures.js';
+
+let env: CaEnv;
+let ca: CaServer;
+let ztunnel: string;
+let client: CaClient;
+let csr: string;
+
+before(async () => {
+  ({ env, ca, ztunnel } = await startNodeAScenario());
+  client = caClient(ca.port, ca.rootsPem());
+  csr = await newCsr();
+});
+
+after(async () => {
+  client?.close();
+  await env?.close();
+});
+
+async function denied(token: string): Promise<string | undefined> {
+  const r = await client.create({ token, csr });
+  assert.equal(r.code, status.UNAUTHENTICATED, JSON.stringify(r).slice(0, 200));
+  assert.equal(r.details, 'authentication failed');
+  return lastDenialReason(env.logs);
+}
+
+test('bearer strings that are not JWTs are refused without any TokenReview', async () => {
+  const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const [, p] = ztunnel.split('.');
+  const garbage = ['garbage', 'x.y.z', 'a'.repeat(6000), `${enc({ alg: 'none' })}.${p}.`, `${ztunnel}.extra`, ztunnel.replace(/\./g, '')];
+  const before = env.cluster.tokenReviews;
+  for (let round = 0; round < 5; round++) {
+    for (const g of garbage) assert.equal(await denied(g), 'ERR_CA_TOKEN_MALFORMED');
+  }
+  assert.equal(env.cluster.tokenReviews, before, `${5 * garbage.length} calls, no TokenReview`);
+});
+
+test('a forged JWT sent again and again costs one TokenReview (refusal cached by token hash); a good token one per cache TTL', async () => {
+  const [h, p, sig] = ztunnel.split('.') as [string, string, string];
+  const forged = `${h}.${p}.${sig.slice(0, 10)}${sig[10] === 'A' ? 'B' : 'A'}${sig.slice(11)}`;
+  const before = env.cluster.tokenReviews;
+  for (let i = 0; i < 20; i++) assert.equal(await denied(forged), 'ERR_CA_TOKEN_INVALID');
+  assert.equal(env.cluster.tokenReviews - before, 1, 'one review for 20 calls');
+  const refused = (await ca.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'refused')?.value;
+  assert.equal(refused, 19);
+
+  const good = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  const beforeGood = env.cluster.tokenReviews;
+  for (let i = 0; i < 10; i++) assert.equal((await client.create({ token: good, csr })).code, undefined);
+  assert.equal(env.cluster.tokenReviews - beforeGood, 1);
+});

@@ -1,0 +1,197 @@
+/**
+ * What an unauthenticated client can hold at the CA's port (src/ca/limits.ts), on both
+ * transports where grpc-js allows it: a stream whose request body never completes is answered
+ * DEADLINE_EXCEEDED and closed, an idle session is closed (GOAWAY) while a busy one is not, and
+ * SETTINGS_MAX_CONCURRENT_STREAMS is advertised. On the default http2 transport also: the TLS
+ * handshake timeout, the connection cap (closed at once), the global stream cap
+ * (RESOURCE_EXHAUSTED at once) and oversized headers (RESOURCE_EXHAUSTED, never retried). And
+ * malformed protobuf is INVALID_ARGUMENT on grpc-js too. Limits are set small; nothing asserts
+ * how long anything took, only what happened (waits are bounded).
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { connect as tcpConnect } from 'node:net';
+import { status } from '@grpc/grpc-js';
+import type { CaServer } from '../../src/ca/index.js';
+import type { CaLimits } from '../../src/ca/limits.js';
+import { caClient, startNodeAScenario, type CaEnv } from './support/ca-env.js';
+import { newCsr } from './support/pki-fixtures.js';
+import { frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
+
+const SMALL: Partial<CaLimits> = {
+  requestBodyTimeoutMs: 300,
+  idleSessionTimeoutMs: 400,
+  tlsHandshakeTimeoutMs: 300,
+  maxConcurrentStreams: 3,
+  maxHeaderListBytes: 8192,
+};
+
+let env: CaEnv;
+let h2ca: CaServer;
+let ztunnel: string;
+const cas: Record<'http2' | 'grpc-js', CaServer> = {} as never;
+
+before(async () => {
+  ({ env, ca: h2ca, ztunnel } = await startNodeAScenario({ transport: 'http2', limits: SMALL }));
+  cas.http2 = h2ca;
+  cas['grpc-js'] = await env.startCa({ transport: 'grpc-js', limits: SMALL });
+});
+
+after(async () => {
+  await env?.close();
+});
+
+/** `p`'s value, or `undefined` when it does not settle within `ms` (a bounded wait). */
+async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const counter = async (ca: CaServer, name: 'connectionsClosed' | 'streamsRefused', reason: string) =>
+  (await ca.metrics[name].get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
+for (const transport of ['http2', 'grpc-js'] as const) {
+  test(`${transport}: a call whose request body never completes gets DEADLINE_EXCEEDED and its stream is closed`, async () => {
+    const ca = cas[transport];
+    const raw = rawCaSession(ca);
+    const auth = { authorization: `Bearer ${ztunnel}` };
+    try {
+      const before = await counter(ca, 'streamsRefused', 'body_timeout');
+      const headersOnly = await within(raw.call(auth, undefined, { open: true }), 10_000);
+      assert.ok(headersOnly, 'answered (a bounded wait)');
+      assert.equal(headersOnly.grpc, status.DEADLINE_EXCEEDED);
+      assert.match(decodeURIComponent(headersOnly.metadata['grpc-message'] ?? ''), /request message not received within 300 ms/);
+      // Half a message, then nothing.
+      const partial = await within(raw.call(auth, frameBytes(Buffer.alloc(10), { declaredLength: 100 }).subarray(0, 12), { open: true }), 10_000);
+      assert.equal(partial?.grpc, status.DEADLINE_EXCEEDED);
+      assert.equal(await counter(ca, 'streamsRefused', 'body_timeout'), before + 2);
+      // A complete request on the same session is unaffected.
+      assert.equal((await raw.call(auth, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+    } finally {
+      raw.close();
+    }
+  });
+
+  test(`${transport}: an idle session is closed (GOAWAY); one with a call in flight is not`, async () => {
+    const ca = cas[transport];
+    const idle = rawCaSession(ca);
+    const closed = await within(new Promise<boolean>((r) => idle.session.once('close', () => r(true))), 10_000);
+    assert.equal(closed, true, 'the idle session was closed by the CA');
+
+    // A call whose TokenReview takes longer than the idle timeout keeps its session.
+    const busy = rawCaSession(ca);
+    let busyClosedEarly = false;
+    busy.session.once('goaway', () => (busyClosedEarly = true));
+    try {
+      const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+      env.cluster.faults.setLatency(1200);
+      const r = await busy.call({ authorization: `Bearer ${fresh}` }, requestFrame({ csr: await newCsr() }));
+      assert.equal(r.grpc, status.OK);
+      assert.equal(busyClosedEarly, false, 'not closed as idle while the call ran');
+    } finally {
+      env.cluster.faults.clear();
+      busy.close();
+    }
+  });
+
+  test(`${transport}: SETTINGS_MAX_CONCURRENT_STREAMS is the configured limit`, async () => {
+    const raw = rawCaSession(cas[transport]);
+    try {
+      const settings = await new Promise<{ maxConcurrentStreams?: number }>((r) => raw.session.once('remoteSettings', r));
+      assert.equal(settings.maxConcurrentStreams, SMALL.maxConcurrentStreams);
+    } finally {
+      raw.close();
+    }
+  });
+}
+
+test('grpc-js: a malformed request message is INVALID_ARGUMENT (ERR_CA_REQUEST_MALFORMED), not INTERNAL', async () => {
+  const raw = rawCaSession(cas['grpc-js']);
+  try {
+    const r = await raw.call({ authorization: `Bearer ${ztunnel}` }, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]));
+    assert.equal(r.grpc, status.INVALID_ARGUMENT);
+    assert.equal(r.metadata['certbroker-error-code'], 'ERR_CA_REQUEST_MALFORMED');
+  } finally {
+    raw.close();
+  }
+});
+
+test('http2: a connection that never finishes its TLS handshake is closed', async () => {
+  const before = await counter(h2ca, 'connectionsClosed', 'tls_handshake_timeout');
+  const s = tcpConnect(h2ca.port, '127.0.0.1');
+  s.on('error', () => undefined);
+  try {
+    const closed = await within(new Promise<boolean>((r) => s.once('close', () => r(true))), 10_000);
+    assert.equal(closed, true, 'closed by the CA');
+    assert.equal(await counter(h2ca, 'connectionsClosed', 'tls_handshake_timeout'), before + 1);
+  } finally {
+    s.destroy();
+  }
+});
+
+test('http2: request headers over the limit get RESOURCE_EXHAUSTED at once (not a retried REFUSED_STREAM); the limit is advertised', async () => {
+  const c = caClient(h2ca.port, h2ca.rootsPem());
+  const raw = rawCaSession(h2ca);
+  const settings = new Promise<{ maxHeaderListSize?: number }>((res) => raw.session.once('remoteSettings', res));
+  try {
+    const csr = await newCsr();
+    const big = { 'x-a': 'a'.repeat(3000), 'x-b': 'b'.repeat(3000), 'x-c': 'c'.repeat(3000) };
+    // A generous deadline: a retried refusal would end as DEADLINE_EXCEEDED or UNAVAILABLE.
+    const r = await c.create({ token: ztunnel, csr, headers: big, deadlineMs: 20_000 });
+    assert.equal(r.code, status.RESOURCE_EXHAUSTED, JSON.stringify(r));
+    const single = await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(70_000) }, deadlineMs: 20_000 });
+    assert.equal(single.code, status.RESOURCE_EXHAUSTED, JSON.stringify(single));
+    assert.equal((await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(1000) } })).code, undefined, 'under the limit');
+    assert.equal((await settings).maxHeaderListSize, SMALL.maxHeaderListBytes);
+  } finally {
+    c.close();
+    raw.close();
+  }
+});
+
+test('http2: connections beyond the cap are closed at once, before TLS; a freed slot is usable again', async () => {
+  const capped = await env.startCa({ transport: 'http2', limits: { ...SMALL, maxConnections: 3, idleSessionTimeoutMs: 60_000 } });
+  const sessions = [rawCaSession(capped), rawCaSession(capped), rawCaSession(capped)];
+  try {
+    await Promise.all(sessions.map((s) => new Promise((r) => s.session.once('connect', r))));
+    const over = rawCaSession(capped);
+    let connected = false;
+    over.session.once('connect', () => (connected = true));
+    const closed = await within(new Promise<boolean>((r) => over.session.once('close', () => r(true))), 10_000);
+    assert.equal(closed, true, 'the fourth connection was closed');
+    assert.equal(connected, false, 'before any TLS handshake');
+    assert.equal(await counter(capped, 'connectionsClosed', 'limit'), 1);
+    sessions.pop()!.session.destroy();
+    await new Promise((r) => setTimeout(r, 50)); // let the CA see the close
+    const again = rawCaSession(capped);
+    sessions.push(again);
+    assert.equal((await again.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+  } finally {
+    for (const s of sessions) s.close();
+  }
+});
+
+test('http2: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED at once', async () => {
+  const capped = await env.startCa({ transport: 'http2', limits: { ...SMALL, maxStreams: 4, requestBodyTimeoutMs: 5000 } });
+  const a = rawCaSession(capped);
+  const b = rawCaSession(capped);
+  const auth = { authorization: `Bearer ${ztunnel}` };
+  try {
+    // Four body-less calls hold every slot (two sessions, the per-session limit is 3).
+    const held: Promise<RawResult>[] = [a.call(auth, undefined, { open: true }), a.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true })];
+    for (let i = 0; i < 200 && (await capped.metrics.openStreams.get()).values[0]?.value !== 4; i++) await new Promise((r) => setTimeout(r, 10));
+    const refused = await within(b.call(auth, requestFrame({ csr: await newCsr() })), 2000);
+    assert.equal(refused?.grpc, status.RESOURCE_EXHAUSTED);
+    assert.equal(await counter(capped, 'streamsRefused', 'stream_limit'), 1);
+    // The held calls end by their body timeout; then calls go through again.
+    for (const r of await Promise.all(held)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED);
+    assert.equal((await a.call(auth, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+  } finally {
+    a.close();
+    b.close();
+  }
+});
