@@ -9,7 +9,8 @@
  *
  * The handler is the same `CertificateService` as on grpc-js; requests are decoded with protobufjs
  * from the same .proto files (keepCase, so the request has the same shape); the response
- * (`repeated string cert_chain`) is framed by hand in one buffer (`certChainFrame`).
+ * (`repeated string cert_chain`) is framed by hand in one buffer (`certChainFrame`). Bounds for
+ * unauthenticated clients (limits.ts): here, in h2-limits.ts (connections) and h2-request.ts (bodies).
  */
 import {
   connect,
@@ -21,8 +22,6 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
-import type { Socket } from 'node:net';
-import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
@@ -30,17 +29,12 @@ import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import { listenTcp } from '../ops/listen.js';
-import {
-  HEALTH_CHECK_PATH,
-  HEALTH_CHECK_REQUEST_TYPE,
-  HEALTH_CHECK_RESPONSE_TYPE,
-  HEALTH_PROTO,
-  SERVING_STATUS_NUMBER,
-  type HealthCheckRequest,
-} from '../protocol/grpc-health.js';
+import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYPE, HEALTH_PROTO, SERVING_STATUS_NUMBER, type HealthCheckRequest } from '../protocol/grpc-health.js';
 import { ERROR_CODE_METADATA } from '../protocol/grpc-status.js';
 import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type IstioCertificateRequest } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST, type CallMetadata, type CertificateService } from './certificate-service.js';
+import { limitConnections } from './h2-limits.js';
+import { ACCEPT_ENCODING, readMessage, type ReadOptions, type WireError } from './h2-request.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
 
@@ -149,110 +143,6 @@ export function grpcTimeoutMs(value: string | string[] | undefined): number | un
   return ms <= MAX_TIMER_MS ? ms : undefined;
 }
 
-/** A gRPC status carried with a rejection from `readMessage`. */
-interface WireError {
-  readonly grpcCode: number;
-  readonly message: string;
-  /** Answer with `grpc-accept-encoding` (an encoding we do not decompress was used). */
-  readonly acceptEncoding?: boolean;
-}
-
-/** Request encodings decompressed here, as grpc-js does. */
-const ACCEPT_ENCODING = 'identity,deflate,gzip';
-
-interface ReadOptions {
-  readonly maxBytes: number;
-  /** The call's `grpc-encoding` header. */
-  readonly encoding: string | string[] | undefined;
-  /** The whole request message must have arrived this long (ms) after the call's headers. */
-  readonly bodyTimeoutMs: number;
-  readonly onBodyTimeout: () => void;
-}
-
-/**
- * The one request message of a complete request body, or the status to answer. The statuses
- * follow the gRPC spec (PROTOCOL-HTTP2.md, compression.md, statuscodes.md) and grpc-go where the
- * spec says nothing:
- * - no message, or more than one: a request cardinality violation, UNIMPLEMENTED (statuscodes.md;
- *   grpc-js answers the same);
- * - a body that ends inside a message (a partial prefix, or fewer bytes than the prefix declares):
- *   the request bytes are malformed, INVALID_ARGUMENT;
- * - Compressed-Flag other than 0 and 1: a framing violation, INTERNAL (grpc-go: "received
- *   unexpected payload format");
- * - Compressed-Flag 1 without `grpc-encoding` or with `identity`: PROTOCOL-HTTP2 says the flag
- *   must be 0 when Message-Encoding is absent, so the frame is refused with INTERNAL, as grpc-go
- *   does ("compressed flag set with identity or empty encoding"). (grpc-js reads such a frame as
- *   uncompressed; the grpc-js transport inherits that.)
- * - an encoding other than gzip/deflate: UNIMPLEMENTED with `grpc-accept-encoding`
- *   (compression.md); gzip/deflate that does not inflate: INTERNAL ("could not decompress");
- *   inflating past `maxBytes`: RESOURCE_EXHAUSTED.
- * A message that is not valid protobuf is the handler's to judge (INVALID_ARGUMENT, see
- * `MALFORMED_REQUEST`).
- */
-export function unframeRequest(body: Buffer | undefined, encoding: string | string[] | undefined, maxBytes: number): WireError | Buffer {
-  if (body === undefined || body.length === 0) return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'no request message (exactly one expected)' };
-  if (body.length < 5) return { grpcCode: GrpcStatus.INVALID_ARGUMENT, message: 'request message truncated' };
-  const length = body.readUInt32BE(1);
-  if (body.length < 5 + length) return { grpcCode: GrpcStatus.INVALID_ARGUMENT, message: 'request message truncated' };
-  if (body.length > 5 + length) return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: 'more than one request message (exactly one expected)' };
-  const flag = body[0];
-  const payload = body.subarray(5);
-  if (flag === 0) return payload;
-  if (flag !== 1) return { grpcCode: GrpcStatus.INTERNAL, message: `unexpected compressed-flag ${flag}` };
-  const enc = (typeof encoding === 'string' ? encoding : '').trim().toLowerCase();
-  if (enc === '' || enc === 'identity') return { grpcCode: GrpcStatus.INTERNAL, message: 'compressed flag set without grpc-encoding' };
-  if (enc !== 'gzip' && enc !== 'deflate') return { grpcCode: GrpcStatus.UNIMPLEMENTED, message: `grpc-encoding ${enc.slice(0, 32)} is not supported`, acceptEncoding: true };
-  try {
-    return enc === 'gzip' ? gunzipSync(payload, { maxOutputLength: maxBytes }) : inflateSync(payload, { maxOutputLength: maxBytes });
-  } catch (err) {
-    if ((err as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE') return { grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' };
-    return { grpcCode: GrpcStatus.INTERNAL, message: `request message does not decompress (${enc})` };
-  }
-}
-
-/**
- * Reads one request message from the stream (bounded in size and time) and calls `done`
- * exactly once: with the message, or with the status to answer. Errors are plain objects, not
- * `Error`s: nothing here needs a stack, and capturing one per call is measurable.
- */
-function readMessage(stream: ServerHttp2Stream, r: ReadOptions, done: (err: WireError | undefined, message?: Buffer) => void): void {
-  let first: Buffer | undefined;
-  let more: Buffer[] | undefined;
-  let size = 0;
-  let settled = false;
-  // A client that sends the headers and never the body holds a stream (and its session) open:
-  // past the deadline the call is answered and closed.
-  const bodyTimer = setTimeout(() => {
-    if (settled) return;
-    r.onBodyTimeout();
-    settle({ grpcCode: GrpcStatus.DEADLINE_EXCEEDED, message: `request message not received within ${r.bodyTimeoutMs} ms` });
-  }, r.bodyTimeoutMs);
-  const settle = (err: WireError | undefined, message?: Buffer) => {
-    if (settled) return;
-    settled = true;
-    clearTimeout(bodyTimer);
-    done(err, message);
-  };
-  stream.on('data', (c: Buffer) => {
-    if (settled) return;
-    size += c.length;
-    if (size > r.maxBytes + 5) {
-      settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
-      stream.pause();
-      return;
-    }
-    if (first === undefined) first = c;
-    else (more ??= [first]).push(c);
-  });
-  stream.once('end', () => {
-    const out = unframeRequest(more ? Buffer.concat(more) : first, r.encoding, r.maxBytes);
-    if (Buffer.isBuffer(out)) settle(undefined, out);
-    else settle(out);
-  });
-  // A client that resets the stream before the end: settle, so nothing waits forever.
-  stream.once('close', () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }));
-}
-
 /** Headers of one side minus the pseudo-headers and hop-by-hop ones. */
 function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
@@ -352,6 +242,67 @@ export function certChainFrame(chain: readonly string[]): Buffer {
   return out;
 }
 
+interface CallContext {
+  readonly codec: Codec;
+  /** Body limits of the call (`maxBytes` is per method). */
+  readonly read: Omit<ReadOptions, 'maxBytes'>;
+}
+
+function peerOf(stream: ServerHttp2Stream): string {
+  return `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
+}
+
+function serveCreateCertificate(
+  stream: ServerHttp2Stream,
+  headers: IncomingHttpHeaders,
+  c: CallContext & { readonly service: CertificateService; readonly maxMessageBytes: number },
+): void {
+  // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
+  // that arrives later is dropped (`open` is false by then).
+  const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
+  const deadline = timeoutMs === undefined ? undefined : setTimeout(() => sendError(stream, { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' }), timeoutMs);
+  readMessage(stream, { ...c.read, maxBytes: c.maxMessageBytes }, (err, bytes) => {
+    if (err) {
+      clearTimeout(deadline);
+      return sendWireError(stream, err);
+    }
+    let request: IstioCertificateRequest;
+    try {
+      request = c.codec.request.toObject(c.codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
+    } catch {
+      // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
+      request = MALFORMED_REQUEST;
+    }
+    c.service.createCertificate(request, metadataFrom(headers)).then(
+      (res) => {
+        clearTimeout(deadline);
+        sendFrame(stream, certChainFrame(res.cert_chain));
+      },
+      (e: unknown) => {
+        clearTimeout(deadline);
+        sendError(stream, c.service.rejection(e, peerOf(stream)));
+      },
+    );
+  });
+}
+
+function serveHealthCheck(stream: ServerHttp2Stream, c: CallContext & { readonly health: HealthService }): void {
+  readMessage(stream, { ...c.read, maxBytes: 4096 }, (err, bytes) => {
+    if (err) return sendWireError(stream, err);
+    let req: HealthCheckRequest;
+    try {
+      req = c.codec.healthRequest.toObject(c.codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
+    } catch {
+      // The health service is a library's (grpc-js answers this INTERNAL too, as statuscodes.md
+      // says for "error parsing request proto"); only the CA's own method says INVALID_ARGUMENT.
+      return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
+    }
+    const st = c.health.status(req.service);
+    if (st === undefined) sendError(stream, { code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
+    else sendFrame(stream, frame(c.codec.healthResponse.encode({ status: SERVING_STATUS_NUMBER[st] }).finish()));
+  });
+}
+
 export async function startH2Transport(o: H2TransportOptions): Promise<H2Transport> {
   const codec = loadCodec();
   const limits = o.limits;
@@ -366,125 +317,37 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     // do not retry; clients that read the setting (grpc-go) fail locally before sending.
     settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
   });
-  // Beyond the cap the kernel's accepted socket is closed before any JS object or TLS state
-  // exists for it (net.Server 'drop').
-  server.maxConnections = limits.maxConnections;
-  const metrics = o.metrics;
-  const closedOverLimit = metrics?.connectionsClosed.labels('limit');
-  const closedHandshake = metrics?.connectionsClosed.labels('tls_handshake_timeout');
-  const closedIdle = metrics?.connectionsClosed.labels('idle');
-  const bodyTimeouts = metrics?.streamsRefused.labels('body_timeout');
-  const streamLimit = metrics?.streamsRefused.labels('stream_limit');
-  let openConnections = 0;
-  let openStreams = 0;
-  metrics?.observeTransport(() => ({ connections: openConnections, streams: openStreams }));
-  server.on('drop', () => closedOverLimit?.inc());
-  server.on('connection', (socket: Socket) => {
-    openConnections++;
-    socket.once('close', () => openConnections--);
-  });
-
+  // Counted and bounded before anything else sees a connection, a session or a stream.
+  const counts = limitConnections(server, limits, o.metrics);
   const unsubscribe = o.identity.onUpdate((id) => server.setSecureContext({ cert: id.certificate, key: id.privateKey }));
   const sessions = new Set<Http2Session>();
   server.on('session', (s) => {
     sessions.add(s);
     s.on('error', () => undefined);
-    // Idle = no open stream (pings and settings do not count), as gRPC's MAX_CONNECTION_IDLE:
-    // a session that carries nothing for idleSessionTimeoutMs gets GOAWAY and is closed.
-    let streams = 0;
-    let idleTimer: NodeJS.Timeout | undefined;
-    const armIdle = () => {
-      idleTimer = setTimeout(() => {
-        if (streams > 0 || s.closed || s.destroyed) return;
-        closedIdle?.inc();
-        s.close();
-      }, limits.idleSessionTimeoutMs);
-      idleTimer.unref();
-    };
-    armIdle();
-    s.on('stream', (stream: ServerHttp2Stream) => {
-      if (streams++ === 0) clearTimeout(idleTimer);
-      stream.once('close', () => {
-        if (--streams === 0 && !s.closed && !s.destroyed) armIdle();
-      });
-    });
-    s.once('close', () => {
-      clearTimeout(idleTimer);
-      sessions.delete(s);
-    });
-  });
-  server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') closedHandshake?.inc();
+    s.once('close', () => sessions.delete(s));
   });
   server.on('sessionError', () => undefined);
+  const bodyTimeouts = o.metrics?.streamsRefused.labels('body_timeout');
+  const streamLimit = o.metrics?.streamsRefused.labels('stream_limit');
   const onBodyTimeout = () => bodyTimeouts?.inc();
 
   server.on('stream', (stream, headers) => {
     stream.on('error', () => undefined);
-    openStreams++;
-    stream.once('close', () => openStreams--);
-    if (openStreams > limits.maxStreams) {
+    if (counts.streams() > limits.maxStreams) {
       streamLimit?.inc();
       stream.resume();
       sendError(stream, { code: GrpcStatus.RESOURCE_EXHAUSTED, details: 'too many open calls at the CA; retry later' });
       return;
     }
     const path = headers[h2.HTTP2_HEADER_PATH];
-    const peer = () => `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
     if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
       if (!stream.readableEnded) stream.close(h2.NGHTTP2_NO_ERROR);
       return;
     }
-    const read = { encoding: headers['grpc-encoding'], bodyTimeoutMs: limits.requestBodyTimeoutMs, onBodyTimeout };
-    if (path === CREATE_CERTIFICATE_PATH) {
-      // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
-      // that arrives later is dropped (`open` is false by then).
-      const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
-      const deadline =
-        timeoutMs === undefined ? undefined : setTimeout(() => sendError(stream, { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' }), timeoutMs);
-      readMessage(stream, { ...read, maxBytes: o.maxMessageBytes }, (err, bytes) => {
-        if (err) {
-          clearTimeout(deadline);
-          return sendWireError(stream, err);
-        }
-        let request: IstioCertificateRequest;
-        try {
-          request = codec.request.toObject(codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
-        } catch {
-          // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
-          request = MALFORMED_REQUEST;
-        }
-        o.service.createCertificate(request, metadataFrom(headers)).then(
-          (res) => {
-            clearTimeout(deadline);
-            sendFrame(stream, certChainFrame(res.cert_chain));
-          },
-          (e: unknown) => {
-            clearTimeout(deadline);
-            sendError(stream, o.service.rejection(e, peer()));
-          },
-        );
-      });
-      return;
-    }
-    if (path === HEALTH_CHECK_PATH) {
-      readMessage(stream, { ...read, maxBytes: 4096 }, (err, bytes) => {
-        if (err) return sendWireError(stream, err);
-        let req: HealthCheckRequest;
-        try {
-          req = codec.healthRequest.toObject(codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
-        } catch {
-          // The health service is a library's (grpc-js answers this INTERNAL too, as statuscodes.md
-          // says for "error parsing request proto"); only the CA's own method says INVALID_ARGUMENT.
-          return sendError(stream, { code: GrpcStatus.INTERNAL, details: 'bad request' });
-        }
-        const st = o.health.status(req.service);
-        if (st === undefined) sendError(stream, { code: GrpcStatus.NOT_FOUND, details: 'unknown service' });
-        else sendFrame(stream, frame(codec.healthResponse.encode({ status: SERVING_STATUS_NUMBER[st] }).finish()));
-      });
-      return;
-    }
+    const read: Omit<ReadOptions, 'maxBytes'> = { encoding: headers['grpc-encoding'], bodyTimeoutMs: limits.requestBodyTimeoutMs, onBodyTimeout };
+    if (path === CREATE_CERTIFICATE_PATH) return serveCreateCertificate(stream, headers, { codec, service: o.service, read, maxMessageBytes: o.maxMessageBytes });
+    if (path === HEALTH_CHECK_PATH) return serveHealthCheck(stream, { codec, health: o.health, read });
     if (o.fallbackPort !== undefined) {
       try {
         relay(stream, headers, upstream());

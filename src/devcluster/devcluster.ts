@@ -74,8 +74,6 @@ export interface DevCluster {
   readonly requestLog: RequestLog;
   /** Current store resourceVersion (for tests that reason about watches). */
   readonly resourceVersion: number;
-  /** TokenReviews answered so far (what each authentication cost the API server). */
-  readonly tokenReviews: number;
   /** Turns the pod-starting kubelet simulation on or off at runtime. */
   setSimulateKubelet(on: boolean): void;
   close(): Promise<void>;
@@ -182,9 +180,6 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     requestLog,
     get resourceVersion() {
       return store.resourceVersion;
-    },
-    get tokenReviews() {
-      return reviews.tokenReviews;
     },
     kubeconfigYaml: (user) =>
       kubeconfigYaml({ server: url, caCertPem: material.caCertPem, token: user.token, ...(user.name ? { userName: user.name } : {}), ...(user.namespace ? { namespace: user.namespace } : {}) }),

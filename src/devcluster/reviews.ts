@@ -39,12 +39,6 @@ function stringList(v: unknown): string[] {
 
 export class Reviews {
   readonly #o: ReviewOptions;
-  #tokenReviews = 0;
-
-  /** TokenReviews answered so far (authenticated or not; invalid requests excluded). */
-  get tokenReviews(): number {
-    return this.#tokenReviews;
-  }
 
   constructor(options: ReviewOptions) {
     this.#o = options;
@@ -133,7 +127,6 @@ export class Reviews {
     const audiences = stringList(spec.audiences);
     const base = { kind: 'TokenReview', apiVersion: 'authentication.k8s.io/v1', metadata: { creationTimestamp: null }, spec: { ...(audiences.length ? { audiences } : {}), token } };
     if (token === '') throw invalid('TokenReview', 'authentication.k8s.io', '', [{ field: 'spec.token', message: 'Required value', reason: 'FieldValueRequired' }]);
-    this.#tokenReviews++;
     const result = await this.#o.authn.authenticate(token, audiences.length > 0 ? audiences : this.#o.authn.apiAudiences);
     if (!result.ok) {
       return { ...base, status: { user: {}, error: `[invalid bearer token, ${result.reason}]` } };

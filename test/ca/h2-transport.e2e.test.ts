@@ -10,7 +10,7 @@ import { credentials, status, type Client, type ChannelCredentials, type Service
 import type { CaServer } from '../../src/ca/index.js';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
-import { caClient, lastDenialReason, startNodeAScenario, TD, type CaEnv } from './support/ca-env.js';
+import { caClient, lastDenialReason, startNodeAScenario, TD, tokenReviews, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { frameBytes, rawCaSession, requestFrame } from './support/raw-grpc.js';
@@ -127,13 +127,13 @@ test('http2 transport: malformed requests get the spec\'s statuses (malformed pr
   // Malformed request bytes: INVALID_ARGUMENT.
   assert.equal((await raw.call(auth, Buffer.from([0, 0, 0]))).grpc, status.INVALID_ARGUMENT, 'truncated prefix');
   assert.equal((await raw.call(auth, frameBytes(Buffer.alloc(10), { declaredLength: 40 }))).grpc, status.INVALID_ARGUMENT, 'truncated message');
-  const reviews = env.cluster.tokenReviews;
+  const reviews = tokenReviews(env);
   const fresh = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
   const garbage = await raw.call({ authorization: `Bearer ${fresh}` }, Buffer.from([0, 0, 0, 0, 3, 0xff, 0xff, 0xff]));
   assert.equal(garbage.grpc, status.INVALID_ARGUMENT, 'garbage protobuf');
   assert.equal(garbage.metadata['certbroker-error-code'], 'ERR_CA_REQUEST_MALFORMED');
   assert.equal(decodeURIComponent(garbage.metadata['grpc-message'] ?? ''), 'request message cannot be parsed');
-  assert.equal(env.cluster.tokenReviews, reviews, 'refused before any TokenReview');
+  assert.equal(tokenReviews(env), reviews, 'refused before any TokenReview');
   // Compression (PROTOCOL-HTTP2.md, compression.md, grpc-go's checkRecvPayload).
   assert.equal((await raw.call(auth, frameBytes(Buffer.from([0x0a, 0x01, 0x41]), { flag: 1 }))).grpc, status.INTERNAL, 'compressed flag without grpc-encoding');
   assert.equal((await raw.call({ ...auth, 'grpc-encoding': 'identity' }, frameBytes(Buffer.from([0x0a, 0x01, 0x41]), { flag: 1 }))).grpc, status.INTERNAL, 'compressed flag with identity');

@@ -10,7 +10,7 @@ import { status } from '@grpc/grpc-js';
 import { FakeClock } from '../../src/core/clock.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
-import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv, type CertResult } from './support/ca-env.js';
+import { caClient, lastDenialReason, startCaEnv, TD, tokenReviews, waitForIndex, type CaClient, type CaEnv, type CertResult } from './support/ca-env.js';
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
 import { opensslMissing } from '../support/tools.js';
 
@@ -189,9 +189,9 @@ test('expired token: ERR_CA_TOKEN_EXPIRED, refused by its exp without a TokenRev
   try {
     const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 600 });
     await clusterClock.advance(601_000);
-    const reviews = env.cluster.tokenReviews;
+    const reviews = tokenReviews(env);
     assertDenied(await c.create({ token: t, csr }), 'ERR_CA_TOKEN_EXPIRED');
-    assert.equal(env.cluster.tokenReviews, reviews, 'no TokenReview for a token expired by its own exp');
+    assert.equal(tokenReviews(env), reviews, 'no TokenReview for a token expired by its own exp');
     // A CA whose clock is behind the API server's (the first CA here: the cluster's clock has
     // moved 10 minutes, its own has not) still thinks the token valid; all the API server says
     // is "invalid bearer token", so that CA can only report ERR_CA_TOKEN_INVALID.

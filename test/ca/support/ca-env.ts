@@ -291,3 +291,8 @@ export async function startNodeAScenario(overrides: Partial<CaServerConfig> = {}
     throw err;
   }
 }
+
+/** TokenReviews the devcluster has been sent so far (from its request log): what authentication cost the API server. */
+export function tokenReviews(env: CaEnv): number {
+  return env.cluster.requestLog.entries({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews' }).length;
+}
