@@ -18,20 +18,16 @@
  * error).
  */
 import type { CertbrokerError } from '../core/errors.js';
-import type { ErrorInfo } from '../grpc/rpc-status.js';
+import { CERTBROKER_ERROR_DOMAIN, type ErrorInfo } from '../protocol/grpc-status.js';
+import { SPIFFE_BROKER_REASON, SPIFFE_ERROR_DOMAIN, type SpiffeBrokerReason } from '../protocol/spiffe-broker.js';
 import type { BrokerErrorCode } from './errors.js';
 
-export const SPIFFE_ERROR_DOMAIN = 'spiffe.io';
-export const CERTBROKER_ERROR_DOMAIN = 'certbroker';
-
-export type SpiffeBrokerReason = 'WORKLOAD_REFERENCE_INVALID' | 'WORKLOAD_NOT_FOUND' | 'WORKLOAD_NOT_ENTITLED';
-
 const SPEC_REASONS: Partial<Record<BrokerErrorCode, SpiffeBrokerReason>> = {
-  ERR_WORKLOAD_REFERENCE_INVALID: 'WORKLOAD_REFERENCE_INVALID',
-  ERR_REQUEST_MALFORMED: 'WORKLOAD_REFERENCE_INVALID',
-  ERR_WORKLOAD_NOT_FOUND: 'WORKLOAD_NOT_FOUND',
-  ERR_WORKLOAD_GONE: 'WORKLOAD_NOT_FOUND',
-  ERR_WORKLOAD_NOT_ENTITLED: 'WORKLOAD_NOT_ENTITLED',
+  ERR_WORKLOAD_REFERENCE_INVALID: SPIFFE_BROKER_REASON.workloadReferenceInvalid,
+  ERR_REQUEST_MALFORMED: SPIFFE_BROKER_REASON.workloadReferenceInvalid,
+  ERR_WORKLOAD_NOT_FOUND: SPIFFE_BROKER_REASON.workloadNotFound,
+  ERR_WORKLOAD_GONE: SPIFFE_BROKER_REASON.workloadNotFound,
+  ERR_WORKLOAD_NOT_ENTITLED: SPIFFE_BROKER_REASON.workloadNotEntitled,
 };
 
 /** The ErrorInfo for a Broker API refusal (`undefined`: an unexpected error, answered INTERNAL). */

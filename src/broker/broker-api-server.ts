@@ -7,11 +7,13 @@ import { chmodSync, rmSync } from 'node:fs';
 import { experimental, Server } from '@grpc/grpc-js';
 import { systemClock, type Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
-import { HEALTH_PROTO, HealthService } from '../grpc/health.js';
+import { HealthService } from '../grpc/health.js';
 import { addReflection } from '../grpc/reflection.js';
 import { compressionFlagGuard } from '../grpc/request-guard.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
-import { BROKER_PROTO, BROKER_SERVICE, brokerServiceDefinition } from './broker-proto.js';
+import { HEALTH_PROTO, WHOLE_SERVER } from '../protocol/grpc-health.js';
+import { BROKER_PROTO, BROKER_SERVICE } from '../protocol/spiffe-broker.js';
+import { brokerServiceDefinition } from './broker-proto.js';
 import type { BrokerApiService } from './broker-api.js';
 import type { TrustBundle } from './trust-bundle.js';
 import { prepareSocketPath } from './unix-socket.js';
@@ -147,7 +149,7 @@ export async function startBrokerApiServer(options: BrokerApiServerOptions): Pro
     interceptors: [compressionFlagGuard(`/${BROKER_SERVICE}/`, options.logger)],
   });
   server.addService(brokerServiceDefinition(), options.service.implementation());
-  const health = new HealthService({ '': 'NOT_SERVING', 'spiffe.broker.API': 'NOT_SERVING' });
+  const health = new HealthService({ [WHOLE_SERVER]: 'NOT_SERVING', [BROKER_SERVICE]: 'NOT_SERVING' });
   health.addToServer(server);
   addReflection(server, [BROKER_PROTO, HEALTH_PROTO]);
   // grpc-js names the parameters (ca, identity); one provider plays both roles.

@@ -31,15 +31,25 @@ import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import { isUnreadableRequest } from '../grpc/request-guard.js';
 import { toGrpcError } from '../ops/grpc-errors.js';
+import {
+  BROKER_HEADER,
+  BROKER_HEADER_VALUE,
+  BROKER_METHOD,
+  type FetchJWTSVIDRequest,
+  type FetchJWTSVIDResponse,
+  type SubscribeToJWTBundlesResponse,
+  type SubscribeToX509BundlesResponse,
+  type SubscribeToX509SVIDResponse,
+  type WorkloadRequest,
+} from '../protocol/spiffe-broker.js';
 import { SpiffeError } from '../spiffe/errors.js';
 import { x509SvidProblems } from '../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
-import { BROKER_HEADER } from './broker-proto.js';
 import type { CertManager } from './cert-manager.js';
 import { BrokerError, isAbortError } from './errors.js';
 import type { IneligiblePod, NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
 import type { TrustBundle } from './trust-bundle.js';
-import { describePodReference, parseWorkloadReference, type AnyMessage } from './workload-reference.js';
+import { describePodReference, parseWorkloadReference } from './workload-reference.js';
 import type { WorkloadCert } from './workload-cert.js';
 
 export interface BrokerApiObserver {
@@ -64,20 +74,10 @@ export interface BrokerApiOptions {
   readonly observer?: BrokerApiObserver;
 }
 
-interface WorkloadRequest {
-  readonly reference?: { readonly reference?: AnyMessage | null } | null;
-}
-
-interface X509SvidMessage {
-  spiffe_id: string;
-  x509_svid: Buffer;
-  x509_svid_key: Buffer;
-  bundle: Buffer;
-  hint: string;
-}
+type StreamResponse = SubscribeToX509SVIDResponse | SubscribeToX509BundlesResponse;
 
 /** The Broker API message for `cert` (chain leaf first, key PKCS#8, roots of the trust domain). */
-export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): { svids: X509SvidMessage[]; crl: Buffer[]; federated_bundles: Record<string, Buffer> } {
+export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): SubscribeToX509SVIDResponse {
   return {
     svids: [
       {
@@ -93,7 +93,7 @@ export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): { svi
   };
 }
 
-function x509BundlesResponse(bundle: TrustBundle): { crl: Buffer[]; bundles: Record<string, Buffer> } {
+function x509BundlesResponse(bundle: TrustBundle): SubscribeToX509BundlesResponse {
   return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
 }
 
@@ -142,22 +142,23 @@ export class BrokerApiService {
 
   implementation(): UntypedServiceImplementation {
     return {
-      SubscribeToX509SVID: (call: ServerWritableStream<WorkloadRequest, unknown>) => this.#stream('x509svid', call),
-      SubscribeToX509Bundles: (call: ServerWritableStream<WorkloadRequest, unknown>) => this.#stream('x509bundles', call),
-      FetchJWTSVID: (call: ServerUnaryCall<WorkloadRequest, unknown>, callback: sendUnaryData<unknown>) => {
+      [BROKER_METHOD.subscribeToX509Svid]: (call: ServerWritableStream<WorkloadRequest, SubscribeToX509SVIDResponse>) => this.#stream('x509svid', call),
+      [BROKER_METHOD.subscribeToX509Bundles]: (call: ServerWritableStream<WorkloadRequest, SubscribeToX509BundlesResponse>) =>
+        this.#stream('x509bundles', call),
+      [BROKER_METHOD.fetchJwtSvid]: (call: ServerUnaryCall<FetchJWTSVIDRequest, FetchJWTSVIDResponse>, callback: sendUnaryData<FetchJWTSVIDResponse>) => {
         try {
           this.#admit(call);
           throw jwtDisabled();
         } catch (err) {
-          callback(this.#reject('FetchJWTSVID', err, call) as Parameters<sendUnaryData<unknown>>[0]);
+          callback(this.#reject(BROKER_METHOD.fetchJwtSvid, err, call));
         }
       },
-      SubscribeToJWTBundles: (call: ServerWritableStream<WorkloadRequest, unknown>) => {
+      [BROKER_METHOD.subscribeToJwtBundles]: (call: ServerWritableStream<WorkloadRequest, SubscribeToJWTBundlesResponse>) => {
         try {
           this.#admit(call);
           throw jwtDisabled();
         } catch (err) {
-          call.emit('error', this.#reject('SubscribeToJWTBundles', err, call));
+          call.emit('error', this.#reject(BROKER_METHOD.subscribeToJwtBundles, err, call));
         }
       },
     };
@@ -183,10 +184,10 @@ export class BrokerApiService {
       });
     }
     const header = call.metadata.get(BROKER_HEADER);
-    if (header.length !== 1 || String(header[0]) !== 'true') {
-      throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: true is missing`, {
+    if (header.length !== 1 || String(header[0]) !== BROKER_HEADER_VALUE) {
+      throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE} is missing`, {
         status: 'invalid-argument',
-        publicMessage: `missing security header ${BROKER_HEADER}: true`,
+        publicMessage: `missing security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE}`,
       });
     }
     if (isUnreadableRequest(call.request)) {
@@ -220,7 +221,7 @@ export class BrokerApiService {
     return pod;
   }
 
-  #stream(rpc: 'x509svid' | 'x509bundles', call: ServerWritableStream<WorkloadRequest, unknown>): void {
+  #stream(rpc: 'x509svid' | 'x509bundles', call: ServerWritableStream<WorkloadRequest, StreamResponse>): void {
     const { clock, logger, certs, bundle, pods, rng, observer } = this.#o;
     const started = clock.now();
     let pod: TrackedPod;
@@ -273,7 +274,7 @@ export class BrokerApiService {
       }),
     );
 
-    const current = (): unknown => {
+    const current = (): StreamResponse | undefined => {
       if (rpc === 'x509bundles') return x509BundlesResponse(bundle);
       const cert = certs.current(pod.identity);
       return cert ? x509SvidResponse(cert, bundle) : undefined;
@@ -310,7 +311,7 @@ export class BrokerApiService {
       );
     }
 
-    const sendFirst = (msg: unknown) => {
+    const sendFirst = (msg: StreamResponse) => {
       if (finished || firstSent) return;
       call.write(msg);
       firstSent = true;

@@ -5,19 +5,21 @@
  */
 import { X509Certificate } from 'node:crypto';
 import type { PeerCertificate } from 'node:tls';
-import {
-  ChannelCredentials,
-  makeGenericClientConstructor,
-  Metadata,
-  type Client,
-  type ClientReadableStream,
-  type ServiceClientConstructor,
-  type ServiceError,
-} from '@grpc/grpc-js';
+import { ChannelCredentials, Client, Metadata, type ClientReadableStream, type MethodDefinition } from '@grpc/grpc-js';
 import { healthServiceDefinition } from '../grpc/health.js';
 import type { Secret } from '../core/secret.js';
-import { loadProtos, lookup } from '../grpc/proto-load.js';
-import { BROKER_HEADER, BROKER_PROTO, BROKER_SERVICE } from './broker-proto.js';
+import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
+import { HEALTH_CHECK_METHOD, WHOLE_SERVER, type HealthCheckRequest, type HealthCheckResponse } from '../protocol/grpc-health.js';
+import {
+  BROKER_HEADER,
+  BROKER_HEADER_VALUE,
+  BROKER_METHOD,
+  BROKER_PROTO,
+  BROKER_SERVICE,
+  type SubscribeToX509BundlesResponse,
+  type SubscribeToX509SVIDResponse,
+  type WorkloadRequest,
+} from '../protocol/spiffe-broker.js';
 import { uriSans } from './x509-fields.js';
 import { encodePodReference, type PodReference } from './workload-reference.js';
 
@@ -31,23 +33,13 @@ export interface BrokerClientOptions {
   readonly trustDomain: string;
 }
 
-export interface X509SvidMessage {
-  readonly spiffe_id: string;
-  readonly x509_svid: Buffer;
-  readonly x509_svid_key: Buffer;
-  readonly bundle: Buffer;
-  readonly hint: string;
+/** A method of `spiffe.broker.API` from the proto's own definition. */
+function brokerMethod<Res>(name: string): MethodDefinition<WorkloadRequest, Res> {
+  return typedMethod(serviceDefinitionOf([BROKER_PROTO], BROKER_SERVICE), name);
 }
 
-export interface X509SvidResponse {
-  readonly svids: readonly X509SvidMessage[];
-}
-
-export interface X509BundlesResponse {
-  readonly bundles: Readonly<Record<string, Buffer>>;
-}
-
-type StreamMethod<T> = (request: unknown, metadata: Metadata) => ClientReadableStream<T>;
+/** A client constructor on the broker socket: grpc-js's `Client`, or a service client class. */
+export type ClientConstructor<C extends Client> = new (address: string, credentials: ChannelCredentials) => C;
 
 export class BrokerClient {
   readonly client: Client;
@@ -55,8 +47,6 @@ export class BrokerClient {
   readonly #credentials: ChannelCredentials;
 
   constructor(options: BrokerClientOptions) {
-    const { grpcObject } = loadProtos([BROKER_PROTO]);
-    const Ctor = lookup<ServiceClientConstructor>(grpcObject, BROKER_SERVICE);
     const checkServerIdentity = (_host: string, cert: PeerCertificate): Error | undefined => {
       const id = spiffeIdOf(cert.raw);
       if (id === undefined) return new Error('broker presented no SPIFFE ID');
@@ -73,24 +63,23 @@ export class BrokerClient {
     );
     this.#target = `unix://${options.socketPath}`;
     this.#credentials = credentials;
-    this.client = new Ctor(this.#target, credentials, {});
+    this.client = new Client(this.#target, credentials, {});
   }
 
   /**
    * A client of another service on the broker socket (health, reflection), with this client's
    * mTLS credentials and server check. The caller closes it.
    */
-  serviceClient<C extends Client>(Ctor: ServiceClientConstructor): C {
-    return new Ctor(this.#target, this.#credentials) as unknown as C;
+  serviceClient<C extends Client>(Ctor: ClientConstructor<C>): C {
+    return new Ctor(this.#target, this.#credentials);
   }
 
-  /** grpc.health.v1 Check on the broker socket ('' = the whole server). */
-  health(service = ''): Promise<string> {
-    const client = this.serviceClient<Client & {
-      Check(req: { service: string }, cb: (e: ServiceError | null, res?: { status: string }) => void): void;
-    }>(makeGenericClientConstructor(healthServiceDefinition(), 'Health'));
+  /** grpc.health.v1 Check on the broker socket ('' = the whole server), on a channel of its own. */
+  health(service = WHOLE_SERVER): Promise<string> {
+    const client = this.serviceClient(Client);
+    const check = typedMethod<HealthCheckRequest, HealthCheckResponse>(healthServiceDefinition(), HEALTH_CHECK_METHOD);
     return new Promise<string>((resolve, reject) =>
-      client.Check({ service }, (e, res) => {
+      client.makeUnaryRequest(check.path, check.requestSerialize, check.responseDeserialize, { service }, (e, res) => {
         client.close();
         if (e) reject(e);
         else resolve(res?.status ?? 'UNKNOWN');
@@ -98,23 +87,23 @@ export class BrokerClient {
     );
   }
 
-  subscribeX509Svid(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<X509SvidResponse> {
-    return this.#stream<X509SvidResponse>('SubscribeToX509SVID', ref, options);
+  subscribeX509Svid(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<SubscribeToX509SVIDResponse> {
+    return this.#stream(brokerMethod<SubscribeToX509SVIDResponse>(BROKER_METHOD.subscribeToX509Svid), ref, options);
   }
 
-  subscribeX509Bundles(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<X509BundlesResponse> {
-    return this.#stream<X509BundlesResponse>('SubscribeToX509Bundles', ref, options);
+  subscribeX509Bundles(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<SubscribeToX509BundlesResponse> {
+    return this.#stream(brokerMethod<SubscribeToX509BundlesResponse>(BROKER_METHOD.subscribeToX509Bundles), ref, options);
   }
 
   close(): void {
     this.client.close();
   }
 
-  #stream<T>(method: string, ref: Partial<PodReference>, options: { header?: boolean }): ClientReadableStream<T> {
+  #stream<Res>(method: MethodDefinition<WorkloadRequest, Res>, ref: Partial<PodReference>, options: { header?: boolean }): ClientReadableStream<Res> {
     const md = new Metadata();
-    if (options.header !== false) md.set(BROKER_HEADER, 'true');
-    const fn = (this.client as unknown as Record<string, StreamMethod<T>>)[method]!.bind(this.client);
-    return fn({ reference: { reference: encodePodReference(ref) } }, md);
+    if (options.header !== false) md.set(BROKER_HEADER, BROKER_HEADER_VALUE);
+    const request: WorkloadRequest = { reference: { reference: encodePodReference(ref) } };
+    return this.client.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md);
   }
 }
 

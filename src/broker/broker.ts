@@ -8,6 +8,8 @@ import { systemClock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import { systemRng } from '../core/rng.js';
 import { startOpsServer, type OpsServer } from '../ops/ops-server.js';
+import { WHOLE_SERVER } from '../protocol/grpc-health.js';
+import { BROKER_SERVICE } from '../protocol/spiffe-broker.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
 import { BrokerApiService } from './broker-api.js';
 import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './broker-api-server.js';
@@ -134,8 +136,8 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
   // server). At the SVID's notAfter the provider withdraws it: new connections are refused
   // until the renewal (retried every few seconds by then, refresh-policy.ts) arrives.
   const setServing = (serving: boolean) => {
-    api?.health.setStatus('', serving ? 'SERVING' : 'NOT_SERVING');
-    api?.health.setStatus('spiffe.broker.API', serving ? 'SERVING' : 'NOT_SERVING');
+    api?.health.setStatus(WHOLE_SERVER, serving ? 'SERVING' : 'NOT_SERVING');
+    api?.health.setStatus(BROKER_SERVICE, serving ? 'SERVING' : 'NOT_SERVING');
   };
   const provider = new SelfCertificateProvider({
     clock,

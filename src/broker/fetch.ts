@@ -14,7 +14,8 @@ import { writeFileAtomic } from '../ops/atomic-file.js';
 import { ensurePrivateDir } from '../ops/private-dir.js';
 import { certificateToPem, pemEncode } from '../pki/pem.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
-import { BrokerClient, type X509SvidResponse } from './broker-client.js';
+import type { SubscribeToX509SVIDResponse } from '../protocol/spiffe-broker.js';
+import { BrokerClient } from './broker-client.js';
 import { IstioCaClient } from './ca-client.js';
 import { workloadCertPem } from './workload-cert.js';
 import { splitDerCertificates } from './x509-fields.js';
@@ -52,7 +53,10 @@ function serviceAccountOfToken(jwt: string): { namespace: string; serviceAccount
   }
 }
 
-function describeSvidMessage(msg: X509SvidResponse): string[] {
+/** The SVIDs of a Broker API message (what `fetch` reads of it). */
+type SvidMessage = Pick<SubscribeToX509SVIDResponse, 'svids'>;
+
+function describeSvidMessage(msg: SvidMessage): string[] {
   return msg.svids.map((s) => {
     const leaf = new X509Certificate(splitDerCertificates(s.x509_svid)[0]!);
     return `${s.spiffe_id} serial=${leaf.serialNumber.toLowerCase()} notBefore=${new Date(leaf.validFrom).toISOString()} notAfter=${new Date(leaf.validTo).toISOString()}`;
@@ -63,7 +67,7 @@ function describeSvidMessage(msg: X509SvidResponse): string[] {
  * Writes the SVID as PEM files; each goes through `writeFileAtomic` (fresh temp file, explicit mode,
  * rename). A directory this creates is 0700 whatever the umask (an existing one keeps its mode).
  */
-export async function writeSvidFiles(dir: string, msg: X509SvidResponse): Promise<void> {
+export async function writeSvidFiles(dir: string, msg: SvidMessage): Promise<void> {
   const svid = msg.svids[0];
   if (!svid) return;
   await ensurePrivateDir(dir);
@@ -129,7 +133,7 @@ export async function runFetch(options: FetchOptions): Promise<void> {
       // from one message beside the key of another), and a later rotation is never overwritten
       // by an earlier one. The call resolves only once the last write is on disk.
       let writes: Promise<void> = Promise.resolve();
-      stream.on('data', (msg: X509SvidResponse) => {
+      stream.on('data', (msg: SubscribeToX509SVIDResponse) => {
         for (const line of describeSvidMessage(msg)) print(line);
         writes = writes.then(() => (outDir ? writeSvidFiles(outDir, msg) : undefined));
         writes.then(

@@ -9,7 +9,8 @@
  * - `ownSvidOf`: the own SVID's state (ready | expired | missing) for readiness and metrics.
  * - `IstioCaClient`: the CA client; `TokenSource`: the broker's own token.
  * - `NodePods`: the node's pods and their identities; `BrokerApiService`: the consumer API.
- * - `BrokerClient`: a Broker API client (fetch CLI, tests, benchmarks).
+ * - `BrokerClient`: a Broker API client (fetch CLI, tests, benchmarks). Message types and names of
+ *   the Broker API: src/protocol/spiffe-broker.ts.
  */
 export { startBroker, type Broker } from './broker.js';
 export { readBrokerConfig, defaultAllowedCallers, unixSocketPath, ENV, DEFAULTS, type BrokerConfig, type BrokerFlags } from './config.js';
@@ -21,7 +22,7 @@ export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from 
 export { TokenSource, type FetchedToken, type TokenFetcher } from './token-source.js';
 export { NodePods, type PodFacts, type TrackedPod } from './node-pods.js';
 export { BrokerApiService, x509SvidResponse } from './broker-api.js';
-export { BrokerClient, firstMessage, type X509SvidResponse } from './broker-client.js';
+export { BrokerClient, firstMessage, type ClientConstructor } from './broker-client.js';
 export { splitDerCertificates } from './x509-fields.js';
 export { TrustBundle } from './trust-bundle.js';
 export { BrokerError, type BrokerErrorCode } from './errors.js';

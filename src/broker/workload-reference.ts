@@ -2,26 +2,22 @@
  * Workload references of the SPIFFE Broker API: a `google.protobuf.Any` that must pack a
  * `KubernetesObjectReference` to a core pod, by UID, by namespace/name, or both.
  */
+import type { ProtoAny } from '../protocol/protobuf-types.js';
+import {
+  KUBERNETES_POD_TYPE,
+  KUBERNETES_REFERENCE_TYPE,
+  KUBERNETES_REFERENCE_TYPE_URL,
+  KUBERNETES_REFERENCE_TYPE_URLS,
+  type KubernetesObjectReference,
+} from '../protocol/spiffe-broker.js';
 import { BrokerError } from './errors.js';
-import { brokerMessageType, KUBERNETES_REFERENCE_TYPE, KUBERNETES_REFERENCE_TYPE_URL } from './broker-proto.js';
+import { brokerMessageType } from './broker-proto.js';
 
 /** A decoded pod reference; at least one of `uid` or `namespace`+`name` is set. */
 export interface PodReference {
   readonly uid: string | undefined;
   readonly namespace: string | undefined;
   readonly name: string | undefined;
-}
-
-/** The Any as @grpc/proto-loader hands it over. */
-export interface AnyMessage {
-  readonly type_url?: string;
-  readonly value?: Uint8Array;
-}
-
-interface DecodedKubernetesReference {
-  type?: { plural?: string; group?: string };
-  key?: { namespace?: string; name?: string };
-  uid?: string;
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -33,22 +29,24 @@ function invalid(message: string): BrokerError {
 }
 
 /** Decodes and validates a workload reference; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason. */
-export function parseWorkloadReference(reference: AnyMessage | null | undefined): PodReference {
+export function parseWorkloadReference(reference: ProtoAny | null | undefined): PodReference {
   if (!reference || !reference.type_url) throw invalid('workload reference is missing');
-  if (reference.type_url !== KUBERNETES_REFERENCE_TYPE_URL) {
+  if (!KUBERNETES_REFERENCE_TYPE_URLS.includes(reference.type_url)) {
     throw invalid(`unsupported workload reference type ${JSON.stringify(reference.type_url)} (want ${KUBERNETES_REFERENCE_TYPE_URL})`);
   }
-  let decoded: DecodedKubernetesReference;
+  let decoded: KubernetesObjectReference;
   try {
     const type = brokerMessageType(KUBERNETES_REFERENCE_TYPE);
-    decoded = type.toObject(type.decode(reference.value ?? new Uint8Array())) as DecodedKubernetesReference;
+    decoded = type.toObject(type.decode(reference.value ?? new Uint8Array())) as KubernetesObjectReference;
   } catch {
     throw invalid('workload reference does not decode as a KubernetesObjectReference');
   }
   const plural = decoded.type?.plural ?? '';
   const group = decoded.type?.group ?? '';
-  if (plural !== 'pods' || group !== 'core') {
-    throw invalid(`unsupported Kubernetes object type ${JSON.stringify(`${plural}.${group}`)} (want pods in group core)`);
+  if (plural !== KUBERNETES_POD_TYPE.plural || group !== KUBERNETES_POD_TYPE.group) {
+    throw invalid(
+      `unsupported Kubernetes object type ${JSON.stringify(`${plural}.${group}`)} (want ${KUBERNETES_POD_TYPE.plural} in group ${KUBERNETES_POD_TYPE.group})`,
+    );
   }
   const uid = decoded.uid ? decoded.uid : undefined;
   const namespace = decoded.key?.namespace ? decoded.key.namespace : undefined;
@@ -62,10 +60,10 @@ export function parseWorkloadReference(reference: AnyMessage | null | undefined)
 }
 
 /** Packs a pod reference into the Any a client sends (for `certbroker fetch`, tests and benchmarks). */
-export function encodePodReference(ref: Partial<PodReference>): { type_url: string; value: Buffer } {
+export function encodePodReference(ref: Partial<PodReference>): Required<ProtoAny> {
   const type = brokerMessageType(KUBERNETES_REFERENCE_TYPE);
   const message = type.fromObject({
-    type: { plural: 'pods', group: 'core' },
+    type: { ...KUBERNETES_POD_TYPE },
     ...(ref.namespace !== undefined || ref.name !== undefined ? { key: { namespace: ref.namespace ?? '', name: ref.name ?? '' } } : {}),
     ...(ref.uid !== undefined ? { uid: ref.uid } : {}),
   });

@@ -17,7 +17,7 @@ import { aborted, signalController } from '../ops/lifecycle.js';
 import { startDevCluster } from '../devcluster/index.js';
 import { startCaServer } from '../ca/index.js';
 import { startBroker, type Broker } from '../broker/broker.js';
-import { BrokerClient, type X509SvidResponse } from '../broker/broker-client.js';
+import { BrokerClient } from '../broker/broker-client.js';
 import { IstioCaClient } from '../broker/ca-client.js';
 import { brokerRbacObjects } from '../broker/rbac.js';
 import { workloadCertPem } from '../broker/workload-cert.js';
@@ -26,6 +26,7 @@ import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
 import { PRIVATE_DIR_MODE } from '../ops/private-dir.js';
 import { CNI_EVENT_SOCKET_NAME } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
+import type { SubscribeToX509SVIDResponse } from '../protocol/spiffe-broker.js';
 
 export interface StartOptions {
   readonly certTtlSeconds: number;
@@ -250,7 +251,7 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
       const view: ConsumerView = { serial: '', notAfter: 0, messages: 0, ended: undefined };
       consumers.set(key, view);
       const stream = client.subscribeX509Svid({ uid: uids.get(key)! });
-      stream.on('data', (m: X509SvidResponse) => {
+      stream.on('data', (m: SubscribeToX509SVIDResponse) => {
         const leaf = new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!);
         view.serial = leaf.serialNumber.toLowerCase();
         view.notAfter = Date.parse(leaf.validTo);

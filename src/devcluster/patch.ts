@@ -185,7 +185,10 @@ export function jsonPatch(target: unknown, ops: unknown): unknown {
     if (!isObject(raw) || typeof raw.op !== 'string' || typeof raw.path !== 'string') {
       throw badRequest('the server rejected our request due to an error in our request: each JSON patch operation needs string "op" and "path"');
     }
-    const o = raw as unknown as JsonPatchOp;
+    if (raw.from !== undefined && typeof raw.from !== 'string') {
+      throw badRequest('the server rejected our request due to an error in our request: a JSON patch "from" must be a string');
+    }
+    const o: JsonPatchOp = { op: raw.op, path: raw.path, value: raw.value, ...(raw.from !== undefined ? { from: raw.from } : {}) };
     const segs = pointer(o.path);
     switch (o.op) {
       case 'add':

@@ -99,7 +99,7 @@ export class TokenIssuer {
         serviceaccount: { name: options.serviceAccount.name, uid: options.serviceAccount.uid },
       },
     };
-    const token = await new SignJWT({ ...claims } as unknown as Record<string, unknown>)
+    const token = await new SignJWT({ ...claims })
       .setProtectedHeader({ alg: 'ES256', kid: this.keyId })
       .sign(this.#privateKey);
     return { token, claims };
@@ -121,7 +121,12 @@ export class TokenIssuer {
       const k = payload['kubernetes.io'] as ServiceAccountClaims['kubernetes.io'] | undefined;
       if (!k || typeof k.namespace !== 'string' || !k.serviceaccount) return { ok: false, reason: 'missing kubernetes.io claims' };
       const aud = typeof payload.aud === 'string' ? [payload.aud] : (payload.aud ?? []);
-      return { ok: true, claims: { ...(payload as unknown as ServiceAccountClaims), aud } };
+      const { iss, sub, exp, iat, nbf, jti } = payload;
+      // Every token this issuer signs has them all (jwtVerify checked iss, sub, exp and iat).
+      if (iss === undefined || sub === undefined || exp === undefined || iat === undefined || nbf === undefined || jti === undefined) {
+        return { ok: false, reason: 'invalid token claims' };
+      }
+      return { ok: true, claims: { ...payload, iss, sub, aud, exp, iat, nbf, jti, 'kubernetes.io': k } };
     } catch (err) {
       const code = (err as { code?: string }).code;
       if (code === 'ERR_JWT_EXPIRED') return { ok: false, reason: 'service account token has expired' };

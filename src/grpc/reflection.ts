@@ -184,7 +184,11 @@ export function fileDescriptorProtos(relativeProtoFiles: readonly string[]): Uin
 }
 
 export function addReflection(server: Server, relativeProtoFiles: readonly string[]): void {
-  // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries.
-  const definition = { files: { fileDescriptorProtos: fileDescriptorProtos(relativeProtoFiles) } } as unknown as ConstructorParameters<typeof ReflectionService>[0];
+  // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries: one entry
+  // (a type definition in proto-loader's shape) carries every file.
+  const descriptors = fileDescriptorProtos(relativeProtoFiles).map((d) => Buffer.from(d.buffer, d.byteOffset, d.byteLength));
+  const definition: ConstructorParameters<typeof ReflectionService>[0] = {
+    files: { format: 'Protocol Buffer 3 EnumDescriptorProto', type: {}, fileDescriptorProtos: descriptors },
+  };
   new ReflectionService(definition).addToServer(server);
 }

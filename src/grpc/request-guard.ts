@@ -19,6 +19,7 @@
  * Should a grpc-js release rename them, the guard logs once and lets calls through unguarded
  * (grpc-js's own behaviour); test/broker/request-framing.e2e.test.ts fails in that case.
  */
+import { EventEmitter } from 'node:events';
 import {
   ServerInterceptingCall,
   ServerListenerBuilder,
@@ -86,9 +87,15 @@ class PrefixReader {
   }
 }
 
-interface InnerCall {
-  readonly stream?: { prependListener?: (event: 'data', listener: (chunk: Buffer) => void) => unknown };
-  readonly incomingEncoding?: unknown;
+/**
+ * The HTTP/2 stream and declared encoding of grpc-js's innermost server call (not part of its
+ * typed interface: read and checked at run time); undefined when this grpc-js has no such fields.
+ */
+function innerCall(call: ServerInterceptingCallInterface): { readonly stream: EventEmitter; readonly encoding: string } | undefined {
+  if (!('stream' in call) || !('incomingEncoding' in call)) return undefined;
+  const { stream, incomingEncoding } = call;
+  if (!(stream instanceof EventEmitter) || typeof incomingEncoding !== 'string') return undefined;
+  return { stream, encoding: incomingEncoding };
 }
 
 /** A server interceptor guarding the Compressed-Flag of requests to methods under `pathPrefix` (e.g. `/spiffe.broker.API/`). */
@@ -96,18 +103,18 @@ export function compressionFlagGuard(pathPrefix: string, logger: Logger): Server
   let warned = false;
   return (method, call: ServerInterceptingCallInterface) => {
     if (!method.path.startsWith(pathPrefix)) return new ServerInterceptingCall(call);
-    const inner = call as unknown as InnerCall;
-    if (typeof inner.stream?.prependListener !== 'function' || typeof inner.incomingEncoding !== 'string') {
+    const inner = innerCall(call);
+    if (!inner) {
       if (!warned) {
         warned = true;
         logger.warn('grpc-js internals changed: request Compressed-Flag is not checked', { path: method.path });
       }
       return new ServerInterceptingCall(call);
     }
-    const encoding = inner.incomingEncoding;
+    const { encoding } = inner;
     const reader = new PrefixReader();
     // Runs before grpc-js's own 'data' listener, which delivers each message asynchronously.
-    inner.stream.prependListener('data', (chunk) => reader.push(chunk));
+    inner.stream.prependListener('data', (chunk: Buffer) => reader.push(chunk));
     const unreadable = (flag: number): UnreadableRequest | undefined => {
       if (flag === 0) return undefined;
       if (flag !== 1) return new UnreadableRequest(`message prefix has Compressed-Flag ${flag}`);

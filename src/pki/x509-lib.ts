@@ -9,7 +9,7 @@ import { webCryptoAlgorithmForKey } from './algorithms.js';
 import { PkiError } from './errors.js';
 import { keySpecOf } from './keys.js';
 
-x509.cryptoProvider.set(webcrypto as unknown as Parameters<typeof x509.cryptoProvider.set>[0]);
+x509.cryptoProvider.set(webcrypto);
 
 export type SigningCryptoKey = webcrypto.CryptoKey;
 

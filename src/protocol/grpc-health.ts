@@ -6,7 +6,8 @@
 
 export const HEALTH_PROTO = 'grpc/health/v1/health.proto';
 export const HEALTH_SERVICE = 'grpc.health.v1.Health';
-export const HEALTH_CHECK_PATH = `/${HEALTH_SERVICE}/Check`;
+export const HEALTH_CHECK_METHOD = 'Check';
+export const HEALTH_CHECK_PATH = `/${HEALTH_SERVICE}/${HEALTH_CHECK_METHOD}`;
 export const HEALTH_CHECK_REQUEST_TYPE = 'grpc.health.v1.HealthCheckRequest';
 export const HEALTH_CHECK_RESPONSE_TYPE = 'grpc.health.v1.HealthCheckResponse';
 /** The service name that stands for the whole server. */

@@ -22,10 +22,12 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { after, before, describe, it } from 'node:test';
-import { makeGenericClientConstructor, Metadata, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
+import { Client, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { BrokerClient, firstMessage } from '../../src/broker/broker-client.js';
 import { startBroker, type Broker } from '../../src/broker/broker.js';
-import { BROKER_PROTO, brokerMessageType, brokerServiceDefinition } from '../../src/broker/broker-proto.js';
+import { brokerMessageType, brokerServiceDefinition } from '../../src/broker/broker-proto.js';
+import { typedMethod } from '../../src/grpc/typed-methods.js';
+import { BROKER_PROTO, type FetchJWTSVIDRequest, type FetchJWTSVIDResponse } from '../../src/protocol/spiffe-broker.js';
 import { encodePodReference } from '../../src/broker/workload-reference.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
@@ -153,12 +155,14 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
     } finally {
       off.close();
     }
-    const Api = makeGenericClientConstructor(brokerServiceDefinition(), 'API');
-    const api = client.serviceClient<Client & { FetchJWTSVID(req: unknown, md: Metadata, cb: (e: ServiceError | null) => void): void }>(Api);
+    const fetchJwt = typedMethod<FetchJWTSVIDRequest, FetchJWTSVIDResponse>(brokerServiceDefinition(), 'FetchJWTSVID');
+    const api = client.serviceClient(Client);
     try {
       const md = new Metadata();
       md.set('broker.spiffe.io', 'true');
-      const err = await new Promise<ServiceError | null>((resolve) => api.FetchJWTSVID({ audience: ['x'] }, md, resolve));
+      const err = await new Promise<ServiceError | null>((resolve) =>
+        api.makeUnaryRequest(fetchJwt.path, fetchJwt.requestSerialize, fetchJwt.responseDeserialize, { audience: ['x'] }, md, (e) => resolve(e)),
+      );
       assert.ok(refusedWith(GrpcStatus.UNIMPLEMENTED, 'JWT_PROFILE_DISABLED', 'certbroker')(err));
     } finally {
       api.close();

@@ -12,7 +12,10 @@ import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { Metadata, status as GrpcStatus, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
-import { BrokerClient, firstMessage, type X509SvidResponse } from '../../src/broker/broker-client.js';
+import { BrokerClient, firstMessage } from '../../src/broker/broker-client.js';
+import type { FetchJWTSVIDRequest, FetchJWTSVIDResponse, SubscribeToX509SVIDResponse as X509SvidResponse } from '../../src/protocol/spiffe-broker.js';
+import { brokerServiceDefinition } from '../../src/broker/broker-proto.js';
+import { typedMethod } from '../../src/grpc/typed-methods.js';
 import { splitDerCertificates } from '../../src/broker/x509-fields.js';
 import { startBroker, type Broker } from '../../src/broker/broker.js';
 import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
@@ -127,12 +130,10 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     }
 
     const jwt = await new Promise<ServiceError | null>((resolve) => {
-      const c = client.client as unknown as {
-        FetchJWTSVID(req: unknown, md: Metadata, cb: (e: ServiceError | null) => void): void;
-      };
+      const fetchJwt = typedMethod<FetchJWTSVIDRequest, FetchJWTSVIDResponse>(brokerServiceDefinition(), 'FetchJWTSVID');
       const md = new Metadata();
       md.set('broker.spiffe.io', 'true');
-      c.FetchJWTSVID({ audience: ['x'] }, md, (e) => resolve(e));
+      client.client.makeUnaryRequest(fetchJwt.path, fetchJwt.requestSerialize, fetchJwt.responseDeserialize, { audience: ['x'] }, md, (e) => resolve(e));
     });
     assert.equal(jwt?.code, GrpcStatus.UNIMPLEMENTED);
   });

@@ -10,7 +10,7 @@ import { chmod, lstat, readdir, readFile, rm, stat, symlink, writeFile } from 'n
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { writeSvidFiles } from '../../src/broker/fetch.js';
-import type { X509SvidResponse } from '../../src/broker/broker-client.js';
+import type { SubscribeToX509SVIDResponse } from '../../src/protocol/spiffe-broker.js';
 import { createRootCa } from '../../src/pki/ca-certs.js';
 import { exportPkcs8Der } from '../../src/pki/keys.js';
 import { opensslMissing } from '../support/tools.js';
@@ -20,7 +20,7 @@ const mode = async (path: string) => (await stat(path)).mode & 0o777;
 
 describe('certbroker fetch: PEM files', () => {
   let base: string;
-  let msg: X509SvidResponse;
+  let msg: Pick<SubscribeToX509SVIDResponse, 'svids'>;
   let keyDer: Buffer;
   let certPem: string;
   const umask = process.umask();
@@ -30,7 +30,7 @@ describe('certbroker fetch: PEM files', () => {
     const ca = await createRootCa({ subject: 'O=fetch-test', ttlSeconds: 3600 });
     keyDer = exportPkcs8Der(ca.privateKey).reveal();
     certPem = ca.pem;
-    msg = { svids: [{ spiffe_id: 'spiffe://td/ns/a/sa/b', x509_svid: ca.der, x509_svid_key: keyDer, bundle: ca.der, hint: '' }] } as unknown as X509SvidResponse;
+    msg = { svids: [{ spiffe_id: 'spiffe://td/ns/a/sa/b', x509_svid: Buffer.from(ca.der), x509_svid_key: keyDer, bundle: Buffer.from(ca.der), hint: '' }] };
   });
 
   after(async () => {
@@ -82,7 +82,7 @@ describe('certbroker fetch: PEM files', () => {
 
   it('concurrent writes of two messages leave a matching chain and key, never a mix', async () => {
     const other = await createRootCa({ subject: 'O=fetch-test-2', ttlSeconds: 3600 });
-    const msg2 = { svids: [{ ...msg.svids[0]!, x509_svid: other.der, x509_svid_key: exportPkcs8Der(other.privateKey).reveal(), bundle: other.der }] } as unknown as X509SvidResponse;
+    const msg2 = { svids: [{ ...msg.svids[0]!, x509_svid: Buffer.from(other.der), x509_svid_key: exportPkcs8Der(other.privateKey).reveal(), bundle: Buffer.from(other.der) }] };
     const dir = join(base, 'concurrent');
     await writeSvidFiles(dir, msg);
     // Two writers at once (what a fast rotation looked like before writes were serialized):

@@ -9,7 +9,7 @@
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { ChannelCredentials, ChannelOptions, Client, ClientDuplexStream, ServiceClientConstructor } from '@grpc/grpc-js';
+import type { ChannelCredentials, ChannelOptions, Client, ClientDuplexStream } from '@grpc/grpc-js';
 import { loadProtos, lookup } from '../../src/grpc/proto-load.js';
 
 const require = createRequire(import.meta.url);
@@ -90,14 +90,17 @@ export function linkProblems(files: readonly FileDescriptor[]): string[] {
 }
 
 /** grpc.reflection.v1.ServerReflection, loaded from the @grpc/reflection package. */
-export function reflectionClientConstructor(): ServiceClientConstructor {
+/** The reflection service's client class (built from its .proto; `lookup` names what it is). */
+export type ReflectionClientConstructor = new (address: string, credentials: ChannelCredentials, options?: ChannelOptions) => ReflectionClient;
+
+export function reflectionClientConstructor(): ReflectionClientConstructor {
   const dir = join(dirname(require.resolve('@grpc/reflection/package.json')), 'build', 'proto', 'grpc', 'reflection', 'v1');
-  return lookup<ServiceClientConstructor>(loadProtos(['reflection.proto'], { dir }).grpcObject, 'grpc.reflection.v1.ServerReflection');
+  return lookup<ReflectionClientConstructor>(loadProtos(['reflection.proto'], { dir }).grpcObject, 'grpc.reflection.v1.ServerReflection');
 }
 
 /** A reflection client for `target` (for servers reached by address rather than through BrokerClient). */
 export function reflectionClient(target: string, creds: ChannelCredentials, options: ChannelOptions = {}): ReflectionClient {
-  return new (reflectionClientConstructor())(target, creds, options) as unknown as ReflectionClient;
+  return new (reflectionClientConstructor())(target, creds, options);
 }
 
 /** Sends one request on a fresh reflection stream and resolves with the first answer. */

@@ -1,0 +1,124 @@
+/**
+ * The SPIFFE Broker API (`spiffe.broker.API`, proto/spiffe/broker/broker.proto): the one place its
+ * names, the security header, the workload-reference type URLs, the standard's ErrorInfo domain
+ * and reasons, and the message shapes are written. The broker's Broker API service and server,
+ * the Broker API client (`certbroker fetch`, tests, benchmarks) and the reference codec use them.
+ *
+ * A call: a server-streaming (or, for JWT, unary) RPC with `broker.spiffe.io: true` in the call
+ * metadata and a `WorkloadReference` whose `Any` packs the reference of the workload served.
+ */
+import type { ProtoAny } from './protobuf-types.js';
+import { typeUrlOf } from './protobuf-types.js';
+
+/** The .proto file, relative to `proto/`. */
+export const BROKER_PROTO = 'spiffe/broker/broker.proto';
+export const BROKER_SERVICE = 'spiffe.broker.API';
+/** The method names of `spiffe.broker.API`. */
+export const BROKER_METHOD = Object.freeze({
+  subscribeToX509Svid: 'SubscribeToX509SVID',
+  subscribeToX509Bundles: 'SubscribeToX509Bundles',
+  fetchJwtSvid: 'FetchJWTSVID',
+  subscribeToJwtBundles: 'SubscribeToJWTBundles',
+});
+/** The call metadata every Broker API request must carry, with value `BROKER_HEADER_VALUE`. */
+export const BROKER_HEADER = 'broker.spiffe.io';
+export const BROKER_HEADER_VALUE = 'true';
+
+/**
+ * Workload reference types, by full protobuf name. Today certbroker accepts the Kubernetes object
+ * reference of its own proto package; the reference types of the final spec and of ztunnel
+ * (`spiffe.reference.*`, go-spiffe's proto/spiffe/reference) join `KUBERNETES_REFERENCE_TYPES`
+ * here when they are accepted.
+ */
+export const KUBERNETES_REFERENCE_TYPE = 'spiffe.broker.KubernetesObjectReference';
+export const PID_REFERENCE_TYPE = 'spiffe.broker.WorkloadPIDReference';
+export const KUBERNETES_REFERENCE_TYPE_URL = typeUrlOf(KUBERNETES_REFERENCE_TYPE);
+/** Every type URL read as a KubernetesObjectReference (same fields and numbers). */
+export const KUBERNETES_REFERENCE_TYPE_URLS: readonly string[] = Object.freeze([KUBERNETES_REFERENCE_TYPE_URL]);
+/** `KubernetesObjectType` of a pod: plural `pods` in the core group (named `core`). */
+export const KUBERNETES_POD_TYPE = Object.freeze({ plural: 'pods', group: 'core' });
+
+/** The ErrorInfo domain of the reasons the Broker API standard defines. */
+export const SPIFFE_ERROR_DOMAIN = 'spiffe.io';
+/** The standard's ErrorInfo reasons (SPIFFE Broker API, 4.8). */
+export const SPIFFE_BROKER_REASON = Object.freeze({
+  workloadReferenceInvalid: 'WORKLOAD_REFERENCE_INVALID',
+  workloadNotFound: 'WORKLOAD_NOT_FOUND',
+  workloadNotEntitled: 'WORKLOAD_NOT_ENTITLED',
+});
+export type SpiffeBrokerReason = (typeof SPIFFE_BROKER_REASON)[keyof typeof SPIFFE_BROKER_REASON];
+
+export interface KubernetesObjectType {
+  readonly plural?: string;
+  readonly group?: string;
+}
+
+export interface KubernetesObjectKey {
+  readonly namespace?: string;
+  readonly name?: string;
+}
+
+/** A Kubernetes object by key, by UID, or both. */
+export interface KubernetesObjectReference {
+  readonly type?: KubernetesObjectType | null;
+  readonly key?: KubernetesObjectKey | null;
+  readonly uid?: string;
+}
+
+export interface WorkloadReference {
+  readonly reference?: ProtoAny | null;
+}
+
+/** What every Broker API request carries (the X.509 and JWT-bundle requests are only this). */
+export interface WorkloadRequest {
+  readonly reference?: WorkloadReference | null;
+}
+
+export type SubscribeToX509SVIDRequest = WorkloadRequest;
+export type SubscribeToX509BundlesRequest = WorkloadRequest;
+export type SubscribeToJWTBundlesRequest = WorkloadRequest;
+
+export interface FetchJWTSVIDRequest extends WorkloadRequest {
+  readonly audience?: readonly string[];
+  readonly spiffe_id?: string;
+}
+
+export interface X509SVID {
+  /** The SPIFFE ID in the leaf. */
+  readonly spiffe_id: string;
+  /** DER chain, leaf first, then intermediates. */
+  readonly x509_svid: Buffer;
+  /** DER PKCS#8 private key, unencrypted. */
+  readonly x509_svid_key: Buffer;
+  /** DER roots of the SVID's trust domain. */
+  readonly bundle: Buffer;
+  readonly hint: string;
+}
+
+export interface SubscribeToX509SVIDResponse {
+  readonly svids: readonly X509SVID[];
+  /** DER CRLs (certbroker sends none). */
+  readonly crl: readonly Buffer[];
+  /** DER bundles of foreign trust domains, keyed by trust domain SPIFFE ID. */
+  readonly federated_bundles: Readonly<Record<string, Buffer>>;
+}
+
+export interface SubscribeToX509BundlesResponse {
+  readonly crl: readonly Buffer[];
+  /** DER roots keyed by trust domain SPIFFE ID (`spiffe://<td>`). */
+  readonly bundles: Readonly<Record<string, Buffer>>;
+}
+
+export interface JWTSVID {
+  readonly spiffe_id: string;
+  readonly svid: string;
+  readonly hint: string;
+}
+
+export interface FetchJWTSVIDResponse {
+  readonly svids: readonly JWTSVID[];
+}
+
+export interface SubscribeToJWTBundlesResponse {
+  readonly bundles: Readonly<Record<string, Buffer>>;
+}
