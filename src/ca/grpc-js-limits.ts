@@ -7,6 +7,7 @@
  * for the request-body deadline.
  */
 import { constants as h2 } from 'node:http2';
+import { Duplex } from 'node:stream';
 import { ServerInterceptingCall, ServerListenerBuilder, status as GrpcStatus, type ServerInterceptingCallInterface, type ServerInterceptor, type ServerOptions } from '@grpc/grpc-js';
 import type { CaLimits } from './limits.js';
 
@@ -67,6 +68,7 @@ export function requestBodyDeadline(ms: number, onTimeout: () => void): ServerIn
  * version moves it, nothing happens (and test/ca/transport-limits.e2e.test.ts fails).
  */
 function closeStream(call: ServerInterceptingCallInterface): void {
-  const stream = (call as unknown as { stream?: { closed?: boolean; readableEnded?: boolean; close?: (code: number) => void } }).stream;
-  if (stream && typeof stream.close === 'function' && stream.closed === false && stream.readableEnded === false) stream.close(h2.NGHTTP2_NO_ERROR);
+  const stream = 'stream' in call ? call.stream : undefined;
+  if (!(stream instanceof Duplex) || !('close' in stream) || typeof stream.close !== 'function') return;
+  if (stream.closed === false && stream.readableEnded === false) stream.close(h2.NGHTTP2_NO_ERROR);
 }
