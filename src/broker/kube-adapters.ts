@@ -10,7 +10,9 @@ import { decodeJwt } from 'jose';
 import type { InformerMetrics } from '../kube/informer-metrics.js';
 import type { InformerSettings } from '../kube/informer-settings.js';
 import { createPodInformer, type PodInformer } from '../kube/pod-informer.js';
+import { abortableApi } from '../kube/abortable-http.js';
 import type { Clock } from '../core/clock.js';
+import { withDeadline } from '../core/deadline.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
@@ -42,12 +44,15 @@ function httpStatusOf(err: unknown): number | undefined {
   return undefined;
 }
 
-/** Reads one pod straight from the API server (fresh, unlike the watch cache). */
+/**
+ * Reads one pod straight from the API server (fresh, unlike the watch cache). The request
+ * honours `signal` (the registration's deadline, or its client going away): aborting it closes
+ * its connection, so an API server that never answers holds nothing.
+ */
 export function kubePodLookup(kubeConfig: KubeConfig): PodLookup {
-  const api = kubeConfig.makeApiClient(CoreV1Api);
-  return async (namespace, name) => {
+  return async (namespace, name, signal) => {
     try {
-      const pod = await api.readNamespacedPod({ namespace, name });
+      const pod = await abortableApi(kubeConfig, CoreV1Api, signal).readNamespacedPod({ namespace, name });
       return podFacts(pod);
     } catch (err) {
       if (httpStatusOf(err) === 404) return undefined;
@@ -63,15 +68,17 @@ export interface OwnPod {
   readonly serviceAccount: string;
 }
 
-/** TokenRequest for the broker's own service account, bound to its own pod. */
+/** How long one TokenRequest may take before it is abandoned (and retried with backoff). */
+export const TOKEN_REQUEST_TIMEOUT_MS = 10_000;
+
+/** TokenRequest for the broker's own service account, bound to its own pod; abandoned after `timeoutMs` or on `signal`. */
 export function tokenRequestFetcher(
   kubeConfig: KubeConfig,
-  options: { readonly pod: OwnPod; readonly audience: string; readonly expirationSeconds: number },
+  options: { readonly pod: OwnPod; readonly audience: string; readonly expirationSeconds: number; readonly timeoutMs?: number },
 ): TokenFetcher {
-  const api = kubeConfig.makeApiClient(CoreV1Api);
-  return async (): Promise<FetchedToken> => {
+  return async (signal): Promise<FetchedToken> => {
     const { pod } = options;
-    const res = await api.createNamespacedServiceAccountToken({
+    const request = {
       name: pod.serviceAccount,
       namespace: pod.namespace,
       body: {
@@ -83,7 +90,11 @@ export function tokenRequestFetcher(
           boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: pod.name, uid: pod.uid },
         },
       },
-    });
+    };
+    const what = `TokenRequest for ${pod.namespace}/${pod.serviceAccount}`;
+    const res = await withDeadline(options.timeoutMs ?? TOKEN_REQUEST_TIMEOUT_MS, { what, parent: signal }, (s) =>
+      abortableApi(kubeConfig, CoreV1Api, s).createNamespacedServiceAccountToken(request),
+    );
     const token = res.status?.token;
     if (!token) throw new Error('TokenRequest answered without a token');
     const exp = res.status?.expirationTimestamp;

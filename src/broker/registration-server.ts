@@ -7,10 +7,14 @@
  * Answers: 200 registered (idempotent) or deliberately ignored (host network, terminating,
  * finished: JSON body says why, and the pod still starts); 400 malformed body or a pod of
  * another node; 404 unknown pod; 405/404 for other methods/paths; 413 oversized body;
- * 503 when the lookup fails (the plugin retries the ADD).
+ * 503 when the lookup fails or does not finish within `lookupTimeoutMs` (the plugin retries
+ * the ADD). The lookup is aborted — its API connection closed — at that deadline, when the
+ * registering client goes away first, and when the server closes: an API server that never
+ * answers holds no socket per abandoned registration.
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { deadline, isDeadlineError } from '../core/deadline.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import {
@@ -74,14 +78,19 @@ export async function startRegistrationServer(options: RegistrationServerOptions
     }
     const ns = event.PodNamespace;
     const name = event.PodName;
-    let facts: PodFacts | undefined;
-    try {
-      facts = await options.lookup(ns, name, AbortSignal.timeout(options.lookupTimeoutMs ?? 5000));
-    } catch (err) {
+    const looked = await lookupFor(options, res, ns, name);
+    if (looked.outcome === 'gone') {
       options.observer?.registered?.('error');
-      logger.warn('pod lookup for a CNI registration failed', { pod: `${ns}/${name}`, err: describeError(err) });
-      return reply(res, CNI_ADD_EVENT_RETRY_STATUS, 'pod lookup failed, retry\n');
+      logger.info('CNI registration abandoned by its client; pod lookup cancelled', { pod: `${ns}/${name}` });
+      return;
     }
+    if (looked.outcome === 'failed') {
+      options.observer?.registered?.('error');
+      logger.warn('pod lookup for a CNI registration failed', { pod: `${ns}/${name}`, err: describeError(looked.err) });
+      const why = looked.timedOut ? `pod lookup timed out after ${options.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS} ms, retry\n` : 'pod lookup failed, retry\n';
+      return reply(res, CNI_ADD_EVENT_RETRY_STATUS, why);
+    }
+    const facts = looked.facts;
     if (!facts) {
       options.observer?.registered?.('not-found');
       return reply(res, 404, `pod ${ns}/${name} not found\n`);
@@ -127,6 +136,36 @@ export async function startRegistrationServer(options: RegistrationServerOptions
         server.closeAllConnections();
       }),
   };
+}
+
+const DEFAULT_LOOKUP_TIMEOUT_MS = 5000;
+
+type LookupResult =
+  | { readonly outcome: 'found'; readonly facts: PodFacts | undefined }
+  | { readonly outcome: 'gone' }
+  | { readonly outcome: 'failed'; readonly err: unknown; readonly timedOut: boolean };
+
+/**
+ * The registration's pod lookup, aborted at `lookupTimeoutMs` or as soon as the registering
+ * client goes away (`res` closes before it was answered): its API connection closes with it.
+ */
+async function lookupFor(options: RegistrationServerOptions, res: ServerResponse, ns: string, name: string): Promise<LookupResult> {
+  const gone = new AbortController();
+  const onClose = () => {
+    if (!res.writableFinished) gone.abort();
+  };
+  res.once('close', onClose);
+  const limit = deadline(options.lookupTimeoutMs ?? DEFAULT_LOOKUP_TIMEOUT_MS, { what: `pod lookup for ${ns}/${name}`, parent: gone.signal });
+  try {
+    return { outcome: 'found', facts: await options.lookup(ns, name, limit.signal) };
+  } catch (err) {
+    if (gone.signal.aborted) return { outcome: 'gone' };
+    const reason: unknown = limit.signal.aborted ? limit.signal.reason : err;
+    return { outcome: 'failed', err: reason, timedOut: isDeadlineError(reason) };
+  } finally {
+    limit.dispose();
+    res.off('close', onClose);
+  }
 }
 
 function reply(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {

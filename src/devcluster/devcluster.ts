@@ -76,6 +76,8 @@ export interface DevCluster {
   readonly resourceVersion: number;
   /** Turns the pod-starting kubelet simulation on or off at runtime. */
   setSimulateKubelet(on: boolean): void;
+  /** TCP connections open to the API server right now (tests check that clients leak none). */
+  readonly openConnections: number;
   close(): Promise<void>;
 }
 
@@ -136,7 +138,7 @@ async function serveHttps(
   listener: ApiServer['listener'],
   host: string,
   port: number,
-): Promise<{ readonly port: number; close(): Promise<void> }> {
+): Promise<{ readonly port: number; readonly openConnections: number; close(): Promise<void> }> {
   const server: Server = createServer({ key: material.keyPem, cert: material.certPem, keepAlive: true }, listener);
   const sockets = new Set<Socket>();
   server.on('connection', (s: Socket) => {
@@ -147,6 +149,9 @@ async function serveHttps(
   const bound = await listenTcp(server, port, host);
   return {
     port: bound,
+    get openConnections() {
+      return sockets.size;
+    },
     close() {
       const done = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sockets) s.destroy();
@@ -197,6 +202,9 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
           throw err;
         }
       }
+    },
+    get openConnections() {
+      return server.openConnections;
     },
     setSimulateKubelet(on) {
       if (on) kubelet.start();

@@ -1,0 +1,76 @@
+/**
+ * Abortable requests for @kubernetes/client-node's generated APIs. Its default HTTP library
+ * (node-fetch, no signal, no timeout) lets a request to an API server that accepts and never
+ * answers hang for as long as the connection lives, with its socket open. `abortableApi(kc,
+ * CoreV1Api, signal)` is `kc.makeApiClient(CoreV1Api)` whose requests go through node:http(s)
+ * with the same URL, headers, body and TLS agent (client-node builds the agent from the
+ * kubeconfig: CA, client certificate, skip-verify) and whose sockets are destroyed when
+ * `signal` aborts; the call then rejects with the signal's reason (a `DeadlineError` for
+ * deadlines). One client per signal: it is cheap (no connection is kept between requests).
+ *
+ *   await abortableApi(kc, CoreV1Api, signal).readNamespacedPod({ namespace, name });
+ *
+ * (A per-call `{ httpApi }` option is not enough: client-node 1.3 accepts it and still sends
+ * through the client's configured library.)
+ */
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import {
+  createConfiguration,
+  ResponseContext,
+  ServerConfiguration,
+  wrapHttpLibrary,
+  type ApiConstructor,
+  type ApiType,
+  type KubeConfig,
+  type RequestContext,
+} from '@kubernetes/client-node';
+import { abortReason } from '../core/deadline.js';
+
+/** One request, answered with status, headers and body, or rejected when `signal` aborts. */
+function send(ctx: RequestContext, signal: AbortSignal): Promise<ResponseContext> {
+  return new Promise<ResponseContext>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    const url = new URL(ctx.getUrl());
+    const raw = ctx.getBody();
+    if (raw !== undefined && typeof raw !== 'string' && !(raw instanceof URLSearchParams)) {
+      reject(new Error('kubeCallOptions: only string and URLSearchParams request bodies are supported'));
+      return;
+    }
+    const body = raw === undefined ? undefined : Buffer.from(raw.toString(), 'utf8');
+    const headers: Record<string, string> = { ...ctx.getHeaders() };
+    if (body !== undefined) headers['content-length'] = String(body.length);
+    const agent = ctx.getAgent();
+    const onResponse = (res: IncomingMessage) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('error', (err) => reject(signal.aborted ? abortReason(signal) : err));
+      res.on('end', () => {
+        const data = Buffer.concat(chunks);
+        const h: Record<string, string> = {};
+        for (const [k, v] of Object.entries(res.headers)) if (v !== undefined) h[k] = Array.isArray(v) ? v.join(', ') : v;
+        resolve(new ResponseContext(res.statusCode ?? 0, h, { text: async () => data.toString('utf8'), binary: async () => data }));
+      });
+    };
+    const options = { method: ctx.getHttpMethod().toString(), headers, signal, ...(agent ? { agent } : {}) };
+    const req = url.protocol === 'http:' ? httpRequest(url, options, onResponse) : httpsRequest(url, options, onResponse);
+    req.on('error', (err) => reject(signal.aborted ? abortReason(signal) : err));
+    req.end(body);
+  });
+}
+
+/** `kubeConfig.makeApiClient(apiClientType)`, with every request honouring `signal`. */
+export function abortableApi<T extends ApiType>(kubeConfig: KubeConfig, apiClientType: ApiConstructor<T>, signal: AbortSignal): T {
+  const cluster = kubeConfig.getCurrentCluster();
+  if (!cluster) throw new Error('No active cluster!');
+  return new apiClientType(
+    createConfiguration({
+      baseServer: new ServerConfiguration(cluster.server, {}),
+      authMethods: { default: kubeConfig },
+      httpApi: wrapHttpLibrary({ send: (ctx) => send(ctx, signal) }),
+    }),
+  );
+}
