@@ -6,6 +6,7 @@
 import { X509Certificate } from 'node:crypto';
 import type { PeerCertificate } from 'node:tls';
 import { ChannelCredentials, Client, Metadata, type ClientReadableStream, type MethodDefinition } from '@grpc/grpc-js';
+import { BoundedChannelCredentials } from '../grpc/bounded-credentials.js';
 import { healthServiceDefinition } from '../grpc/health.js';
 import type { Secret } from '../core/secret.js';
 import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
@@ -44,7 +45,7 @@ export type ClientConstructor<C extends Client> = new (address: string, credenti
 export class BrokerClient {
   readonly client: Client;
   readonly #target: string;
-  readonly #credentials: ChannelCredentials;
+  readonly #credentials: BoundedChannelCredentials;
 
   constructor(options: BrokerClientOptions) {
     const checkServerIdentity = (_host: string, cert: PeerCertificate): Error | undefined => {
@@ -55,11 +56,10 @@ export class BrokerClient {
       }
       return undefined;
     };
-    const credentials = ChannelCredentials.createSsl(
-      Buffer.from(options.rootsPem),
-      Buffer.from(options.privateKeyPem.reveal()),
-      Buffer.from(options.certChainPem),
-      { checkServerIdentity },
+    const credentials = new BoundedChannelCredentials(
+      ChannelCredentials.createSsl(Buffer.from(options.rootsPem), Buffer.from(options.privateKeyPem.reveal()), Buffer.from(options.certChainPem), {
+        checkServerIdentity,
+      }),
     );
     this.#target = `unix://${options.socketPath}`;
     this.#credentials = credentials;
@@ -95,8 +95,10 @@ export class BrokerClient {
     return this.#stream(brokerMethod<SubscribeToX509BundlesResponse>(BROKER_METHOD.subscribeToX509Bundles), ref, options);
   }
 
+  /** Closes the channel and destroys its connections (service clients' too). */
   close(): void {
     this.client.close();
+    this.#credentials.destroyAll();
   }
 
   #stream<Res>(method: MethodDefinition<WorkloadRequest, Res>, ref: Partial<PodReference>, options: { header?: boolean }): ClientReadableStream<Res> {

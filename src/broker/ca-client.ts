@@ -11,6 +11,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { ChannelCredentials, Client, Metadata, status as GrpcStatus, type MethodDefinition } from '@grpc/grpc-js';
+import { BoundedChannelCredentials } from '../grpc/bounded-credentials.js';
 import { stringStruct } from '../grpc/struct-value.js';
 import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
 import { createCsr } from '../pki/csr.js';
@@ -54,6 +55,8 @@ export interface IstioCaClientOptions {
   readonly impersonate: boolean;
   /** Per-call deadline. Default 10 000. */
   readonly callTimeoutMs?: number;
+  /** A TLS handshake with the CA that takes longer is abandoned (and retried). Default 10 000. */
+  readonly handshakeTimeoutMs?: number;
 }
 
 /** A failed CA call; `grpcCode` is the gRPC status name (or `TRANSPORT`) for metrics. */
@@ -78,6 +81,7 @@ function createCertificateMethod(): MethodDefinition<IstioCertificateRequest, Is
 export class IstioCaClient implements CaClient {
   readonly #o: IstioCaClientOptions;
   #client: Client | undefined;
+  #credentials: BoundedChannelCredentials | undefined;
 
   constructor(options: IstioCaClientOptions) {
     this.#o = options;
@@ -113,9 +117,12 @@ export class IstioCaClient implements CaClient {
     };
   }
 
+  /** Closes the channel and destroys its connections (a CA that never answers keeps none alive). */
   close(): void {
     this.#client?.close();
+    this.#credentials?.destroyAll();
     this.#client = undefined;
+    this.#credentials = undefined;
   }
 
   #call(request: IstioCertificateRequest, metadata: Metadata, signal: AbortSignal): Promise<CaResponse> {
@@ -160,7 +167,11 @@ export class IstioCaClient implements CaClient {
 
   #getClient(): Client {
     if (this.#client) return this.#client;
-    const credentials = ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem));
+    // One set of credentials for every channel this client makes (a dropped channel's too), so
+    // close() destroys whatever connection any of them still holds.
+    const credentials = (this.#credentials ??= new BoundedChannelCredentials(ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem)), {
+      ...(this.#o.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: this.#o.handshakeTimeoutMs } : {}),
+    }));
     // A pool of its own: from grpc-js's global pool a new channel to the same address would get
     // the old, backing-off subchannel back (the broker's two CA clients share address,
     // credentials and options, so closing one channel does not release it).
