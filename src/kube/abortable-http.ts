@@ -58,6 +58,8 @@ function send(ctx: RequestContext, signal: AbortSignal): Promise<ResponseContext
     const options = { method: ctx.getHttpMethod().toString(), headers, signal, ...(agent ? { agent } : {}) };
     const req = url.protocol === 'http:' ? httpRequest(url, options, onResponse) : httpsRequest(url, options, onResponse);
     req.on('error', (err) => reject(signal.aborted ? abortReason(signal) : err));
+    // client-node makes an agent per request: free its sockets with the request.
+    req.on('close', () => (agent as { destroy?: () => void } | undefined)?.destroy?.());
     req.end(body);
   });
 }

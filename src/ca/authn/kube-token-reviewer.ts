@@ -1,17 +1,28 @@
-/** The `TokenReviewer` adapter over @kubernetes/client-node's AuthenticationV1Api. */
+/**
+ * The `TokenReviewer` adapter over @kubernetes/client-node's AuthenticationV1Api. Each review is
+ * abandoned (its connection closed) after `timeoutMs`: a hung API server fails the caller's
+ * authentication quickly (ERR_CA_AUTHN_BACKEND upstream) instead of holding its request and a
+ * socket until the API server answers.
+ */
 import { AuthenticationV1Api, type KubeConfig } from '@kubernetes/client-node';
+import { withDeadline } from '../../core/deadline.js';
+import { abortableApi } from '../../kube/abortable-http.js';
 import type { TokenReviewer } from './token-review.js';
 
-export function kubeTokenReviewer(kubeConfig: KubeConfig): TokenReviewer {
-  const api = kubeConfig.makeApiClient(AuthenticationV1Api);
+/** Default bound of one TokenReview. */
+export const TOKEN_REVIEW_TIMEOUT_MS = 5000;
+
+export function kubeTokenReviewer(kubeConfig: KubeConfig, options: { readonly timeoutMs?: number } = {}): TokenReviewer {
   return async (token, audiences) => {
-    const review = await api.createTokenReview({
-      body: {
-        apiVersion: 'authentication.k8s.io/v1',
-        kind: 'TokenReview',
-        spec: { token: token.reveal(), audiences: [...audiences] },
-      },
-    });
+    const review = await withDeadline(options.timeoutMs ?? TOKEN_REVIEW_TIMEOUT_MS, { what: 'TokenReview' }, (signal) =>
+      abortableApi(kubeConfig, AuthenticationV1Api, signal).createTokenReview({
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenReview',
+          spec: { token: token.reveal(), audiences: [...audiences] },
+        },
+      }),
+    );
     const s = review.status ?? {};
     return {
       authenticated: s.authenticated === true,

@@ -98,7 +98,7 @@ export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
   const fetchImpl = httpsFetch({ ...options, ...(bearerTokenOrigin !== undefined ? { bearerTokenOrigin } : {}) });
   let keys: Promise<JWTVerifyGetKey> | undefined;
   const resolveKeys = async (): Promise<JWTVerifyGetKey> => {
-    const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, options.discoveryUrl ?? options.issuer, fetchImpl));
+    const jwksUri = options.jwksUri ?? (await discoverJwksUri(options.issuer, options.discoveryUrl ?? options.issuer, fetchImpl, options.timeoutMs ?? 5000));
     return createRemoteJWKSet(new URL(jwksUri), { [customFetch]: fetchImpl, timeoutDuration: options.timeoutMs ?? 5000 });
   };
   return async (header, token) => {
@@ -111,9 +111,9 @@ export function discoveredJwks(options: OidcDiscoveryOptions): JWTVerifyGetKey {
   };
 }
 
-async function discoverJwksUri(issuer: string, base: string, fetchImpl: FetchImplementation): Promise<string> {
+async function discoverJwksUri(issuer: string, base: string, fetchImpl: FetchImplementation, timeoutMs: number): Promise<string> {
   const url = `${base.replace(/\/$/, '')}/.well-known/openid-configuration`;
-  const res = await fetchImpl(url, { headers: new Headers(), method: 'GET', redirect: 'manual', signal: AbortSignal.timeout(5000) });
+  const res = await fetchImpl(url, { headers: new Headers(), method: 'GET', redirect: 'manual', signal: AbortSignal.timeout(timeoutMs) });
   if (res.status !== 200) throw new Error(`OIDC discovery ${url} answered HTTP ${res.status}`);
   const doc = (await res.json()) as { issuer?: unknown; jwks_uri?: unknown };
   if (doc.issuer !== issuer) throw new Error(`OIDC discovery issuer ${String(doc.issuer)} does not match ${issuer}`);

@@ -35,20 +35,21 @@ export class SelfSignedSigner extends MaterialSigner {
     this.description = `self-signed (${options.store.location})`;
   }
 
-  /** Loads or creates the root once; throws on failure. */
+  /** Loads or creates the root once; throws on failure (or when `close()` interrupts it). */
   async load(): Promise<void> {
-    let stored = await this.#o.store.read();
+    const signal = this.#stop.signal;
+    let stored = await this.#o.store.read(signal);
     if (stored) {
       this.origin = 'loaded';
     } else {
       const created = await this.#createRoot();
-      const result = await this.#o.store.create(created);
+      const result = await this.#o.store.create(created, signal);
       if (result === 'created') {
         stored = created;
         this.origin = 'created';
         this.options.logger.info('created self-signed root', { location: this.#o.store.location });
       } else {
-        stored = await this.#o.store.read();
+        stored = await this.#o.store.read(signal);
         if (!stored) throw new Error(`${this.#o.store.location} reported as existing but cannot be read`);
         this.origin = 'loaded';
         this.options.logger.info('another replica created the root first; using it', { location: this.#o.store.location });
@@ -65,6 +66,7 @@ export class SelfSignedSigner extends MaterialSigner {
         await this.load();
         return;
       } catch (err) {
+        if (this.#stop.signal.aborted) return;
         // A CaError already names the Secret and the problem; anything else (apiserver) does not.
         const reason = err instanceof CaError ? err.message : `cannot load ${this.#o.store.location}: ${describeError(err)}`;
         this.setNotReady(reason);

@@ -1,11 +1,15 @@
 /**
  * Kubernetes adapter for the upgrade-or-uninstall decision: reads this pod's DaemonSet and
- * this node once, at shutdown, with a deadline, and hands the facts to `decideOnShutdown`.
- * Any API failure other than "DaemonSet not found" keeps the plugin in place (the safe side).
+ * this node once, at shutdown, both within one deadline (`timeoutMs`), and hands the facts to
+ * `decideOnShutdown`. Any API failure other than "DaemonSet not found" keeps the plugin in place
+ * (the safe side). At the deadline the requests are aborted and their connections closed:
+ * a hung API server costs the shutdown `timeoutMs`, never more, and holds no socket after it.
  */
 import { ApiException, AppsV1Api, CoreV1Api, type KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.js';
+import { deadline } from '../../core/deadline.js';
 import { describeError } from '../../core/errors.js';
+import { abortableApi } from '../../kube/abortable-http.js';
 import type { Logger } from '../../core/log.js';
 import type { ShutdownAdvisor } from './shutdown-advisor.js';
 import { decideOnShutdown, type DaemonSetFacts, type NodeFacts, type ShutdownDecision } from './upgrade-policy.js';
@@ -17,16 +21,8 @@ export interface KubeShutdownAdvisorOptions {
   readonly nodeName: string;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** Upper bound for the API calls; SIGTERM's grace period is short. */
+  /** Upper bound for both API calls together; SIGTERM's grace period is short. */
   readonly timeoutMs: number;
-}
-
-function withDeadline<T>(work: Promise<T>, clock: Clock, ms: number): Promise<T> {
-  const stop = new AbortController();
-  const timeout = clock.sleep(ms, stop.signal).then(() => {
-    throw new Error(`no answer from the API server within ${ms} ms`);
-  });
-  return Promise.race([work, timeout]).finally(() => stop.abort());
 }
 
 export class KubeShutdownAdvisor implements ShutdownAdvisor {
@@ -37,14 +33,19 @@ export class KubeShutdownAdvisor implements ShutdownAdvisor {
   }
 
   async decide(): Promise<ShutdownDecision> {
-    const { kubeConfig, namespace, daemonSetName, nodeName, clock, timeoutMs, logger } = this.#o;
+    const limit = deadline(this.#o.timeoutMs, { what: 'upgrade check', clock: this.#o.clock });
+    try {
+      return await this.#decide(limit.signal);
+    } finally {
+      limit.dispose();
+    }
+  }
+
+  async #decide(signal: AbortSignal): Promise<ShutdownDecision> {
+    const { kubeConfig, namespace, daemonSetName, nodeName, logger } = this.#o;
     let daemonSet: DaemonSetFacts | undefined;
     try {
-      const ds = await withDeadline(
-        kubeConfig.makeApiClient(AppsV1Api).readNamespacedDaemonSet({ name: daemonSetName, namespace }),
-        clock,
-        timeoutMs,
-      );
+      const ds = await abortableApi(kubeConfig, AppsV1Api, signal).readNamespacedDaemonSet({ name: daemonSetName, namespace });
       const podSpec = ds.spec?.template.spec;
       daemonSet = {
         deletionTimestamp: ds.metadata?.deletionTimestamp,
@@ -63,7 +64,7 @@ export class KubeShutdownAdvisor implements ShutdownAdvisor {
     let node: NodeFacts | undefined;
     if (daemonSet !== undefined) {
       try {
-        const n = await withDeadline(kubeConfig.makeApiClient(CoreV1Api).readNode({ name: nodeName }), clock, timeoutMs);
+        const n = await abortableApi(kubeConfig, CoreV1Api, signal).readNode({ name: nodeName });
         node = { name: nodeName, labels: n.metadata?.labels ?? {} };
       } catch (err) {
         logger.warn('cannot read this node; judging the DaemonSet without node labels', { node: nodeName, err: describeError(err) });

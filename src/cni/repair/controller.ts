@@ -3,7 +3,7 @@
  * `spec.nodeName=<node>`: paginated lists, 410 re-lists, backoff, idle watchdog), finds the ones that started before the CNI plugin was ready
  * (`brokenPodReason`), and labels or deletes them (repair-actions.ts), recording a Kubernetes
  * Event either way.
- * Failures are retried with backoff a bounded number of times.
+ * Failures are retried with backoff a bounded number of times; every API call has a deadline.
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
@@ -11,6 +11,7 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { systemRng, type Rng } from '../../core/rng.js';
+import { abortableApi } from '../../kube/abortable-http.js';
 import { createPodInformer, InformerMetrics } from '../../kube/index.js';
 import { brokenPodReason } from './broken-pod.js';
 import type { RepairConfig } from './config.js';
@@ -29,6 +30,8 @@ export interface RepairControllerOptions {
   readonly rng?: Rng;
   /** First retry delay; doubles per attempt. */
   readonly retryBaseMs?: number;
+  /** Bound of one repair API call (delete, label, event). Default 10 000. */
+  readonly requestTimeoutMs?: number;
 }
 
 export interface RepairHandle {
@@ -40,7 +43,15 @@ export interface RepairHandle {
 
 export async function startRepairController(options: RepairControllerOptions): Promise<RepairHandle> {
   const { config, kubeConfig, logger, clock, signal } = options;
-  const actions = new RepairActions({ api: kubeConfig.makeApiClient(CoreV1Api), config, logger, registry: options.registry });
+  const actions = new RepairActions({
+    api: (s) => abortableApi(kubeConfig, CoreV1Api, s),
+    config,
+    logger,
+    registry: options.registry,
+    clock,
+    signal,
+    ...(options.requestTimeoutMs !== undefined ? { requestTimeoutMs: options.requestTimeoutMs } : {}),
+  });
   const fieldSelector = [config.fieldSelector, `spec.nodeName=${config.nodeName}`].filter((s) => s !== undefined && s !== '').join(',');
 
   const reconcile = async (key: string): Promise<void> => {

@@ -2,11 +2,14 @@
  * What the repair controller does to one broken pod: delete it (with UID + resourceVersion
  * preconditions, so a newer incarnation is never hit) or label it through the pods/status
  * subresource (the lower privilege), each counted by action and result and recorded as a
- * Kubernetes Event on the pod.
+ * Kubernetes Event on the pod. Every API call is abandoned (its connection closed) after
+ * `requestTimeoutMs` or when the controller stops (`signal`).
  */
 import { ApiException, PatchStrategy, setHeaderOptions, type CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { randomBytes } from 'node:crypto';
 import { Counter, type Registry } from 'prom-client';
+import type { Clock } from '../../core/clock.js';
+import { withDeadline } from '../../core/deadline.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import type { RepairConfig } from './config.js';
@@ -25,10 +28,16 @@ function status(err: unknown): number | undefined {
 }
 
 export interface RepairActionsOptions {
-  readonly api: CoreV1Api;
+  /** A client whose requests honour `signal` (kube/abortable-http's `abortableApi`). */
+  readonly api: (signal: AbortSignal) => CoreV1Api;
   readonly config: RepairConfig;
   readonly logger: Logger;
   readonly registry: Registry;
+  readonly clock: Clock;
+  /** The controller's stop: aborts calls in flight. */
+  readonly signal: AbortSignal;
+  /** Bound of one API call (delete, label, event). Default 10 000. */
+  readonly requestTimeoutMs?: number;
 }
 
 export class RepairActions {
@@ -51,11 +60,13 @@ export class RepairActions {
   async deletePod(pod: V1Pod): Promise<void> {
     const m = pod.metadata!;
     const done = await this.#act(pod, 'delete', REASON_DELETE, async () => {
-      await this.#o.api.deleteNamespacedPod({
-        name: m.name!,
-        namespace: m.namespace!,
-        body: { preconditions: { uid: m.uid!, resourceVersion: m.resourceVersion! } },
-      });
+      await this.#call('delete pod', (api) =>
+        api.deleteNamespacedPod({
+          name: m.name!,
+          namespace: m.namespace!,
+          body: { preconditions: { uid: m.uid!, resourceVersion: m.resourceVersion! } },
+        }),
+      );
     });
     if (done) this.#o.logger.info('deleted broken pod', { pod: podKey(m.namespace!, m.name!), uid: m.uid });
   }
@@ -69,13 +80,20 @@ export class RepairActions {
     }
     const done = await this.#act(pod, 'label', REASON_LABEL, async () => {
       // pods/status may change metadata too, and is the lower privilege of the two.
-      await this.#o.api.patchNamespacedPodStatus(
-        { name: m.name!, namespace: m.namespace!, body: { metadata: { labels: { [labelKey]: labelValue } } } },
-        setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+      await this.#call('label pod', (api) =>
+        api.patchNamespacedPodStatus(
+          { name: m.name!, namespace: m.namespace!, body: { metadata: { labels: { [labelKey]: labelValue } } } },
+          setHeaderOptions('Content-Type', PatchStrategy.MergePatch),
+        ),
       );
       this.#labelled.add(m.uid ?? '');
     });
     if (done) this.#o.logger.info('labelled broken pod', { pod: podKey(m.namespace!, m.name!), label: `${labelKey}=${labelValue}` });
+  }
+
+  /** One API call with its own deadline, abandoned when the controller stops. */
+  #call<T>(what: string, fn: (api: CoreV1Api) => Promise<T>): Promise<T> {
+    return withDeadline(this.#o.requestTimeoutMs ?? 10_000, { what, parent: this.#o.signal, clock: this.#o.clock }, (s) => fn(this.#o.api(s)));
   }
 
   /** The pod (this incarnation, by UID) is gone: forget that it was labelled. */
@@ -108,7 +126,7 @@ export class RepairActions {
     const node = this.#o.config.nodeName;
     const now = new Date();
     try {
-      await this.#o.api.createNamespacedEvent({
+      const event = {
         namespace: m.namespace!,
         body: {
           metadata: { name: `${m.name}.${now.getTime().toString(16)}${randomBytes(2).toString('hex')}`, namespace: m.namespace! },
@@ -123,7 +141,8 @@ export class RepairActions {
           reportingComponent: EVENT_SOURCE,
           reportingInstance: node,
         },
-      });
+      };
+      await this.#call('create event', (api) => api.createNamespacedEvent(event));
     } catch (err) {
       this.#o.logger.warn('cannot record event', { pod: podKey(m.namespace!, m.name!), reason, err: describeError(err) });
     }
