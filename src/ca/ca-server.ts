@@ -89,7 +89,16 @@ export function caServiceDefinition(): ServiceDefinition {
   return out as ServiceDefinition;
 }
 
-export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
+export interface CaStartOptions {
+  /**
+   * Aborting it while the CA is still starting (e.g. SIGTERM while the signer retries loading
+   * its root) stops the start: everything started so far is stopped and the promise rejects
+   * with the signal's reason.
+   */
+  readonly signal?: AbortSignal;
+}
+
+export async function startCaServer(config: CaServerConfig, options: CaStartOptions = {}): Promise<CaServer> {
   const clock = config.clock ?? systemClock;
   const logger = (config.logger ?? createLogger()).child({ component: 'ca' });
   const metrics = new CaMetrics({ defaultMetrics: config.opsPort !== undefined });
@@ -307,17 +316,29 @@ export async function startCaServer(config: CaServerConfig): Promise<CaServer> {
 
   let port: number;
   let stopTransport: () => Promise<'graceful' | 'forced'>;
+  // A stop requested during the start interrupts a signer that is still loading (or retrying).
+  const startSignal = options.signal;
+  const interrupt = () => void signer.close().catch(() => undefined);
+  startSignal?.addEventListener('abort', interrupt, { once: true });
+  const checkNotStopped = () => {
+    if (startSignal?.aborted) throw startSignal.reason;
+  };
   try {
+    checkNotStopped();
     if (config.plaintext) {
       void startSigner().catch((err: unknown) => logger.error('signer failed to start', { err }));
     } else {
       await startSigner();
+      checkNotStopped();
       // Installing the material already started an issuance (onChange): wait for that one.
       if (rotating) await rotating;
       else if (!identity.hasIdentity) await rotateServing();
     }
+    checkNotStopped();
     ({ port, stop: stopTransport } = await startTransport());
+    startSignal?.removeEventListener('abort', interrupt);
   } catch (err) {
+    startSignal?.removeEventListener('abort', interrupt);
     // Nothing started here may outlive a failed start (a port in use, a signer that cannot load):
     // the caller must be able to exit.
     unsubscribe();

@@ -5,10 +5,10 @@
 import { readFile } from 'node:fs/promises';
 import { createLogger, parseLogLevel } from '../core/log.js';
 import { loadKubeConfig } from '../kube/kubeconfig.js';
-import { aborted, signalController } from '../ops/lifecycle.js';
+import { aborted, HARD_EXIT_MARGIN_MS, signalController } from '../ops/lifecycle.js';
 import { kubeCredentialsAllowedForOidc } from './authn/oidc-discovery.js';
 import { startCaServer } from './ca-server.js';
-import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type ClusterConfig } from './config.js';
+import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type CaServerConfig, type ClusterConfig } from './config.js';
 
 export async function runCa(flags: CaCliFlags): Promise<void> {
   const env = readCaConfig(flags);
@@ -51,16 +51,20 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
     };
   };
   const clusters = [clusterFrom(env.defaultClusterId, env.kubeconfigPath), ...env.remoteClusters.map((r) => clusterFrom(r.id, r.kubeconfigPath))];
-  const controller = signalController(logger);
-  const ca = await startCaServer({
-    ...env,
-    clusters,
-    signer:
-      env.signerKind === 'cacerts'
-        ? { kind: 'cacerts', dir: env.cacertsDir }
-        : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds },
-    logger,
-  });
+  // SIGTERM ends the process within the drain grace (+3 s), also while the CA is still starting.
+  const controller = signalController(logger, { hardExitAfterMs: env.shutdownGraceMs + HARD_EXIT_MARGIN_MS });
+  const signer: CaServerConfig['signer'] =
+    env.signerKind === 'cacerts'
+      ? { kind: 'cacerts', dir: env.cacertsDir }
+      : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
+  let ca;
+  try {
+    ca = await startCaServer({ ...env, clusters, signer, logger }, { signal: controller.signal });
+  } catch (err) {
+    if (!controller.signal.aborted) throw err;
+    logger.info('CA stopped before it finished starting');
+    return;
+  }
   await aborted(controller.signal);
   await ca.stop();
 }

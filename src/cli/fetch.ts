@@ -21,9 +21,10 @@ export function command(): Command {
     .option('--watch', 'keep the subscription open and print every rotation')
     .action(async (opts: Record<string, string | boolean | undefined>) => {
       const { runFetch } = await import('../broker/fetch.js');
-      const { signalController } = await import('../ops/lifecycle.js');
+      const { HARD_EXIT_MARGIN_MS, signalController } = await import('../ops/lifecycle.js');
       const { createLogger } = await import('../core/log.js');
-      const controller = signalController(createLogger({ level: 'warn' }));
+      // Nothing to drain: a fetch still running 3 s after SIGTERM exits anyway.
+      const controller = signalController(createLogger({ level: 'warn' }), { hardExitAfterMs: HARD_EXIT_MARGIN_MS });
       const s = (k: string) => (typeof opts[k] === 'string' ? { [k]: opts[k] as string } : {});
       await runFetch({
         ...s('uid'), ...s('namespace'), ...s('name'), ...s('socket'), ...s('tokenFile'), ...s('caAddress'),

@@ -43,6 +43,8 @@ const SYSTEM_NS = 'istio-system';
 const BROKER_SA = 'certbroker-node';
 const CONSUMER_SA = 'ztunnel';
 const NODE = 'node-1';
+/** The whole stack stops in a few seconds; a process still alive this long after the stop began exits anyway. */
+const STOP_HARD_EXIT_MS = 15_000;
 
 interface SamplePod {
   readonly namespace: string;
@@ -146,7 +148,9 @@ export async function createStackDir(): Promise<string> {
 export async function runLocalStack(options: StartOptions): Promise<void> {
   const logger: Logger = createLogger({ level: parseLogLevel(process.env['LOG_LEVEL'], 'warn') });
   const print = options.print ?? ((t: string) => process.stdout.write(t + '\n'));
-  const controller = options.signal ? undefined : signalController(logger);
+  // SIGTERM/SIGINT, or the reader of stdout going away (`certbroker start | head -1`): stop
+  // quietly and clean up; still alive 15 s later, exit anyway.
+  const controller = options.signal ? undefined : signalController(logger, { hardExitAfterMs: STOP_HARD_EXIT_MS });
   const signal = options.signal ?? controller!.signal;
   const dir = await createStackDir();
   const cleanups: Array<() => Promise<unknown>> = [];

@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
 import { ConfigReader } from '../core/config.js';
 import { createLogger, parseLogLevel, type Logger } from '../core/log.js';
-import { aborted, signalController } from '../ops/lifecycle.js';
+import { aborted, HARD_EXIT_MARGIN_MS, signalController } from '../ops/lifecycle.js';
 import { startDevCluster, DEFAULT_ISSUER, type DevCluster } from './devcluster.js';
 import { parseManifest } from './rest.js';
 
@@ -95,7 +95,7 @@ export function usage(cluster: DevCluster, kubeconfigPath: string): string {
 export async function runDevCluster(flags: DevClusterFlags, o: { logger?: Logger; out?: (text: string) => void } = {}): Promise<void> {
   const logger = o.logger ?? createLogger({ level: parseLogLevel(flags.logLevel ?? process.env[ENV_LOG_LEVEL]), fields: { component: 'devcluster' } });
   const config = devClusterConfig(flags);
-  const stop = signalController(logger);
+  const stop = signalController(logger, { hardExitAfterMs: HARD_EXIT_MARGIN_MS });
   const cluster = await startDevCluster({ host: config.host, port: config.port, logger, simulateKubelet: config.simulateKubelet, issuer: config.issuer, bookmarkIntervalMs: config.bookmarkIntervalMs });
   try {
     if (config.samples) await cluster.apply(sampleObjects());

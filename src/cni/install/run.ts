@@ -7,15 +7,20 @@ import { Registry } from 'prom-client';
 import { collectProcessMetrics } from '../../ops/process-metrics.js';
 import { systemClock } from '../../core/clock.js';
 import { createLogger, type Logger } from '../../core/log.js';
-import { signalController } from '../../ops/lifecycle.js';
+import { HARD_EXIT_MARGIN_MS, signalController } from '../../ops/lifecycle.js';
 import { startOpsServer, type Check } from '../../ops/ops-server.js';
 import { loadInstallConfig, type InstallConfig, type InstallFlags } from './config.js';
 import { InstallDaemon } from './daemon.js';
 import { fixedShutdownAdvisor, type ShutdownAdvisor } from './shutdown-advisor.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 
-/** How long the upgrade check may take at SIGTERM (the pod's grace period is short). */
+/** How long the upgrade check (both API reads together) may take at SIGTERM (the pod's grace period is short). */
 const SHUTDOWN_CHECK_TIMEOUT_MS = 5_000;
+/**
+ * A process still alive this long after SIGTERM exits anyway (logged): the upgrade check, the
+ * uninstall and the repair controller's stop, with margin, inside the DaemonSet's 15 s grace.
+ */
+const HARD_EXIT_AFTER_MS = SHUTDOWN_CHECK_TIMEOUT_MS + 2 * HARD_EXIT_MARGIN_MS;
 
 /** install-cni's own API credentials: KUBECONFIG when set, in-cluster otherwise. */
 export async function loadKubeConfig(config: Pick<InstallConfig, 'kubeconfig'>): Promise<KubeConfig> {
@@ -58,7 +63,7 @@ export async function runInstallCni(flags: InstallFlags = {}, env: NodeJS.Proces
   const readiness: Check[] = [{ name: 'cni-plugin-installed', check: () => daemon.readinessProblem() }];
   const liveness: Check[] = [{ name: 'install-loop', check: () => daemon.livenessProblem() }];
 
-  const controller = signalController(logger);
+  const controller = signalController(logger, { hardExitAfterMs: HARD_EXIT_AFTER_MS });
   // Repair problems show in logs and metrics, not in readiness: readiness is about the plugin.
   const repair = await startRepairIfEnabled({ env, config, kc, logger, registry, signal: controller.signal });
 
