@@ -31,6 +31,8 @@ export interface ApplierOptions {
   /** Backend: detect (default) or force one. */
   readonly mode?: IptablesMode | 'auto';
   readonly log?: Logger;
+  /** With the default runner: kill running commands once this aborts. */
+  readonly signal?: AbortSignal;
 }
 
 export interface ApplyReport {
@@ -57,7 +59,12 @@ export class IptablesApplier {
   #binaries: Promise<IptablesBinaries> | undefined;
 
   constructor(options: ApplierOptions = {}) {
-    this.#runner = options.runner ?? systemRunner(options.netnsPath === undefined ? {} : { netnsPath: options.netnsPath });
+    this.#runner =
+      options.runner ??
+      systemRunner({
+        ...(options.netnsPath !== undefined ? { netnsPath: options.netnsPath } : {}),
+        ...(options.signal !== undefined ? { signal: options.signal } : {}),
+      });
     this.#mode = options.mode ?? 'auto';
     this.#log = options.log ?? silentLogger;
   }

@@ -44,6 +44,8 @@ export interface SystemRunnerOptions {
   readonly netnsPath?: string;
   /** Kill a command that runs longer than this (default 30 s). */
   readonly timeoutMs?: number;
+  /** Kill running commands (SIGKILL) and refuse new ones once this aborts (a caller's budget). */
+  readonly signal?: AbortSignal;
 }
 
 /** The real runner: child processes, inside `netnsPath` when given. */
@@ -71,8 +73,10 @@ export function systemRunner(options: SystemRunnerOptions = {}): CommandRunner {
         file = nsenter;
         argv = [`--net=${options.netnsPath}`, '--', bin, ...args];
       }
+      const signal = options.signal;
+      if (signal?.aborted) return Promise.reject(new IptablesError('ERR_IPTABLES_COMMAND', `${cmd} not started: ${String(signal.reason)}`, signal.reason));
       return new Promise<CommandResult>((resolve, reject) => {
-        const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], timeout: timeoutMs });
+        const child = spawn(file, argv, { stdio: ['pipe', 'pipe', 'pipe'], timeout: timeoutMs, ...(signal ? { signal, killSignal: 'SIGKILL' as const } : {}) });
         const out: Buffer[] = [];
         const err: Buffer[] = [];
         child.stdout.on('data', (d: Buffer) => out.push(d));

@@ -3,9 +3,12 @@
  * is src/protocol/cni-event.ts, shared with the broker's registration server), `POST /cmdadd`
  * over the broker's Unix socket, so Istio's own plugin and ours speak the same protocol.
  * 200 is success; 503 (the broker's pod lookup failed) and no answer within the timeout fail the
- * ADD with "try again later" (11); any other status fails it with 101.
+ * ADD with "try again later" (11); any other status fails it with 101. The timeout counts from the
+ * start of the request on the given clock; `signal` (the ADD's budget) abandons it earlier.
  */
 import { request } from 'node:http';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { abortReason, deadline } from '../../core/deadline.js';
 import {
   CNI_ADD_EVENT_CONTENT_TYPE,
   CNI_ADD_EVENT_METHOD,
@@ -19,11 +22,24 @@ import { CniError } from './cni-error.js';
 export interface CniEventClientOptions {
   readonly socketPath: string;
   readonly timeoutMs: number;
+  /** Abandons the request (the caller's overall budget); rejects with its reason. */
+  readonly signal?: AbortSignal;
+  readonly clock?: Clock;
 }
 
 export async function pushCniAddEvent(event: CniPluginAddEvent, options: CniEventClientOptions): Promise<void> {
   const body = encodeCniAddEvent(event);
-  await new Promise<void>((resolve, reject) => {
+  const limit = deadline(options.timeoutMs, { what: 'broker registration', parent: options.signal, clock: options.clock ?? systemClock });
+  try {
+    await post(body, options, limit.signal);
+  } finally {
+    limit.dispose();
+  }
+}
+
+/** One POST, destroyed when `signal` aborts (its own deadline, or the caller's signal before it). */
+function post(body: string, options: CniEventClientOptions, signal: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
     const req = request(
       {
         socketPath: options.socketPath,
@@ -31,7 +47,7 @@ export async function pushCniAddEvent(event: CniPluginAddEvent, options: CniEven
         method: CNI_ADD_EVENT_METHOD,
         headers: { 'content-type': CNI_ADD_EVENT_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), host: 'unix' },
         agent: false,
-        timeout: options.timeoutMs,
+        signal,
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -59,9 +75,12 @@ export async function pushCniAddEvent(event: CniPluginAddEvent, options: CniEven
         });
       },
     );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', (err: NodeJS.ErrnoException) => {
-      const why = err.message === 'timeout' ? `no answer within ${options.timeoutMs} ms` : (err.code ?? err.message);
+      if (options.signal?.aborted) {
+        reject(abortReason(options.signal));
+        return;
+      }
+      const why = signal.aborted ? `no answer within ${options.timeoutMs} ms` : (err.code ?? err.message);
       reject(
         new CniError('ERR_CNI_TRY_AGAIN', `cannot reach the node broker at ${options.socketPath}: ${why}`, {
           details: 'the node broker registers ambient pods; is it running on this node?',

@@ -14,7 +14,8 @@
  *
  * Our own additions (absent from Istio's config, all optional): pod_retrieval_max_retries,
  * pod_retrieval_interval_ms, kube_request_timeout_ms, cni_event_timeout_ms, cni_event_socket,
- * dry_run_file_path. `DRY_RUN_FILE_PATH` in the environment (Istio's variable) also selects
+ * dry_run_file_path, add_timeout_ms (the whole ADD's budget, default 30 000: every request and
+ * retry wait fits in what is left of it). `DRY_RUN_FILE_PATH` in the environment (Istio's variable) also selects
  * dry-run: sidecar rules are written to that file instead of being applied.
  *
  * Every problem is listed at once in one ERR_CNI_INVALID_CONFIG error.
@@ -27,6 +28,12 @@ import { CNI_EVENT_SOCKET_NAME, CNI_KUBECONFIG_FILE_NAME, DEFAULT_CNI_AGENT_RUN_
 
 export const ENV_DRY_RUN_FILE_PATH = 'DRY_RUN_FILE_PATH';
 
+/**
+ * Default budget of one ADD. Well under what the runtime allows a sandbox setup (kubelet gives
+ * RunPodSandbox 4 min by default, with the primary plugin and IPAM in it): a hung API server or
+ * broker costs the pod one failed ADD of 30 s, which the runtime retries.
+ */
+export const DEFAULT_ADD_TIMEOUT_MS = 30_000;
 
 export interface PluginConfig {
   readonly cniVersion: string;
@@ -47,6 +54,8 @@ export interface PluginConfig {
   readonly podRetrievalIntervalMs: number;
   readonly kubeRequestTimeoutMs: number;
   readonly cniEventTimeoutMs: number;
+  /** The whole ADD (API reads with their retries, broker registration, rule programming) ends within this. */
+  readonly addTimeoutMs: number;
   readonly dryRunFilePath: string | undefined;
   /** prevResult as given (undefined when absent); converted later, per command. */
   readonly prevResult: unknown;
@@ -206,6 +215,7 @@ export function parsePluginConfig(
     podRetrievalIntervalMs: int(raw, 'pod_retrieval_interval_ms', p, 1000, 0),
     kubeRequestTimeoutMs: int(raw, 'kube_request_timeout_ms', p, 5000, 1),
     cniEventTimeoutMs: int(raw, 'cni_event_timeout_ms', p, 5000, 1),
+    addTimeoutMs: int(raw, 'add_timeout_ms', p, DEFAULT_ADD_TIMEOUT_MS, 1),
     dryRunFilePath,
     prevResult: raw.prevResult === null ? undefined : raw.prevResult,
     raw,

@@ -2,9 +2,15 @@
  * A small Kubernetes client for the plugin: GET one pod and one namespace over HTTPS with the
  * kubeconfig's bearer token. Not @kubernetes/client-node, which costs ~650 ms to load in a process
  * that lives for one CNI call.
+ *
+ * Each request ends after `requestTimeoutMs` on the plugin's clock, counted from the start of
+ * the request (connect, TLS, response: one bound for all of it), or earlier when the caller's
+ * signal aborts (the ADD's budget); either way its socket is destroyed.
  */
 import { request as httpsRequest } from 'node:https';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { systemClock, type Clock } from '../../core/clock.js';
+import { abortReason, deadline, isDeadlineError } from '../../core/deadline.js';
 import { CniError } from './cni-error.js';
 import type { KubeAccess } from './kubeconfig.js';
 
@@ -32,10 +38,10 @@ export interface NamespaceInfo {
   readonly labels: Readonly<Record<string, string>>;
 }
 
-/** What the plugin needs from the API server. */
+/** What the plugin needs from the API server; `signal` abandons the request. */
 export interface PodSource {
-  getPod(namespace: string, name: string): Promise<PodInfo>;
-  getNamespace(name: string): Promise<NamespaceInfo>;
+  getPod(namespace: string, name: string, signal?: AbortSignal): Promise<PodInfo>;
+  getNamespace(name: string, signal?: AbortSignal): Promise<NamespaceInfo>;
 }
 
 /** Why a request failed: decides retry and the CNI code of the final error. */
@@ -97,31 +103,54 @@ export function podFromObject(obj: unknown): PodInfo {
 export interface HttpsKubeClientOptions {
   readonly access: KubeAccess;
   readonly requestTimeoutMs: number;
+  /** Runs the request deadlines (default: the system clock). */
+  readonly clock?: Clock;
 }
 
 export class HttpsKubeClient implements PodSource {
   readonly #access: KubeAccess;
   readonly #timeoutMs: number;
+  readonly #clock: Clock;
 
   constructor(options: HttpsKubeClientOptions) {
     this.#access = options.access;
     this.#timeoutMs = options.requestTimeoutMs;
+    this.#clock = options.clock ?? systemClock;
   }
 
-  async getPod(namespace: string, name: string): Promise<PodInfo> {
-    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`);
+  async getPod(namespace: string, name: string, signal?: AbortSignal): Promise<PodInfo> {
+    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(namespace)}/pods/${encodeURIComponent(name)}`, signal);
     return podFromObject(obj);
   }
 
-  async getNamespace(name: string): Promise<NamespaceInfo> {
-    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(name)}`);
+  async getNamespace(name: string, signal?: AbortSignal): Promise<NamespaceInfo> {
+    const obj = await this.#get(`/api/v1/namespaces/${encodeURIComponent(name)}`, signal);
     const meta = isObject(obj) && isObject(obj.metadata) ? obj.metadata : {};
     return { name, labels: stringMap(meta.labels) };
   }
 
-  #get(path: string): Promise<unknown> {
+  async #get(path: string, signal: AbortSignal | undefined): Promise<unknown> {
+    const url = new URL(path, this.#access.server);
+    const limit = deadline(this.#timeoutMs, { what: `GET ${url.pathname} on ${url.host}`, parent: signal, clock: this.#clock });
+    try {
+      return await this.#request(url, limit.signal);
+    } catch (err) {
+      // Our own deadline: the API server did not answer in time (retried as unreachable).
+      // The caller's abort (the ADD budget): its reason, as it is.
+      if (limit.signal.aborted) {
+        if (signal?.aborted) throw abortReason(signal);
+        if (isDeadlineError(limit.signal.reason)) {
+          throw new KubeRequestError('unreachable', `GET ${url.pathname} on ${url.host}: no answer within ${this.#timeoutMs} ms`);
+        }
+      }
+      throw err;
+    } finally {
+      limit.dispose();
+    }
+  }
+
+  #request(url: URL, signal: AbortSignal): Promise<unknown> {
     const access = this.#access;
-    const url = new URL(path, access.server);
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'certbroker-istio-cni' };
     if (access.token) headers.authorization = `Bearer ${access.token.reveal()}`;
     const isHttps = url.protocol === 'https:';
@@ -133,7 +162,7 @@ export class HttpsKubeClient implements PodSource {
           method: 'GET',
           headers,
           agent: false,
-          timeout: this.#timeoutMs,
+          signal,
           ...(isHttps
             ? {
                 ...(access.caPem !== undefined ? { ca: access.caPem } : {}),
@@ -168,10 +197,9 @@ export class HttpsKubeClient implements PodSource {
           });
         },
       );
-      req.on('timeout', () => req.destroy(new Error('timeout')));
       req.on('error', (err: NodeJS.ErrnoException) => {
-        const why = err.message === 'timeout' ? `no answer within ${this.#timeoutMs} ms` : (err.code ?? err.message);
-        reject(new KubeRequestError('unreachable', `GET ${url.pathname} on ${url.host}: ${why}`));
+        if (signal.aborted) reject(abortReason(signal));
+        else reject(new KubeRequestError('unreachable', `GET ${url.pathname} on ${url.host}: ${err.code ?? err.message}`));
       });
       req.end();
     });

@@ -7,6 +7,7 @@
 import { access } from 'node:fs/promises';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Clock } from '../../core/clock.js';
+import { deadline, type Deadline } from '../../core/deadline.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import { CniError, toErrorResult } from './cni-error.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
@@ -175,6 +176,23 @@ interface CommandContext {
   readonly clock: Clock;
 }
 
+/** An ADD in progress: everything it waits for ends when its budget (`add_timeout_ms`) is spent. */
+interface AddContext extends CommandContext {
+  readonly budget: Deadline;
+}
+
+/**
+ * The ADD ran out of its budget (code 11: the runtime retries the pod later). Names the limit and
+ * the last failure seen before it (e.g. "GET /api/v1/namespaces/x/pods/y: no answer within 5000 ms").
+ */
+export class AddTimeoutError extends CniError {
+  constructor(budgetMs: number, last: unknown) {
+    super('ERR_CNI_TRY_AGAIN', `ADD timed out: not finished within add_timeout_ms (${budgetMs} ms)`, {
+      details: last === undefined ? 'nothing answered in time' : `last error: ${last instanceof Error ? last.message : String(last)}`,
+    });
+  }
+}
+
 function isOwnAgent(config: PluginConfig, args: K8sArgs): boolean {
   return config.podNamespace !== '' && args.podNamespace === config.podNamespace && args.podName.startsWith(OWN_AGENT_POD_PREFIX);
 }
@@ -183,7 +201,24 @@ function emptyResult(version: string): Record<string, unknown> {
   return { cniVersion: version, dns: {} };
 }
 
+/**
+ * ADD within one budget: the API reads with their retries, the broker registration and the rule
+ * programming all get at most what is left of `add_timeout_ms`, so a dependency that hangs
+ * costs the ADD that long and no more (each step's own timeout still applies within it).
+ */
 async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
+  const budget = deadline(ctx.config.addTimeoutMs, { what: 'ADD', clock: ctx.clock });
+  try {
+    return await addWithinBudget({ ...ctx, budget });
+  } catch (err) {
+    if (budget.signal.aborted && !(err instanceof AddTimeoutError)) throw new AddTimeoutError(ctx.config.addTimeoutMs, err);
+    throw err;
+  } finally {
+    budget.dispose();
+  }
+}
+
+async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>> {
   const { config, env, log } = ctx;
   // Validate and convert prevResult first: whatever happens next, this is what we print.
   const result = config.prevResult === undefined ? emptyResult(config.cniVersion) : convertResult(config.prevResult, config.cniVersion);
@@ -219,7 +254,7 @@ async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
         .filter((ip): ip is PodIpConfig => ip !== undefined);
       await pushCniAddEvent(
         { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null },
-        { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs },
+        { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock },
       );
       log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });
       return result;
@@ -242,6 +277,7 @@ async function cmdAdd(ctx: CommandContext): Promise<Record<string, unknown>> {
     podNamespace: args.podNamespace,
     settings: decision.settings,
     enableIPv6: hasV6 && (decision.settings.dualStack || !hasV4),
+    signal: ctx.budget.signal,
   });
   return result;
 }
@@ -250,9 +286,9 @@ function sidecarProgrammer(ctx: CommandContext): SidecarProgrammer {
   return new IptablesSidecarProgrammer({ logger: ctx.log, dryRunFilePath: ctx.config.dryRunFilePath });
 }
 
-async function podSource(config: PluginConfig): Promise<PodSource> {
+async function podSource(config: PluginConfig, clock: Clock): Promise<PodSource> {
   const access = await loadKubeconfig(config.kubeconfigPath);
-  return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs });
+  return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs, clock });
 }
 
 interface FetchedPod {
@@ -260,10 +296,10 @@ interface FetchedPod {
   readonly namespaceLabels: Readonly<Record<string, string>>;
 }
 
-async function fetchPod(ctx: CommandContext, args: K8sArgs, withNamespace: boolean): Promise<FetchedPod | 'own-agent'> {
+async function fetchPod(ctx: AddContext, args: K8sArgs, withNamespace: boolean): Promise<FetchedPod | 'own-agent'> {
   let source: PodSource;
   try {
-    source = await podSource(ctx.config);
+    source = await podSource(ctx.config, ctx.clock);
   } catch (err) {
     if (isOwnAgent(ctx.config, args)) {
       ctx.log.info('no API access but this looks like our own agent pod, passing through', { pod: args.podName });
@@ -271,10 +307,10 @@ async function fetchPod(ctx: CommandContext, args: K8sArgs, withNamespace: boole
     }
     throw err;
   }
-  return withRetries(ctx, args, async () => {
+  return withRetries(ctx, args, async (signal) => {
     const [podInfo, ns] = await Promise.all([
-      source.getPod(args.podNamespace, args.podName),
-      withNamespace ? source.getNamespace(args.podNamespace) : undefined,
+      source.getPod(args.podNamespace, args.podName, signal),
+      withNamespace ? source.getNamespace(args.podNamespace, signal) : undefined,
     ]);
     return { podInfo, namespaceLabels: ns?.labels ?? {} };
   });
@@ -284,21 +320,32 @@ async function fetchPod(ctx: CommandContext, args: K8sArgs, withNamespace: boole
  * Istio's retry semantics for reading the pod: up to `pod_retrieval_max_retries` attempts,
  * `pod_retrieval_interval_ms` apart, whatever the error; while degraded, the agent's own pod is
  * let through. The last error is returned (11 try-again for an unreachable or failing API server).
+ * Attempts and waits stop when the ADD's budget is spent (AddTimeoutError naming the last error).
  */
-async function withRetries<T>(ctx: CommandContext, args: K8sArgs, fn: () => Promise<T>): Promise<T | 'own-agent'> {
+async function withRetries<T>(ctx: AddContext, args: K8sArgs, fn: (signal: AbortSignal) => Promise<T>): Promise<T | 'own-agent'> {
   const max = ctx.config.podRetrievalMaxRetries;
+  const { budget } = ctx;
   let last: unknown;
   for (let attempt = 1; attempt <= max; attempt++) {
+    if (budget.signal.aborted) throw new AddTimeoutError(ctx.config.addTimeoutMs, last);
+    ctx.log.debug('reading the pod from the API server', { attempt, of: max, budgetLeftMs: Math.round(budget.remainingMs()) });
     try {
-      return await fn();
+      return await fn(budget.signal);
     } catch (err) {
+      if (budget.signal.aborted) throw new AddTimeoutError(ctx.config.addTimeoutMs, last);
       last = err;
       ctx.log.debug('API request failed', { attempt, of: max, err: err instanceof Error ? err.message : String(err) });
       if (isOwnAgent(ctx.config, args)) {
         ctx.log.info('API server unavailable but this looks like our own agent pod, passing through', { pod: args.podName });
         return 'own-agent';
       }
-      if (attempt < max) await ctx.clock.sleep(ctx.config.podRetrievalIntervalMs);
+      if (attempt < max) {
+        try {
+          await ctx.clock.sleep(Math.min(ctx.config.podRetrievalIntervalMs, budget.remainingMs()), budget.signal);
+        } catch {
+          throw new AddTimeoutError(ctx.config.addTimeoutMs, last);
+        }
+      }
     }
   }
   throw last;

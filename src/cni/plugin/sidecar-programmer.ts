@@ -22,6 +22,8 @@ export interface SidecarProgramRequest {
   readonly podNamespace: string;
   readonly settings: SidecarRedirect;
   readonly enableIPv6: boolean;
+  /** Kills the iptables commands still running when it aborts (the ADD's budget). */
+  readonly signal?: AbortSignal;
 }
 
 /** What the plugin needs to put sidecar rules in place and take them away. */
@@ -92,7 +94,7 @@ export class IptablesSidecarProgrammer implements SidecarProgrammer {
       return;
     }
     await requireNetns(request.netns);
-    const applier = new IptablesApplier({ netnsPath: request.netns, log: this.#log });
+    const applier = new IptablesApplier({ netnsPath: request.netns, log: this.#log, ...(request.signal ? { signal: request.signal } : {}) });
     const report = await applier.apply(plan).catch(failed);
     this.#log.info('sidecar redirection programmed', {
       pod: `${request.podNamespace}/${request.podName}`,
