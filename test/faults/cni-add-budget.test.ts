@@ -21,7 +21,10 @@ import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { Secret } from '../../src/core/secret.js';
 import { DEFAULT_ADD_TIMEOUT_MS } from '../../src/cni/plugin/config.js';
 import { CNI_KUBECONFIG_FILE_NAME } from '../../src/protocol/cni-event.js';
+import { parsePluginConfig } from '../../src/cni/plugin/config.js';
 import { runPlugin } from '../../src/cni/plugin/plugin.js';
+import { loadInstallConfig } from '../../src/cni/install/config.js';
+import { Installer } from '../../src/cni/install/installer.js';
 import { execPlugin } from '../support/cni-runner.js';
 import { silentTlsMaterial, startHungServer, type HungServer, type TlsMaterial } from '../support/hung-server.js';
 import { Scratch } from '../support/scratch.js';
@@ -137,5 +140,17 @@ describe('fault: CNI ADD against an API server that never answers', () => {
     assert.equal(count('reading the pod from the API server'), 5);
     assert.equal(server.accepted, 5);
     await waitReal('every attempt closed its connection', () => server.openConnections === 0, false);
+  });
+
+  it('install-cni writes PLUGIN_ADD_TIMEOUT_MS into the entry as add_timeout_ms; unset, the plugin uses 30 s', () => {
+    const env = { KUBERNETES_SERVICE_HOST: '10.96.0.1', UNINSTALL_ON_EXIT: 'never' };
+    const entryFor = (extra: Record<string, string>) => new Installer(loadInstallConfig({ ...env, ...extra })).pluginEntry as Record<string, unknown>;
+    const set = entryFor({ PLUGIN_ADD_TIMEOUT_MS: '12000' });
+    assert.equal(set.add_timeout_ms, 12000);
+    assert.equal(parsePluginConfig({ ...set, cniVersion: '1.0.0' }, {}).addTimeoutMs, 12000);
+    const unset = entryFor({});
+    assert.equal('add_timeout_ms' in unset, false, 'the entry stays Istio-shaped when unset');
+    assert.equal(parsePluginConfig({ ...unset, cniVersion: '1.0.0' }, {}).addTimeoutMs, DEFAULT_ADD_TIMEOUT_MS);
+    assert.throws(() => loadInstallConfig({ ...env, PLUGIN_ADD_TIMEOUT_MS: '10' }), /PLUGIN_ADD_TIMEOUT_MS=10 is below the minimum 1000/);
   });
 });

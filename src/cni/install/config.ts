@@ -24,6 +24,7 @@ export const ENV = {
   servicePort: 'KUBERNETES_SERVICE_PORT',
   serviceProtocol: 'KUBERNETES_SERVICE_PROTOCOL',
   pluginLogLevel: 'PLUGIN_LOG_LEVEL',
+  pluginAddTimeoutMs: 'PLUGIN_ADD_TIMEOUT_MS',
   podNamespace: 'POD_NAMESPACE',
   podName: 'POD_NAME',
   nodeName: 'NODE_NAME',
@@ -69,6 +70,8 @@ export interface InstallConfig {
   readonly servicePort: string;
   readonly serviceProtocol: string;
   readonly pluginLogLevel: PluginLogLevel;
+  /** The plugin's ADD budget (`add_timeout_ms` in the entry); undefined: the plugin's default (30 s). */
+  readonly pluginAddTimeoutMs: number | undefined;
   readonly podNamespace: string;
   readonly podName: string | undefined;
   readonly nodeName: string | undefined;
@@ -143,6 +146,10 @@ export function loadInstallConfig(env: Readonly<Record<string, string | undefine
     servicePort: s('servicePort', '443'),
     serviceProtocol: s('serviceProtocol', 'https'),
     pluginLogLevel: r.oneOf(ENV.pluginLogLevel, PLUGIN_LEVELS, 'info', flags.pluginLogLevel),
+    pluginAddTimeoutMs:
+      r.raw(ENV.pluginAddTimeoutMs, flags.pluginAddTimeoutMs) === undefined
+        ? undefined
+        : r.int(ENV.pluginAddTimeoutMs, 0, { min: 1000, max: 600_000, explicit: flags.pluginAddTimeoutMs }),
     podNamespace: s('podNamespace', 'istio-system'),
     podName: r.optionalString(ENV.podName, flags.podName),
     nodeName: r.optionalString(ENV.nodeName, flags.nodeName),

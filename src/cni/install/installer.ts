@@ -181,6 +181,7 @@ export class Installer {
       excludeNamespaces: config.excludeNamespaces,
       nativeNftables: config.nativeNftables,
       enableAmbientDetectionRetry: false,
+      addTimeoutMs: config.pluginAddTimeoutMs,
     });
   }
 

@@ -24,6 +24,8 @@ export interface PluginEntryOptions {
   readonly excludeNamespaces: readonly string[];
   readonly nativeNftables: boolean;
   readonly enableAmbientDetectionRetry: boolean;
+  /** `add_timeout_ms` (ours; Istio's plugin ignores it): written only when set. */
+  readonly addTimeoutMs?: number | undefined;
 }
 
 /** The standalone plugin config (what Istio's istio-cni.conf holds). */
@@ -49,5 +51,6 @@ export function buildPluginEntry(options: PluginEntryOptions): JsonObject {
     pod_namespace: options.podNamespace,
     native_nftables: options.nativeNftables,
     enable_ambient_detection_retry: options.enableAmbientDetectionRetry,
+    ...(options.addTimeoutMs !== undefined ? { add_timeout_ms: options.addTimeoutMs } : {}),
   };
 }
