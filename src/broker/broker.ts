@@ -65,7 +65,12 @@ function ownTokenFetchers(config: BrokerConfig): { primary: TokenFetcher; fallba
   return file ? { primary, fallback: file } : { primary };
 }
 
-export async function startBroker(config: BrokerConfig): Promise<Broker> {
+export interface BrokerStartOptions {
+  /** Aborting it while the broker is still starting stops what started and rejects with its reason. */
+  readonly signal?: AbortSignal;
+}
+
+export async function startBroker(config: BrokerConfig, options: BrokerStartOptions = {}): Promise<Broker> {
   const clock = config.clock ?? systemClock;
   const rng = config.rng ?? systemRng;
   const logger = config.logger.child({ component: 'broker', node: config.nodeName });
@@ -199,8 +204,14 @@ export async function startBroker(config: BrokerConfig): Promise<Broker> {
     await ops?.close();
   };
 
+  const startSignal = options.signal;
+  const checkNotStopped = () => {
+    if (startSignal?.aborted) throw startSignal.reason;
+  };
   try {
-    await watch.start();
+    checkNotStopped();
+    await watch.start(startSignal);
+    checkNotStopped();
     registration = await startRegistrationServer({
       socketPath: config.cniEventSocketPath,
       pods,

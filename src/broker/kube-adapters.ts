@@ -197,10 +197,14 @@ export class NodePodWatch {
     return this.#errors;
   }
 
-  /** Starts; resolves after the first list, or after `syncTimeoutMs` with the informer retrying in the background. */
-  async start(): Promise<void> {
+  /**
+   * Starts; resolves after the first list, or after `syncTimeoutMs` with the informer retrying in
+   * the background, or at once when `signal` aborts (a stop during the start).
+   */
+  async start(signal?: AbortSignal): Promise<void> {
     this.#informer.start();
     const timeout = new AbortController();
+    signal?.addEventListener('abort', () => timeout.abort(), { once: true });
     const timer = this.#o.clock.sleep(this.#o.syncTimeoutMs ?? 10_000, timeout.signal).then(
       () => 'timeout' as const,
       () => 'cancelled' as const,
@@ -212,7 +216,7 @@ export class NodePodWatch {
     const outcome = await Promise.race([synced, timer]);
     timeout.abort();
     if (outcome === 'synced') this.#o.logger.info('node pod watch synced', { node: this.#o.nodeName, pods: this.#o.pods.size });
-    else this.#o.logger.warn('node pod watch not synced yet; continuing in the background', { node: this.#o.nodeName });
+    else if (!signal?.aborted) this.#o.logger.warn('node pod watch not synced yet; continuing in the background', { node: this.#o.nodeName });
   }
 
   async stop(deadlineMs?: number): Promise<void> {

@@ -12,7 +12,14 @@ export async function runBroker(flags: BrokerFlags): Promise<void> {
   const logger = createLogger({ level: parseLogLevel(process.env[ENV.LOG_LEVEL]) });
   const config = await readBrokerConfig({ flags, logger });
   const controller = signalController(logger, { hardExitAfterMs: config.shutdownGraceMs + HARD_EXIT_MARGIN_MS });
-  const broker = await startBroker(config);
+  let broker;
+  try {
+    broker = await startBroker(config, { signal: controller.signal });
+  } catch (err) {
+    if (!controller.signal.aborted) throw err;
+    logger.info('node broker stopped before it finished starting');
+    return;
+  }
   await aborted(controller.signal);
   await broker.stop();
 }

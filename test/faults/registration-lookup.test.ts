@@ -8,8 +8,6 @@
  */
 import assert from 'node:assert/strict';
 import { request, type ClientRequest } from 'node:http';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../src/core/log.js';
@@ -18,6 +16,7 @@ import { NodePods } from '../../src/broker/node-pods.js';
 import { startRegistrationServer, type RegistrationServer } from '../../src/broker/registration-server.js';
 import { createPod, kubeConfigFor, startCluster, type DevCluster } from '../support/cluster.js';
 import { eventually } from '../broker/support/eventually.js';
+import { Scratch } from '../support/scratch.js';
 
 const HANG_MS = 600_000;
 const ABANDONED = 20;
@@ -44,7 +43,7 @@ function register(socketPath: string, payload: string): { req: ClientRequest; an
 
 describe('fault: registration pod lookup against a hung API server', () => {
   let dc: DevCluster;
-  let dir: string;
+  const dir = Scratch.forFile('fault-reg-').dir;
   const servers: RegistrationServer[] = [];
 
   const startServer = async (name: string, lookupTimeoutMs: number): Promise<string> => {
@@ -58,14 +57,12 @@ describe('fault: registration pod lookup against a hung API server', () => {
 
   before(async () => {
     dc = await startCluster({ simulateKubelet: false });
-    dir = await mkdtemp(join(tmpdir(), 'fault-reg-'));
     await createPod(dc, { namespace: 'shop', name: 'web-0', nodeName: 'node-1' });
   });
 
   after(async () => {
     for (const s of servers) await s.close();
     await dc?.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   it('answers 503 "timed out" at the lookup deadline and closes the API connection', { timeout: 30_000 }, async () => {

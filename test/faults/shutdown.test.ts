@@ -59,30 +59,56 @@ describe('fault: SIGTERM with a hung dependency', () => {
     return { server, rootFile };
   };
 
+  /** `certbroker broker` for the stack's broker pod, with the CA at `caAddress`. */
+  const brokerProcess = async (name: string, caAddress: string, rootFile: string): Promise<CliProcess> => {
+    const kubeconfig = join(dir, `broker-${name}.kubeconfig`);
+    await stack.dc.writeKubeconfig(kubeconfig, { token: stack.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
+    return new CliProcess(['broker'], {
+      LOG_LEVEL: 'info',
+      NODE_NAME: NODE,
+      POD_NAME: stack.brokerPod.name,
+      POD_NAMESPACE: stack.brokerPod.namespace,
+      POD_UID: stack.brokerPod.uid,
+      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
+      TRUST_DOMAIN: TD,
+      CA_ADDRESS: caAddress,
+      CA_TLS_SERVER_NAME: 'localhost',
+      CA_ROOT_CERT_FILE: rootFile,
+      KUBECONFIG: kubeconfig,
+      SPIFFE_BROKER_SOCKET: `unix://${join(dir, `broker-${name}`, 'broker.sock')}`,
+      CNI_EVENT_SOCKET: join(dir, `broker-${name}`, 'pluginevent.sock'),
+      BROKER_OPS_ADDRESS: 'off',
+      BROKER_SHUTDOWN_GRACE_SECONDS: '2',
+    });
+  };
+
+  it('broker: exits 0 on SIGTERM while the API server hangs during its start', { timeout: 90_000 }, async () => {
+    const rootFile = join(dir, 'stack-ca-root.pem');
+    await writeFile(rootFile, stack.ca.rootsPem());
+    const baseline = stack.dc.openConnections;
+    stack.dc.faults.setLatency(HANG_MS);
+    const broker = await brokerProcess('hung-api', `127.0.0.1:${stack.caPort}`, rootFile);
+    try {
+      // Its TokenRequest and its first pod list wait on the API server.
+      await until('the broker waiting on the API server', () => stack.dc.openConnections >= baseline + 2);
+      broker.child.kill('SIGTERM');
+      const exit = await broker.exit(EXIT_BOUND_MS);
+      assert.ok(exit, `still running ${EXIT_BOUND_MS} ms after SIGTERM:\n${broker.tail()}`);
+      assert.deepEqual(exit, { code: 0, signal: null }, broker.tail());
+      assert.ok(broker.hasLog('node broker stopped before it finished starting'), broker.tail());
+      assert.ok(!broker.hasLog('shutdown did not finish within its grace period; exiting now'), 'ended by itself, not by the hard exit');
+    } finally {
+      stack.dc.faults.clear();
+      broker.kill();
+    }
+  });
+
   for (const kind of ['tcp', 'tls'] as const) {
     const what = kind === 'tcp' ? 'a CA that accepts and never answers' : 'a CA that completes TLS and goes silent';
 
     it(`broker: exits 0 on SIGTERM against ${what}`, { timeout: 90_000 }, async () => {
       const { server, rootFile } = await hungCa(kind);
-      const kubeconfig = join(dir, `broker-${kind}.kubeconfig`);
-      await stack.dc.writeKubeconfig(kubeconfig, { token: stack.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
-      const broker = new CliProcess(['broker'], {
-        LOG_LEVEL: 'info',
-        NODE_NAME: NODE,
-        POD_NAME: stack.brokerPod.name,
-        POD_NAMESPACE: stack.brokerPod.namespace,
-        POD_UID: stack.brokerPod.uid,
-        SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
-        TRUST_DOMAIN: TD,
-        CA_ADDRESS: server.address,
-        CA_TLS_SERVER_NAME: 'localhost',
-        CA_ROOT_CERT_FILE: rootFile,
-        KUBECONFIG: kubeconfig,
-        SPIFFE_BROKER_SOCKET: `unix://${join(dir, `broker-${kind}`, 'broker.sock')}`,
-        CNI_EVENT_SOCKET: join(dir, `broker-${kind}`, 'pluginevent.sock'),
-        BROKER_OPS_ADDRESS: 'off',
-        BROKER_SHUTDOWN_GRACE_SECONDS: '2',
-      });
+      const broker = await brokerProcess(kind, server.address, rootFile);
       try {
         await broker.waitForLog('node broker started');
         // The own-SVID fetch has reached the hung CA.
