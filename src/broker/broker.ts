@@ -78,7 +78,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   let registration: RegistrationServer | undefined;
   let api: BrokerApiServer | undefined;
   let ops: OpsServer | undefined;
-  const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem);
+  const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, { logger });
   let certsRef: CertManager | undefined;
   let ownSvidRef: (() => OwnSvid) | undefined;
   const metrics = new BrokerMetrics(
@@ -106,21 +106,24 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const workloadCa = new IstioCaClient({ ...caBase, impersonate: true });
   const ownCa = new IstioCaClient({ ...caBase, impersonate: false });
 
-  const onCert = { fetchSucceeded: (_id: string, cert: { rootsDer: readonly Buffer[] }) => void bundle.update(cert.rootsDer) };
   const certs = new CertManager({
     ca: workloadCa,
     clock,
     rng,
+    logger,
     maxConcurrentFetches: config.maxConcurrentFetches,
     forgetGraceMs: config.forgetGraceMs,
-    observer: metrics.certObserver({
-      ...onCert,
-      fetchFailed: (identity, err, _ms, next) =>
-        logger.warn('certificate fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
-      expired: (_identity, cert) => logger.warn('certificate expired; not served until renewed', describeCert(cert)),
-    }),
+    observer: [
+      metrics.certObserver(),
+      {
+        fetchFailed: (identity, err, _ms, next) =>
+          logger.warn('certificate fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
+        expired: (_identity, cert) => logger.warn('certificate expired; not served until renewed', describeCert(cert)),
+      },
+    ],
   });
   certsRef = certs;
+  bundle.follow(certs);
 
   // Own SVID: its own manager entry (no impersonation), rotated like any other.
   const ownIdentity = kubernetesIdentity(config.trustDomain, config.pod.namespace, config.pod.serviceAccount);
@@ -128,13 +131,14 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     ca: ownCa,
     clock,
     rng,
+    logger,
     maxConcurrentFetches: 1,
     observer: {
-      ...onCert,
       fetchFailed: (identity, err, _ms, next) =>
         logger.warn('own SVID fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
     },
   });
+  bundle.follow(ownCerts);
   const ownSvid = (): OwnSvid => ownSvidOf(ownCerts.status(ownIdentity), clock.now());
   ownSvidRef = ownSvid;
   // The Broker API serves while it has a valid own SVID (whichever comes first: the SVID or the

@@ -3,45 +3,41 @@
  * refreshed at half-life, retried with per-identity backoff, forgotten when its last pod has
  * been gone for a grace period. In the spirit of ztunnel's `identity/manager.rs`:
  *
- * - states pending | ready | failed | expired (failed may still hold a valid certificate, which
- *   keeps being served; expired: the certificate held passed its notAfter and was dropped, none
- *   valid since — nothing expired is ever handed out);
- * - retries follow `retryDelay` (refresh-policy.ts): never past the held certificate's notAfter,
- *   with a ceiling that shrinks as it nears, and short while none is valid;
- * - a keyed priority queue (realtime > warmup > background) feeds at most `maxConcurrentFetches`
- *   CA calls; a key is queued or in flight at most once, so duplicate requests share one call;
- * - every timer goes through the injected `Clock`, every random choice through the injected `Rng`.
+ * - each entry's certificate is a `CertState` (cert-state.ts): pending | ready(cert) |
+ *   failed(error, kept) | expired(at); a still-valid kept certificate keeps being served, and
+ *   an expiry timer drops it at notAfter, so nothing expired is ever handed out;
+ * - retries follow `retryDelay` (refresh-policy.ts); a keyed priority queue (realtime > warmup >
+ *   background) feeds at most `maxConcurrentFetches` CA calls, one per identity at a time;
+ * - listeners and observers (cert-events.ts) are called guarded: a throw is logged, nothing stops;
+ * - timers go through the injected `Clock`, random choices through the injected `Rng`.
  *
  * Plain TypeScript: no gRPC, Kubernetes or filesystem code.
  */
 import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { silentLogger, type Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
-import { BrokerError, isAbortError } from './errors.js';
-import { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
+import { newEntry, type Entry } from './cert-entry.js';
+import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
+import {
+  certExpired,
+  failuresOf,
+  fetchFailed,
+  heldCert,
+  identityStatus,
+  succeeded,
+  type CertStateName,
+  type IdentityStatus,
+} from './cert-state.js';
+import { BrokerError } from './errors.js';
+import { guard, Listeners } from './listeners.js';
+import { FetchSlots } from './fetch-slots.js';
+import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
 import { DEFAULT_REFRESH_POLICY, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
-import { Waiters } from './waiters.js';
-import { isUsable, type CaClient, type WorkloadCert } from './workload-cert.js';
+import { fetchOnce, isUsable, type CaClient, type FetchOutcome, type WorkloadCert } from './workload-cert.js';
 
-export type CertState = 'pending' | 'ready' | 'failed' | 'expired';
-
-export type CertEvent =
-  | { readonly type: 'updated'; readonly cert: WorkloadCert }
-  | { readonly type: 'forgotten' };
-
-export type CertListener = (event: CertEvent) => void;
-
-/** Hooks for metrics and logs; all optional. */
-export interface CertManagerObserver {
-  fetchStarted?(identity: string, priority: FetchPriority): void;
-  fetchSucceeded?(identity: string, cert: WorkloadCert, durationMs: number): void;
-  fetchFailed?(identity: string, err: unknown, durationMs: number, nextAttemptInMs: number): void;
-  /** First certificate for an identity since it was first retained (registration -> ready). */
-  firstReady?(identity: string, sinceRetainedMs: number): void;
-  /** The certificate held reached its notAfter with no newer one: it was dropped (state `expired`). */
-  expired?(identity: string, cert: WorkloadCert): void;
-  forgotten?(identity: string): void;
-}
+export type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
+export type { CertState, CertStateName, IdentityStatus } from './cert-state.js';
 
 export interface CertManagerOptions {
   readonly ca: CaClient;
@@ -52,92 +48,53 @@ export interface CertManagerOptions {
   /** How long an identity outlives its last pod. Default 30 000. */
   readonly forgetGraceMs?: number;
   readonly policy?: RefreshPolicy;
-  readonly observer?: CertManagerObserver;
-}
-
-export interface IdentityStatus {
-  readonly identity: string;
-  readonly state: CertState;
-  readonly serial: string | undefined;
-  readonly notBefore: number | undefined;
-  readonly notAfter: number | undefined;
-  /** In state `expired`: the notAfter of the certificate that expired (ms since epoch). */
-  readonly expiredAt: number | undefined;
-  /** When the next refresh or retry is due (ms since epoch), if one is armed. */
-  readonly nextAttemptAt: number | undefined;
-  readonly holders: readonly string[];
-  readonly consecutiveFailures: number;
-  readonly lastError: string | undefined;
-}
-
-interface Entry {
-  readonly identity: string;
-  readonly holders: Set<string>;
-  readonly listeners: Set<CertListener>;
-  readonly waiters: Waiters<WorkloadCert>;
-  state: CertState;
-  cert: WorkloadCert | undefined;
-  lastError: unknown;
-  consecutiveFailures: number;
-  /** Priority to use for the next queued fetch (upgraded by waiters). */
-  wanted: FetchPriority;
-  inFlight: AbortController | undefined;
-  /** The armed refresh or backoff timer. */
-  timer: AbortController | undefined;
-  timerDue: number | undefined;
-  /** Fires at the held certificate's notAfter and drops it. */
-  expiry: AbortController | undefined;
-  /** notAfter of the last certificate that expired without a successor. */
-  expiredAt: number | undefined;
-  grace: AbortController | undefined;
-  /** When the entry was created, until its first certificate arrives. */
-  retainedAt: number | undefined;
+  /** One observer or several (each called on its own: metrics, logs). */
+  readonly observer?: CertManagerObserver | readonly CertManagerObserver[];
+  /** Where a throwing listener or observer is reported. Default: silent. */
+  readonly logger?: Logger;
 }
 
 export class CertManager {
   readonly #ca: CaClient;
   readonly #clock: Clock;
   readonly #rng: Rng;
-  readonly #max: number;
   readonly #graceMs: number;
   readonly #policy: RefreshPolicy;
-  readonly #observer: CertManagerObserver;
+  readonly #observers: readonly CertManagerObserver[];
+  readonly #logger: Logger;
   readonly #entries = new Map<string, Entry>();
-  readonly #queue = new KeyedPriorityQueue<string>();
-  #inFlight = 0;
-  #peakInFlight = 0;
-  #caCalls = 0;
+  readonly #slots: FetchSlots<string>;
+  readonly #all: Listeners<{ readonly identity: string; readonly event: CertEvent }>;
   #stopped = false;
 
   constructor(options: CertManagerOptions) {
-    this.#ca = options.ca;
-    this.#clock = options.clock;
-    this.#rng = options.rng;
-    this.#max = options.maxConcurrentFetches ?? 8;
+    ({ ca: this.#ca, clock: this.#clock, rng: this.#rng } = options);
+    this.#slots = new FetchSlots(options.maxConcurrentFetches ?? 8);
     this.#graceMs = options.forgetGraceMs ?? 30_000;
     this.#policy = options.policy ?? DEFAULT_REFRESH_POLICY;
-    this.#observer = options.observer ?? {};
-    if (!Number.isInteger(this.#max) || this.#max < 1) throw new RangeError(`maxConcurrentFetches must be >= 1, got ${this.#max}`);
+    this.#observers = ([] as readonly CertManagerObserver[]).concat(options.observer ?? []);
+    this.#logger = options.logger ?? silentLogger;
+    this.#all = new Listeners((err) => this.#threw('subscribeAll listener', undefined, err));
   }
 
   /** CA calls currently running. */
   get inFlight(): number {
-    return this.#inFlight;
+    return this.#slots.running;
   }
 
   /** Highest number of simultaneous CA calls seen. */
   get peakInFlight(): number {
-    return this.#peakInFlight;
+    return this.#slots.peak;
   }
 
   /** CA calls started so far. */
   get caCalls(): number {
-    return this.#caCalls;
+    return this.#slots.started;
   }
 
   /** Identities waiting for a CA slot. */
   get queued(): number {
-    return this.#queue.size;
+    return this.#slots.queued;
   }
 
   get size(): number {
@@ -156,51 +113,27 @@ export class CertManager {
     this.#assertRunning();
     let entry = this.#entries.get(identity);
     if (!entry) {
-      entry = {
-        identity,
-        holders: new Set(),
-        listeners: new Set(),
-        waiters: new Waiters(),
-        state: 'pending',
-        cert: undefined,
-        lastError: undefined,
-        consecutiveFailures: 0,
-        wanted: priority,
-        inFlight: undefined,
-        timer: undefined,
-        timerDue: undefined,
-        expiry: undefined,
-        expiredAt: undefined,
-        grace: undefined,
-        retainedAt: this.#clock.now(),
-      };
+      entry = newEntry({ identity, wanted: priority, clock: this.#clock, onThrow: (err) => this.#threw('subscribe listener', identity, err) });
       this.#entries.set(identity, entry);
     }
     entry.holders.add(holder);
-    if (entry.grace) {
-      entry.grace.abort();
-      entry.grace = undefined;
-    }
-    if (entry.cert === undefined) this.#want(entry, priority);
+    entry.grace.cancel();
+    if (heldCert(entry.state) === undefined) this.#want(entry, priority);
   }
 
   /** `holder` no longer needs `identity`; once no holder is left for the grace period, it is forgotten. */
   release(identity: string, holder: string): void {
     const entry = this.#entries.get(identity);
-    if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace) return;
-    const grace = new AbortController();
-    entry.grace = grace;
-    this.#clock.sleep(this.#graceMs, grace.signal).then(
-      () => {
-        if (entry.grace === grace && entry.holders.size === 0) this.#forget(entry);
-      },
-      () => undefined,
-    );
+    if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace.armed) return;
+    entry.grace.arm(this.#graceMs, () => {
+      if (entry.holders.size === 0) this.#forget(entry);
+    });
   }
 
   /** The certificate to serve now for `identity`, if any is still valid (also while a refresh is failing). */
   current(identity: string): WorkloadCert | undefined {
-    const cert = this.#entries.get(identity)?.cert;
+    const entry = this.#entries.get(identity);
+    const cert = entry && heldCert(entry.state);
     return isUsable(cert, this.#clock.now()) ? cert : undefined;
   }
 
@@ -228,11 +161,19 @@ export class CertManager {
   subscribe(identity: string, listener: CertListener): () => void {
     const entry = this.#entries.get(identity);
     if (!entry) {
-      listener({ type: 'forgotten' });
+      guard(() => listener({ type: 'forgotten' }), (err) => this.#threw('subscribe listener', identity, err));
       return () => undefined;
     }
-    entry.listeners.add(listener);
-    return () => entry.listeners.delete(listener);
+    return entry.listeners.add(listener);
+  }
+
+  /**
+   * Calls `listener` on every new certificate of every identity, and when one is forgotten. A
+   * new certificate reaches these listeners before its waiters and per-identity subscribers, so
+   * what they maintain (the trust bundle from the CA's roots) is current when those act.
+   */
+  subscribeAll(listener: AllCertsListener): () => void {
+    return this.#all.add(({ identity, event }) => listener(identity, event));
   }
 
   status(identity: string): IdentityStatus | undefined {
@@ -245,9 +186,9 @@ export class CertManager {
   }
 
   /** Counts of identities by state (for `pod_certificate_states`-style metrics). */
-  countByState(): Record<CertState, number> {
-    const out: Record<CertState, number> = { pending: 0, ready: 0, failed: 0, expired: 0 };
-    for (const e of this.#entries.values()) out[e.state]++;
+  countByState(): Record<CertStateName, number> {
+    const out: Record<CertStateName, number> = { pending: 0, ready: 0, failed: 0, expired: 0 };
+    for (const e of this.#entries.values()) out[e.state.kind]++;
     return out;
   }
 
@@ -256,9 +197,7 @@ export class CertManager {
     if (this.#stopped) return;
     this.#stopped = true;
     for (const entry of this.#entries.values()) {
-      entry.grace?.abort();
-      entry.timer?.abort();
-      entry.expiry?.abort();
+      this.#cancelTimers(entry);
       entry.inFlight?.abort();
       entry.waiters.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
     }
@@ -266,18 +205,7 @@ export class CertManager {
   }
 
   #statusOf(e: Entry): IdentityStatus {
-    return {
-      identity: e.identity,
-      state: e.state,
-      serial: e.cert?.serial,
-      notBefore: e.cert?.notBefore,
-      notAfter: e.cert?.notAfter,
-      expiredAt: e.cert === undefined ? e.expiredAt : undefined,
-      nextAttemptAt: e.timerDue,
-      holders: [...e.holders],
-      consecutiveFailures: e.consecutiveFailures,
-      lastError: e.lastError === undefined ? undefined : describeError(e.lastError),
-    };
+    return identityStatus(e.identity, e.state, { holders: [...e.holders], nextAttemptAt: e.next.due });
   }
 
   #assertRunning(): void {
@@ -292,28 +220,23 @@ export class CertManager {
   #want(entry: Entry, priority: FetchPriority): void {
     if (isMoreUrgent(priority, entry.wanted)) entry.wanted = priority;
     if (entry.inFlight) return;
-    if (this.#queue.has(entry.identity)) {
-      this.#queue.push(entry.identity, entry.wanted);
+    if (this.#slots.has(entry.identity)) {
+      this.#slots.push(entry.identity, entry.wanted);
       return;
     }
-    const backingOff = entry.timer !== undefined && entry.consecutiveFailures > 0;
+    const backingOff = entry.next.armed && failuresOf(entry.state) > 0;
     if (backingOff) return;
-    if (entry.timer) {
-      // A refresh timer is armed but someone needs the certificate now (it expired or is missing).
-      entry.timer.abort();
-      entry.timer = undefined;
-      entry.timerDue = undefined;
-    }
-    this.#queue.push(entry.identity, entry.wanted);
+    // A refresh timer may be armed, but someone needs the certificate now (it expired or is missing).
+    entry.next.cancel();
+    this.#slots.push(entry.identity, entry.wanted);
     this.#pump();
   }
 
   #pump(): void {
-    while (!this.#stopped && this.#inFlight < this.#max) {
-      const identity = this.#queue.pop();
-      if (identity === undefined) return;
-      const entry = this.#entries.get(identity);
-      if (entry) void this.#fetch(entry);
+    while (!this.#stopped) {
+      const entry = this.#slots.take((identity) => this.#entries.get(identity));
+      if (entry === undefined) return;
+      void this.#fetch(entry);
     }
   }
 
@@ -321,67 +244,52 @@ export class CertManager {
     const ac = new AbortController();
     const priority = entry.wanted;
     entry.inFlight = ac;
-    this.#inFlight++;
-    this.#caCalls++;
-    if (this.#inFlight > this.#peakInFlight) this.#peakInFlight = this.#inFlight;
-    this.#observer.fetchStarted?.(entry.identity, priority);
+    this.#notify('fetchStarted', entry.identity, (o) => o.fetchStarted?.(entry.identity, priority));
     const started = this.#clock.now();
-    let cert: WorkloadCert | undefined;
-    let failure: unknown;
+    let outcome: FetchOutcome;
     try {
-      const answer = await this.#ca.fetchCertificate(entry.identity, ac.signal);
-      if (this.#clock.now() < answer.notAfter) cert = answer;
-      else {
-        // A CA with a clock far behind ours (or a replayed answer): never hand this out.
-        failure = new BrokerError(
-          'ERR_CA_BAD_RESPONSE',
-          `CA returned a certificate for ${entry.identity} that expired at ${new Date(answer.notAfter).toISOString()}`,
-          { status: 'unavailable', publicMessage: 'CA returned an expired certificate' },
-        );
-      }
-    } catch (err) {
-      failure = err ?? new Error('CA call failed');
+      outcome = await fetchOnce(this.#ca, entry.identity, ac.signal, () => this.#clock.now());
     } finally {
-      this.#inFlight--;
+      this.#slots.release();
       if (entry.inFlight === ac) entry.inFlight = undefined;
     }
-    const live = this.#entries.get(entry.identity) === entry && !ac.signal.aborted;
-    if (live) {
-      const durationMs = this.#clock.now() - started;
-      if (cert) this.#onSuccess(entry, cert, durationMs);
-      else this.#onFailure(entry, failure, durationMs);
+    try {
+      if (this.#entries.get(entry.identity) === entry && !ac.signal.aborted) {
+        const durationMs = this.#clock.now() - started;
+        if ('cert' in outcome) this.#onSuccess(entry, outcome.cert, durationMs);
+        else this.#onFailure(entry, outcome.failure, durationMs);
+      }
+    } finally {
+      this.#pump();
     }
-    this.#pump();
   }
 
   #onSuccess(entry: Entry, cert: WorkloadCert, durationMs: number): void {
     const now = this.#clock.now();
-    entry.cert = cert;
-    entry.state = 'ready';
-    entry.expiredAt = undefined;
+    const { identity } = entry;
+    entry.state = succeeded(cert);
     this.#armExpiry(entry, cert);
-    entry.lastError = undefined;
-    entry.consecutiveFailures = 0;
     entry.wanted = 'background';
-    this.#observer.fetchSucceeded?.(entry.identity, cert, durationMs);
-    if (entry.retainedAt !== undefined) {
-      this.#observer.firstReady?.(entry.identity, now - entry.retainedAt);
+    this.#all.emit({ identity, event: { type: 'updated', cert } });
+    this.#notify('fetchSucceeded', identity, (o) => o.fetchSucceeded?.(identity, cert, durationMs));
+    const retainedAt = entry.retainedAt;
+    if (retainedAt !== undefined) {
       entry.retainedAt = undefined;
+      this.#notify('firstReady', identity, (o) => o.firstReady?.(identity, now - retainedAt));
     }
     this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
     entry.waiters.resolveAll(cert);
-    for (const l of [...entry.listeners]) l({ type: 'updated', cert });
+    entry.listeners.emit({ type: 'updated', cert });
   }
 
   #onFailure(entry: Entry, err: unknown, durationMs: number): void {
     const now = this.#clock.now();
-    const keep = isUsable(entry.cert, now);
-    if (!keep && entry.cert) this.#expire(entry, entry.cert);
-    const delay = retryDelay(entry.consecutiveFailures, keep ? entry.cert : undefined, now, this.#rng, this.#policy);
-    entry.consecutiveFailures++;
-    entry.lastError = err;
-    entry.state = !keep && entry.expiredAt !== undefined ? 'expired' : 'failed';
-    this.#observer.fetchFailed?.(entry.identity, err, durationMs, delay);
+    const held = heldCert(entry.state);
+    const keep = isUsable(held, now);
+    if (!keep && held) this.#expire(entry, held);
+    const delay = retryDelay(failuresOf(entry.state), keep ? held : undefined, now, this.#rng, this.#policy);
+    entry.state = fetchFailed(entry.state, err, keep);
+    this.#notify('fetchFailed', entry.identity, (o) => o.fetchFailed?.(entry.identity, err, durationMs, delay));
     if (!keep) {
       entry.waiters.rejectAll(
         new BrokerError('ERR_CERT_UNAVAILABLE', `no certificate for ${entry.identity}: ${describeError(err)}`, {
@@ -398,71 +306,61 @@ export class CertManager {
 
   /** Arms the entry's single refresh/retry timer: after `delayMs`, queue a fetch at `priority`. */
   #arm(entry: Entry, delayMs: number, priority: FetchPriority): void {
-    entry.timer?.abort();
-    const timer = new AbortController();
-    entry.timer = timer;
-    const delay = Math.max(0, delayMs);
-    entry.timerDue = this.#clock.now() + delay;
-    this.#clock.sleep(delay, timer.signal).then(
-      () => {
-        if (entry.timer !== timer || this.#entries.get(entry.identity) !== entry) return;
-        entry.timer = undefined;
-        entry.timerDue = undefined;
-        // Whoever asked meanwhile (a waiter, a new pod) may need it sooner than the timer's priority.
-        const wanted = entry.waiters.size > 0 ? 'realtime' : entry.wanted;
-        entry.wanted = isMoreUrgent(wanted, priority) ? wanted : priority;
-        this.#queue.push(entry.identity, entry.wanted);
-        this.#pump();
-      },
-      (err: unknown) => {
-        if (!isAbortError(err) && !timer.signal.aborted) throw err;
-      },
-    );
+    entry.next.arm(delayMs, () => {
+      if (this.#entries.get(entry.identity) !== entry) return;
+      // Whoever asked meanwhile (a waiter, a new pod) may need it sooner than the timer's priority.
+      const wanted = entry.waiters.size > 0 ? 'realtime' : entry.wanted;
+      entry.wanted = isMoreUrgent(wanted, priority) ? wanted : priority;
+      this.#slots.push(entry.identity, entry.wanted);
+      this.#pump();
+    });
   }
 
   /** Arms the entry's expiry timer for `cert` (replacing the previous certificate's). */
   #armExpiry(entry: Entry, cert: WorkloadCert): void {
-    entry.expiry?.abort();
-    const expiry = new AbortController();
-    entry.expiry = expiry;
-    this.#clock.sleep(Math.max(0, cert.notAfter - this.#clock.now()), expiry.signal).then(
-      () => {
-        if (entry.expiry !== expiry || this.#entries.get(entry.identity) !== entry || entry.cert !== cert) return;
-        this.#expire(entry, cert);
-        // A refresh armed past notAfter (a certificate shorter than the refresh floor) runs now;
-        // a backoff in progress already ends at notAfter at the latest (retryDelay).
-        this.#want(entry, 'warmup');
-      },
-      (err: unknown) => {
-        if (!isAbortError(err) && !expiry.signal.aborted) throw err;
-      },
-    );
+    entry.expiry.arm(cert.notAfter - this.#clock.now(), () => {
+      if (this.#entries.get(entry.identity) !== entry || heldCert(entry.state) !== cert) return;
+      this.#expire(entry, cert);
+      // A refresh armed past notAfter (a certificate shorter than the refresh floor) runs now;
+      // a backoff in progress already ends at notAfter at the latest (retryDelay).
+      this.#want(entry, 'warmup');
+    });
   }
 
   /** Drops `cert`, which reached its notAfter: the entry holds nothing valid until the next success. */
   #expire(entry: Entry, cert: WorkloadCert): void {
-    if (entry.cert !== cert) return;
-    entry.cert = undefined;
-    entry.expiredAt = cert.notAfter;
-    entry.state = 'expired';
-    if (entry.expiry) {
-      entry.expiry.abort();
-      entry.expiry = undefined;
-    }
-    this.#observer.expired?.(entry.identity, cert);
+    if (heldCert(entry.state) !== cert) return;
+    entry.state = certExpired(entry.state, cert);
+    entry.expiry.cancel();
+    this.#notify('expired', entry.identity, (o) => o.expired?.(entry.identity, cert));
   }
 
   #forget(entry: Entry): void {
-    if (this.#entries.get(entry.identity) !== entry) return;
-    this.#entries.delete(entry.identity);
-    this.#queue.delete(entry.identity);
+    const { identity } = entry;
+    if (this.#entries.get(identity) !== entry) return;
+    this.#entries.delete(identity);
+    this.#slots.delete(identity);
     entry.inFlight?.abort();
-    entry.timer?.abort();
-    entry.expiry?.abort();
-    entry.grace = undefined;
-    entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${entry.identity} was forgotten`, { status: 'not-found' }));
-    for (const l of [...entry.listeners]) l({ type: 'forgotten' });
+    this.#cancelTimers(entry);
+    entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
+    entry.listeners.emit({ type: 'forgotten' });
     entry.listeners.clear();
-    this.#observer.forgotten?.(entry.identity);
+    this.#all.emit({ identity, event: { type: 'forgotten' } });
+    this.#notify('forgotten', identity, (o) => o.forgotten?.(identity));
+  }
+
+  #cancelTimers(entry: Entry): void {
+    entry.grace.cancel();
+    entry.next.cancel();
+    entry.expiry.cancel();
+  }
+
+  /** Calls `hook` on every observer, each guarded. */
+  #notify(hook: keyof CertManagerObserver, identity: string, call: (observer: CertManagerObserver) => void): void {
+    for (const observer of this.#observers) guard(() => call(observer), (err) => this.#threw(`observer ${hook}`, identity, err));
+  }
+
+  #threw(subscriber: string, identity: string | undefined, err: unknown): void {
+    this.#logger.error('certificate manager subscriber threw; ignored', { subscriber, identity, err: describeError(err) });
   }
 }

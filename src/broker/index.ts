@@ -14,7 +14,16 @@
  */
 export { startBroker, type Broker } from './broker.js';
 export { readBrokerConfig, defaultAllowedCallers, unixSocketPath, ENV, DEFAULTS, type BrokerConfig, type BrokerFlags } from './config.js';
-export { CertManager, type CertState, type CertEvent, type IdentityStatus, type CertManagerObserver } from './cert-manager.js';
+export {
+  CertManager,
+  type AllCertsListener,
+  type CertEvent,
+  type CertListener,
+  type CertManagerObserver,
+  type CertState,
+  type CertStateName,
+  type IdentityStatus,
+} from './cert-manager.js';
 export { refreshAt, backoff, backoffCeiling, retryDelay, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './refresh-policy.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
 export { KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';

@@ -137,23 +137,16 @@ export class BrokerMetrics {
     });
   }
 
-  certObserver(extra: CertManagerObserver = {}): CertManagerObserver {
+  /** The certificate manager's metrics: fetch latency by outcome, CA errors by code, registration -> ready. */
+  certObserver(): CertManagerObserver {
     return {
-      ...extra,
-      fetchSucceeded: (identity, cert, ms) => {
-        this.fetchSeconds.observe({ outcome: 'success' }, ms / 1000);
-        extra.fetchSucceeded?.(identity, cert, ms);
-      },
-      fetchFailed: (identity, err, ms, next) => {
+      fetchSucceeded: (_identity, _cert, ms) => this.fetchSeconds.observe({ outcome: 'success' }, ms / 1000),
+      fetchFailed: (_identity, err, ms) => {
         this.fetchSeconds.observe({ outcome: 'failure' }, ms / 1000);
         const code = err instanceof CaCallError ? err.grpcCode : err instanceof BrokerError ? err.code : 'UNKNOWN';
         this.caErrors.inc({ code });
-        extra.fetchFailed?.(identity, err, ms, next);
       },
-      firstReady: (identity, ms) => {
-        this.registrationToReadySeconds.observe(ms / 1000);
-        extra.firstReady?.(identity, ms);
-      },
+      firstReady: (_identity, ms) => this.registrationToReadySeconds.observe(ms / 1000),
     };
   }
 

@@ -1,32 +1,49 @@
 /**
  * The trust bundle the broker hands out: the DER roots of its trust domain. Starts from the
- * configured mesh roots and follows the roots the CA sends with each certificate, so a root
- * rotation at the CA reaches every consumer.
+ * configured mesh roots and follows the roots the CA sends with each certificate (`follow`, on
+ * the certificate managers' `subscribeAll` event), so a root rotation at the CA reaches every
+ * consumer. Listeners are called guarded: one that throws is logged and the others still hear
+ * of the change.
  */
 import { X509Certificate } from 'node:crypto';
-import { parsePem } from '../pki/pem.js';
-import { certificateToPem } from '../pki/pem.js';
+import { describeError } from '../core/errors.js';
+import { silentLogger, type Logger } from '../core/log.js';
+import { certificateToPem, parsePem } from '../pki/pem.js';
+import type { AllCertsListener } from './cert-events.js';
+import { Listeners } from './listeners.js';
 
 export type BundleListener = (rootsDer: readonly Buffer[]) => void;
+
+/** Where new certificates come from: a certificate manager. */
+export interface CertificateSource {
+  subscribeAll(listener: AllCertsListener): () => void;
+}
+
+export interface TrustBundleOptions {
+  /** Where a throwing listener is reported. Default: silent. */
+  readonly logger?: Logger;
+}
 
 export class TrustBundle {
   readonly trustDomain: string;
   #roots: readonly Buffer[];
   #version = 0;
-  readonly #listeners = new Set<BundleListener>();
+  readonly #listeners: Listeners<readonly Buffer[]>;
 
-  constructor(trustDomain: string, initialRootsDer: readonly Buffer[]) {
+  constructor(trustDomain: string, initialRootsDer: readonly Buffer[], options: TrustBundleOptions = {}) {
     this.trustDomain = trustDomain;
     this.#roots = dedupe(initialRootsDer);
+    const logger = options.logger ?? silentLogger;
+    this.#listeners = new Listeners((err) => logger.error('trust bundle listener threw; ignored', { err: describeError(err) }));
   }
 
-  static fromPem(trustDomain: string, pem: string): TrustBundle {
+  static fromPem(trustDomain: string, pem: string, options: TrustBundleOptions = {}): TrustBundle {
     const roots = parsePem(pem)
       .filter((b) => b.type === 'CERTIFICATE')
       .map((b) => Buffer.from(b.der));
     if (roots.length === 0) throw new Error('trust bundle PEM holds no CERTIFICATE');
     for (const r of roots) new X509Certificate(r); // fails loudly on garbage
-    return new TrustBundle(trustDomain, roots);
+    return new TrustBundle(trustDomain, roots, options);
   }
 
   get rootsDer(): readonly Buffer[] {
@@ -53,13 +70,23 @@ export class TrustBundle {
     if (next.length === 0 || sameSet(next, this.#roots)) return false;
     this.#roots = next;
     this.#version++;
-    for (const l of [...this.#listeners]) l(next);
+    this.#listeners.emit(next);
     return true;
   }
 
   onChange(listener: BundleListener): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
+  }
+
+  /**
+   * Takes the roots of every new certificate `certs` obtains (the CA sends its roots with each
+   * chain). The manager tells these listeners before the certificate's own consumers, so a
+   * consumer handed a new certificate finds the bundle already current. Returns the unsubscription.
+   */
+  follow(certs: CertificateSource): () => void {
+    return certs.subscribeAll((_identity, event) => {
+      if (event.type === 'updated') this.update(event.cert.rootsDer);
+    });
   }
 }
 

@@ -4,6 +4,7 @@
  */
 import { Secret } from '../core/secret.js';
 import { certificateToPem, pemEncode } from '../pki/pem.js';
+import { BrokerError } from './errors.js';
 
 export interface WorkloadCert {
   /** The SPIFFE ID the leaf carries, `spiffe://<td>/ns/<ns>/sa/<sa>`. */
@@ -26,6 +27,28 @@ export interface WorkloadCert {
 export interface CaClient {
   /** Obtains a fresh certificate for `identity`; rejects on any failure; honours `signal`. */
   fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert>;
+}
+
+export type FetchOutcome = { readonly cert: WorkloadCert } | { readonly failure: unknown };
+
+/**
+ * One CA call for `identity`, never rejecting: the certificate, or why there is none. An answer
+ * already past its notAfter at `now()` (a CA clock far behind ours, a replayed answer) is a
+ * failure, ERR_CA_BAD_RESPONSE: it is never handed out.
+ */
+export async function fetchOnce(ca: CaClient, identity: string, signal: AbortSignal, now: () => number): Promise<FetchOutcome> {
+  try {
+    const cert = await ca.fetchCertificate(identity, signal);
+    if (now() < cert.notAfter) return { cert };
+    const failure = new BrokerError(
+      'ERR_CA_BAD_RESPONSE',
+      `CA returned a certificate for ${identity} that expired at ${new Date(cert.notAfter).toISOString()}`,
+      { status: 'unavailable', publicMessage: 'CA returned an expired certificate' },
+    );
+    return { failure };
+  } catch (err) {
+    return { failure: err ?? new Error('CA call failed') };
+  }
 }
 
 /** A cert is usable while now is before notAfter. */

@@ -1,0 +1,55 @@
+/**
+ * What the certificate manager keeps per identity: who holds it, who waits for and listens to
+ * its certificate, the certificate's `CertState`, the fetch in flight and the entry's three
+ * timers. Plain TypeScript.
+ */
+import type { Clock } from '../core/clock.js';
+import type { CertEvent } from './cert-events.js';
+import { PENDING, type CertState } from './cert-state.js';
+import { ClockTimer } from './clock-timer.js';
+import { Listeners } from './listeners.js';
+import type { FetchPriority } from './priority-queue.js';
+import { Waiters } from './waiters.js';
+import type { WorkloadCert } from './workload-cert.js';
+
+export interface Entry {
+  readonly identity: string;
+  readonly holders: Set<string>;
+  readonly listeners: Listeners<CertEvent>;
+  readonly waiters: Waiters<WorkloadCert>;
+  state: CertState;
+  /** Priority to use for the next queued fetch (upgraded by waiters). */
+  wanted: FetchPriority;
+  inFlight: AbortController | undefined;
+  /** The refresh (after a success) or retry (after a failure) timer. */
+  readonly next: ClockTimer;
+  /** Fires at the held certificate's notAfter and drops it. */
+  readonly expiry: ClockTimer;
+  /** Runs while no pod holds the identity; forgets it when it fires. */
+  readonly grace: ClockTimer;
+  /** When the entry was created, until its first certificate arrives. */
+  retainedAt: number | undefined;
+}
+
+/** A new entry, pending, created now; `onThrow` hears of listeners that throw. */
+export function newEntry(options: {
+  readonly identity: string;
+  readonly wanted: FetchPriority;
+  readonly clock: Clock;
+  readonly onThrow: (err: unknown) => void;
+}): Entry {
+  const { identity, wanted, clock } = options;
+  return {
+    identity,
+    holders: new Set(),
+    listeners: new Listeners(options.onThrow),
+    waiters: new Waiters(),
+    state: PENDING,
+    wanted,
+    inFlight: undefined,
+    next: new ClockTimer(clock),
+    expiry: new ClockTimer(clock),
+    grace: new ClockTimer(clock),
+    retainedAt: clock.now(),
+  };
+}
