@@ -11,20 +11,20 @@ import { startOpsServer, type OpsServer } from '../ops/ops-server.js';
 import { WHOLE_SERVER } from '../protocol/grpc-health.js';
 import { BROKER_SERVICE } from '../protocol/spiffe-broker.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
-import { BrokerApiService } from './broker-api.js';
-import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './broker-api-server.js';
-import { IstioCaClient } from './ca-client.js';
-import { CertManager, type IdentityStatus } from './cert-manager.js';
+import { BrokerApiService } from './fronts/broker-api/broker-api.js';
+import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './fronts/broker-api/broker-api-server.js';
+import { IstioCaClient } from './adapters/ca-client.js';
+import { CertManager, type IdentityStatus } from './cache/cert-manager.js';
 import { BrokerError } from './errors.js';
 import type { BrokerConfig } from './config.js';
-import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFetcher } from './kube-adapters.js';
+import { kubePodLookup, NodePodWatch, projectedTokenFileFetcher, tokenRequestFetcher } from './adapters/kube-adapters.js';
 import { BrokerMetrics } from './metrics.js';
-import { NodePods, type TrackedPod } from './node-pods.js';
+import { NodePods, type TrackedPod } from './cache/node-pods.js';
 import { ownSvidOf, ownSvidProblem, type OwnSvid } from './own-svid.js';
-import { startRegistrationServer, type RegistrationServer } from './registration-server.js';
-import { TokenSource, type TokenFetcher } from './token-source.js';
-import { TrustBundle } from './trust-bundle.js';
-import { describeCert } from './workload-cert.js';
+import { startRegistrationServer, type RegistrationServer } from './adapters/registration-server.js';
+import { TokenSource, type TokenFetcher } from './adapters/token-source.js';
+import { TrustBundle } from './cache/trust-bundle.js';
+import { describeCert } from './cache/workload-cert.js';
 
 export interface Broker {
   /** The broker's own SPIFFE ID. */

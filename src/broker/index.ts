@@ -23,18 +23,18 @@ export {
   type CertState,
   type CertStateName,
   type IdentityStatus,
-} from './cert-manager.js';
-export { refreshAt, backoff, backoffCeiling, retryDelay, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './refresh-policy.js';
+} from './cache/cert-manager.js';
+export { refreshAt, backoff, backoffCeiling, retryDelay, DEFAULT_REFRESH_POLICY, type RefreshPolicy } from './cache/refresh-policy.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
-export { KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
-export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from './ca-client.js';
-export { TokenSource, type FetchedToken, type TokenFetcher } from './token-source.js';
-export { NodePods, type PodFacts, type TrackedPod } from './node-pods.js';
-export { BrokerApiService, x509SvidResponse } from './broker-api.js';
-export { BrokerClient, firstMessage, type ClientConstructor } from './broker-client.js';
-export { splitDerCertificates } from './x509-fields.js';
-export { TrustBundle } from './trust-bundle.js';
+export { KeyedPriorityQueue, type FetchPriority } from './cache/priority-queue.js';
+export { IstioCaClient, CaCallError, parseCaResponse, type TokenProvider } from './adapters/ca-client.js';
+export { TokenSource, type FetchedToken, type TokenFetcher } from './adapters/token-source.js';
+export { NodePods, type PodFacts, type TrackedPod } from './cache/node-pods.js';
+export { BrokerApiService, x509SvidResponse } from './fronts/broker-api/broker-api.js';
+export { BrokerClient, firstMessage, type ClientConstructor } from './client/broker-client.js';
+export { splitDerCertificates } from '../pki/x509-fields.js';
+export { TrustBundle } from './cache/trust-bundle.js';
 export { BrokerError, type BrokerErrorCode } from './errors.js';
-export { encodePodReference, parseWorkloadReference, type PodReference } from './workload-reference.js';
-export type { WorkloadCert, CaClient } from './workload-cert.js';
-export { brokerRbacObjects } from './rbac.js';
+export { encodePodReference, parseWorkloadReference, type PodReference } from './fronts/broker-api/workload-reference.js';
+export type { WorkloadCert, CaClient } from './cache/workload-cert.js';
+export { brokerRbacObjects } from './adapters/rbac.js';

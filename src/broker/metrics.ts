@@ -6,12 +6,12 @@
  * registrations, token refreshes.
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { CertManager, CertManagerObserver } from './cert-manager.js';
+import type { CertManager, CertManagerObserver } from './cache/cert-manager.js';
 import { OWN_SVID_STATES, type OwnSvid } from './own-svid.js';
-import { CaCallError } from './ca-client.js';
+import { CaCallError } from './adapters/ca-client.js';
 import { BrokerError } from './errors.js';
-import type { BrokerApiObserver } from './broker-api.js';
-import type { RegistrationObserver } from './registration-server.js';
+import type { BrokerApiObserver } from './fronts/broker-api/broker-api.js';
+import type { RegistrationObserver } from './adapters/registration-server.js';
 import { InformerMetrics } from '../kube/informer-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

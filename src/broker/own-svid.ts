@@ -3,7 +3,7 @@
  * expired (the last one passed its notAfter and none replaced it yet: the Broker API refuses new
  * connections meanwhile) or missing (none obtained since start). Pure.
  */
-import type { IdentityStatus } from './cert-manager.js';
+import type { IdentityStatus } from './cache/cert-manager.js';
 
 export type OwnSvidState = 'ready' | 'expired' | 'missing';
 

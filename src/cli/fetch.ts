@@ -20,7 +20,7 @@ export function command(): Command {
     .option('--out-dir <dir>', 'write cert-chain.pem, key.pem (0600) and root-cert.pem here')
     .option('--watch', 'keep the subscription open and print every rotation')
     .action(async (opts: Record<string, string | boolean | undefined>) => {
-      const { runFetch } = await import('../broker/fetch.js');
+      const { runFetch } = await import('../broker/client/fetch.js');
       const { HARD_EXIT_MARGIN_MS, signalController } = await import('../ops/lifecycle.js');
       const { createLogger } = await import('../core/log.js');
       // Nothing to drain: a fetch still running 3 s after SIGTERM exits anyway.

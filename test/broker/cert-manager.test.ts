@@ -6,10 +6,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
 import { Secret } from '../../src/core/secret.js';
-import { CertManager, type CertEvent, type CertManagerObserver } from '../../src/broker/cert-manager.js';
-import { backoffCeiling } from '../../src/broker/refresh-policy.js';
+import { CertManager, type CertEvent, type CertManagerObserver } from '../../src/broker/cache/cert-manager.js';
+import { backoffCeiling } from '../../src/broker/cache/refresh-policy.js';
 import { BrokerError } from '../../src/broker/errors.js';
-import type { CaClient, WorkloadCert } from '../../src/broker/workload-cert.js';
+import type { CaClient, WorkloadCert } from '../../src/broker/cache/workload-cert.js';
 
 const HOUR = 3_600_000;
 const id = (sa: string) => `spiffe://cluster.local/ns/default/sa/${sa}`;

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { podFacts } from '../../src/broker/kube-adapters.js';
-import { NodePods, type PodFacts, type PodGoneReason } from '../../src/broker/node-pods.js';
+import { podFacts } from '../../src/broker/adapters/kube-adapters.js';
+import { NodePods, type PodFacts, type PodGoneReason } from '../../src/broker/cache/node-pods.js';
 
 function recorder() {
   const calls: string[] = [];

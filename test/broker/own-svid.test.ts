@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { IdentityStatus } from '../../src/broker/cert-manager.js';
+import type { IdentityStatus } from '../../src/broker/cache/cert-manager.js';
 import { ownSvidOf, ownSvidProblem } from '../../src/broker/own-svid.js';
 
 const base: IdentityStatus = {

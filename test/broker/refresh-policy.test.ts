@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoff, backoffCeiling, refreshAt, refreshDelay, retryDelay } from '../../src/broker/refresh-policy.js';
-import { KeyedPriorityQueue } from '../../src/broker/priority-queue.js';
+import { backoff, backoffCeiling, refreshAt, refreshDelay, retryDelay } from '../../src/broker/cache/refresh-policy.js';
+import { KeyedPriorityQueue } from '../../src/broker/cache/priority-queue.js';
 import { seededRng } from '../support/seeded-rng.js';
 
 const almostOne = () => 0.999_999;

@@ -15,7 +15,7 @@ import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { ChannelCredentials, makeGenericClientConstructor, status as GrpcStatus, type Client, type ServiceError } from '@grpc/grpc-js';
-import { BrokerClient, firstMessage } from '../../src/broker/broker-client.js';
+import { BrokerClient, firstMessage } from '../../src/broker/client/broker-client.js';
 import { startBroker, type Broker } from '../../src/broker/broker.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';

@@ -4,7 +4,7 @@ import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { BrokerError } from '../../src/broker/errors.js';
-import { TokenSource, tokenRefreshDelay, type FetchedToken } from '../../src/broker/token-source.js';
+import { TokenSource, tokenRefreshDelay, type FetchedToken } from '../../src/broker/adapters/token-source.js';
 
 const HOUR = 3_600_000;
 

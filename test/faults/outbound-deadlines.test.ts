@@ -11,8 +11,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { tokenRequestFetcher } from '../../src/broker/kube-adapters.js';
-import { CaCallError, IstioCaClient } from '../../src/broker/ca-client.js';
+import { tokenRequestFetcher } from '../../src/broker/adapters/kube-adapters.js';
+import { CaCallError, IstioCaClient } from '../../src/broker/adapters/ca-client.js';
 import { kubeTokenReviewer } from '../../src/ca/authn/kube-token-reviewer.js';
 import { discoveredJwks } from '../../src/ca/authn/oidc-discovery.js';
 import { kubeCaSecretStore } from '../../src/ca/signers/ca-secret-store.js';

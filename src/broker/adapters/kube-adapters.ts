@@ -7,17 +7,17 @@
 import { readFile } from 'node:fs/promises';
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { decodeJwt } from 'jose';
-import type { InformerMetrics } from '../kube/informer-metrics.js';
-import type { InformerSettings } from '../kube/informer-settings.js';
-import { createPodInformer, type PodInformer } from '../kube/pod-informer.js';
-import { abortableApi } from '../kube/abortable-http.js';
-import type { Clock } from '../core/clock.js';
-import { withDeadline } from '../core/deadline.js';
-import { describeError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Rng } from '../core/rng.js';
-import { Secret } from '../core/secret.js';
-import type { NodePods, PodFacts } from './node-pods.js';
+import type { InformerMetrics } from '../../kube/informer-metrics.js';
+import type { InformerSettings } from '../../kube/informer-settings.js';
+import { createPodInformer, type PodInformer } from '../../kube/pod-informer.js';
+import { abortableApi } from '../../kube/abortable-http.js';
+import type { Clock } from '../../core/clock.js';
+import { withDeadline } from '../../core/deadline.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import type { Rng } from '../../core/rng.js';
+import { Secret } from '../../core/secret.js';
+import type { NodePods, PodFacts } from '../cache/node-pods.js';
 import type { PodLookup } from './registration-server.js';
 import type { FetchedToken, TokenFetcher } from './token-source.js';
 

@@ -8,15 +8,15 @@
  * Plain TypeScript over an injected clock and rng; the Kubernetes and file adapters live in
  * `token-fetchers.ts`.
  */
-import type { Clock } from '../core/clock.js';
-import { describeError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import { jitter, type Rng } from '../core/rng.js';
-import type { Secret } from '../core/secret.js';
+import type { Clock } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import { jitter, type Rng } from '../../core/rng.js';
+import type { Secret } from '../../core/secret.js';
 import type { TokenProvider } from './ca-client.js';
-import { BrokerError, isAbortError } from './errors.js';
-import { backoff, DEFAULT_REFRESH_POLICY } from './refresh-policy.js';
-import { Waiters } from './waiters.js';
+import { BrokerError, isAbortError } from '../errors.js';
+import { backoff, DEFAULT_REFRESH_POLICY } from '../cache/refresh-policy.js';
+import { Waiters } from '../cache/waiters.js';
 
 export interface FetchedToken {
   readonly token: Secret<string>;

@@ -3,7 +3,7 @@
  * cancelled, nothing fires. The certificate manager keeps one per purpose and entry (refresh or
  * retry, expiry, forget grace) instead of juggling AbortControllers. Plain TypeScript.
  */
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../core/clock.js';
 
 export class ClockTimer {
   readonly #clock: Clock;

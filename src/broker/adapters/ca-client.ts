@@ -11,13 +11,13 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { ChannelCredentials, Client, Metadata, status as GrpcStatus, type MethodDefinition } from '@grpc/grpc-js';
-import { BoundedChannelCredentials } from '../grpc/bounded-credentials.js';
-import { stringStruct } from '../grpc/struct-value.js';
-import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
-import { createCsr } from '../pki/csr.js';
-import { exportPkcs8Der, generateKeyPair, keyMatches } from '../pki/keys.js';
-import { parsePem } from '../pki/pem.js';
-import type { Secret } from '../core/secret.js';
+import { BoundedChannelCredentials } from '../../grpc/bounded-credentials.js';
+import { stringStruct } from '../../grpc/struct-value.js';
+import { serviceDefinitionOf, typedMethod } from '../../grpc/typed-methods.js';
+import { createCsr } from '../../pki/csr.js';
+import { exportPkcs8Der, generateKeyPair, keyMatches } from '../../pki/keys.js';
+import { parsePem } from '../../pki/pem.js';
+import type { Secret } from '../../core/secret.js';
 import {
   AUTHORIZATION_METADATA,
   bearerAuthorization,
@@ -28,11 +28,11 @@ import {
   IMPERSONATED_IDENTITY_KEY,
   type IstioCertificateRequest,
   type IstioCertificateResponse,
-} from '../protocol/istio-ca.js';
-import { x509SvidProblems } from '../spiffe/x509-svid.js';
-import { BrokerError } from './errors.js';
-import type { CaClient, WorkloadCert } from './workload-cert.js';
-import { uriSans } from './x509-fields.js';
+} from '../../protocol/istio-ca.js';
+import { x509SvidProblems } from '../../spiffe/x509-svid.js';
+import { BrokerError } from '../errors.js';
+import type { CaClient, WorkloadCert } from '../cache/workload-cert.js';
+import { uriSans } from '../../pki/x509-fields.js';
 
 /** Supplies the broker's current bearer token for the CA. */
 export interface TokenProvider {

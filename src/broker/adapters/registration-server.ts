@@ -14,18 +14,18 @@
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import { deadline, isDeadlineError } from '../core/deadline.js';
-import { describeError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
+import { deadline, isDeadlineError } from '../../core/deadline.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
 import {
   CNI_ADD_EVENT_METHOD,
   CNI_ADD_EVENT_PATH,
   CNI_ADD_EVENT_RETRY_STATUS,
   decodeCniAddEvent,
   type CniPluginAddEvent,
-} from '../protocol/cni-event.js';
-import { BrokerError } from './errors.js';
-import type { NodePods, PodEligibility, PodFacts } from './node-pods.js';
+} from '../../protocol/cni-event.js';
+import { BrokerError } from '../errors.js';
+import type { NodePods, PodEligibility, PodFacts } from '../cache/node-pods.js';
 import { prepareSocketPath } from './unix-socket.js';
 
 const MAX_BODY_BYTES = 64 * 1024;

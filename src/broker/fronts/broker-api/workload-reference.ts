@@ -2,15 +2,15 @@
  * Workload references of the SPIFFE Broker API: a `google.protobuf.Any` that must pack a
  * `KubernetesObjectReference` to a core pod, by UID, by namespace/name, or both.
  */
-import type { ProtoAny } from '../protocol/protobuf-types.js';
+import type { ProtoAny } from '../../../protocol/protobuf-types.js';
 import {
   KUBERNETES_POD_TYPE,
   KUBERNETES_REFERENCE_TYPE,
   KUBERNETES_REFERENCE_TYPE_URL,
   KUBERNETES_REFERENCE_TYPE_URLS,
   type KubernetesObjectReference,
-} from '../protocol/spiffe-broker.js';
-import { BrokerError } from './errors.js';
+} from '../../../protocol/spiffe-broker.js';
+import { BrokerError } from '../../errors.js';
 import { brokerMessageType } from './broker-proto.js';
 
 /** A decoded pod reference; at least one of `uid` or `namespace`+`name` is set. */

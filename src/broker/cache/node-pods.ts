@@ -5,7 +5,7 @@
  *
  * Plain TypeScript over plain data: the Kubernetes adapter turns API objects into `PodFacts`.
  */
-import { kubernetesIdentity } from '../spiffe/kubernetes.js';
+import { kubernetesIdentity } from '../../spiffe/kubernetes.js';
 
 /** What the broker needs to know about a pod. */
 export interface PodFacts {

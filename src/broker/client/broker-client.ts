@@ -6,11 +6,11 @@
 import { X509Certificate } from 'node:crypto';
 import type { PeerCertificate } from 'node:tls';
 import { ChannelCredentials, Client, Metadata, type ClientReadableStream, type MethodDefinition } from '@grpc/grpc-js';
-import { BoundedChannelCredentials } from '../grpc/bounded-credentials.js';
-import { healthServiceDefinition } from '../grpc/health.js';
-import type { Secret } from '../core/secret.js';
-import { serviceDefinitionOf, typedMethod } from '../grpc/typed-methods.js';
-import { HEALTH_CHECK_METHOD, WHOLE_SERVER, type HealthCheckRequest, type HealthCheckResponse } from '../protocol/grpc-health.js';
+import { BoundedChannelCredentials } from '../../grpc/bounded-credentials.js';
+import { healthServiceDefinition } from '../../grpc/health.js';
+import type { Secret } from '../../core/secret.js';
+import { serviceDefinitionOf, typedMethod } from '../../grpc/typed-methods.js';
+import { HEALTH_CHECK_METHOD, WHOLE_SERVER, type HealthCheckRequest, type HealthCheckResponse } from '../../protocol/grpc-health.js';
 import {
   BROKER_HEADER,
   BROKER_HEADER_VALUE,
@@ -20,9 +20,9 @@ import {
   type SubscribeToX509BundlesResponse,
   type SubscribeToX509SVIDResponse,
   type WorkloadRequest,
-} from '../protocol/spiffe-broker.js';
-import { uriSans } from './x509-fields.js';
-import { encodePodReference, type PodReference } from './workload-reference.js';
+} from '../../protocol/spiffe-broker.js';
+import { uriSans } from '../../pki/x509-fields.js';
+import { encodePodReference, type PodReference } from '../fronts/broker-api/workload-reference.js';
 
 export interface BrokerClientOptions {
   readonly socketPath: string;

@@ -11,7 +11,7 @@
  * - expired(at, failures, error): the certificate held reached its notAfter `at` with no
  *   successor and was dropped; nothing valid since (`error`: the last failure, if any).
  */
-import { describeError } from '../core/errors.js';
+import { describeError } from '../../core/errors.js';
 import type { WorkloadCert } from './workload-cert.js';
 
 export type CertState =

@@ -5,19 +5,19 @@
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { experimental, Server } from '@grpc/grpc-js';
-import { systemClock, type Clock } from '../core/clock.js';
-import type { Logger } from '../core/log.js';
-import { HealthService } from '../grpc/health.js';
-import { addReflection } from '../grpc/reflection.js';
-import { compressionFlagGuard } from '../grpc/request-guard.js';
-import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
-import { HEALTH_PROTO, WHOLE_SERVER } from '../protocol/grpc-health.js';
-import { BROKER_PROTO, BROKER_SERVICE } from '../protocol/spiffe-broker.js';
+import { systemClock, type Clock } from '../../../core/clock.js';
+import type { Logger } from '../../../core/log.js';
+import { HealthService } from '../../../grpc/health.js';
+import { addReflection } from '../../../grpc/reflection.js';
+import { compressionFlagGuard } from '../../../grpc/request-guard.js';
+import { bindServer, stopServer } from '../../../grpc/server-lifecycle.js';
+import { HEALTH_PROTO, WHOLE_SERVER } from '../../../protocol/grpc-health.js';
+import { BROKER_PROTO, BROKER_SERVICE } from '../../../protocol/spiffe-broker.js';
 import { brokerServiceDefinition } from './broker-proto.js';
 import type { BrokerApiService } from './broker-api.js';
-import type { TrustBundle } from './trust-bundle.js';
-import { prepareSocketPath } from './unix-socket.js';
-import { workloadCertPem, type WorkloadCert } from './workload-cert.js';
+import type { TrustBundle } from '../../cache/trust-bundle.js';
+import { prepareSocketPath } from '../../adapters/unix-socket.js';
+import { workloadCertPem, type WorkloadCert } from '../../cache/workload-cert.js';
 
 type CaListener = experimental.CaCertificateUpdateListener;
 type IdentityListener = experimental.IdentityCertificateUpdateListener;

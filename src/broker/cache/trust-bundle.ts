@@ -6,9 +6,9 @@
  * of the change.
  */
 import { X509Certificate } from 'node:crypto';
-import { describeError } from '../core/errors.js';
-import { silentLogger, type Logger } from '../core/log.js';
-import { certificateToPem, parsePem } from '../pki/pem.js';
+import { describeError } from '../../core/errors.js';
+import { silentLogger, type Logger } from '../../core/log.js';
+import { certificateToPem, parsePem } from '../../pki/pem.js';
 import type { AllCertsListener } from './cert-events.js';
 import { Listeners } from './listeners.js';
 

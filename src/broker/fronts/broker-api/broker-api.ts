@@ -22,15 +22,15 @@ import type {
   sendUnaryData,
   UntypedServiceImplementation,
 } from '@grpc/grpc-js';
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../../core/clock.js';
 
 /** What every server call offers (grpc-js does not export this type from its index). */
 type ServerSurfaceCall = ServerUnaryCall<unknown, unknown>;
-import { describeError } from '../core/errors.js';
-import type { Logger } from '../core/log.js';
-import type { Rng } from '../core/rng.js';
-import { isUnreadableRequest } from '../grpc/request-guard.js';
-import { toGrpcError } from '../ops/grpc-errors.js';
+import { describeError } from '../../../core/errors.js';
+import type { Logger } from '../../../core/log.js';
+import type { Rng } from '../../../core/rng.js';
+import { isUnreadableRequest } from '../../../grpc/request-guard.js';
+import { toGrpcError } from '../../../ops/grpc-errors.js';
 import {
   BROKER_HEADER,
   BROKER_HEADER_VALUE,
@@ -41,16 +41,16 @@ import {
   type SubscribeToX509BundlesResponse,
   type SubscribeToX509SVIDResponse,
   type WorkloadRequest,
-} from '../protocol/spiffe-broker.js';
-import { SpiffeError } from '../spiffe/errors.js';
-import { x509SvidProblems } from '../spiffe/x509-svid.js';
+} from '../../../protocol/spiffe-broker.js';
+import { SpiffeError } from '../../../spiffe/errors.js';
+import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
-import type { CertManager } from './cert-manager.js';
-import { BrokerError, isAbortError } from './errors.js';
-import type { IneligiblePod, NodePods, PodGoneReason, TrackedPod } from './node-pods.js';
-import type { TrustBundle } from './trust-bundle.js';
+import type { CertManager } from '../../cache/cert-manager.js';
+import { BrokerError, isAbortError } from '../../errors.js';
+import type { IneligiblePod, NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
+import type { TrustBundle } from '../../cache/trust-bundle.js';
 import { describePodReference, parseWorkloadReference } from './workload-reference.js';
-import type { WorkloadCert } from './workload-cert.js';
+import type { WorkloadCert } from '../../cache/workload-cert.js';
 
 export interface BrokerApiObserver {
   streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;

@@ -1,7 +1,7 @@
 /** The broker's two listening Unix sockets (Broker API, CNI registrations) share their set-up. */
 import { rmSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { ensurePrivateDirSync } from '../ops/private-dir.js';
+import { ensurePrivateDirSync } from '../../ops/private-dir.js';
 
 /**
  * Makes the socket's directory (and missing parents) owner-only, 0700 whatever the umask (an

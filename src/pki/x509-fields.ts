@@ -4,7 +4,7 @@
  * and bundle fields).
  */
 import type { X509Certificate } from 'node:crypto';
-import { readTlv, TAG_SEQUENCE } from '../pki/der.js';
+import { readTlv, TAG_SEQUENCE } from './der.js';
 
 /** The URI subject alternative names of `cert`, in order. */
 export function uriSans(cert: X509Certificate): string[] {

@@ -17,10 +17,10 @@
  * Every ErrorInfo's metadata has `code`: the certbroker error code (`INTERNAL` for an unexpected
  * error).
  */
-import type { CertbrokerError } from '../core/errors.js';
-import { CERTBROKER_ERROR_DOMAIN, type ErrorInfo } from '../protocol/grpc-status.js';
-import { SPIFFE_BROKER_REASON, SPIFFE_ERROR_DOMAIN, type SpiffeBrokerReason } from '../protocol/spiffe-broker.js';
-import type { BrokerErrorCode } from './errors.js';
+import type { CertbrokerError } from '../../../core/errors.js';
+import { CERTBROKER_ERROR_DOMAIN, type ErrorInfo } from '../../../protocol/grpc-status.js';
+import { SPIFFE_BROKER_REASON, SPIFFE_ERROR_DOMAIN, type SpiffeBrokerReason } from '../../../protocol/spiffe-broker.js';
+import type { BrokerErrorCode } from '../../errors.js';
 
 const SPEC_REASONS: Partial<Record<BrokerErrorCode, SpiffeBrokerReason>> = {
   ERR_WORKLOAD_REFERENCE_INVALID: SPIFFE_BROKER_REASON.workloadReferenceInvalid,

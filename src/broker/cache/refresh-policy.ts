@@ -8,7 +8,7 @@
  * valid certificate at all (missing or expired) the ceiling is `urgentBackoffMaxMs`, so a CA
  * that answers again is used within seconds, not after a 150 s backoff.
  */
-import { jitter, type Rng } from '../core/rng.js';
+import { jitter, type Rng } from '../../core/rng.js';
 
 export interface CertLifetime {
   /** notBefore, ms since epoch. */

@@ -3,7 +3,7 @@
  * its certificate, the certificate's `CertState`, the fetch in flight and the entry's three
  * timers. Plain TypeScript.
  */
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../../core/clock.js';
 import type { CertEvent } from './cert-events.js';
 import { PENDING, type CertState } from './cert-state.js';
 import { ClockTimer } from './clock-timer.js';

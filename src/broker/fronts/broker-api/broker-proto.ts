@@ -5,10 +5,10 @@
  */
 import type { ServiceDefinition } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
-import { loadProtos } from '../grpc/proto-load.js';
-import { readableRequests } from '../grpc/request-guard.js';
-import { serviceDefinitionOf } from '../grpc/typed-methods.js';
-import { BROKER_PROTO, BROKER_SERVICE } from '../protocol/spiffe-broker.js';
+import { loadProtos } from '../../../grpc/proto-load.js';
+import { readableRequests } from '../../../grpc/request-guard.js';
+import { serviceDefinitionOf } from '../../../grpc/typed-methods.js';
+import { BROKER_PROTO, BROKER_SERVICE } from '../../../protocol/spiffe-broker.js';
 
 /**
  * The `spiffe.broker.API` service definition. Request deserializers never throw: a request that

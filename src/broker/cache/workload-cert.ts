@@ -2,9 +2,9 @@
  * What the broker holds per identity, and the one thing the certificate manager needs from the
  * CA. Plain data: DER buffers, numbers, a `Secret` for the key.
  */
-import { Secret } from '../core/secret.js';
-import { certificateToPem, pemEncode } from '../pki/pem.js';
-import { BrokerError } from './errors.js';
+import { Secret } from '../../core/secret.js';
+import { certificateToPem, pemEncode } from '../../pki/pem.js';
+import { BrokerError } from '../errors.js';
 
 export interface WorkloadCert {
   /** The SPIFFE ID the leaf carries, `spiffe://<td>/ns/<ns>/sa/<sa>`. */

@@ -13,10 +13,10 @@
  *
  * Plain TypeScript: no gRPC, Kubernetes or filesystem code.
  */
-import type { Clock } from '../core/clock.js';
-import { describeError } from '../core/errors.js';
-import { silentLogger, type Logger } from '../core/log.js';
-import type { Rng } from '../core/rng.js';
+import type { Clock } from '../../core/clock.js';
+import { describeError } from '../../core/errors.js';
+import { silentLogger, type Logger } from '../../core/log.js';
+import type { Rng } from '../../core/rng.js';
 import { newEntry, type Entry } from './cert-entry.js';
 import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
 import {
@@ -29,7 +29,7 @@ import {
   type CertStateName,
   type IdentityStatus,
 } from './cert-state.js';
-import { BrokerError } from './errors.js';
+import { BrokerError } from '../errors.js';
 import { guard, Listeners } from './listeners.js';
 import { FetchSlots } from './fetch-slots.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
