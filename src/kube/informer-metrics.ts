@@ -3,8 +3,12 @@
  * `certbroker_informer_last_event_age_seconds{resource,cluster}` (seconds since the informer
  * last heard from the API server: a complete list, a watch event or a bookmark) and
  * `certbroker_informer_restarts_total{resource,cluster,reason}` (watch re-opened because of the
- * idle watchdog, a 410, an error, a 429, or the server's timeout). `cluster` is empty except on
- * the CA, which follows one informer per cluster.
+ * idle watchdog, a 410, an error, a 429, or the server's timeout) and
+ * `certbroker_informer_ready{resource,cluster}` (1 while the cache can be trusted, 0 while it is
+ * not listed yet or its watch is stale: the informer's `problem()`, which the CA's and the
+ * broker's /readyz also report; install-cni's repair controller has only this gauge, as its
+ * readiness is about the plugin). `cluster` is empty except on the CA, which follows one informer
+ * per cluster.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { RESTART_REASONS, type RestartReason } from './informer.js';
@@ -13,6 +17,8 @@ import { RESTART_REASONS, type RestartReason } from './informer.js';
 export interface ObservedInformer {
   readonly resource: string;
   lastEventAgeMs(): number;
+  /** Undefined while the cache can be trusted; otherwise why not (not listed yet, stale watch). */
+  problem(): string | undefined;
   onRestart(listener: (reason: RestartReason) => void): () => void;
 }
 
@@ -34,6 +40,15 @@ export class InformerMetrics {
       registers: [registry],
       collect() {
         for (const t of tracked) this.set(t.labels, t.informer.lastEventAgeMs() / 1000);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_informer_ready',
+      help: '1 while the informer can be trusted (its first list is in and it heard from the API server within two watchdog windows); 0 otherwise (not listed yet, or a stale watch).',
+      labelNames: ['resource', 'cluster'] as const,
+      registers: [registry],
+      collect() {
+        for (const t of tracked) this.set(t.labels, t.informer.problem() === undefined ? 1 : 0);
       },
     });
     this.#restarts = new Counter({

@@ -103,6 +103,8 @@ describe('broker node pod watch against a silent API server', () => {
     assert.equal(stale.status, 503);
     assert.match(stale.body, /\[-\]pod-watch failed: pods watch stale: no list, event or bookmark for [\d.]+ s \(watchdog 1 s, \d+ watchdog restarts\)/);
     assert.equal(broker.ready, false);
+    const metrics = await (await fetch(`http://127.0.0.1:${broker.opsPort}/metrics`)).text();
+    assert.match(metrics, /^certbroker_informer_ready\{resource="pods",cluster=""\} 0$/m, 'the metric shows the stale watch');
 
     stack.dc.faults.clear();
     await eventually('ready again', async () => {

@@ -134,6 +134,7 @@ test('a silent pod watch: the watchdog re-opens it and a pod created meanwhile a
   assert.equal(ca.ready, false);
   const age = /certbroker_informer_last_event_age_seconds\{resource="pods",cluster="Kubernetes"\} ([\d.]+)/.exec((await httpGet(ca.opsPort!, '/metrics')).body);
   assert.ok(age && Number(age[1]) > 2, `age ${age?.[1]} s is over two watchdog windows`);
+  assert.match((await httpGet(ca.opsPort!, '/metrics')).body, /^certbroker_informer_ready\{resource="pods",cluster="Kubernetes"\} 0$/m);
 
   // The API server answers again.
   env.cluster.faults.clear();

@@ -64,7 +64,9 @@ export async function runInstallCni(flags: InstallFlags = {}, env: NodeJS.Proces
   const liveness: Check[] = [{ name: 'install-loop', check: () => daemon.livenessProblem() }];
 
   const controller = signalController(logger, { hardExitAfterMs: HARD_EXIT_AFTER_MS });
-  // Repair problems show in logs and metrics, not in readiness: readiness is about the plugin.
+  // Repair problems show in logs and metrics (a stale or unlisted pod watch:
+  // certbroker_informer_ready{resource="pods"} 0), not in readiness: readiness is about the
+  // plugin, and an API outage must not make every node's istio-cni-node unready.
   const repair = await startRepairIfEnabled({ env, config, kc, logger, registry, signal: controller.signal });
 
   const ops = await startOpsServer({

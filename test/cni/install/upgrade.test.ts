@@ -104,6 +104,10 @@ test('DaemonSet still targets the node: SIGTERM is an upgrade, the plugin stays;
       return (err as { code?: number }).code === 404;
     }
   }, 'too-early pod deleted by repair', daemon);
+  // Repair's pod watch is on install-cni's /metrics (its only health signal: readiness is the plugin's).
+  const metrics = (await daemon.get('/metrics')).body;
+  assert.match(metrics, /^certbroker_informer_ready\{resource="pods",cluster=""\} 1$/m);
+  assert.match(metrics, /^certbroker_informer_last_event_age_seconds\{resource="pods",cluster=""\} [\d.e-]+$/m);
 
   const exit = await daemon.stop('SIGTERM');
   assert.equal(exit.code, 0, daemon.describe());

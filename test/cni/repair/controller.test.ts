@@ -81,17 +81,19 @@ function startController(mode: RepairMode, token: string, logs: LogFields[] = []
   const logger = createLogger({ level: 'debug', sink: (l) => logs.push(JSON.parse(l) as LogFields) });
   const loaded = loadRepairConfig({ NODE_NAME: NODE, REPAIR_MODE: mode, REPAIR_MAX_ATTEMPTS: '3' });
   const config = o.informer ? { ...loaded, informer: o.informer } : loaded;
+  const registry = new Registry();
   const handle = startRepairController({
     config,
     kubeConfig: kubeConfigFor(cluster, token),
     logger,
-    registry: new Registry(),
+    registry,
     clock: o.clock ?? systemClock,
     signal: stop.signal,
     retryBaseMs: 5,
   });
   return {
     handle,
+    registry,
     async stop() {
       stop.abort();
       await (await handle).stopped;
@@ -192,4 +194,24 @@ test('a pod that breaks while the pod watch is silent (hung API replica) is repa
   await waitFor(() => logs.some((l) => l.msg === 'labelled broken pod' && l.pod === `${ns}/late`), 'the pod broken while silent labelled');
   assert.ok(logs.some((l) => l.msg === 'watch silent (no event or bookmark), re-watching'));
   await waitFor(async () => (await labels(ns, 'late'))?.['cni.istio.io/uninitialized'] === 'true', 'label on the late pod');
+  const ready = async () => /^certbroker_informer_ready\{resource="pods",cluster=""\} (\d)$/m.exec(await c.registry.metrics())?.[1];
+  assert.equal(await ready(), '1');
+
+  // Every watch hangs and every list fails: nothing is heard any more. The handle and the
+  // metric (install-cni's only signal for repair) say so; then the API server answers again.
+  cluster.faults.silenceWatches({ match: { path: '/api/v1/pods', onlyWatch: true }, newWatches: 1_000_000 });
+  cluster.faults.failWith500(1_000_000, { match: { path: '/api/v1/pods', exceptWatch: true } });
+  const problem = await waitFor(async () => {
+    clock.skip(500);
+    const p = (await c.handle).problem();
+    return p?.includes('watch stale') ? p : undefined;
+  }, 'a stale repair watch');
+  assert.match(problem, /^pods watch stale: no list, event or bookmark for [\d.]+ s \(watchdog 1 s, \d+ watchdog restarts\)/);
+  assert.equal(await ready(), '0', 'the metric shows the stale watch');
+
+  cluster.faults.clear();
+  await waitFor(async () => {
+    clock.skip(100);
+    return (await c.handle).problem() === undefined && (await ready()) === '1';
+  }, 'fresh again');
 });
