@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import { before, describe, it } from 'node:test';
 import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
-import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { BrokerApiService } from '../../src/broker/fronts/broker-api/broker-api.js';

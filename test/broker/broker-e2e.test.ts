@@ -20,7 +20,7 @@ import { splitDerCertificates } from '../../src/pki/x509-fields.js';
 import { startBroker, type Broker } from '../../src/broker/broker.js';
 import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
 import { createLogger } from '../../src/core/log.js';
-import { SkipClock } from './support/skip-clock.js';
+import { SkipClock } from '../support/skip-clock.js';
 import { runFetch } from '../../src/broker/client/fetch.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { CertManager, TrustBundle, type CaClient, type CertEvent, type CertManagerObserver, type WorkloadCert } from '../../src/broker/index.js';

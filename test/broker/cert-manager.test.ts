@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { CertManager, type CertEvent, type CertManagerObserver } from '../../src/broker/cache/cert-manager.js';
 import { backoffCeiling } from '../../src/broker/cache/refresh-policy.js';

@@ -20,7 +20,7 @@ import { Secret } from '../../src/core/secret.js';
 import { x509SvidProblems } from '../../src/spiffe/index.js';
 import { eventually } from './support/eventually.js';
 import { FaultyCa, type LeafProfile } from './support/faulty-ca.js';
-import { SkipClock } from './support/skip-clock.js';
+import { SkipClock } from '../support/skip-clock.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 
 const BAD: readonly LeafProfile[] = ['ca-true', 'key-cert-sign', 'crl-sign', 'no-digital-signature'];

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { BrokerApiService } from '../../src/broker/fronts/broker-api/broker-api.js';
 import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from '../../src/broker/fronts/broker-api/broker-api-server.js';

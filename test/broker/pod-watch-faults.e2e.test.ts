@@ -13,7 +13,7 @@ import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { BrokerClient, firstMessage } from '../../src/broker/client/broker-client.js';
 import { startBroker, type Broker } from '../../src/broker/broker.js';
 import { createLogger } from '../../src/core/log.js';
-import { SkipClock } from './support/skip-clock.js';
+import { SkipClock } from '../support/skip-clock.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 import { eventually } from './support/eventually.js';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { FakeClock, flushMicrotasks } from '../../src/core/clock.js';
+import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { BrokerError } from '../../src/broker/errors.js';

@@ -11,7 +11,7 @@ import type { ServerResponse } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { rejectionCode } from './support/error-code.js';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { AuthenticatorChain, type Authenticator } from '../../src/ca/authn/authenticator.js';

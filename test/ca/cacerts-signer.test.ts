@@ -2,7 +2,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { CacertsSigner } from '../../src/ca/signers/cacerts-signer.js';
 import type { LeafIssuerFactory } from '../../src/ca/signers/material-signer.js';

@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rejectionCode, thrownCode } from './support/error-code.js';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { ConfigError } from '../../src/core/config.js';
 import { silentLogger } from '../../src/core/log.js';
 import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';

@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import { SignJWT, decodeJwt, decodeProtectedHeader, generateKeyPair } from 'jose';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv, type CertResult } from './support/ca-env.js';

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { request } from 'node:http';
 import { status } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
-import { SkipClock } from '../broker/support/skip-clock.js';
+import { SkipClock } from '../support/skip-clock.js';
 import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 

@@ -12,7 +12,7 @@ import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { X509Certificate } from 'node:crypto';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { createLogger } from '../../src/core/log.js';
 import { CA_CERT_KEY, CA_KEY_KEY, CA_SECRET_TYPE, kubeCaSecretStore } from '../../src/ca/signers/ca-secret-store.js';
 import { SelfSignedSigner } from '../../src/ca/signers/self-signed-signer.js';

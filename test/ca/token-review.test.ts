@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rejectionCode, thrownCode } from './support/error-code.js';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { RefusalCache } from '../../src/ca/authn/refusal-cache.js';
 import { TokenCache } from '../../src/ca/authn/token-cache.js';

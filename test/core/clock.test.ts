@@ -1,61 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock, systemClock } from '../../src/core/clock.js';
-
-test('FakeClock fires sleeps in deadline order only when advanced', async () => {
-  const clock = new FakeClock(1_000);
-  const fired: string[] = [];
-  void clock.sleep(200).then(() => fired.push('b'));
-  void clock.sleep(100).then(() => fired.push('a'));
-  await clock.waitForTimers(2);
-  assert.equal(clock.pendingTimers, 2);
-  assert.equal(clock.nextDue, 1_100);
-  await clock.advance(99);
-  assert.deepEqual(fired, []);
-  await clock.advance(1);
-  assert.deepEqual(fired, ['a']);
-  assert.equal(clock.now(), 1_100);
-  await clock.advance(500);
-  assert.deepEqual(fired, ['a', 'b']);
-  assert.equal(clock.now(), 1_600);
-});
-
-test('FakeClock sleeps armed during advance fire within the same advance when due', async () => {
-  const clock = new FakeClock(0);
-  const times: number[] = [];
-  const loop = async () => {
-    for (let i = 0; i < 3; i++) {
-      await clock.sleep(10);
-      times.push(clock.now());
-    }
-  };
-  const done = loop();
-  await clock.waitForTimers(1);
-  await clock.advance(25);
-  assert.deepEqual(times, [10, 20]);
-  await clock.advance(5);
-  await done;
-  assert.deepEqual(times, [10, 20, 30]);
-});
-
-test('FakeClock sleep rejects on abort and leaves no timer behind', async () => {
-  const clock = new FakeClock(0);
-  const ac = new AbortController();
-  const p = clock.sleep(1_000, ac.signal);
-  await clock.waitForTimers(1);
-  ac.abort();
-  await assert.rejects(p);
-  assert.equal(clock.pendingTimers, 0);
-});
-
-test('waitForTimers resolves only once the timer is armed', async () => {
-  const clock = new FakeClock(0);
-  let armed = false;
-  const waiting = clock.waitForTimers(1).then(() => assert.ok(armed));
-  armed = true;
-  void clock.sleep(5);
-  await waiting;
-});
+import { systemClock } from '../../src/core/clock.js';
 
 test('systemClock.sleep honours an already-aborted signal', async () => {
   const ac = new AbortController();

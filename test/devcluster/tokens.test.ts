@@ -5,7 +5,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createLocalJWKSet, jwtVerify, decodeJwt } from 'jose';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { startCluster, adminClient, createPod, deletePod, rawRequest, serviceAccountToken, kubeConfigFor, clientsFor, type DevCluster } from '../support/cluster.js';
 
 const clock = new FakeClock(Date.UTC(2026, 5, 1));

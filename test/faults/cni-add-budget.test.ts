@@ -16,7 +16,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { Secret } from '../../src/core/secret.js';
 import { DEFAULT_ADD_TIMEOUT_MS } from '../../src/cni/plugin/config.js';

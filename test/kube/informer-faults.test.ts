@@ -9,7 +9,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Registry } from 'prom-client';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { createLogger, type LogFields } from '../../src/core/log.js';
 import { createPodInformer, InformerMetrics, type PodInformer } from '../../src/kube/index.js';
 import { adminClient, createPod, kubeConfigFor, type DevCluster, startCluster } from '../support/cluster.js';

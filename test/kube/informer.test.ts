@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeInformer, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createPodInformer } from '../../src/kube/index.js';
-import { FakeClock } from '../../src/core/clock.js';
+import { FakeClock } from '../support/fake-clock.js';
 import { startCluster, adminClient, createPod, deletePod, kubeConfigFor, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;

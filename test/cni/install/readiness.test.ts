@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { FakeClock } from '../../../src/core/clock.js';
+import { FakeClock } from '../../support/fake-clock.js';
 import { createLogger } from '../../../src/core/log.js';
 import { startOpsServer } from '../../../src/ops/ops-server.js';
 import { InstallDaemon, chainState, loadInstallConfig } from '../../../src/cni/install/index.js';

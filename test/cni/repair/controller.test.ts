@@ -10,7 +10,7 @@ import { PatchStrategy, setHeaderOptions, type V1ContainerStatus } from '@kubern
 import { Registry } from 'prom-client';
 import { systemClock, type Clock } from '../../../src/core/clock.js';
 import type { InformerSettings } from '../../../src/kube/index.js';
-import { SkipClock } from '../../broker/support/skip-clock.js';
+import { SkipClock } from '../../support/skip-clock.js';
 import { createLogger, type LogFields } from '../../../src/core/log.js';
 import { loadRepairConfig, startRepairController, type RepairMode } from '../../../src/cni/repair/index.js';
 import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../../support/cluster.js';

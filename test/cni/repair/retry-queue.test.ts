@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FakeClock, flushMicrotasks } from '../../../src/core/clock.js';
+import { FakeClock, flushMicrotasks } from '../../support/fake-clock.js';
 import { RetryQueue, retryDelayMs } from '../../../src/cni/repair/index.js';
 
 test('retry delay doubles, is jittered ±20 % and capped', () => {

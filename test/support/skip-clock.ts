@@ -4,7 +4,7 @@
  * reach a certificate's half-life without waiting for it, while sockets, TLS and the CA run on
  * real time (the skip stays far below the certificates' lifetimes).
  */
-import type { Clock } from '../../../src/core/clock.js';
+import type { Clock } from '../../src/core/clock.js';
 
 interface Sleeper {
   readonly due: number;

@@ -1,0 +1,143 @@
+/**
+ * A test double for `Clock`: time stands still until `advance()`. `waitForTimers(n)` resolves
+ * once at least `n` sleeps are armed, so a test lets the code arm its timer before moving time
+ * (no races, no real sleeps); it rejects after `timeoutMs` of real time, so a timer the code
+ * never arms fails the test in seconds instead of hanging until the runner's test timeout.
+ */
+import type { Clock } from '../../src/core/clock.js';
+
+interface PendingSleep {
+  readonly due: number;
+  readonly seq: number;
+  readonly resolve: () => void;
+}
+
+interface TimerWaiter {
+  readonly count: number;
+  readonly resolve: () => void;
+}
+
+/** How long `waitForTimers` waits (real time) by default: far above any honest wait on a loaded machine. */
+export const DEFAULT_WAIT_FOR_TIMERS_MS = 10_000;
+
+function abortError(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  if (reason instanceof Error) return reason;
+  const err = new Error('aborted');
+  err.name = 'AbortError';
+  return err;
+}
+
+export class FakeClock implements Clock {
+  #now: number;
+  #seq = 0;
+  #pending: PendingSleep[] = [];
+  #waiters: TimerWaiter[] = [];
+
+  constructor(startMs = Date.UTC(2026, 0, 1)) {
+    this.#now = startMs;
+  }
+
+  now(): number {
+    return this.#now;
+  }
+
+  sleep(ms: number, signal?: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(abortError(signal));
+        return;
+      }
+      const entry: PendingSleep = {
+        due: this.#now + Math.max(0, ms),
+        seq: this.#seq++,
+        resolve: () => {
+          signal?.removeEventListener('abort', onAbort);
+          resolve();
+        },
+      };
+      const onAbort = () => {
+        this.#pending = this.#pending.filter((p) => p !== entry);
+        reject(abortError(signal!));
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#pending.push(entry);
+      this.#notifyWaiters();
+    });
+  }
+
+  /** Number of sleeps currently armed. */
+  get pendingTimers(): number {
+    return this.#pending.length;
+  }
+
+  /** Earliest armed deadline, or undefined. */
+  get nextDue(): number | undefined {
+    let min: number | undefined;
+    for (const p of this.#pending) if (min === undefined || p.due < min) min = p.due;
+    return min;
+  }
+
+  /**
+   * Resolves when at least `count` sleeps are armed; rejects after `timeoutMs` of real time
+   * ("waited N ms for K armed timers, have M"). A waiter that lost a `Promise.race` and later
+   * times out is not an unhandled rejection: only a caller that awaits it sees the error.
+   */
+  waitForTimers(count = 1, { timeoutMs = DEFAULT_WAIT_FOR_TIMERS_MS }: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.#pending.length >= count) return Promise.resolve();
+    const waited = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.#waiters = this.#waiters.filter((w) => w !== waiter);
+        reject(new Error(`waited ${timeoutMs} ms for ${count} armed timers, have ${this.#pending.length}`));
+      }, timeoutMs);
+      // The timeout alone does not keep the process alive (a lost race must not delay its exit).
+      timer.unref();
+      const waiter: TimerWaiter = {
+        count,
+        resolve: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      this.#waiters.push(waiter);
+    });
+    waited.catch(() => {});
+    return waited;
+  }
+
+  /**
+   * Moves time forward by `ms`, firing every due sleep in deadline order and letting the
+   * microtasks each one schedules run before the next fires.
+   */
+  async advance(ms: number): Promise<void> {
+    const target = this.#now + ms;
+    for (;;) {
+      const due = this.#pending
+        .filter((p) => p.due <= target)
+        .sort((a, b) => a.due - b.due || a.seq - b.seq)[0];
+      if (!due) break;
+      this.#pending = this.#pending.filter((p) => p !== due);
+      this.#now = Math.max(this.#now, due.due);
+      due.resolve();
+      await flushMicrotasks();
+    }
+    this.#now = target;
+    await flushMicrotasks();
+  }
+
+  /** Sets the wall time without firing anything (for "the token already expired" cases). */
+  set(ms: number): void {
+    this.#now = ms;
+  }
+
+  #notifyWaiters(): void {
+    const ready = this.#waiters.filter((w) => this.#pending.length >= w.count);
+    this.#waiters = this.#waiters.filter((w) => this.#pending.length < w.count);
+    for (const w of ready) w.resolve();
+  }
+}
+
+/** Lets queued promise continuations run (several turns, enough for chained awaits). */
+export async function flushMicrotasks(turns = 20): Promise<void> {
+  for (let i = 0; i < turns; i++) await Promise.resolve();
+}
