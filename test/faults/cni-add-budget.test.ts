@@ -107,12 +107,16 @@ describe('fault: CNI ADD against an API server that never answers', () => {
     const t0 = clock.now();
     const logs: Array<{ msg: string }> = [];
     let done = false;
+    const outcomeWon = new AbortController();
     const outcome = runPlugin({
       env: ENV,
       stdin: conf(runDir, { plugin_log_level: 'debug' }), // defaults: 30 retries x 1000 ms, 5000 ms per request, 30 000 ms budget
       clock,
       logSink: (line) => logs.push(JSON.parse(line) as { msg: string }),
-    }).finally(() => (done = true));
+    }).finally(() => {
+      done = true;
+      outcomeWon.abort(); // the last timer wait lost the race: end it
+    });
     const count = (msg: string) => logs.filter((l) => l.msg === msg).length;
     /** Real-time wait for socket state (a guard, not a measurement); `orDone`: stop early when the ADD ended. */
     const waitReal = async (what: string, probe: () => boolean, orDone = true) => {
@@ -121,7 +125,7 @@ describe('fault: CNI ADD against an API server that never answers', () => {
     };
     while (!done) {
       // Armed: the budget's timer, plus an attempt's deadline or the wait before the next one.
-      await Promise.race([clock.waitForTimers(2), outcome]);
+      await Promise.race([clock.waitForTimers(2, { signal: outcomeWon.signal }), outcome]);
       if (done) break;
       const started = count('reading the pod from the API server');
       const failed = count('API request failed');

@@ -69,13 +69,22 @@ test('waitForTimers rejects after its timeout when the timer is never armed, nam
   assert.equal(clock.pendingTimers, 2);
 });
 
-test('waitForTimers that lost a race and times out later is not an unhandled rejection', async () => {
+test('waitForTimers that lost a race ends on its signal: no timer left, no unhandled rejection', async () => {
   const clock = new FakeClock(0);
   const unhandled: unknown[] = [];
   const onUnhandled = (reason: unknown) => unhandled.push(reason);
   process.on('unhandledRejection', onUnhandled);
   try {
-    await Promise.race([clock.waitForTimers(1, { timeoutMs: 10 }), Promise.resolve('outcome')]);
+    const lost = new AbortController();
+    const waiter = clock.waitForTimers(1, { signal: lost.signal });
+    assert.equal(await Promise.race([waiter.then(() => 'waiter'), Promise.resolve('outcome')]), 'outcome');
+    lost.abort();
+    await assert.rejects(waiter, { name: 'AbortError' });
+    // A later sleep has no stale waiter to resolve, and the waiter's timeout timer is gone (the
+    // test process would otherwise stay alive for DEFAULT_WAIT_FOR_TIMERS_MS after this test).
+    void clock.sleep(5);
+    // An unawaited waiter that times out is not an unhandled rejection.
+    void clock.waitForTimers(2, { timeoutMs: 10 });
     await new Promise((r) => setTimeout(r, 50));
     await new Promise((r) => setImmediate(r));
     assert.deepEqual(unhandled, []);

@@ -20,6 +20,19 @@ interface TimerWaiter {
 /** How long `waitForTimers` waits (real time) by default: far above any honest wait on a loaded machine. */
 export const DEFAULT_WAIT_FOR_TIMERS_MS = 10_000;
 
+export interface WaitForTimersOptions {
+  /** Real milliseconds before the wait fails (default `DEFAULT_WAIT_FOR_TIMERS_MS`). */
+  readonly timeoutMs?: number;
+  /** Ends the wait early, rejecting with the abort reason. */
+  readonly signal?: AbortSignal;
+}
+
+/** Marks `p` handled (a caller that awaits it still sees its rejection). */
+function quietly<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => {});
+  return p;
+}
+
 function abortError(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
   if (reason instanceof Error) return reason;
@@ -79,30 +92,35 @@ export class FakeClock implements Clock {
   }
 
   /**
-   * Resolves when at least `count` sleeps are armed; rejects after `timeoutMs` of real time
-   * ("waited N ms for K armed timers, have M"). A waiter that lost a `Promise.race` and later
-   * times out is not an unhandled rejection: only a caller that awaits it sees the error.
+   * Resolves when at least `count` sleeps are armed; rejects after `timeoutMs` of real time with
+   * "waited N ms for K armed timers, have M". Its timer keeps the process alive, so the failure
+   * always carries that message. `signal` ends the wait early (a waiter raced against the code's
+   * own outcome: abort it when the outcome wins); a waiter that ends unawaited is not an
+   * unhandled rejection, only a caller that awaits it sees the error.
    */
-  waitForTimers(count = 1, { timeoutMs = DEFAULT_WAIT_FOR_TIMERS_MS }: { timeoutMs?: number } = {}): Promise<void> {
+  waitForTimers(count = 1, options: WaitForTimersOptions = {}): Promise<void> {
+    const { timeoutMs = DEFAULT_WAIT_FOR_TIMERS_MS, signal } = options;
     if (this.#pending.length >= count) return Promise.resolve();
-    const waited = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.#waiters = this.#waiters.filter((w) => w !== waiter);
-        reject(new Error(`waited ${timeoutMs} ms for ${count} armed timers, have ${this.#pending.length}`));
-      }, timeoutMs);
-      // The timeout alone does not keep the process alive (a lost race must not delay its exit).
-      timer.unref();
-      const waiter: TimerWaiter = {
-        count,
-        resolve: () => {
+    if (signal?.aborted) return quietly(Promise.reject(abortError(signal)));
+    return quietly(
+      new Promise<void>((resolve, reject) => {
+        const settle = (err?: Error) => {
           clearTimeout(timer);
-          resolve();
-        },
-      };
-      this.#waiters.push(waiter);
-    });
-    waited.catch(() => {});
-    return waited;
+          signal?.removeEventListener('abort', onAbort);
+          this.#waiters = this.#waiters.filter((w) => w !== waiter);
+          if (err) reject(err);
+          else resolve();
+        };
+        const onAbort = () => settle(abortError(signal!));
+        const timer = setTimeout(
+          () => settle(new Error(`waited ${timeoutMs} ms for ${count} armed timers, have ${this.#pending.length}`)),
+          timeoutMs,
+        );
+        const waiter: TimerWaiter = { count, resolve: () => settle() };
+        signal?.addEventListener('abort', onAbort, { once: true });
+        this.#waiters.push(waiter);
+      }),
+    );
   }
 
   /**
