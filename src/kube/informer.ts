@@ -16,7 +16,8 @@
  *   backoff; a `Retry-After` (429, 503) is honoured on lists and on watches.
  * - `synced` once the first complete list is in; `problem()` is the readiness answer: not
  *   listed yet, or stale (nothing heard — no list, event or bookmark — for
- *   STALE_AFTER_IDLE_WINDOWS watchdog windows).
+ *   STALE_AFTER_IDLE_WINDOWS watchdog windows). `onHealthChange` tells when that answer turns
+ *   (synced, gone stale, heard from again), so readiness follows events instead of polling.
  *
  * Time (watchdog, backoff) and randomness are parameters. HTTP goes through the KubeConfig's
  * own credentials and TLS (api-request.ts).
@@ -109,6 +110,13 @@ export class Informer<T extends KubernetesObject> {
   readonly #cache = new Map<string, T>();
   readonly #stop = new AbortController();
   readonly #restartListeners = new Set<(reason: RestartReason) => void>();
+  readonly #healthListeners = new Set<(problem: string | undefined) => void>();
+  /** Whether the health listeners were last told "healthy" (undefined: told nothing yet). */
+  #toldHealthy: boolean | undefined;
+  /** The staleness timer's loop, while there are health listeners and the informer runs. */
+  #staleLoop: Promise<void> | undefined;
+  /** Wakes the staleness loop when the informer hears from the API server again. */
+  #wakeOnHeard: (() => void) | undefined;
   #resourceVersion = '';
   #synced = false;
   /** Callers of waitForSync() before the first list: settled by the first list or by stop(). */
@@ -168,6 +176,17 @@ export class Informer<T extends KubernetesObject> {
     return undefined;
   }
 
+  /**
+   * Calls `listener` with `problem()` whenever it turns from undefined to a reason or back: the
+   * first complete list, nothing heard for the stale window (timed on the injected clock, armed
+   * only while someone listens), hearing from the API server again. Returns an unsubscribe.
+   */
+  onHealthChange(listener: (problem: string | undefined) => void): () => void {
+    this.#healthListeners.add(listener);
+    if (this.#running) this.#startStaleLoop();
+    return () => this.#healthListeners.delete(listener);
+  }
+
   /** Calls `listener` on every restart with its reason (metrics). Returns an unsubscribe. */
   onRestart(listener: (reason: RestartReason) => void): () => void {
     this.#restartListeners.add(listener);
@@ -194,6 +213,7 @@ export class Informer<T extends KubernetesObject> {
     this.#running = this.#loop().catch((err: unknown) => {
       if (!this.#stop.signal.aborted) this.#logger.error('informer loop ended unexpectedly', { err: describeError(err) });
     });
+    if (this.#healthListeners.size > 0) this.#startStaleLoop();
   }
 
   /**
@@ -212,6 +232,7 @@ export class Informer<T extends KubernetesObject> {
   /** Aborts the open request and the loop; resolves when the loop ended or after `deadlineMs`. */
   async stop(deadlineMs = 5000): Promise<void> {
     this.#stop.abort();
+    this.#wakeOnHeard?.();
     for (const w of this.#syncWaiters.splice(0)) w.reject(stoppedBeforeSync());
     if (!this.#running) return;
     let timer: NodeJS.Timeout | undefined;
@@ -221,6 +242,48 @@ export class Informer<T extends KubernetesObject> {
     });
     await Promise.race([this.#running, deadline]);
     clearTimeout(timer);
+  }
+
+  /** A list, an event or a bookmark arrived (`#lastHeardAt` is updated): tell whoever waits for it. */
+  #heard(): void {
+    const wake = this.#wakeOnHeard;
+    this.#wakeOnHeard = undefined;
+    wake?.();
+    if (this.#toldHealthy !== true && this.#healthListeners.size > 0) this.#tellHealth();
+  }
+
+  #tellHealth(): void {
+    const problem = this.problem();
+    const healthy = problem === undefined;
+    if (healthy === this.#toldHealthy) return;
+    this.#toldHealthy = healthy;
+    for (const l of this.#healthListeners) {
+      try {
+        l(problem);
+      } catch (err) {
+        this.#logger.error('informer health listener threw', { err: describeError(err) });
+      }
+    }
+  }
+
+  #startStaleLoop(): void {
+    this.#staleLoop ??= this.#watchStaleness()
+      .catch((err: unknown) => this.#logger.error('informer staleness timer failed', { err: describeError(err) }))
+      .finally(() => (this.#staleLoop = undefined));
+  }
+
+  /** Sleeps until the stale window would end, tells the listeners when it did, then waits to hear again. */
+  async #watchStaleness(): Promise<void> {
+    const windowMs = STALE_AFTER_IDLE_WINDOWS * this.#idleMs;
+    while (!this.#stop.signal.aborted && this.#healthListeners.size > 0) {
+      const wait = this.#lastHeardAt + windowMs - this.#clock.now();
+      if (wait >= 0) {
+        if (!(await this.#sleep(wait + 1))) return;
+        continue;
+      }
+      this.#tellHealth();
+      await new Promise<void>((resolve) => (this.#wakeOnHeard = resolve));
+    }
   }
 
   #restarted(reason: RestartReason): void {
@@ -414,6 +477,7 @@ export class Informer<T extends KubernetesObject> {
     } else {
       this.#logger.info('re-listed', { items: this.#cache.size, pages, resourceVersion });
     }
+    this.#heard();
   }
 
   #upsert(k: string, item: T): void {
@@ -561,6 +625,7 @@ export class Informer<T extends KubernetesObject> {
             events++;
             lastActivity = this.#clock.now();
             this.#lastHeardAt = lastActivity;
+            this.#heard();
             this.#failures = 0;
             this.#silentWatches = 0;
             this.#lastError = undefined;

@@ -199,6 +199,42 @@ test('a watch that goes silent: the watchdog re-watches from the last resourceVe
   });
 });
 
+test('onHealthChange: told when the first list is in, exactly when nothing was heard for the stale window, and when heard again', async () => {
+  const clock = new FakeClock();
+  await namespaceWithPods('hc', 1);
+  const idleTimeoutMs = 30_000;
+  const informer = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'hc', clock, rng: () => 0.5, idleTimeoutMs, initialBackoffMs: 1000 });
+  const told: Array<string | undefined> = [];
+  informer.onHealthChange((problem) => told.push(problem));
+  informer.start();
+  const match = { path: podsPath('hc') };
+  await withInformer(informer, async () => {
+    await informer.waitForSync();
+    await until(() => told.length === 1, 'told at the first list');
+    assert.deepEqual(told, [undefined], 'healthy once listed');
+    const heardAt = clock.now();
+
+    // Nothing is heard any more: the open watch hangs, so do new ones, and lists fail.
+    await until(() => cluster.faults.silenceWatches({ match }) > 0, 'the open watch');
+    cluster.faults.silenceWatches({ match, newWatches: 1000 });
+    cluster.faults.failWith500(1000, { match: { ...match, exceptWatch: true } });
+    await clock.advance(heardAt + 2 * idleTimeoutMs - clock.now());
+    assert.equal(told.length, 1, 'not stale at exactly two windows');
+    await clock.advance(1);
+    assert.equal(told.length, 2, 'told the moment the window is over, by the clock alone');
+    assert.match(told[1] ?? '', /^pods watch stale: no list, event or bookmark for 60 s/);
+
+    // The API server answers again: the next re-list is heard, and the listeners are told.
+    cluster.faults.clear();
+    for (let i = 0; i < 400 && told.length < 3; i++) {
+      if (clock.nextDue !== undefined) await clock.advance(clock.nextDue - clock.now());
+      await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.deepEqual(told.slice(2), [undefined], 'healthy again');
+    assert.equal(informer.problem(), undefined);
+  });
+});
+
 test('a list that never answers times out and is retried', async () => {
   await namespaceWithPods('slow', 1);
   const { logs, logger } = capture();
