@@ -47,7 +47,11 @@ export interface Signer {
    * Returns the chain (leaf first, intermediates, no roots) and the PEM key.
    */
   issueServingCertificate(request: { readonly dnsNames: readonly string[]; readonly ttlSeconds: number }): Promise<ServingCertificate>;
-  /** Registers a callback for material changes (rotation); returns an unsubscribe function. */
+  /**
+   * Registers a callback for material changes (rotation) and readiness changes (ready, not ready,
+   * broken), so the CA's readiness and serving certificate follow the signer without polling;
+   * returns an unsubscribe function. (A change not reported is seen at the next read.)
+   */
   onChange(listener: () => void): () => void;
   /** Stops watchers and worker threads. */
   close(): Promise<void>;

@@ -42,6 +42,8 @@ export interface LeafIssuerPoolOptions {
    * test-only branch in the production worker, which terminating a Worker from outside would not.
    */
   readonly workerModule?: URL;
+  /** Called when a slot is given up (its workers kept dying), after `liveWorkers` dropped. */
+  readonly onSlotGivenUp?: () => void;
 }
 
 interface Pending {
@@ -121,6 +123,7 @@ export class LeafIssuerPool {
   readonly #maxTtlSeconds: number | undefined;
   readonly #log: Logger;
   readonly #workerModule: URL;
+  readonly #onSlotGivenUp: (() => void) | undefined;
   #nextId = 1;
   /** Requests of this event-loop turn, not yet given to a worker. */
   #queued: Queued = emptyQueue();
@@ -140,6 +143,7 @@ export class LeafIssuerPool {
     this.#maxTtlSeconds = options.maxTtlSeconds;
     this.#log = options.logger ?? createLogger({ fields: { component: 'leaf-pool' } });
     this.#workerModule = options.workerModule ?? DEFAULT_WORKER_MODULE;
+    this.#onSlotGivenUp = options.onSlotGivenUp;
     for (let i = 0; i < this.size; i++) this.#slots.push(this.#spawn(0));
   }
 
@@ -197,6 +201,13 @@ export class LeafIssuerPool {
     if (respawn) this.#log.warn('leaf worker died; replaced', fields);
     else this.#log.error('leaf worker died repeatedly without answering; slot given up', fields);
     if (this.#idle && this.pending === 0) this.#idle();
+    if (!respawn) {
+      try {
+        this.#onSlotGivenUp?.();
+      } catch (err) {
+        this.#log.error('onSlotGivenUp threw', { err: err instanceof Error ? err.message : String(err) });
+      }
+    }
   }
 
   /** Replaces the signing CA for all later requests (e.g. after a cacerts reload). */

@@ -199,3 +199,26 @@ test('cacerts + pool: when every signing worker has died the signer is not ready
   await assert.rejects(signer.sign({ csrPem: await newCsr(), spiffeId: ID, ttlSeconds: 600 }), { code: 'ERR_PKI_POOL_WORKER' });
 });
 
+
+test('cacerts + pool: the signer tells its listeners when the last signing worker is gone (readiness follows the event)', async (t) => {
+  const dir = await tempDir();
+  t.after(() => dir.remove());
+  await writeCacerts(dir.path, await makePluginCa());
+  const deadAtStart = poolIssuerFactory(1, { workerModule: new URL('../pki/workers/dead-at-start-worker.js', import.meta.url) });
+  const signer = signerFor(dir.path, new FakeClock(Date.now()), deadAtStart);
+  t.after(() => signer.close());
+  const seen: Array<string | undefined> = [];
+  const broken = new Promise<void>((resolve) => {
+    signer.onChange(() => {
+      seen.push(signer.brokenReason);
+      if (signer.brokenReason !== undefined) resolve();
+    });
+  });
+  // The pool's workers do not hold the event loop open; this test's wait must.
+  const keepAlive = setInterval(() => undefined, 1000);
+  t.after(() => clearInterval(keepAlive));
+  await signer.start();
+  await broken;
+  assert.deepEqual(seen, [undefined, 'every signing worker died'], 'told once at install, once when broken');
+  assert.equal(signer.ready, false);
+});

@@ -2,7 +2,8 @@
  * The part both built-in signers share: hold the current `CaKeyMaterial`, issue leaves from it
  * on the fast path (CSR parse+verify, template leaf, node:crypto sign with the cached
  * KeyObject), append the precomputed response tail (intermediates, roots last), and tell
- * listeners when the material changes. Subclasses only decide where material comes from.
+ * listeners when the material or the readiness changes (installed, closed, every signing worker
+ * gone). Subclasses only decide where material comes from.
  */
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/log.js';
@@ -31,7 +32,13 @@ export const RETIRED_BACKEND_DRAIN_MS = 5000;
 
 export type LeafIssuerFactory = (
   material: CaKeyMaterial,
-  options: { readonly clock: Clock; readonly maxTtlSeconds: number; readonly logger: Logger },
+  options: {
+    readonly clock: Clock;
+    readonly maxTtlSeconds: number;
+    readonly logger: Logger;
+    /** To be called when the backend becomes broken (`broken()` starts answering), so readiness hears of it. */
+    readonly onBroken?: () => void;
+  },
 ) => LeafIssuerBackend;
 
 /** The in-thread fast path. */
@@ -116,19 +123,38 @@ export abstract class MaterialSigner implements Signer {
     const old = this.#loaded;
     this.#loaded = undefined;
     this.#notReady = 'signer closed';
+    if (old) this.#changed();
     await old?.backend.close();
+  }
+
+  /** Tells the listeners (material or readiness changed); a throwing listener is logged, the others still run. */
+  #changed(): void {
+    for (const l of this.#listeners) {
+      try {
+        l();
+      } catch (err) {
+        this.options.logger.error('signer change listener threw', { err: err instanceof Error ? err.message : String(err) });
+      }
+    }
   }
 
   /** Installs new material (subclasses call this after loading and validating it). */
   protected install(material: CaKeyMaterial): void {
     const factory = this.options.issuerFactory ?? inThreadIssuerFactory;
     const old = this.#loaded;
-    this.#loaded = {
+    const loaded: Loaded = {
       material,
       tail: responseChainPems(material),
       roots: material.roots.map((r) => certificateToPem(new Uint8Array(r.rawData))),
-      backend: factory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds, logger: this.options.logger }),
+      backend: factory(material, {
+        clock: this.options.clock,
+        maxTtlSeconds: this.options.maxTtlSeconds,
+        logger: this.options.logger,
+        // Only the backend in use is news (a retired one may break while it drains).
+        onBroken: () => this.#loaded === loaded && this.#changed(),
+      }),
     };
+    this.#loaded = loaded;
     this.options.logger.info('signing material installed', {
       signer: this.description,
       subject: material.cert.subject,
@@ -136,7 +162,7 @@ export abstract class MaterialSigner implements Signer {
       roots: material.roots.length,
     });
     if (old) void old.backend.close(RETIRED_BACKEND_DRAIN_MS).catch(() => undefined);
-    for (const l of this.#listeners) l();
+    this.#changed();
   }
 
   protected setNotReady(reason: string): void {

@@ -11,6 +11,7 @@ export function poolIssuerFactory(size: number, o: { readonly workerModule?: URL
       maxTtlSeconds: options.maxTtlSeconds,
       logger: options.logger.child({ component: 'leaf-pool' }),
       ...(o.workerModule ? { workerModule: o.workerModule } : {}),
+      ...(options.onBroken ? { onSlotGivenUp: () => pool.liveWorkers === 0 && options.onBroken?.() } : {}),
     });
     return {
       issue: (r) => pool.issue({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
