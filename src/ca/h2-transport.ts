@@ -22,6 +22,7 @@ import {
   type IncomingHttpHeaders,
   type ServerHttp2Stream,
 } from 'node:http2';
+import type { Socket } from 'node:net';
 import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
 import type { Logger } from '../core/log.js';
@@ -319,7 +320,16 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
   });
   // Counted and bounded before anything else sees a connection, a session or a stream.
   const counts = limitConnections(server, limits, o.metrics);
-  const unsubscribe = o.identity.onUpdate((id) => server.setSecureContext({ cert: id.certificate, key: id.privateKey }));
+  // Without an identity (none yet, or the last one withdrawn at its notAfter) a connection is
+  // dropped at once, as grpc-js does: no TLS is attempted with a missing or expired certificate.
+  let presenting = initial !== null;
+  server.prependListener('connection', (socket: Socket) => {
+    if (!presenting) socket.destroy();
+  });
+  const unsubscribe = o.identity.onUpdate((id) => {
+    presenting = id !== null;
+    if (id) server.setSecureContext({ cert: id.certificate, key: id.privateKey });
+  });
   const sessions = new Set<Http2Session>();
   server.on('session', (s) => {
     sessions.add(s);

@@ -2,6 +2,8 @@
  * Server TLS credentials whose certificate can be replaced while the server runs (a CA's
  * serving certificate is issued by its own signer and rotates with it). Built on grpc-js's
  * CertificateProvider hook: new connections get the new certificate, open ones keep theirs.
+ * `withdraw()` takes the identity away (a certificate that expired is never presented): grpc-js
+ * then drops new connections, as it does before the first identity.
  */
 import { experimental, type ServerCredentials } from '@grpc/grpc-js';
 import type { Secret } from '../core/secret.js';
@@ -19,16 +21,21 @@ export class RotatingServerIdentity {
     for (const l of this.#listeners) l(this.#latest);
   }
 
-  /** The current identity as PEM buffers (null before the first update). */
+  /** No identity any more (e.g. the last one expired): listeners get null, new handshakes fail. */
+  withdraw(): void {
+    if (this.#latest === null) return;
+    this.#latest = null;
+    for (const l of this.#listeners) l(null);
+  }
+
+  /** The current identity as PEM buffers (null before the first update and after `withdraw`). */
   current(): { certificate: Buffer; privateKey: Buffer } | null {
     return this.#latest;
   }
 
-  /** Calls `listener` on every later update; returns an unsubscribe function. */
-  onUpdate(listener: (identity: { certificate: Buffer; privateKey: Buffer }) => void): () => void {
-    const l: IdentityListener = (u) => {
-      if (u) listener(u);
-    };
+  /** Calls `listener` on every later update (null: withdrawn); returns an unsubscribe function. */
+  onUpdate(listener: (identity: { certificate: Buffer; privateKey: Buffer } | null) => void): () => void {
+    const l: IdentityListener = (u) => listener(u);
     this.#listeners.add(l);
     return () => this.#listeners.delete(l);
   }
