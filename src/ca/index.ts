@@ -52,8 +52,9 @@ export {
 export type { Signer, SignRequest, SignedChain, ServingCertificate } from './signer.js';
 export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
 export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
-export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend } from './signers/material-signer.js';
+export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend, type MaterialSignerOptions } from './signers/material-signer.js';
 export { issueServingCertificate } from './serving-cert.js';
+export { ServingIdentity, SERVING_CERT_TTL_SECONDS, type ServingIdentityOptions, type ServingEvent } from './serving-identity.js';
 export { poolIssuerFactory } from './signers/pool-issuer.js';
 export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type StoredCa } from './signers/ca-secret-store.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
@@ -71,3 +72,4 @@ export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
 export { CaError, type CaErrorCode } from './errors.js';
 export type { Caller } from './caller.js';
 export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type TransportStats } from './metrics.js';
+export { ReadinessGate, caReadinessConditions, healthPublisher, type ReadinessCondition } from './readiness.js';

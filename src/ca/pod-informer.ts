@@ -88,6 +88,11 @@ export class PodInformer implements PodIndex {
     return this.#informer.problem();
   }
 
+  /** Calls `listener` when `problem()` turns (listed, gone stale, heard again); returns an unsubscribe. */
+  onHealthChange(listener: () => void): () => void {
+    return this.#informer.onHealthChange(() => listener());
+  }
+
   /** The informer underneath (metrics). */
   get informer(): KubePodInformer {
     return this.#informer;
