@@ -244,8 +244,9 @@ export class Informer<T extends KubernetesObject> {
     clearTimeout(timer);
   }
 
-  /** A list, an event or a bookmark arrived (`#lastHeardAt` is updated): tell whoever waits for it. */
-  #heard(): void {
+  /** A complete list, an event or a bookmark arrived at `atMs`: tell whoever waits for it. */
+  #heard(atMs: number): void {
+    this.#lastHeardAt = atMs;
     const wake = this.#wakeOnHeard;
     this.#wakeOnHeard = undefined;
     wake?.();
@@ -469,7 +470,6 @@ export class Informer<T extends KubernetesObject> {
     this.#resourceVersion = resourceVersion;
     this.#failures = 0;
     this.#lastError = undefined;
-    this.#lastHeardAt = this.#clock.now();
     if (!this.#synced) {
       this.#synced = true;
       this.#logger.info('informer synced', { items: this.#cache.size, pages, resourceVersion });
@@ -477,7 +477,7 @@ export class Informer<T extends KubernetesObject> {
     } else {
       this.#logger.info('re-listed', { items: this.#cache.size, pages, resourceVersion });
     }
-    this.#heard();
+    this.#heard(this.#clock.now());
   }
 
   #upsert(k: string, item: T): void {
@@ -624,8 +624,7 @@ export class Informer<T extends KubernetesObject> {
             }
             events++;
             lastActivity = this.#clock.now();
-            this.#lastHeardAt = lastActivity;
-            this.#heard();
+            this.#heard(lastActivity);
             this.#failures = 0;
             this.#silentWatches = 0;
             this.#lastError = undefined;
