@@ -56,9 +56,7 @@ interface ColdStart {
 
 async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { broker: number[]; bare: number[]; payloadBytes: number } }> {
   const { Stack, TD, NODE } = await import('../test/broker/support/stack.js');
-  const { startBroker } = await import('../src/broker/broker.js');
-  const { BrokerClient, firstMessage } = await import('../src/broker/client/broker-client.js');
-  const { brokerMessageType } = await import('../src/broker/fronts/broker-api/broker-proto.js');
+  const { startBroker, BrokerClient, firstMessage, brokerMessageType } = await import('../src/broker/index.js');
   const sas = Array.from({ length: SERVICE_ACCOUNTS }, (_, i) => `sa-${i}`);
   const stack = await Stack.start({ tmpPrefix: 'bench-broker-', namespaces: ['bench'], serviceAccounts: sas.map((s) => `bench/${s}`) });
   try {
@@ -174,8 +172,7 @@ async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
   const material = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey });
   const issuer = new FastLeafIssuer({ signer: material.leafSigner });
   const { X509Certificate } = await import('node:crypto');
-  const { CertManager } = await import('../src/broker/cache/cert-manager.js');
-  const { NodePods } = await import('../src/broker/cache/node-pods.js');
+  const { CertManager, NodePods } = await import('../src/broker/cache/index.js');
   const { systemClock } = await import('../src/core/clock.js');
   const { Secret } = await import('../src/core/secret.js');
   const rootDer = Buffer.from(root.der);

@@ -12,13 +12,8 @@ import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
-import { BrokerApiService } from '../../src/broker/fronts/broker-api/broker-api.js';
-import { CertManager } from '../../src/broker/cache/cert-manager.js';
-import { NodePods } from '../../src/broker/cache/node-pods.js';
-import { TrustBundle } from '../../src/broker/cache/trust-bundle.js';
-import { encodePodReference } from '../../src/broker/fronts/broker-api/workload-reference.js';
+import { BrokerApiService, type CaClient, CertManager, encodePodReference, NodePods, TrustBundle, type WorkloadCert } from '../../src/broker/index.js';
 import { decodeRpcStatus } from '../../src/grpc/rpc-status.js';
-import type { CaClient, WorkloadCert } from '../../src/broker/cache/workload-cert.js';
 import { caKeyMaterial, createCsr, createRootCa, FastLeafIssuer, generateKeyPair } from '../../src/pki/index.js';
 
 const ZTUNNEL = 'spiffe://cluster.local/ns/istio-system/sa/ztunnel';

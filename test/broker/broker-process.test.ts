@@ -10,7 +10,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { BrokerClient, firstMessage } from '../../src/broker/client/broker-client.js';
+import { BrokerClient, firstMessage } from '../../src/broker/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 
 const RUN = fileURLToPath(new URL('../../src/broker/run.js', import.meta.url));

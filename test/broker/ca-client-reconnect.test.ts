@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { createServer, connect, type Server, type Socket } from 'node:net';
 import { after, before, describe, it } from 'node:test';
-import { CaCallError, IstioCaClient } from '../../src/broker/adapters/ca-client.js';
+import { CaCallError, IstioCaClient } from '../../src/broker/index.js';
 import { BROKER_NS, CONSUMER_SA, Stack, TD, tokenFor } from './support/stack.js';
 
 class Relay {

@@ -6,10 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
-import { CertManager, type CertEvent, type CertManagerObserver } from '../../src/broker/cache/cert-manager.js';
-import { backoffCeiling } from '../../src/broker/cache/refresh-policy.js';
-import { BrokerError } from '../../src/broker/errors.js';
-import type { CaClient, WorkloadCert } from '../../src/broker/cache/workload-cert.js';
+import { backoffCeiling, BrokerError, type CaClient, type CertEvent, CertManager, type CertManagerObserver, type WorkloadCert } from '../../src/broker/index.js';
 
 const HOUR = 3_600_000;
 const id = (sa: string) => `spiffe://cluster.local/ns/default/sa/${sa}`;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/config.js';
+import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/index.js';
 import { ConfigError } from '../../src/core/config.js';
 import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { silentLogger } from '../../src/core/log.js';

@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import { chmod, lstat, readdir, readFile, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { writeSvidFiles } from '../../src/broker/client/fetch.js';
+import { writeSvidFiles } from '../../src/broker/index.js';
 import type { SubscribeToX509SVIDResponse } from '../../src/protocol/spiffe-broker.js';
 import { createRootCa } from '../../src/pki/ca-certs.js';
 import { exportPkcs8Der } from '../../src/pki/keys.js';

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { podFacts } from '../../src/broker/adapters/kube-adapters.js';
-import { NodePods, type PodFacts, type PodGoneReason } from '../../src/broker/cache/node-pods.js';
+import { NodePods, podFacts, type PodFacts, type PodGoneReason } from '../../src/broker/index.js';
 
 function recorder() {
   const calls: string[] = [];

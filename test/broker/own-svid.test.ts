@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { IdentityStatus } from '../../src/broker/cache/cert-manager.js';
-import { ownSvidOf, ownSvidProblem } from '../../src/broker/own-svid.js';
+import { type IdentityStatus, ownSvidOf, ownSvidProblem } from '../../src/broker/index.js';
 
 const base: IdentityStatus = {
   identity: 'spiffe://cluster.local/ns/istio-system/sa/ztunnel',

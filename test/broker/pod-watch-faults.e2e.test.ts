@@ -10,8 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
-import { BrokerClient, firstMessage } from '../../src/broker/client/broker-client.js';
-import { startBroker, type Broker } from '../../src/broker/broker.js';
+import { type Broker, BrokerClient, firstMessage, startBroker } from '../../src/broker/index.js';
 import { createLogger } from '../../src/core/log.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';

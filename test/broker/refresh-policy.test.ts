@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoff, backoffCeiling, refreshAt, refreshDelay, retryDelay } from '../../src/broker/cache/refresh-policy.js';
-import { KeyedPriorityQueue } from '../../src/broker/cache/priority-queue.js';
+import { backoff, backoffCeiling, KeyedPriorityQueue, refreshAt, refreshDelay, retryDelay } from '../../src/broker/index.js';
 import { seededRng } from '../support/seeded-rng.js';
 
 const almostOne = () => 0.999_999;

@@ -7,9 +7,7 @@ import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../src/core/log.js';
-import { NodePods } from '../../src/broker/cache/node-pods.js';
-import { parseCniAddEvent, startRegistrationServer, type RegistrationServer } from '../../src/broker/adapters/registration-server.js';
-import { BrokerError } from '../../src/broker/errors.js';
+import { BrokerError, NodePods, parseCniAddEvent, type RegistrationServer, startRegistrationServer } from '../../src/broker/index.js';
 import { requestUnix as post } from './support/unix-http.js';
 import { tempDirSync } from '../support/scratch.js';
 

@@ -3,8 +3,7 @@ import { describe, it } from 'node:test';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
-import { BrokerError } from '../../src/broker/errors.js';
-import { TokenSource, tokenRefreshDelay, type FetchedToken } from '../../src/broker/adapters/token-source.js';
+import { BrokerError, type FetchedToken, tokenRefreshDelay, TokenSource } from '../../src/broker/index.js';
 
 const HOUR = 3_600_000;
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { TrustBundle } from '../../src/broker/cache/trust-bundle.js';
+import { TrustBundle } from '../../src/broker/index.js';
 import { createRootCa } from '../../src/pki/index.js';
 
 describe('TrustBundle', () => {

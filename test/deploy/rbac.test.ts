@@ -6,7 +6,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { brokerRbacObjects } from '../../src/broker/adapters/rbac.js';
+import { brokerRbacObjects } from '../../src/broker/index.js';
 import {
   adminClient,
   clientsFor,

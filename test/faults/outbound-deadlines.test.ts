@@ -11,8 +11,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { KubeConfig } from '@kubernetes/client-node';
-import { tokenRequestFetcher } from '../../src/broker/adapters/kube-adapters.js';
-import { CaCallError, IstioCaClient } from '../../src/broker/adapters/ca-client.js';
+import { CaCallError, IstioCaClient, tokenRequestFetcher } from '../../src/broker/index.js';
 import { kubeTokenReviewer } from '../../src/ca/authn/kube-token-reviewer.js';
 import { discoveredJwks } from '../../src/ca/authn/oidc-discovery.js';
 import { kubeCaSecretStore } from '../../src/ca/signers/ca-secret-store.js';

@@ -15,7 +15,7 @@ import type { MethodDefinition } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
 import { loadProtos, lookup, protobufRoot } from '../../src/grpc/proto-load.js';
 import { camelCaseName, servicesPackageDefinition } from '../../src/grpc/service-definitions.js';
-import { brokerMessageType } from '../../src/broker/fronts/broker-api/broker-proto.js';
+import { brokerMessageType } from '../../src/broker/index.js';
 import { KUBERNETES_REFERENCE_TYPE } from '../../src/protocol/spiffe-broker.js';
 import { healthServiceDefinition } from '../../src/grpc/health.js';
 

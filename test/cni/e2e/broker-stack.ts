@@ -6,8 +6,7 @@
  */
 import { KubeConfig } from '@kubernetes/client-node';
 import { join } from 'node:path';
-import { startBroker, type Broker } from '../../../src/broker/index.js';
-import { brokerRbacObjects } from '../../../src/broker/adapters/rbac.js';
+import { type Broker, brokerRbacObjects, startBroker } from '../../../src/broker/index.js';
 import { startCaServer, type CaServer } from '../../../src/ca/index.js';
 import { createLogger, silentLogger } from '../../../src/core/log.js';
 import { setTimeout as delay } from 'node:timers/promises';

@@ -1,0 +1,30 @@
+/**
+ * broker/adapters — the broker's edges to the world outside the node's data plane:
+ *
+ * - `IstioCaClient`: the CA (Istio's `CreateCertificate` over gRPC+TLS), a `CaClient` of the
+ *   cache room; `CaCallError` (the status says unreachable or refused); `parseCaResponse`.
+ * - `TokenSource` (the broker's own CA token, refreshed before it expires) and its fetchers:
+ *   `tokenRequestFetcher` (TokenRequest bound to the broker's pod), `projectedTokenFileFetcher`.
+ * - Kubernetes: `NodePodWatch` (this node's pods into `NodePods`), `kubePodLookup` / `podFacts`,
+ *   `brokerRbacObjects` (exactly the permissions these need).
+ * - `startRegistrationServer`: CNI pod registrations (`POST /cmdadd` on a Unix socket).
+ * - `prepareSocketPath`: the owner-only directory and stale-socket removal every socket needs.
+ *
+ * May import: the cache room, src/broker/errors.ts, src/core, src/pki, src/spiffe, src/kube,
+ * src/grpc, src/ops, src/protocol. Never fronts/, client/ or the wiring.
+ */
+export { CaCallError, IstioCaClient, parseCaResponse, type IstioCaClientOptions, type ParsedCaResponse, type TokenProvider } from './ca-client.js';
+export { TokenSource, tokenRefreshDelay, type FetchedToken, type TokenFetcher, type TokenSourceOptions } from './token-source.js';
+export { projectedTokenFileFetcher, TOKEN_REQUEST_TIMEOUT_MS, tokenRequestFetcher, type OwnPod } from './token-fetchers.js';
+export { kubePodLookup, podFacts } from './pod-lookup.js';
+export { NodePodWatch, type NodePodWatchOptions } from './node-pod-watch.js';
+export { brokerRbacObjects } from './rbac.js';
+export {
+  parseCniAddEvent,
+  startRegistrationServer,
+  type PodLookup,
+  type RegistrationObserver,
+  type RegistrationServer,
+  type RegistrationServerOptions,
+} from './registration-server.js';
+export { prepareSocketPath } from './unix-socket.js';

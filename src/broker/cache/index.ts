@@ -1,0 +1,53 @@
+/**
+ * broker/cache — what the broker holds and decides, as plain TypeScript over plain data (no
+ * gRPC, Kubernetes or filesystem code; time and randomness injected):
+ *
+ * - `CertManager`: one certificate per workload identity — fetched through a `CaClient`,
+ *   refreshed at half-life, retried with backoff, forgotten after its last pod; its state per
+ *   identity is a `CertState` (pending | ready | failed | expired); events for listeners
+ *   (`subscribe`, `subscribeAll`) and observers (metrics, logs), every call guarded.
+ * - `refreshAt`, `refreshDelay`, `backoff`, `backoffCeiling`, `retryDelay`, `fetchFailureOf`:
+ *   the refresh policy as pure functions.
+ * - `KeyedPriorityQueue`: realtime > warmup > background, one entry per key.
+ * - `NodePods`: this node's pods and the identity each needs; drives the manager.
+ * - `TrustBundle`: the trust domain's roots, following the CA's (`follow`).
+ * - `WorkloadCert` and helpers (`workloadCertPem`, `describeCert`, `isUsable`).
+ *
+ * May import: src/core, src/pki, src/spiffe and src/broker/errors.ts. Nothing else of the broker.
+ */
+export {
+  CertManager,
+  type AllCertsListener,
+  type CertEvent,
+  type CertListener,
+  type CertManagerObserver,
+  type CertManagerOptions,
+  type CertState,
+  type CertStateName,
+  type IdentityStatus,
+} from './cert-manager.js';
+export {
+  backoff,
+  backoffCeiling,
+  DEFAULT_REFRESH_POLICY,
+  refreshAt,
+  refreshDelay,
+  retryDelay,
+  type CertLifetime,
+  type RefreshPolicy,
+} from './refresh-policy.js';
+export { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';
+export {
+  NodePods,
+  type IdentityRetainer,
+  type IneligiblePod,
+  type NodePodsOptions,
+  type PodEligibility,
+  type PodFacts,
+  type PodGoneListener,
+  type PodGoneReason,
+  type TrackedPod,
+} from './node-pods.js';
+export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleOptions } from './trust-bundle.js';
+export { describeCert, isUsable, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
+export { Waiters } from './waiters.js';

@@ -1,0 +1,95 @@
+/**
+ * The node broker's rooms (issue 11; docs/architecture.md, "Node broker"): which room may import
+ * which, and that tests and benchmarks reach the broker through a room's index.ts (its real
+ * surface), never a file behind it.
+ */
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, normalize, relative } from 'node:path';
+import { REPO_ROOT } from '../support/fixtures.js';
+import { sourceFiles } from './source-files.js';
+
+/** Import specifiers of a TypeScript text: static (also `import type`, `export … from`) and dynamic. */
+function specifiers(text: string): string[] {
+  return [...text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s+'([^']+)'|\bimport\s*\(\s*'([^']+)'\s*\)|^import\s+'([^']+)'/gmu)].map(
+    (m) => (m[1] ?? m[2] ?? m[3])!,
+  );
+}
+
+/** Where a relative specifier in `file` (relative to the repository) points, relative to the repository. */
+function resolved(file: string, spec: string): string | undefined {
+  return spec.startsWith('.') ? normalize(join(dirname(file), spec)).split('\\').join('/') : undefined;
+}
+
+interface Edge {
+  readonly from: string;
+  readonly to: string;
+}
+
+function brokerEdges(): Edge[] {
+  return sourceFiles()
+    .filter((f) => f.path.startsWith('broker/'))
+    .flatMap((f) =>
+      specifiers(f.text).map((spec) => ({ from: f.path, to: resolved(`src/${f.path}`, spec)?.replace(/^src\//u, '') ?? spec })),
+    );
+}
+
+/** The room of a src/broker path: cache, adapters, fronts/<name>, client, or top (the wiring). */
+function roomOf(path: string): string {
+  const rest = path.slice('broker/'.length);
+  if (rest.startsWith('fronts/')) return rest.split('/').length > 2 ? `fronts/${rest.split('/')[1]}` : 'fronts';
+  return rest.includes('/') ? rest.split('/')[0]! : 'top';
+}
+
+const ERRORS = 'broker/errors.js';
+
+test('cache/ imports nothing of the broker but its errors, and no gRPC, Kubernetes, filesystem or network code', () => {
+  const edges = brokerEdges().filter((e) => roomOf(e.from) === 'cache');
+  assert.ok(edges.length > 20, `${edges.length} imports read`);
+  const wrong = edges.filter((e) =>
+    e.to.startsWith('broker/')
+      ? e.to !== ERRORS && roomOf(e.to) !== 'cache'
+      : !/^(core|pki|spiffe)\//u.test(e.to) && e.to !== 'node:crypto',
+  );
+  assert.deepEqual(wrong, []);
+});
+
+test('adapters/ import the cache room, never the fronts, the client or the wiring', () => {
+  const edges = brokerEdges().filter((e) => roomOf(e.from) === 'adapters' && e.to.startsWith('broker/'));
+  assert.ok(edges.some((e) => roomOf(e.to) === 'cache'));
+  assert.deepEqual(edges.filter((e) => e.to !== ERRORS && !['cache', 'adapters'].includes(roomOf(e.to))), []);
+});
+
+test('a front reads the cache room (and the socket set-up), never the CA, Kubernetes, another front or the wiring', () => {
+  const edges = brokerEdges().filter((e) => roomOf(e.from).startsWith('fronts'));
+  assert.ok(edges.some((e) => roomOf(e.to) === 'cache'));
+  const allowed = (e: Edge) =>
+    !e.to.startsWith('broker/')
+      ? !/^(@kubernetes|kube\/)/u.test(e.to)
+      : e.to === ERRORS || e.to === 'broker/adapters/unix-socket.js' || roomOf(e.to) === 'cache' || roomOf(e.to) === roomOf(e.from) ||
+        (roomOf(e.from) === 'fronts' && e.to.startsWith('broker/fronts/'));
+  assert.deepEqual(edges.filter((e) => !allowed(e)), []);
+});
+
+test('nothing in src/broker imports the client or the wiring, except the wiring and the client themselves', () => {
+  const edges = brokerEdges().filter((e) => e.to.startsWith('broker/') && e.to !== ERRORS);
+  const inner = (room: string) => ['cache', 'adapters'].includes(room) || room.startsWith('fronts');
+  assert.deepEqual(edges.filter((e) => inner(roomOf(e.from)) && ['top', 'client'].includes(roomOf(e.to))), []);
+});
+
+function tsFiles(dir: string): string[] {
+  return readdirSync(join(REPO_ROOT, dir), { withFileTypes: true }).flatMap((e) =>
+    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name).split('\\').join('/')] : [],
+  );
+}
+
+test('tests and benchmarks import the broker through src/broker/index.ts or a room index', () => {
+  const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'fronts/index', 'fronts/broker-api/index', 'client/index'].map((p) => `src/broker/${p}.js`));
+  const imports = [...tsFiles('test'), ...tsFiles('bench')].flatMap((file) =>
+    specifiers(readFileSync(join(REPO_ROOT, file), 'utf8')).map((spec) => ({ file, to: resolved(file, spec) ?? spec })),
+  );
+  const broker = imports.filter((i) => i.to.startsWith('src/broker/'));
+  assert.ok(broker.length > 30, `${broker.length} broker imports read`);
+  assert.deepEqual(broker.filter((i) => !surfaces.has(i.to)).map((i) => `${i.file}: ${relative('.', i.to)}`), []);
+});
