@@ -40,7 +40,13 @@ export type BrokerErrorCode =
   /** A pod registration from the CNI plugin was malformed. */
   | 'ERR_REGISTRATION_INVALID'
   /** The broker is shutting down. */
-  | 'ERR_SHUTTING_DOWN';
+  | 'ERR_SHUTTING_DOWN'
+  /** A Workload API request did not carry `workload.spiffe.io: true`. */
+  | 'ERR_MISSING_WORKLOAD_HEADER'
+  /** The Workload API caller has no identity here: not in a pod's cgroup, its pod not an eligible pod of this node, or it changed since it connected. */
+  | 'ERR_CALLER_NOT_ATTESTED'
+  /** The kernel's word about the caller could not be read (SO_PEERCRED helper failed, /proc unreadable). */
+  | 'ERR_ATTESTATION_UNAVAILABLE';
 
 export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(

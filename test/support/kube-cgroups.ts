@@ -1,0 +1,151 @@
+/**
+ * Real cgroups laid out as kubelet lays them out, for attestation tests with real processes (root).
+ *
+ * `KubeletCgroups.v2()` works on the cgroup v2 hierarchy (`/sys/fs/cgroup` on a pure v2 host,
+ * `/sys/fs/cgroup/unified` on a hybrid one), `KubeletCgroups.v1('pids')` on a v1 controller
+ * hierarchy. `podPath` spells a pod's (and container's) cgroup the way kubelet's systemd or
+ * cgroupfs driver and the runtimes name them; `place(pid, path)` creates it and moves the process
+ * in by writing its PID to `cgroup.procs`. `cleanup()` moves every process still inside back to
+ * the hierarchy's root and removes the directories this fixture created, deepest first; it runs
+ * at process exit too, so a failing test leaves nothing behind. Shared ancestors
+ * (`kubepods.slice`, …) that another test still uses are left for that test to remove.
+ *
+ * `kubeCgroupsProblem()` says why a test must skip (not root, no such hierarchy, cgroups cannot be
+ * created here), or undefined.
+ */
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+export type Qos = 'guaranteed' | 'burstable' | 'besteffort';
+export type Runtime = 'containerd' | 'cri-o' | 'docker';
+
+export interface PodLayout {
+  readonly driver: 'systemd' | 'cgroupfs';
+  readonly qos: Qos;
+  readonly uid: string;
+  /** Omitted: the pod's own cgroup. */
+  readonly container?: { readonly runtime: Runtime; readonly id: string };
+}
+
+/** The cgroup path (relative to the hierarchy root) kubelet and the runtime give a pod or container. */
+export function podPath(layout: PodLayout): string {
+  const { qos, uid, container } = layout;
+  if (layout.driver === 'systemd') {
+    const slice = `pod${uid.replaceAll('-', '_')}.slice`;
+    const pod = qos === 'guaranteed' ? `kubepods.slice/kubepods-${slice}` : `kubepods.slice/kubepods-${qos}.slice/kubepods-${qos}-${slice}`;
+    if (!container) return pod;
+    const prefix = { containerd: 'cri-containerd', 'cri-o': 'crio', docker: 'docker' }[container.runtime];
+    return `${pod}/${prefix}-${container.id}.scope`;
+  }
+  const pod = qos === 'guaranteed' ? `kubepods/pod${uid}` : `kubepods/${qos}/pod${uid}`;
+  if (!container) return pod;
+  return `${pod}/${container.runtime === 'cri-o' ? 'crio-' : ''}${container.id}`;
+}
+
+function mountOf(type: 'cgroup2' | 'cgroup', option?: string): string | undefined {
+  const mounts = readFileSync('/proc/self/mounts', 'utf8').split('\n');
+  for (const line of mounts) {
+    const [, dir, fsType, opts] = line.split(' ');
+    if (fsType !== type || dir === undefined) continue;
+    if (option === undefined || (opts ?? '').split(',').includes(option)) return dir;
+  }
+  return undefined;
+}
+
+function errCode(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}
+
+/** rmdir, retried for a moment while the kernel finishes moving out or reaping the last processes (EBUSY). */
+function rmdirWhenEmptied(dir: string): void {
+  const pause = new Int32Array(new SharedArrayBuffer(4));
+  for (let attempt = 0; ; attempt++) {
+    try {
+      rmdirSync(dir);
+      return;
+    } catch (err) {
+      if (errCode(err) !== 'EBUSY' || attempt >= 100) throw err;
+      Atomics.wait(pause, 0, 0, 10);
+    }
+  }
+}
+
+const live = new Set<KubeletCgroups>();
+process.on('exit', () => {
+  for (const c of live) c.cleanup();
+});
+
+export class KubeletCgroups {
+  readonly root: string;
+  /** Directories this fixture created, in creation order. */
+  readonly #created: string[] = [];
+
+  private constructor(root: string) {
+    this.root = root;
+    live.add(this);
+  }
+
+  /** The cgroup v2 hierarchy, or undefined when there is none. */
+  static v2(): KubeletCgroups | undefined {
+    const dir = mountOf('cgroup2');
+    return dir ? new KubeletCgroups(dir) : undefined;
+  }
+
+  /** A cgroup v1 controller hierarchy (e.g. `pids`), or undefined when there is none. */
+  static v1(controller: string): KubeletCgroups | undefined {
+    const dir = mountOf('cgroup', controller);
+    return dir ? new KubeletCgroups(dir) : undefined;
+  }
+
+  /** Creates `relPath` (and missing parents) and moves `pid` into it. */
+  place(pid: number, relPath: string): void {
+    this.#mkdir(join(this.root, relPath));
+    writeFileSync(join(this.root, relPath, 'cgroup.procs'), `${pid}\n`);
+  }
+
+  #mkdir(dir: string): void {
+    if (existsSync(dir)) return;
+    this.#mkdir(dirname(dir));
+    try {
+      mkdirSync(dir);
+      this.#created.push(dir);
+    } catch (err) {
+      if (errCode(err) !== 'EEXIST') throw err;
+    }
+  }
+
+  /** Moves every process out of what this fixture created and removes it (shared ancestors still in use stay). */
+  cleanup(): void {
+    for (const dir of [...this.#created].reverse()) {
+      if (!existsSync(dir)) continue;
+      try {
+        for (const pid of readFileSync(join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+          try {
+            writeFileSync(join(this.root, 'cgroup.procs'), `${pid}\n`);
+          } catch {
+            // exited meanwhile
+          }
+        }
+        rmdirWhenEmptied(dir);
+      } catch (err) {
+        // Another test's cgroup still inside a shared ancestor: that test removes it.
+        if (!['ENOENT', 'ENOTEMPTY', 'EBUSY'].includes(errCode(err) ?? '')) throw err;
+      }
+    }
+    this.#created.length = 0;
+  }
+}
+
+/** Why real kubelet-style cgroups cannot be made here, or undefined. */
+export function kubeCgroupsProblem(hierarchy: KubeletCgroups | undefined, what: string): string | undefined {
+  if (process.getuid?.() !== 0) return 'needs root to create cgroups';
+  if (!hierarchy) return `no ${what} hierarchy is mounted on this machine`;
+  const probe = join(hierarchy.root, `certbroker-probe-${process.pid}`);
+  try {
+    mkdirSync(probe);
+    rmdirSync(probe);
+    return undefined;
+  } catch (err) {
+    return `cannot create cgroups under ${hierarchy.root}: ${err instanceof Error ? err.message : String(err)}`;
+  }
+}
