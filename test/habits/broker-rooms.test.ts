@@ -61,20 +61,27 @@ test('adapters/ import the cache room, never the fronts, the client or the wirin
   assert.deepEqual(edges.filter((e) => e.to !== ERRORS && !['cache', 'adapters'].includes(roomOf(e.to))), []);
 });
 
-test('a front reads the cache room (and the socket set-up), never the CA, Kubernetes, another front or the wiring', () => {
+test('attestation/ imports nothing of the broker but its errors, and no gRPC or Kubernetes code', () => {
+  const edges = brokerEdges().filter((e) => roomOf(e.from) === 'attestation');
+  assert.ok(edges.length > 5, `${edges.length} imports read`);
+  const wrong = edges.filter((e) => (e.to.startsWith('broker/') ? e.to !== ERRORS && roomOf(e.to) !== 'attestation' : /^(@grpc|@kubernetes|kube\/|grpc\/)/u.test(e.to)));
+  assert.deepEqual(wrong, []);
+});
+
+test('a front reads the cache room (and the socket set-up, the caller attestation), never the CA, Kubernetes, another front or the wiring', () => {
   const edges = brokerEdges().filter((e) => roomOf(e.from).startsWith('fronts'));
   assert.ok(edges.some((e) => roomOf(e.to) === 'cache'));
   const allowed = (e: Edge) =>
     !e.to.startsWith('broker/')
       ? !/^(@kubernetes|kube\/)/u.test(e.to)
-      : e.to === ERRORS || e.to === 'broker/adapters/unix-socket.js' || roomOf(e.to) === 'cache' || roomOf(e.to) === roomOf(e.from) ||
+      : e.to === ERRORS || e.to === 'broker/adapters/unix-socket.js' || roomOf(e.to) === 'cache' || roomOf(e.to) === 'attestation' || roomOf(e.to) === roomOf(e.from) ||
         (roomOf(e.from) === 'fronts' && e.to.startsWith('broker/fronts/'));
   assert.deepEqual(edges.filter((e) => !allowed(e)), []);
 });
 
 test('nothing in src/broker imports the client or the wiring, except the wiring and the client themselves', () => {
   const edges = brokerEdges().filter((e) => e.to.startsWith('broker/') && e.to !== ERRORS);
-  const inner = (room: string) => ['cache', 'adapters'].includes(room) || room.startsWith('fronts');
+  const inner = (room: string) => ['cache', 'adapters', 'attestation'].includes(room) || room.startsWith('fronts');
   assert.deepEqual(edges.filter((e) => inner(roomOf(e.from)) && ['top', 'client'].includes(roomOf(e.to))), []);
 });
 
@@ -85,7 +92,7 @@ function tsFiles(dir: string): string[] {
 }
 
 test('tests and benchmarks import the broker through src/broker/index.ts or a room index', () => {
-  const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'fronts/index', 'fronts/broker-api/index', 'client/index'].map((p) => `src/broker/${p}.js`));
+  const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'attestation/index', 'fronts/index', 'fronts/broker-api/index', 'client/index'].map((p) => `src/broker/${p}.js`));
   const imports = [...tsFiles('test'), ...tsFiles('bench')].flatMap((file) =>
     specifiers(readFileSync(join(REPO_ROOT, file), 'utf8')).map((spec) => ({ file, to: resolved(file, spec) ?? spec })),
   );
