@@ -11,7 +11,7 @@
  * per cluster.
  */
 import { Counter, Gauge, type Registry } from 'prom-client';
-import { RESTART_REASONS, type RestartReason } from './informer.js';
+import { RESTART_REASONS, type RestartReason } from './informer-stats.js';
 
 /** What the metrics read from an informer. */
 export interface ObservedInformer {

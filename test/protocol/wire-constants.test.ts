@@ -42,7 +42,7 @@ const PROBES: readonly Probe[] = [
   { text: 'WORKLOAD_REFERENCE_INVALID', match: 'exact' },
   { text: 'WORKLOAD_NOT_FOUND', match: 'exact' },
   { text: 'WORKLOAD_NOT_ENTITLED', match: 'exact' },
-  { text: 'certbroker', match: 'exact', elsewhere: { 'cli/main.ts': 'the CLI program name', 'cli/start-stack.ts': 'a sample pod image name' } },
+  { text: 'certbroker', match: 'exact', elsewhere: { 'cli/main.ts': 'the CLI program name', 'cli/stack-parts.ts': 'a sample pod image name' } },
   // SPIFFE Workload API
   { text: 'spiffe/workload/workload.proto', match: 'within' },
   { text: 'SpiffeWorkloadAPI', match: 'within' },
