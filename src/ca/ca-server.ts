@@ -207,6 +207,7 @@ export async function startCaServer(config: CaServerConfig, options: CaStartOpti
     metrics,
     logger,
     maxCsrBytes: 64 * 1024,
+    ...(config.grantableServingNames ? { grantableServingNames: config.grantableServingNames } : {}),
   });
 
   // Ready only with a pod index that can be trusted: listed, and not gone stale.

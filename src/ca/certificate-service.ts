@@ -18,6 +18,7 @@ import {
   CLUSTER_ID_METADATA,
   CREATE_CERTIFICATE_METHOD,
   IMPERSONATED_IDENTITY_KEY,
+  SERVING_NAMES_KEY,
   type IstioCertificateRequest,
   type IstioCertificateResponse,
 } from '../protocol/istio-ca.js';
@@ -27,6 +28,7 @@ import type { Caller } from './caller.js';
 import { CaError, authnError, publicAuthError } from './errors.js';
 import type { CaMetrics, RequestOutcome } from './metrics.js';
 import type { NodeAuthorizer } from './node-authorizer.js';
+import { DEFAULT_GRANTABLE_SERVING_NAMES, parseServingNames, ServingNamesPolicy } from './serving-names.js';
 import type { Signer } from './signer.js';
 import { resolveTtlSeconds, type TtlPolicy } from './ttl.js';
 
@@ -57,6 +59,8 @@ export interface CertificateServiceOptions {
   readonly logger: Logger;
   /** Largest CSR accepted, in bytes. */
   readonly maxCsrBytes: number;
+  /** Names a node agent may have on its own SVID (SERVING_NAMES_KEY); default DEFAULT_GRANTABLE_SERVING_NAMES. */
+  readonly grantableServingNames?: readonly string[];
 }
 
 /**
@@ -81,6 +85,15 @@ function headerString(md: CallMetadata, name: string): string | undefined {
   return typeof v === 'string' ? v : v.toString('utf8');
 }
 
+/** A string entry of the request's metadata Struct; INVALID_ARGUMENT when it is there but not a string. */
+function metadataString(request: IstioCertificateRequest, key: string): string | undefined {
+  try {
+    return structString(request.metadata ?? undefined, key);
+  } catch {
+    throw new CaError('ERR_CA_METADATA_INVALID', `${key} must be a string`, { status: 'invalid-argument', publicMessage: `${key} must be a string` });
+  }
+}
+
 function outcomeFor(err: unknown): RequestOutcome {
   if (!(err instanceof CertbrokerError)) return 'error';
   switch (err.status) {
@@ -98,9 +111,11 @@ function outcomeFor(err: unknown): RequestOutcome {
 
 export class CertificateService {
   readonly #o: CertificateServiceOptions;
+  readonly #servingNames: ServingNamesPolicy;
 
   constructor(options: CertificateServiceOptions) {
     this.#o = options;
+    this.#servingNames = new ServingNamesPolicy(options.grantableServingNames ?? DEFAULT_GRANTABLE_SERVING_NAMES);
   }
 
   /** The grpc-js implementation object for the service definition. */
@@ -134,16 +149,13 @@ export class CertificateService {
     if (!token) throw authnError('ERR_CA_NO_TOKEN', 'no bearer token in the authorization metadata');
     const caller = await cluster.authn.authenticate(token);
 
-    let impersonated: string | undefined;
-    try {
-      impersonated = structString(request.metadata ?? undefined, IMPERSONATED_IDENTITY_KEY);
-    } catch {
-      throw new CaError('ERR_CA_METADATA_INVALID', `${IMPERSONATED_IDENTITY_KEY} must be a string`, {
-        status: 'invalid-argument',
-        publicMessage: `${IMPERSONATED_IDENTITY_KEY} must be a string`,
-      });
-    }
+    const impersonated = metadataString(request, IMPERSONATED_IDENTITY_KEY);
     const spiffeId = this.#identityFor(cluster, caller, impersonated);
+    const servingNamesValue = metadataString(request, SERVING_NAMES_KEY);
+    const servingNames =
+      servingNamesValue === undefined
+        ? []
+        : this.#servingNames.authorize(caller, parseServingNames(servingNamesValue, SERVING_NAMES_KEY), { impersonated, authorizer: cluster.authorizer });
 
     const ttlSeconds = resolveTtlSeconds(Number(request.validity_duration ?? 0), o.ttl);
     const csrPem = request.csr ?? '';
@@ -161,7 +173,7 @@ export class CertificateService {
       });
     }
     const start = performance.now();
-    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds });
+    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds, ...(servingNames.length > 0 ? { servingNames } : {}) });
     o.metrics.signingSeconds.observe((performance.now() - start) / 1000);
     o.metrics.issuedOk.inc();
     if (o.logger.level === 'debug') {
@@ -171,6 +183,7 @@ export class CertificateService {
         cluster: clusterId,
         serial: signed.serialHex,
         notAfter: new Date(signed.notAfterMs).toISOString(),
+        ...(servingNames.length > 0 ? { servingNames } : {}),
       });
     }
     return { cert_chain: signed.certChain };

@@ -9,11 +9,15 @@ import type { Clock } from '../core/clock.js';
 import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
+import { servingNameProblem } from '../pki/serving-names.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
+import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
 import type { Signer } from './signer.js';
+
+export { DEFAULT_GRANTABLE_SERVING_NAMES };
 
 export const ENV = Object.freeze({
   GRPC_ADDRESS: 'CA_GRPC_ADDRESS',
@@ -24,6 +28,7 @@ export const ENV = Object.freeze({
   DEFAULT_TTL_SECONDS: 'DEFAULT_WORKLOAD_CERT_TTL_SECONDS',
   MAX_TTL_SECONDS: 'MAX_WORKLOAD_CERT_TTL_SECONDS',
   TRUSTED_NODE_ACCOUNTS: 'CA_TRUSTED_NODE_ACCOUNTS',
+  GRANTABLE_SERVING_NAMES: 'CA_GRANTABLE_SERVING_NAMES',
   AUDIENCES: 'CA_TOKEN_AUDIENCES',
   CLUSTER_ID: 'CLUSTER_ID',
   KUBECONFIG: 'KUBECONFIG',
@@ -119,6 +124,12 @@ export interface CaServerConfig {
   readonly defaultTtlSeconds: number;
   readonly maxTtlSeconds: number;
   readonly trustedNodeAccounts: readonly string[];
+  /**
+   * DNS names and IP literals a trusted node agent may have on its own SVID (the node broker's
+   * Istio CA front serves TLS with it: serving-names.ts). Default DEFAULT_GRANTABLE_SERVING_NAMES
+   * (localhost, 127.0.0.1, ::1); [] grants none.
+   */
+  readonly grantableServingNames?: readonly string[];
   readonly clusters: readonly ClusterConfig[];
   readonly defaultClusterId: string;
   readonly signer: SignerConfig;
@@ -231,6 +242,11 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${ENV.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${ENV.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
   const trusted = r.list(ENV.TRUSTED_NODE_ACCOUNTS, DEFAULT_TRUSTED_NODE_ACCOUNTS);
   for (const t of trusted) if (!/^[a-z0-9-]+\/[a-z0-9.-]+$/.test(t)) r.problem(`${ENV.TRUSTED_NODE_ACCOUNTS} entry ${JSON.stringify(t)} is not namespace/serviceaccount`);
+  const grantableServingNames = r.list(ENV.GRANTABLE_SERVING_NAMES, DEFAULT_GRANTABLE_SERVING_NAMES);
+  for (const n of grantableServingNames) {
+    const problem = servingNameProblem(n);
+    if (problem !== undefined) r.problem(`${ENV.GRANTABLE_SERVING_NAMES} entry ${problem}`);
+  }
   const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts'] as const, 'self-signed', flags.signer);
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
   const issuer = r.optionalString(ENV.OIDC_ISSUER);
@@ -262,6 +278,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultTtlSeconds,
     maxTtlSeconds,
     trustedNodeAccounts: trusted,
+    grantableServingNames,
     defaultClusterId: r.string(ENV.CLUSTER_ID, DEFAULT_CLUSTER_ID, flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     tokenNegativeCacheSeconds: r.int(ENV.TOKEN_NEGATIVE_CACHE_SECONDS, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, { min: 0, max: 300 }),

@@ -26,7 +26,11 @@ export type CaAuthzCode =
   | 'ERR_CA_CALLER_POD_UID_MISMATCH'
   | 'ERR_CA_CALLER_POD_SA_MISMATCH'
   | 'ERR_CA_NO_POD_ON_NODE'
-  | 'ERR_CA_POD_INDEX_NOT_SYNCED';
+  | 'ERR_CA_POD_INDEX_NOT_SYNCED'
+  /** Serving names asked together with ImpersonatedIdentity (they are for the caller's own SVID only). */
+  | 'ERR_CA_SERVING_NAMES_IMPERSONATED'
+  /** A serving name that is not on the CA's allow-list (CA_GRANTABLE_SERVING_NAMES). */
+  | 'ERR_CA_SERVING_NAME_NOT_ALLOWED';
 
 export type CaErrorCode =
   | CaAuthnCode

@@ -43,6 +43,7 @@ export {
   SELF_SIGNED_SECRET_NAME,
   DEFAULT_SIGNING_WORKERS,
   DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS,
+  DEFAULT_GRANTABLE_SERVING_NAMES,
   type CaServerConfig,
   type CaEnvConfig,
   type CaCliFlags,
@@ -60,11 +61,14 @@ export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, type CaSecretStore, type St
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
 export { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer } from './pod-informer.js';
-export { CertificateService } from './certificate-service.js';
+export { CertificateService, MALFORMED_REQUEST } from './certificate-service.js';
 export { AuthenticatorChain, type Authenticator } from './authn/authenticator.js';
 export { TokenReviewAuthenticator, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
 export { JwtAuthenticator, DEFAULT_JWT_ALGORITHMS, SUPPORTED_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
-export { TokenCache } from './authn/token-cache.js';
+export { TokenCache, tokenCacheKey } from './authn/token-cache.js';
+export { kubeTokenReviewer, TOKEN_REVIEW_TIMEOUT_MS } from './authn/kube-token-reviewer.js';
+export { ServingNamesPolicy, parseServingNames } from './serving-names.js';
+export { publicAuthError } from './errors.js';
 export { RefusalCache, type Refusal } from './authn/refusal-cache.js';
 export { jwtShapeProblem, MAX_TOKEN_BYTES } from './authn/token-shape.js';
 export { DEFAULT_CA_LIMITS, resolveLimits, type CaLimits } from './limits.js';

@@ -15,7 +15,7 @@
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
 import type { Caller } from './caller.js';
 import { authzError } from './errors.js';
-import type { PodIndex } from './pod-index.js';
+import type { PodIndex, PodInfo } from './pod-index.js';
 
 const PARSED_IDENTITY_CACHE = 4096;
 
@@ -42,10 +42,40 @@ export class NodeAuthorizer {
 
   /** Returns the impersonated identity when `caller` may have it; throws a CaError otherwise. */
   authorize(caller: Caller, requestedIdentity: string): KubernetesIdentity {
+    const callerAccount = this.#trustedAccount(caller);
+    const requested = this.#requested(requestedIdentity);
+    const callerPod = this.#callerPod(caller, callerAccount);
+    const nodeName = callerPod.nodeName;
+    const candidates = nodeName === ''
+      ? []
+      : this.#pods.podsOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
+    if (!candidates.some((p) => p.phase !== 'Failed' && p.phase !== 'Succeeded')) {
+      throw authzError(
+        'ERR_CA_NO_POD_ON_NODE',
+        `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`,
+      );
+    }
+    return requested;
+  }
+
+  /**
+   * Steps 1 and 3 alone: `caller` is a trusted node agent whose token is bound to its own,
+   * existing pod. Returns that pod; throws the same CaErrors as `authorize`. For grants to the
+   * node agent itself (serving names on its own SVID, serving-names.ts).
+   */
+  authorizeNodeAgent(caller: Caller): PodInfo {
+    return this.#callerPod(caller, this.#trustedAccount(caller));
+  }
+
+  #trustedAccount(caller: Caller): string {
     const callerAccount = `${caller.namespace}/${caller.serviceAccount}`;
     if (!this.#trusted.has(callerAccount)) {
       throw authzError('ERR_CA_NODE_NOT_TRUSTED', `caller ${callerAccount} is not a trusted node agent`);
     }
+    return callerAccount;
+  }
+
+  #requested(requestedIdentity: string): KubernetesIdentity {
     let requested = this.#parsed.get(requestedIdentity);
     if (requested === undefined) {
       try {
@@ -60,6 +90,10 @@ export class NodeAuthorizer {
     if (!this.#trustDomains.has(requested.trustDomain)) {
       throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.trustDomain} is not served by this CA`);
     }
+    return requested;
+  }
+
+  #callerPod(caller: Caller, callerAccount: string): PodInfo {
     if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
     if (caller.podName === undefined || caller.podUid === undefined || caller.podName === '' || caller.podUid === '') {
       throw authzError('ERR_CA_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
@@ -77,16 +111,6 @@ export class NodeAuthorizer {
         `caller pod ${caller.namespace}/${caller.podName} runs as ${callerPod.serviceAccountName}, token says ${caller.serviceAccount}`,
       );
     }
-    const nodeName = callerPod.nodeName;
-    const candidates = nodeName === ''
-      ? []
-      : this.#pods.podsOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
-    if (!candidates.some((p) => p.phase !== 'Failed' && p.phase !== 'Succeeded')) {
-      throw authzError(
-        'ERR_CA_NO_POD_ON_NODE',
-        `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`,
-      );
-    }
-    return requested;
+    return callerPod;
   }
 }

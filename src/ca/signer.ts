@@ -13,6 +13,13 @@ export interface SignRequest {
   readonly spiffeId: string;
   /** Lifetime wanted, already checked against the TTL policy. */
   readonly ttlSeconds: number;
+  /**
+   * DNS names and IP literals the leaf carries besides the URI SAN (the CA grants them only to
+   * trusted node agents, for names on its allow-list: serving-names.ts). Absent or empty for
+   * every workload leaf. A signer that cannot add them must refuse, not drop them: the broker
+   * checks the leaf for them and refuses one without.
+   */
+  readonly servingNames?: readonly string[];
 }
 
 export interface SignedChain {

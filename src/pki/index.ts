@@ -107,5 +107,14 @@ export { parseCertificates, parseResponseChain, verifyChain, type ResponseChain,
 export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle.js';
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';
+export {
+  MAX_SERVING_NAMES,
+  canonicalServingName,
+  encodeServingNames,
+  ipAddressBytes,
+  servingNameKind,
+  servingNameProblem,
+  type ServingNameKind,
+} from './serving-names.js';
 export { KEY_TYPES, keySpecForType, makePluginCaBundle, type KeyType, type PluginCaBundle, type PluginCaOptions } from './plugin-ca.js';
 export { writeCaCertsDir } from './cacerts-dir.js';

@@ -9,6 +9,7 @@ import type { LeafSigner } from './leaf-template.js';
 import { PkiError } from './errors.js';
 import { pemEncode } from './pem.js';
 import { planLeaf, type LeafPlan } from './profile.js';
+import { servingNamesByKind } from './serving-names.js';
 import { parseSpiffeId } from '../spiffe/id.js';
 import type { KeyObject } from 'node:crypto';
 import { toSigningCryptoKey, x509, type SigningCryptoKey } from './x509-lib.js';
@@ -18,6 +19,8 @@ export interface ReferenceLeafInput {
   readonly spki: Buffer;
   readonly uri: string;
   readonly signer: LeafSigner;
+  /** DNS names and IP literals certified before the URI (serving-names.ts). */
+  readonly servingNames?: readonly string[];
 }
 
 export interface ReferenceLeaf {
@@ -47,7 +50,13 @@ export async function buildLeafReference(input: ReferenceLeafInput): Promise<Ref
   if (signer.subjectKeyId && signer.subjectKeyId.length > 0) {
     extensions.push(new x509.AuthorityKeyIdentifierExtension(signer.subjectKeyId.toString('hex'), false));
   }
-  extensions.push(new x509.SubjectAlternativeNameExtension([{ type: 'url', value: input.uri }], true));
+  const { dns, ips } = servingNamesByKind(input.servingNames ?? []);
+  extensions.push(
+    new x509.SubjectAlternativeNameExtension(
+      [...dns.map((value) => ({ type: 'dns' as const, value })), ...ips.map((value) => ({ type: 'ip' as const, value })), { type: 'url', value: input.uri }],
+      true,
+    ),
+  );
   const alg = webCryptoAlgorithmForKey(signer.keySpec);
   const cert = await x509.X509CertificateGenerator.create({
     serialNumber: plan.serial.toString('hex'),

@@ -12,6 +12,7 @@ import { PkiError } from './errors.js';
 import { keySpecOf, type KeySpec } from './keys.js';
 import { parseCsr, parseCsrAsync, type VerifiedCsr } from './csr.js';
 import { pemEncode } from './pem.js';
+import { encodeServingNames } from './serving-names.js';
 import {
   LEAF_BASIC_CONSTRAINTS_VALUE,
   LEAF_EXT_KEY_USAGE_VALUE,
@@ -110,12 +111,16 @@ export class LeafTemplate {
     this.#fixedExtensions = Buffer.concat(exts);
   }
 
-  /** The TBSCertificate DER for one leaf. `uri` must already be validated. */
-  buildTbs(plan: LeafPlan, spki: Buffer, uri: string): Buffer {
+  /**
+   * The TBSCertificate DER for one leaf. `uri` must already be validated; `servingNames` is the
+   * DER of extra GeneralNames (`encodeServingNames`: dNSNames, iPAddresses) written before it.
+   */
+  buildTbs(plan: LeafPlan, spki: Buffer, uri: string, servingNames?: Buffer): Buffer {
     // Sizes first, then one allocation written front to back (no intermediate buffers).
     const uriLen = Buffer.byteLength(uri, 'utf8');
-    const gnLen = tlvSize(uriLen); // [6] uri
-    const namesLen = tlvSize(gnLen); // SEQUENCE { [6] uri }
+    const extraLen = servingNames?.length ?? 0;
+    const gnLen = extraLen + tlvSize(uriLen); // [2] dns ... [7] ip ... [6] uri
+    const namesLen = tlvSize(gnLen); // SEQUENCE { ... [6] uri }
     const octLen = tlvSize(namesLen); // OCTET STRING { ... }
     const sanContent = SAN_HEAD.length + octLen;
     const extsContent = this.#fixedExtensions.length + tlvSize(sanContent);
@@ -149,6 +154,7 @@ export class LeafTemplate {
     p += SAN_HEAD.copy(out, p);
     p = writeHeader(out, p, TAG_OCTET_STRING, namesLen);
     p = writeHeader(out, p, TAG_SEQUENCE, gnLen);
+    if (servingNames) p += servingNames.copy(out, p);
     p = writeHeader(out, p, 0x86, uriLen);
     p += out.write(uri, p, 'utf8');
     if (p !== out.length) throw new PkiError('ERR_PKI_SIGN_FAILED', 'internal error: TBSCertificate size mismatch');
@@ -184,6 +190,11 @@ export interface LeafRequest {
   /** The identity to certify (URI SAN); must be a valid SPIFFE ID. */
   readonly spiffeId: string;
   readonly ttlSeconds: number;
+  /**
+   * DNS names and IP literals to certify as well (serving-names.ts), for a leaf that also
+   * serves TLS to clients dialing them. Absent or empty: the URI SAN alone (istiod's profile).
+   */
+  readonly servingNames?: readonly string[];
 }
 
 export interface IssuedLeaf {
@@ -238,7 +249,8 @@ export class FastLeafIssuer {
       maxTtlSeconds: this.#maxTtlSeconds,
       randomBytes: this.#randomBytes,
     });
-    const der = this.#template.signTbs(this.#template.buildTbs(plan, csr.spki, request.spiffeId));
+    const names = request.servingNames && request.servingNames.length > 0 ? encodeServingNames(request.servingNames) : undefined;
+    const der = this.#template.signTbs(this.#template.buildTbs(plan, csr.spki, request.spiffeId, names));
     return {
       der,
       pem: pemEncode('CERTIFICATE', der),

@@ -30,6 +30,14 @@ export const DEFAULT_CLUSTER_ID = 'Kubernetes';
 export const CA_TOKEN_AUDIENCE = 'istio-ca';
 /** Key in the request's `metadata` Struct: the SPIFFE ID a trusted node agent asks for. */
 export const IMPERSONATED_IDENTITY_KEY = 'ImpersonatedIdentity';
+/**
+ * certbroker's extension, a key in the request's `metadata` Struct: DNS names and IP literals
+ * (one string, comma-separated) a trusted node agent asks to have on its *own* SVID next to the
+ * URI SAN, so the certificate can also serve TLS on the node (the broker's Istio CA front, which
+ * released ztunnel dials as `localhost:15012`). certbroker's CA grants only names on its
+ * allow-list; istiod ignores the key, and the broker refuses a leaf without the names.
+ */
+export const SERVING_NAMES_KEY = 'certbroker.io/serving-names';
 
 export interface IstioCertificateRequest {
   /** PEM PKCS#10 CSR. */

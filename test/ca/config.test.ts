@@ -132,3 +132,11 @@ test('connection and stream limits: defaults, env in seconds and counts, every b
   }
   assert.equal(bad.length, 8, bad.join('; '));
 });
+
+test('CA_GRANTABLE_SERVING_NAMES: loopback by default; a configured list replaces it; a name that is neither DNS nor IP is listed with the other problems', () => {
+  assert.deepEqual(readCaConfig({}, {}).grantableServingNames, ['localhost', '127.0.0.1', '::1']);
+  assert.deepEqual(readCaConfig({}, { CA_GRANTABLE_SERVING_NAMES: 'localhost,node-ca.istio-system.svc' }).grantableServingNames, ['localhost', 'node-ca.istio-system.svc']);
+  const listed = problems({ CA_GRANTABLE_SERVING_NAMES: 'localhost,*.svc', MAX_WORKLOAD_CERT_TTL_SECONDS: 'ten' });
+  assert.equal(listed.length, 2, listed.join('\n'));
+  assert.match(listed.join('\n'), /CA_GRANTABLE_SERVING_NAMES entry "\*\.svc" is neither an IP address nor a DNS host name/);
+});

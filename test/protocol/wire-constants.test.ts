@@ -26,6 +26,7 @@ const PROBES: readonly Probe[] = [
   { text: 'istio.v1.auth.', match: 'within' },
   { text: 'CreateCertificate', match: 'exact' },
   { text: 'ImpersonatedIdentity', match: 'within' },
+  { text: 'certbroker.io/serving-names', match: 'within' },
   { text: 'clusterid', match: 'exact' },
   { text: 'authorization', match: 'exact', elsewhere: { 'core/log.ts': 'a log field name whose value is redacted' } },
   { text: 'Kubernetes', match: 'exact', elsewhere: { 'devcluster/openapi.ts': 'the OpenAPI document title' } },

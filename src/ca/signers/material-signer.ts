@@ -45,7 +45,8 @@ export type LeafIssuerFactory = (
 export const inThreadIssuerFactory: LeafIssuerFactory = (material, options) => {
   const issuer = new FastLeafIssuer({ signer: material.leafSigner, now: () => options.clock.now(), maxTtlSeconds: options.maxTtlSeconds });
   return {
-    issue: (r) => issuer.issueAsync({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds }),
+    issue: (r) =>
+      issuer.issueAsync({ csr: r.csrPem, spiffeId: r.spiffeId, ttlSeconds: r.ttlSeconds, ...(r.servingNames ? { servingNames: r.servingNames } : {}) }),
     close: async () => undefined,
   };
 };
@@ -62,6 +63,11 @@ interface Loaded {
   readonly tail: readonly string[];
   readonly roots: readonly string[];
   readonly backend: LeafIssuerBackend;
+  /**
+   * Leaves with serving names (a node broker's serving certificate, one per rotation): issued
+   * on this thread, so the pool's batch protocol stays the workload path alone.
+   */
+  readonly named: LeafIssuerBackend;
 }
 
 export abstract class MaterialSigner implements Signer {
@@ -104,7 +110,7 @@ export abstract class MaterialSigner implements Signer {
     if (!loaded) {
       throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.#notReady}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
     }
-    const leaf = await loaded.backend.issue(request);
+    const leaf = await (request.servingNames && request.servingNames.length > 0 ? loaded.named : loaded.backend).issue(request);
     return { certChain: [leaf.pem, ...loaded.tail], serialHex: leaf.serialHex, notAfterMs: leaf.notAfterMs };
   }
 
@@ -153,6 +159,7 @@ export abstract class MaterialSigner implements Signer {
         // Only the backend in use is news (a retired one may break while it drains).
         onBroken: () => this.#loaded === loaded && this.#changed(),
       }),
+      named: inThreadIssuerFactory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds, logger: this.options.logger }),
     };
     this.#loaded = loaded;
     this.options.logger.info('signing material installed', {
