@@ -17,6 +17,7 @@ import { serviceDefinitionOf, typedMethod } from '../../grpc/typed-methods.js';
 import { createCsr } from '../../pki/csr.js';
 import { exportPkcs8Der, generateKeyPair, keyMatches } from '../../pki/keys.js';
 import { parsePem } from '../../pki/pem.js';
+import type { ErrorStatus } from '../../core/errors.js';
 import type { Secret } from '../../core/secret.js';
 import {
   AUTHORIZATION_METADATA,
@@ -59,12 +60,33 @@ export interface IstioCaClientOptions {
   readonly handshakeTimeoutMs?: number;
 }
 
-/** A failed CA call; `grpcCode` is the gRPC status name (or `TRANSPORT`) for metrics. */
+/**
+ * The gRPC codes with which a CA definitely refuses the identity asked for, and the status each
+ * keeps in the error model (the certificate manager backs off fully after those). Every other
+ * failure — UNAVAILABLE, DEADLINE_EXCEEDED, a transport error, anything unexpected — means the
+ * CA was not reached or did not answer: `unavailable`, retried soon while no certificate is held.
+ */
+const REFUSAL_STATUS: ReadonlyMap<GrpcStatus, ErrorStatus> = new Map<GrpcStatus, ErrorStatus>([
+  [GrpcStatus.UNAUTHENTICATED, 'unauthenticated'],
+  [GrpcStatus.PERMISSION_DENIED, 'permission-denied'],
+  [GrpcStatus.INVALID_ARGUMENT, 'invalid-argument'],
+]);
+
+/**
+ * A failed CA call; `grpcCode` is the gRPC status name for metrics. Its `status` says whether the
+ * CA refused the identity (unauthenticated, permission-denied, invalid-argument) or was not
+ * reached (unavailable).
+ */
 export class CaCallError extends BrokerError {
   readonly grpcCode: string;
-  constructor(grpcCode: string, message: string, cause?: unknown) {
-    super('ERR_CA_CALL_FAILED', message, { status: 'unavailable', cause, publicMessage: 'CA call failed' });
+  constructor(grpcCode: string, message: string, options: { readonly status?: ErrorStatus; readonly cause?: unknown } = {}) {
+    super('ERR_CA_CALL_FAILED', message, { status: options.status ?? 'unavailable', cause: options.cause, publicMessage: 'CA call failed' });
     this.grpcCode = grpcCode;
+  }
+
+  /** The error for a call that ended with gRPC status `code`. */
+  static fromStatus(code: GrpcStatus, details: string, cause?: unknown): CaCallError {
+    return new CaCallError(GrpcStatus[code] ?? 'UNKNOWN', `CA call failed: ${details}`, { status: REFUSAL_STATUS.get(code) ?? 'unavailable', cause });
   }
 }
 
@@ -139,7 +161,7 @@ export class IstioCaClient implements CaClient {
         signal.removeEventListener('abort', onAbort);
         if (err) this.#dropChannelAfter(client, err.code);
         if (signal.aborted) reject(signal.reason);
-        else if (err) reject(new CaCallError(GrpcStatus[err.code] ?? 'UNKNOWN', `CA call failed: ${err.details || err.message}`, err));
+        else if (err) reject(CaCallError.fromStatus(err.code, err.details || err.message, err));
         else resolve(response ?? {});
       });
       signal.addEventListener('abort', onAbort, { once: true });

@@ -25,6 +25,7 @@ import {
   fetchFailed,
   heldCert,
   identityStatus,
+  refusalsOf,
   succeeded,
   type CertStateName,
   type IdentityStatus,
@@ -33,7 +34,7 @@ import { BrokerError } from '../errors.js';
 import { guard, Listeners } from './listeners.js';
 import { FetchSlots } from './fetch-slots.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
-import { DEFAULT_REFRESH_POLICY, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
+import { DEFAULT_REFRESH_POLICY, fetchFailureOf, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
 import { fetchOnce, isUsable, type CaClient, type FetchOutcome, type WorkloadCert } from './workload-cert.js';
 
 export type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
@@ -287,8 +288,13 @@ export class CertManager {
     const held = heldCert(entry.state);
     const keep = isUsable(held, now);
     if (!keep && held) this.#expire(entry, held);
-    const delay = retryDelay(failuresOf(entry.state), keep ? held : undefined, now, this.#rng, this.#policy);
-    entry.state = fetchFailed(entry.state, err, keep);
+    // A refusal backs off by the refusals in a row (a CA back from an outage that refuses once
+    // is asked again soon), any other failure by all failures in a row, under a short ceiling.
+    const failure = fetchFailureOf(err);
+    const refused = failure === 'refused';
+    const attempt = refused ? refusalsOf(entry.state) : failuresOf(entry.state);
+    const delay = retryDelay(attempt, keep ? held : undefined, now, this.#rng, this.#policy, failure);
+    entry.state = fetchFailed(entry.state, { error: err, refused, keep });
     this.#notify('fetchFailed', entry.identity, (o) => o.fetchFailed?.(entry.identity, err, durationMs, delay));
     if (!keep) {
       entry.waiters.rejectAll(

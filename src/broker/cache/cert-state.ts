@@ -6,10 +6,11 @@
  *
  * - pending: nothing fetched yet, no failure yet.
  * - ready(cert): the last fetch succeeded.
- * - failed(error, failures, kept): the last `failures` fetches failed; `kept` is the certificate
- *   still held from before (served while valid), undefined when there never was one.
- * - expired(at, failures, error): the certificate held reached its notAfter `at` with no
- *   successor and was dropped; nothing valid since (`error`: the last failure, if any).
+ * - failed(error, failures, refusals, kept): the last `failures` fetches failed, the last
+ *   `refusals` of them refused by the CA (refresh-policy.ts, `fetchFailureOf`); `kept` is the
+ *   certificate still held from before (served while valid), undefined when there never was one.
+ * - expired(at, failures, refusals, error): the certificate held reached its notAfter `at` with
+ *   no successor and was dropped; nothing valid since (`error`: the last failure, if any).
  */
 import { describeError } from '../../core/errors.js';
 import type { WorkloadCert } from './workload-cert.js';
@@ -17,8 +18,8 @@ import type { WorkloadCert } from './workload-cert.js';
 export type CertState =
   | { readonly kind: 'pending' }
   | { readonly kind: 'ready'; readonly cert: WorkloadCert }
-  | { readonly kind: 'failed'; readonly error: unknown; readonly failures: number; readonly kept: WorkloadCert | undefined }
-  | { readonly kind: 'expired'; readonly at: number; readonly failures: number; readonly error: unknown };
+  | { readonly kind: 'failed'; readonly error: unknown; readonly failures: number; readonly refusals: number; readonly kept: WorkloadCert | undefined }
+  | { readonly kind: 'expired'; readonly at: number; readonly failures: number; readonly refusals: number; readonly error: unknown };
 
 export type CertStateName = CertState['kind'];
 
@@ -38,6 +39,11 @@ export function failuresOf(state: CertState): number {
   return state.kind === 'failed' || state.kind === 'expired' ? state.failures : 0;
 }
 
+/** The latest fetches in a row the CA refused (0 after a success or a failure of another kind). */
+export function refusalsOf(state: CertState): number {
+  return state.kind === 'failed' || state.kind === 'expired' ? state.refusals : 0;
+}
+
 /** The last failure, while the state remembers one. */
 export function lastErrorOf(state: CertState): unknown {
   return state.kind === 'failed' || state.kind === 'expired' ? state.error : undefined;
@@ -49,19 +55,21 @@ export function succeeded(cert: WorkloadCert): CertState {
 }
 
 /**
- * A fetch failed with `error`; `keep` is whether the held certificate is still valid. An
- * expired state stays expired (with the new error); otherwise the state is failed, keeping the
- * held certificate when it is valid.
+ * A fetch failed with `error` (`refused`: the CA refused the identity); `keep` is whether the
+ * held certificate is still valid. An expired state stays expired (with the new error);
+ * otherwise the state is failed, keeping the held certificate when it is valid.
  */
-export function fetchFailed(state: CertState, error: unknown, keep: boolean): CertState {
+export function fetchFailed(state: CertState, failure: { readonly error: unknown; readonly refused: boolean; readonly keep: boolean }): CertState {
+  const { error } = failure;
   const failures = failuresOf(state) + 1;
-  if (state.kind === 'expired') return { kind: 'expired', at: state.at, failures, error };
-  return { kind: 'failed', error, failures, kept: keep ? heldCert(state) : undefined };
+  const refusals = failure.refused ? refusalsOf(state) + 1 : 0;
+  if (state.kind === 'expired') return { kind: 'expired', at: state.at, failures, refusals, error };
+  return { kind: 'failed', error, failures, refusals, kept: failure.keep ? heldCert(state) : undefined };
 }
 
 /** The held certificate reached its notAfter: dropped, the failure count and error kept. */
 export function certExpired(state: CertState, cert: WorkloadCert): CertState {
-  return { kind: 'expired', at: cert.notAfter, failures: failuresOf(state), error: lastErrorOf(state) };
+  return { kind: 'expired', at: cert.notAfter, failures: failuresOf(state), refusals: refusalsOf(state), error: lastErrorOf(state) };
 }
 
 /** An identity as dumps, metrics and readiness see it (no key). */

@@ -30,10 +30,12 @@ export {
   backoff,
   backoffCeiling,
   DEFAULT_REFRESH_POLICY,
+  fetchFailureOf,
   refreshAt,
   refreshDelay,
   retryDelay,
   type CertLifetime,
+  type FetchFailure,
   type RefreshPolicy,
 } from './refresh-policy.js';
 export { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';

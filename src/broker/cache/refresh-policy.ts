@@ -7,7 +7,14 @@
  * backoff ceiling gets (a quarter of the time left, never below `urgentBackoffMaxMs`). With no
  * valid certificate at all (missing or expired) the ceiling is `urgentBackoffMaxMs`, so a CA
  * that answers again is used within seconds, not after a 150 s backoff.
+ *
+ * That short ceiling is for a CA that could not be reached or did not answer. A CA that answered
+ * and refused the identity (`fetchFailureOf`: UNAUTHENTICATED, PERMISSION_DENIED,
+ * INVALID_ARGUMENT, as the CA client reports them in the error model) will refuse the next try
+ * too: those retries keep the full exponential backoff up to `backoffMaxMs`, so every node does
+ * not ask again every 5 s (still never past a held certificate's notAfter).
  */
+import { CertbrokerError, type ErrorStatus } from '../../core/errors.js';
 import { jitter, type Rng } from '../../core/rng.js';
 
 export interface CertLifetime {
@@ -103,9 +110,25 @@ export function backoffCeiling(held: CertLifetime | undefined, now: number, poli
 }
 
 /**
+ * Why a fetch failed, as far as retrying goes: `unreachable` — no answer (the CA down or
+ * unreachable, a deadline, a transport error, a bad answer); `refused` — the CA answered and
+ * refused this identity (it will answer the same until something changes on its side).
+ */
+export type FetchFailure = 'unreachable' | 'refused';
+
+/** The statuses of a definite refusal (the CA client maps the CA's gRPC codes onto them). */
+const REFUSALS: ReadonlySet<ErrorStatus> = new Set<ErrorStatus>(['unauthenticated', 'permission-denied', 'invalid-argument']);
+
+/** How to retry after `err`: refused for a `CertbrokerError` whose status is a refusal, else unreachable. */
+export function fetchFailureOf(err: unknown): FetchFailure {
+  return err instanceof CertbrokerError && REFUSALS.has(err.status) ? 'refused' : 'unreachable';
+}
+
+/**
  * Delay before retry number `attempt` after a failed fetch at `now`, given the certificate still
- * `held` (if any): the exponential `backoff` under `backoffCeiling`, and never past the held
- * certificate's notAfter (the last retry before expiry happens at expiry at the latest).
+ * `held` (if any): the exponential `backoff` under `backoffCeiling` (under `backoffMaxMs` alone
+ * for a `refused` failure), and never past the held certificate's notAfter (the last retry
+ * before expiry happens at expiry at the latest).
  */
 export function retryDelay(
   attempt: number,
@@ -113,8 +136,10 @@ export function retryDelay(
   now: number,
   rng: Rng,
   policy: RefreshPolicy = DEFAULT_REFRESH_POLICY,
+  failure: FetchFailure = 'unreachable',
 ): number {
-  const delay = backoff(attempt, rng, { ...policy, backoffMaxMs: backoffCeiling(held, now, policy) });
+  const ceiling = failure === 'refused' ? policy.backoffMaxMs : backoffCeiling(held, now, policy);
+  const delay = backoff(attempt, rng, { ...policy, backoffMaxMs: ceiling });
   if (held === undefined || now >= held.notAfter) return delay;
   return Math.min(delay, held.notAfter - now);
 }
