@@ -79,6 +79,26 @@ function scrape(port: number): Promise<string> {
   });
 }
 
+/**
+ * Client-side TCP connections to `port` that are ESTABLISHED right now, as the kernel sees them
+ * (/proc/net/tcp and tcp6, rows whose remote port is `port`, state 01). Unlike the clients'
+ * own events, which see a close by the CA only when the event loop gets to it (another
+ * connection's TLS can complete first), the kernel moves a socket out of ESTABLISHED the moment
+ * the CA's FIN or RST arrives, which on loopback is within the CA's close().
+ */
+async function establishedTo(port: number): Promise<number> {
+  const hexPort = port.toString(16).toUpperCase().padStart(4, '0');
+  let n = 0;
+  for (const file of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    const text = await readFile(file, 'utf8').catch(() => '');
+    for (const row of text.split('\n').slice(1)) {
+      const [, , rem, st] = row.trim().split(/\s+/);
+      if (st === '01' && rem?.endsWith(`:${hexPort}`)) n++;
+    }
+  }
+  return n;
+}
+
 /** The value of one sample line (`name` or `name{labels}`), undefined when absent. */
 function metric(text: string, sample: string): number | undefined {
   for (const line of text.split('\n')) {
@@ -196,7 +216,9 @@ test(`idle flood: ${ATTEMPTS} unauthenticated connections against a cap of ${CAP
   };
   let peakRss = baseline;
   let peakConnections = 0;
+  let peakEstablished = 0;
   const sample = async () => {
+    peakEstablished = Math.max(peakEstablished, await establishedTo(port));
     peakRss = Math.max(peakRss, await rssBytes(pid));
     const open = metric(await scrape(opsPort), 'certbroker_ca_open_connections');
     if (open !== undefined) peakConnections = Math.max(peakConnections, open);
@@ -213,13 +235,17 @@ test(`idle flood: ${ATTEMPTS} unauthenticated connections against a cap of ${CAP
   const accepted = conns.slice(RAW_TCP).filter((x) => x.established()).length;
   const refused = conns.length - RAW_TCP - accepted;
   await sample();
-  t.diagnostic(`baseline RSS ${(baseline / 2 ** 20).toFixed(1)} MiB, peak ${(peakRss / 2 ** 20).toFixed(1)} MiB (+${((peakRss - baseline) / 2 ** 20).toFixed(1)} MiB); accepted ${accepted} of ${ATTEMPTS - RAW_TCP} TLS attempts over the flood (the rest closed at once), at most ${peakUp} at a time; peak open connections (metric) ${peakConnections}`);
+  t.diagnostic(`baseline RSS ${(baseline / 2 ** 20).toFixed(1)} MiB, peak ${(peakRss / 2 ** 20).toFixed(1)} MiB (+${((peakRss - baseline) / 2 ** 20).toFixed(1)} MiB); accepted ${accepted} of ${ATTEMPTS - RAW_TCP} TLS attempts over the flood (the rest closed at once), at most ${peakUp} at a time as the clients' events saw them (they see a close late), ${peakEstablished} as the kernel saw them; peak open connections (metric) ${peakConnections}`);
 
   try {
     // Capped: never more than CAP open at once (the raw TCP ones count too), the rest closed at
-    // once. (Over the whole flood more than CAP get in: the reaped ones free their slots.)
+    // once. (Over the whole flood more than CAP get in: the reaped ones free their slots.) Seen
+    // by the CA (its metric) and, independently, by the client side's kernel: the clients' own
+    // count can pass CAP for a moment when a new session's TLS completes in the event loop
+    // before the CA's close of an old one is read (once 401 of 400 on a loaded machine).
     assert.ok(peakConnections <= CAP, `peak open connections ${peakConnections}, cap ${CAP}`);
-    assert.ok(peakUp <= CAP, `${peakUp} connections up at once, cap ${CAP}`);
+    assert.ok(peakEstablished <= CAP, `${peakEstablished} connections established at once (kernel), cap ${CAP}`);
+    assert.ok(peakEstablished > CAP / 2, `the kernel saw the flood (${peakEstablished} established at the peak)`);
     assert.equal(peakConnections, CAP, 'the flood reached the cap');
     assert.ok(refused > 0, 'connections beyond the cap were closed');
     assert.ok(peakRss - baseline <= MEMORY_BOUND_BYTES, `RSS grew ${peakRss - baseline} bytes, bound ${MEMORY_BOUND_BYTES}`);
