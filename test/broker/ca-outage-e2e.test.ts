@@ -6,7 +6,8 @@
  * CA comes back on the same port right after one of the own SVID's failed tries: the worst
  * moment for an exponential backoff). Meanwhile nothing expired is presented or handed out and
  * /readyz says "expired"; once the CA is back, every identity and the own SVID are ready
- * within a bounded wait (15 s) that the old schedule (150 s backoff ceiling on top of grpc-js's
+ * within a bounded wait (10 s, the goal of issue 10; measured 3.9-4.9 s: retries come at least
+ * every 5 s without a valid certificate, test/broker/refresh-policy.test.ts) that the old schedule (150 s backoff ceiling on top of grpc-js's
  * own reconnect backoff) overran by minutes.
  */
 import assert from 'node:assert/strict';
@@ -23,8 +24,8 @@ import { probeHandshake } from './support/tls-probe.js';
 const CERT_TTL_SECONDS = 6;
 /** The outage lasts at least this long before the CA comes back. */
 const MIN_OUTAGE_MS = 32_000;
-/** Upper bound for "every identity and the own SVID ready again" after the CA is back. */
-const RECOVERY_BOUND_MS = 15_000;
+/** Upper bound for "every identity and the own SVID ready again" after the CA is back (issue 10: 10 s). */
+const RECOVERY_BOUND_MS = 10_000;
 const POLL_MS = 25;
 
 const ids = ['cart', 'web', 'batch'].map((sa) => `spiffe://${TD}/ns/shop/sa/${sa}`);
