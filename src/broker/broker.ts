@@ -21,6 +21,8 @@ import { NodePodWatch } from './adapters/node-pod-watch.js';
 import { kubePodLookup } from './adapters/pod-lookup.js';
 import { projectedTokenFileFetcher, tokenRequestFetcher } from './adapters/token-fetchers.js';
 import { BrokerMetrics } from './metrics.js';
+import type { WorkloadApiServer } from './fronts/index.js';
+import { startWorkloadApi } from './workload-api-wiring.js';
 import { NodePods, type TrackedPod } from './cache/node-pods.js';
 import { ownSvidOf, ownSvidProblem, type OwnSvid } from './own-svid.js';
 import { startRegistrationServer, type RegistrationServer } from './adapters/registration-server.js';
@@ -43,6 +45,8 @@ export interface Broker {
   readonly opsPort: number | undefined;
   readonly brokerSocketPath: string;
   readonly cniEventSocketPath: string;
+  /** The Workload API socket, when it is served. */
+  readonly workloadApiSocketPath: string | undefined;
   /** Ready: own token held, pod watch synced and not stale, own SVID held. */
   readonly ready: boolean;
   /** Identity statuses with their pods, for dumps and the live view (no keys). */
@@ -79,6 +83,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const stopping = new AbortController();
   let registration: RegistrationServer | undefined;
   let api: BrokerApiServer | undefined;
+  let workloadApi: WorkloadApiServer | undefined;
   let ops: OpsServer | undefined;
   const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, { logger });
   let certsRef: CertManager | undefined;
@@ -200,7 +205,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
 
   const stopAll = async (deadlineMs: number) => {
     stopping.abort();
-    await Promise.allSettled([registration?.close(), api?.stop(deadlineMs), watch.stop()]);
+    await Promise.allSettled([registration?.close(), api?.stop(deadlineMs), workloadApi?.stop(deadlineMs), watch.stop()]);
     certs.stop();
     ownCerts.stop();
     provider.close();
@@ -226,6 +231,10 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
       observer: metrics.registrationObserver(),
     });
     api = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: provider, logger });
+    if (config.workloadApiSocketPath) {
+      const w = { socketPath: config.workloadApiSocketPath, pods, certs, bundle, clock, rng, logger, updateJitterMs: config.updateJitterMs };
+      workloadApi = await startWorkloadApi({ ...w, metrics: metrics.workloadApi });
+    }
     if (provider.hasIdentity) setServing(true);
     if (config.ops) {
       ops = await startOpsServer({
@@ -255,6 +264,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     opsPort: ops?.port,
     brokerSocketPath: config.brokerSocketPath,
     cniEventSocketPath: config.cniEventSocketPath,
+    workloadApiSocketPath: config.workloadApiSocketPath,
     get ready() {
       return isReady();
     },

@@ -33,6 +33,7 @@ export const ENV = Object.freeze({
   FORGET_GRACE_SECONDS: 'BROKER_FORGET_GRACE_SECONDS',
   BROKER_SOCKET: 'SPIFFE_BROKER_SOCKET',
   CNI_EVENT_SOCKET: 'CNI_EVENT_SOCKET',
+  WORKLOAD_API_SOCKET: 'WORKLOAD_API_SOCKET',
   ALLOWED_CALLERS: 'BROKER_ALLOWED_CALLERS',
   UPDATE_JITTER_MS: 'BROKER_UPDATE_JITTER_MS',
   OPS_ADDRESS: 'BROKER_OPS_ADDRESS',
@@ -100,6 +101,12 @@ export interface BrokerConfig {
   readonly brokerSocketPath: string;
   /** Filesystem path of the CNI registration socket. */
   readonly cniEventSocketPath: string;
+  /**
+   * Filesystem path of the SPIFFE Workload API socket (`WORKLOAD_API_SOCKET`, `unix:///path`, the
+   * form SPIFFE_ENDPOINT_SOCKET takes); unset: not served. Any local process may connect; callers
+   * are attested from the kernel (needs hostPID and perl: docs/security.md).
+   */
+  readonly workloadApiSocketPath?: string;
   readonly allowedCallers: readonly string[];
   /**
    * Update pacing window in milliseconds (`BROKER_UPDATE_JITTER_MS`, default 1000, 0..60 000):
@@ -125,6 +132,7 @@ export interface BrokerFlags {
   readonly caRootCertFile?: string;
   readonly brokerSocket?: string;
   readonly cniEventSocket?: string;
+  readonly workloadApiSocket?: string;
   readonly opsAddress?: string;
   readonly kubeconfig?: string;
   readonly allowedCallers?: string;
@@ -136,6 +144,16 @@ export function unixSocketPath(value: string): string | undefined {
   if (value.startsWith('unix://')) return value.slice('unix://'.length) || undefined;
   if (value.startsWith('/')) return value;
   return undefined;
+}
+
+/**
+ * The Workload API endpoint as the SPIFFE Workload Endpoint spells it: `unix:///absolute/path`
+ * (no authority, nothing after the path); a bare absolute path is accepted too.
+ */
+export function workloadEndpointPath(value: string): string | undefined {
+  const path = value.startsWith('unix://') ? value.slice('unix://'.length) : value;
+  if (!path.startsWith('/') || /[?#]/.test(path)) return undefined;
+  return path;
 }
 
 function hostPort(r: ConfigReader, name: string, value: string): { host: string; port: number } | undefined {
@@ -191,6 +209,12 @@ export async function readBrokerConfig(
   const cniRaw = r.string(ENV.CNI_EVENT_SOCKET, DEFAULTS.cniEventSocket, f.cniEventSocket);
   const cniEventSocketPath = unixSocketPath(cniRaw);
   if (!cniEventSocketPath) r.problem(`${ENV.CNI_EVENT_SOCKET}=${JSON.stringify(cniRaw)} is not an absolute path`);
+  const workloadRaw = r.optionalString(ENV.WORKLOAD_API_SOCKET, f.workloadApiSocket);
+  const workloadApiSocketPath = workloadRaw === undefined ? undefined : workloadEndpointPath(workloadRaw);
+  if (workloadRaw !== undefined && !workloadApiSocketPath) r.problem(`${ENV.WORKLOAD_API_SOCKET}=${JSON.stringify(workloadRaw)} is not unix:///absolute/path`);
+  else if (workloadApiSocketPath && [brokerSocketPath, cniEventSocketPath].includes(workloadApiSocketPath)) {
+    r.problem(`${ENV.WORKLOAD_API_SOCKET}=${JSON.stringify(workloadRaw)} is another socket of the broker`);
+  }
   const allowedCallers = r.list(ENV.ALLOWED_CALLERS, defaultAllowedCallers(trustDomain), f.allowedCallers);
   for (const c of allowedCallers) if (!c.startsWith('spiffe://')) r.problem(`${ENV.ALLOWED_CALLERS} entry ${JSON.stringify(c)} is not a SPIFFE ID`);
   const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, UPDATE_JITTER_RANGE_MS);
@@ -217,6 +241,7 @@ export async function readBrokerConfig(
     forgetGraceMs: forgetGraceSeconds * 1000,
     brokerSocketPath: brokerSocketPath!,
     cniEventSocketPath: cniEventSocketPath!,
+    ...(workloadApiSocketPath ? { workloadApiSocketPath } : {}),
     allowedCallers,
     updateJitterMs,
     ...(ops ? { ops } : {}),

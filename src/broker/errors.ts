@@ -46,7 +46,9 @@ export type BrokerErrorCode =
   /** The Workload API caller has no identity here: not in a pod's cgroup, its pod not an eligible pod of this node, or it changed since it connected. */
   | 'ERR_CALLER_NOT_ATTESTED'
   /** The kernel's word about the caller could not be read (SO_PEERCRED helper failed, /proc unreadable). */
-  | 'ERR_ATTESTATION_UNAVAILABLE';
+  | 'ERR_ATTESTATION_UNAVAILABLE'
+  /** A socket directory that others could write to (they could replace the broker's socket with theirs). */
+  | 'ERR_SOCKET_DIR_UNSAFE';
 
 export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(

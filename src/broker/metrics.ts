@@ -13,6 +13,7 @@ import { BrokerError } from './errors.js';
 import type { BrokerApiObserver } from './fronts/broker-api/broker-api.js';
 import type { RegistrationObserver } from './adapters/registration-server.js';
 import { InformerMetrics } from '../kube/informer-metrics.js';
+import { WorkloadApiMetrics } from './workload-api-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -28,10 +29,13 @@ export class BrokerMetrics {
   readonly tokenRefreshes: Counter<'outcome'>;
   /** The node pod watch's health (`certbroker_informer_*`). */
   readonly informers: InformerMetrics;
+  /** The Workload API front (`certbroker_broker_workload_api_*`). */
+  readonly workloadApi: WorkloadApiMetrics;
 
   constructor(certs: () => CertManager | undefined, ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined })) {
     const registers = [this.registry];
     this.informers = new InformerMetrics(this.registry);
+    this.workloadApi = new WorkloadApiMetrics(this.registry);
     new Gauge({
       name: 'certbroker_broker_pod_certificate_states',
       help: 'Workload identities held by the broker, by state (pending, ready, failed, expired).',

@@ -1,6 +1,7 @@
 /**
  * `certbroker broker` — the node broker (one per node): own token via TokenRequest, the node's
- * pods, one certificate per workload service account, the SPIFFE Broker API on a Unix socket.
+ * pods, one certificate per workload service account, the SPIFFE Broker API on a Unix socket
+ * (and, with --workload-api-socket, the SPIFFE Workload API for every workload on the node).
  * Configured by env (downward API: NODE_NAME, POD_NAME, POD_NAMESPACE, POD_UID,
  * SERVICE_ACCOUNT); flags override the most common settings for local runs.
  */
@@ -15,6 +16,7 @@ export function command(): Command {
     .option('--ca-root-cert-file <path>', 'mesh root PEM (CA_ROOT_CERT_FILE)')
     .option('--broker-socket <unix:///path>', 'Broker API socket (SPIFFE_BROKER_SOCKET)')
     .option('--cni-event-socket <path>', 'CNI registration socket (CNI_EVENT_SOCKET)')
+    .option('--workload-api-socket <unix:///path>', 'serve the SPIFFE Workload API on this socket, any local process may connect (WORKLOAD_API_SOCKET; default off)')
     .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics (BROKER_OPS_ADDRESS, default 0.0.0.0:15022)')
     .option('--kubeconfig <path>', 'kubeconfig (KUBECONFIG; default in-cluster)')
     .option('--allowed-callers <ids>', 'comma-separated SPIFFE IDs allowed on the Broker API (BROKER_ALLOWED_CALLERS)')

@@ -183,6 +183,26 @@ export function fileDescriptorProtos(relativeProtoFiles: readonly string[]): Uin
   );
 }
 
+/**
+ * @grpc/reflection 1.0 indexes what a file without a package defines under a leading dot
+ * (`.SpiffeWorkloadAPI`: the SPIFFE Workload API's proto has no package), so it would list the
+ * service as `.SpiffeWorkloadAPI` and find no file for `SpiffeWorkloadAPI`, the name clients ask
+ * for. Its indices of services and symbols are re-keyed by the real names (the dotted symbol keys
+ * stay: the library resolves absolute references through them).
+ */
+function undotPackagelessNames(implementation: unknown): void {
+  if (typeof implementation !== 'object' || implementation === null) return;
+  for (const [key, keepDotted] of [['services', false], ['symbols', true]] as const) {
+    const index: unknown = Reflect.get(implementation, key);
+    if (typeof index !== 'object' || index === null) continue;
+    for (const name of Object.keys(index)) {
+      if (!name.startsWith('.')) continue;
+      Reflect.set(index, name.slice(1), Reflect.get(index, name));
+      if (!keepDotted) Reflect.deleteProperty(index, name);
+    }
+  }
+}
+
 export function addReflection(server: Server, relativeProtoFiles: readonly string[]): void {
   // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries: one entry
   // (a type definition in proto-loader's shape) carries every file.
@@ -190,5 +210,7 @@ export function addReflection(server: Server, relativeProtoFiles: readonly strin
   const definition: ConstructorParameters<typeof ReflectionService>[0] = {
     files: { format: 'Protocol Buffer 3 EnumDescriptorProto', type: {}, fileDescriptorProtos: descriptors },
   };
-  new ReflectionService(definition).addToServer(server);
+  const reflection = new ReflectionService(definition);
+  for (const implementation of Object.values(reflection)) undotPackagelessNames(implementation);
+  reflection.addToServer(server);
 }

@@ -65,4 +65,18 @@ describe('broker configuration: update pacing window', () => {
     await refused('-5', /BROKER_UPDATE_JITTER_MS=-5 is below the minimum 0/);
     await refused('1s', /BROKER_UPDATE_JITTER_MS="1s" is not an integer/);
   });
+
+  it('WORKLOAD_API_SOCKET: off by default; unix:///path (the SPIFFE_ENDPOINT_SOCKET form) or a path; other forms refused with the other problems', async () => {
+    assert.equal((await read({})).workloadApiSocketPath, undefined, 'not served unless asked');
+    assert.equal((await read({ [ENV.WORKLOAD_API_SOCKET]: 'unix:///var/run/certbroker-workload-api/socket' })).workloadApiSocketPath, '/var/run/certbroker-workload-api/socket');
+    assert.equal((await read({ [ENV.WORKLOAD_API_SOCKET]: '/run/wl/socket' })).workloadApiSocketPath, '/run/wl/socket');
+    for (const bad of ['tcp://127.0.0.1:8000', 'unix://relative/socket', 'unix:///x/socket?y', 'socket', 'unix:///var/run/certbroker/broker.sock']) {
+      await assert.rejects(read({ [ENV.WORKLOAD_API_SOCKET]: bad, [ENV.SHUTDOWN_SECONDS]: '-1' }), (e: unknown) => {
+        assert.ok(e instanceof ConfigError, bad);
+        assert.match(e.message, new RegExp(`WORKLOAD_API_SOCKET=${JSON.stringify(bad).replace(/[.?*/]/g, '\\$&')}`));
+        assert.match(e.message, /BROKER_SHUTDOWN_GRACE_SECONDS=-1/, 'every problem at once');
+        return true;
+      });
+    }
+  });
 });

@@ -27,4 +27,4 @@ export {
   type RegistrationServer,
   type RegistrationServerOptions,
 } from './registration-server.js';
-export { prepareSocketPath } from './unix-socket.js';
+export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHARED_SOCKET_MODE } from './unix-socket.js';

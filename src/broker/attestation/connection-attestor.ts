@@ -41,6 +41,10 @@ export class ConnectionAttestor {
     return this.#o.processes;
   }
 
+  get peers(): PeerCredentialsSource {
+    return this.#o.peers;
+  }
+
   /** Attests the peer of `socket`, just accepted. Never rejects. */
   async attest(socket: Socket): Promise<ConnectionAttestation> {
     const started = this.#now();

@@ -30,6 +30,7 @@ export { ProcessAttestor, type Attestation, type AttestationFailure, type Attest
 export { procfsReader, ownCgroup } from './procfs-reader.js';
 export { PerlPeerCredentials, type PeerCredentials, type PeerCredentialsSource, type PerlPeerCredentialsOptions } from './peer-credentials.js';
 export { socketFd } from './socket-fd.js';
+export { verifyPeerCredentials } from './peer-credentials-check.js';
 export {
   ConnectionAttestor,
   type AttestationOutcome,

@@ -2,10 +2,13 @@
  * broker/fronts — how consumers reach the broker's certificates, one sub-room per API:
  *
  * - `broker-api/`: the SPIFFE Broker API for the node's data plane (ztunnel).
+ * - `workload-api/`: the SPIFFE Workload API for every workload on the node, callers attested
+ *   from the kernel (src/broker/attestation).
  *
- * (The SPIFFE Workload API and a node-local Istio CA front come next, each in a sub-room of its
- * own beside `broker-api/`.) A front reads the cache room (certificates, pods, bundle) and may
- * use `adapters/unix-socket.ts` for its socket; it never calls the CA or Kubernetes itself, and
- * fronts do not import one another.
+ * (A node-local Istio CA front comes next, in a sub-room of its own.) A front reads the cache
+ * room (certificates, pods, bundle) and may use `adapters/unix-socket.ts` for its socket and
+ * `attestation/` to know its caller; it never calls the CA or Kubernetes itself, and fronts do
+ * not import one another.
  */
 export * from './broker-api/index.js';
+export * from './workload-api/index.js';

@@ -1,0 +1,181 @@
+/**
+ * One Workload API stream (FetchX509SVID or FetchX509Bundles) for an attested caller: the full
+ * state as soon as it is there, then again after every rotation or bundle change (each stream
+ * after its own random share of the update window, so one change does not reach every workload at
+ * once), every message preceded by the caller's re-check (same process, same pod, same identity).
+ * It ends with PERMISSION_DENIED when the caller stops having an identity (the pod leaves or is no
+ * longer entitled, the process exits or moves) and with UNAVAILABLE at shutdown.
+ */
+import type { ServerWritableStream } from '@grpc/grpc-js';
+import type { Clock } from '../../../core/clock.js';
+import { describeError } from '../../../core/errors.js';
+import type { Logger } from '../../../core/log.js';
+import type { Rng } from '../../../core/rng.js';
+import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
+import type { CertManager, NodePods, PodGoneReason, TrustBundle, WorkloadCert } from '../../cache/index.js';
+import { BrokerError, isAbortError } from '../../errors.js';
+import type { CallerLookup } from './attested-connections.js';
+import { notAttested, stillCaller, type WorkloadCaller } from './workload-caller.js';
+
+export type WorkloadRpc = 'x509svid' | 'x509bundles';
+export type WorkloadResponse = X509SVIDResponse | X509BundlesResponse;
+
+/** The X509SVIDResponse for `cert`: one SVID (chain leaf first, PKCS#8 key, the trust domain's roots), no CRL, no federation. */
+export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): X509SVIDResponse {
+  return {
+    svids: [
+      {
+        spiffe_id: cert.identity,
+        x509_svid: Buffer.concat(cert.chainDer as Buffer[]),
+        x509_svid_key: cert.privateKey.reveal(),
+        bundle: bundle.concatenatedDer,
+        hint: '',
+      },
+    ],
+    crl: [],
+    federated_bundles: {},
+  };
+}
+
+/** The X509BundlesResponse: the trust domain's roots keyed by its SPIFFE ID. */
+export function x509BundlesResponse(bundle: TrustBundle): X509BundlesResponse {
+  return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
+}
+
+export interface WorkloadStreamDeps {
+  readonly pods: NodePods;
+  readonly certs: CertManager;
+  readonly bundle: TrustBundle;
+  readonly callers: CallerLookup;
+  readonly clock: Clock;
+  readonly rng: Rng;
+  readonly logger: Logger;
+  readonly updateJitterMs: number;
+  /** Ends the stream with `err` as the caller's status (through the service's one error mapping). */
+  readonly reject: (err: unknown) => void;
+  readonly sent: (first: boolean) => void;
+  readonly closed: () => void;
+}
+
+export class WorkloadStream {
+  readonly #rpc: WorkloadRpc;
+  readonly #call: ServerWritableStream<unknown, WorkloadResponse>;
+  readonly #d: WorkloadStreamDeps;
+  readonly #log: Logger;
+  readonly #ac = new AbortController();
+  readonly #cleanups: Array<() => void> = [];
+  #caller: WorkloadCaller;
+  #finished = false;
+  #firstSent = false;
+  #pending = false;
+
+  constructor(rpc: WorkloadRpc, call: ServerWritableStream<unknown, WorkloadResponse>, caller: WorkloadCaller, deps: WorkloadStreamDeps) {
+    this.#rpc = rpc;
+    this.#call = call;
+    this.#caller = caller;
+    this.#d = deps;
+    const { pod, process } = caller;
+    this.#log = deps.logger.child({ rpc, pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, pid: process.pid, identity: pod.identity });
+  }
+
+  /** Ends the stream from the server side (shutdown). */
+  close(): void {
+    this.#finish(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' }));
+  }
+
+  start(): void {
+    const { pods, certs, bundle } = this.#d;
+    const { pod } = this.#caller;
+    this.#call.on('cancelled', () => this.#teardown());
+    this.#cleanups.push(
+      pods.onGone(pod.uid, (reason: PodGoneReason) => {
+        this.#log.info('workload pod left or lost its identity; ending stream', { reason });
+        this.#finish(notAttested(reason === 'deleted' || reason === 'replaced' ? 'pod-not-on-node' : reason, `pod ${pod.namespace}/${pod.name} ${reason}`));
+      }),
+      bundle.onChange(() => this.#scheduleUpdate()),
+    );
+    if (this.#finished) return; // the pod was already gone
+    if (this.#rpc === 'x509bundles') {
+      this.#send(true);
+      return;
+    }
+    this.#cleanups.push(
+      certs.subscribe(pod.identity, (ev) => {
+        if (ev.type === 'updated') this.#scheduleUpdate();
+        else this.#finish(notAttested('pod-not-on-node', `identity ${pod.identity} is no longer held`));
+      }),
+    );
+    if (certs.current(pod.identity)) this.#send(true);
+    else void this.#waitForFirst();
+  }
+
+  /** A certificate not there yet (a new pod, a failing CA): the stream waits, the manager retries. */
+  async #waitForFirst(): Promise<void> {
+    for (;;) {
+      try {
+        await this.#d.certs.waitForCert(this.#caller.pod.identity, this.#ac.signal);
+        this.#send(true);
+        return;
+      } catch (err) {
+        if (this.#finished || isAbortError(err) || this.#ac.signal.aborted) return;
+        if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
+          this.#log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
+          continue;
+        }
+        this.#finish(err);
+        return;
+      }
+    }
+  }
+
+  #current(): WorkloadResponse | undefined {
+    if (this.#rpc === 'x509bundles') return x509BundlesResponse(this.#d.bundle);
+    const cert = this.#d.certs.current(this.#caller.pod.identity);
+    return cert ? x509SvidResponse(cert, this.#d.bundle) : undefined;
+  }
+
+  /** Re-checks the caller, then writes the full state. */
+  #send(first: boolean): void {
+    if (this.#finished || (first && this.#firstSent)) return;
+    try {
+      this.#caller = stillCaller(this.#caller, this.#d.callers, this.#d.pods);
+    } catch (err) {
+      this.#log.warn('caller re-check failed; ending stream', { err: describeError(err) });
+      this.#finish(err);
+      return;
+    }
+    const msg = this.#current();
+    if (msg === undefined) return;
+    this.#call.write(msg);
+    this.#firstSent = true;
+    this.#d.sent(first);
+  }
+
+  /** One pending update at a time, after a random share of the window; it sends whatever is current then. */
+  #scheduleUpdate(): void {
+    if (this.#pending || this.#finished || !this.#firstSent) return;
+    this.#pending = true;
+    this.#d.clock.sleep(this.#d.rng() * this.#d.updateJitterMs, this.#ac.signal).then(
+      () => {
+        this.#pending = false;
+        this.#send(false);
+      },
+      () => undefined,
+    );
+  }
+
+  #teardown(): boolean {
+    if (this.#finished) return false;
+    this.#finished = true;
+    this.#ac.abort();
+    for (const c of this.#cleanups) c();
+    this.#d.closed();
+    return true;
+  }
+
+  #finish(err?: unknown): void {
+    if (!this.#teardown()) return;
+    if (err === undefined) this.#call.end();
+    else this.#d.reject(err);
+  }
+}
