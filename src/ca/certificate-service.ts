@@ -1,17 +1,17 @@
 /**
  * `istio.v1.auth.IstioCertificateService/CreateCertificate`: authenticate the caller (per
  * `clusterid`), decide the identity (own, or impersonated through the node authorizer), apply
- * the TTL rules, sign. Every error leaves through `toGrpcError`; authentication and
+ * the TTL rules, sign. Every error leaves through `grpcStatusFor`; authentication and
  * authorization failures all become one generic UNAUTHENTICATED while the precise code goes to
  * the log and the `reason` metric label.
  */
-import type { sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
+import type { sendUnaryData, ServerUnaryCall, UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
 import { CertbrokerError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { Secret } from '../core/secret.js';
 import { structString } from '../grpc/struct-value.js';
-import { toGrpcError } from '../ops/grpc-errors.js';
+import { grpcStatusFor, toServiceError, type GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import {
   AUTHORIZATION_METADATA,
   bearerTokenOf,
@@ -127,7 +127,7 @@ export class CertificateService {
       ) => {
         this.createCertificate(call.request, call.metadata).then(
           (res) => callback(null, res),
-          (err: unknown) => callback(this.rejection(err, call.getPeer())),
+          (err: unknown) => callback(toServiceError(this.rejection(err, call.getPeer()))),
         );
       },
     };
@@ -198,20 +198,20 @@ export class CertificateService {
 
   /**
    * Counts and logs a failed call and returns the status to send (generic UNAUTHENTICATED for
-   * every authn/authz failure). Public for transports other than grpc-js.
+   * every authn/authz failure), as plain data each transport writes its own way.
    */
-  rejection(err: unknown, peer: string): Partial<ServiceError> {
+  rejection(err: unknown, peer: string): GrpcStatusAnswer {
     const o = this.#o;
     const outcome = outcomeFor(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';
     o.metrics.requests.inc({ outcome, reason });
     if (err instanceof CertbrokerError && err.status === 'unauthenticated') {
       o.logger.warn('CreateCertificate denied', { reason, detail: err.message, peer });
-      return toGrpcError(publicAuthError(), o.logger);
+      return grpcStatusFor(publicAuthError(), o.logger);
     }
     if (err instanceof CertbrokerError) {
       o.logger.info('CreateCertificate failed', { reason, detail: err.message, peer });
     }
-    return toGrpcError(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
+    return grpcStatusFor(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
   }
 }

@@ -34,6 +34,7 @@
  * `TokenReviewAuthenticator` and `JwtAuthenticator`; TTL rules in ttl.ts; errors in errors.ts.
  */
 export { startCaServer, caServiceDefinition, type CaServer } from './ca-server.js';
+export { certChainFrame, grpcTimeoutMs } from './h2-framing.js';
 export {
   readCaConfig,
   ENV as CA_ENV,

@@ -1,6 +1,6 @@
 /**
  * The one place where errors become gRPC statuses. Every handler of every gRPC server in
- * certbroker goes through `toGrpcError`. A `CertbrokerError` keeps its status and, where it
+ * certbroker goes through `grpcStatusFor` (grpc-js handlers through its wrapper `toGrpcError`). A `CertbrokerError` keeps its status and, where it
  * has one, its public message; anything else becomes INTERNAL with a generic message and the
  * cause is logged. A server whose API defines structured error details (the Broker API) passes
  * `errorInfo`: the answer then also carries `grpc-status-details-bin`, a serialized
@@ -47,18 +47,29 @@ const GENERIC: Record<ErrorStatus, string> = {
   internal: 'internal error',
 };
 
-/** Builds the ServiceError to hand to a gRPC callback or `call.destroy()`/`call.emit('error')`. */
-export function toGrpcError(
+/**
+ * A gRPC status as plain data: code, message and trailing metadata pairs (a `-bin` key carries
+ * bytes). What every transport sends: grpc-js through `toServiceError`, the CA's http2
+ * transport by writing the pairs as trailers itself.
+ */
+export interface GrpcStatusAnswer {
+  readonly code: GrpcStatus;
+  readonly details: string;
+  readonly metadata: ReadonlyArray<readonly [key: string, value: string | Buffer]>;
+}
+
+/** The status to answer for `err` (see the file comment); an unexpected error is logged here. */
+export function grpcStatusFor(
   err: unknown,
   logger: Logger,
   context: Record<string, unknown> = {},
   options: GrpcErrorOptions = {},
-): Partial<ServiceError> {
-  const metadata = new Metadata();
+): GrpcStatusAnswer {
+  const metadata: Array<readonly [string, string | Buffer]> = [];
   let code: GrpcStatus;
   let details: string;
   if (err instanceof CertbrokerError) {
-    metadata.set(ERROR_CODE_METADATA, err.code);
+    metadata.push([ERROR_CODE_METADATA, err.code]);
     code = STATUS[err.status];
     details = err.publicMessage ?? GENERIC[err.status];
   } else {
@@ -68,7 +79,24 @@ export function toGrpcError(
   }
   if (options.errorInfo) {
     const errorInfo = options.errorInfo(err instanceof CertbrokerError ? err : undefined);
-    metadata.set(STATUS_DETAILS_KEY, encodeRpcStatus({ code, message: details, errorInfo }));
+    metadata.push([STATUS_DETAILS_KEY, encodeRpcStatus({ code, message: details, errorInfo })]);
   }
   return { code, details, metadata };
+}
+
+/** The answer as grpc-js takes it (a callback's error, `call.destroy()`, `call.emit('error')`). */
+export function toServiceError(answer: GrpcStatusAnswer): Partial<ServiceError> {
+  const metadata = new Metadata();
+  for (const [key, value] of answer.metadata) metadata.set(key, value);
+  return { code: answer.code, details: answer.details, metadata };
+}
+
+/** Builds the ServiceError to hand to a gRPC callback or `call.destroy()`/`call.emit('error')`. */
+export function toGrpcError(
+  err: unknown,
+  logger: Logger,
+  context: Record<string, unknown> = {},
+  options: GrpcErrorOptions = {},
+): Partial<ServiceError> {
+  return toServiceError(grpcStatusFor(err, logger, context, options));
 }

@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { certChainFrame, grpcTimeoutMs } from '../../src/ca/h2-transport.js';
+import { certChainFrame, grpcTimeoutMs } from '../../src/ca/index.js';
 import { protobufRoot } from '../../src/grpc/index.js';
 
 const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
