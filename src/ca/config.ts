@@ -6,7 +6,7 @@
 import { BlockList, isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
-import { ConfigReader } from '../core/config.js';
+import { ConfigError, ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
 import { servingNameProblem } from '../pki/serving-names.js';
@@ -202,6 +202,23 @@ export function isLoopbackHost(host: string): boolean {
 export function plaintextProblem(config: { readonly plaintext: boolean; readonly grpcHost: string }, names: { readonly plaintext: string; readonly host: string }): string | undefined {
   if (!config.plaintext || isLoopbackHost(config.grpcHost)) return undefined;
   return `${names.plaintext}=true (gRPC without TLS) is allowed only on a loopback address; ${names.host} ${JSON.stringify(config.grpcHost)} is not one (use 127.0.0.1, ::1 or localhost, or serve TLS)`;
+}
+
+/** The gRPC transport a configuration asks for ('auto' or absent: http2 with TLS, grpc-js in plaintext). */
+export function transportKind(config: Pick<CaServerConfig, 'transport' | 'plaintext'>): 'grpc-js' | 'http2' {
+  const kind = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
+  if (kind === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+  return kind;
+}
+
+/** Throws for what stops `startCaServer` before anything runs; returns the transport to start. */
+export function checkServerConfig(config: CaServerConfig): 'grpc-js' | 'http2' {
+  if (config.clusters.length > 0 && !config.clusters.some((c) => c.id === config.defaultClusterId)) {
+    throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
+  }
+  const plaintextRefused = plaintextProblem(config, { plaintext: 'plaintext', host: 'grpcHost' });
+  if (plaintextRefused) throw new ConfigError([plaintextRefused]);
+  return transportKind(config);
 }
 
 function splitHostPort(raw: string, name: string, reader: ConfigReader): { host: string; port: number } {

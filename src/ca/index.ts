@@ -33,7 +33,10 @@
  * (plug-in cacerts dir); `NodeAuthorizer` over a `PodIndex`; `AuthenticatorChain` of
  * `TokenReviewAuthenticator` and `JwtAuthenticator`; TTL rules in ttl.ts; errors in errors.ts.
  */
-export { startCaServer, caServiceDefinition, type CaServer } from './ca-server.js';
+export { startCaServer, type CaServer, type CaStartOptions } from './ca-server.js';
+export { caServiceDefinition, startTransport, transportKind, MAX_MESSAGE_BYTES, type CaTransport, type TransportKind, type TransportParts } from './transports.js';
+export { createSigner, type SignerContext, type StartableSigner } from './signers/signer-factory.js';
+export { assembleClusters, type CaClusters, type ClusterAuthSettings, type ClusterPodIndex } from './cluster-auth.js';
 export { certChainFrame, grpcTimeoutMs } from './h2-framing.js';
 export {
   readCaConfig,

@@ -38,10 +38,14 @@ export class CaMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
+  #signer: { readonly ready: boolean } | undefined;
   readonly signerReady = new Gauge({
     name: 'certbroker_ca_signer_ready',
     help: '1 when the signer has usable material',
     registers: [this.registry],
+    collect: () => {
+      if (this.#signer) this.signerReady.set(this.#signer.ready ? 1 : 0);
+    },
   });
 
   /** Pod informer health, one per cluster (`certbroker_informer_*`). */
@@ -91,6 +95,11 @@ export class CaMetrics {
     this.tokenReviewCache.inc({ result: 'refused' }, 0);
     for (const reason of ['limit', 'tls_handshake_timeout', 'idle'] satisfies ConnectionCloseReason[]) this.connectionsClosed.inc({ reason }, 0);
     for (const reason of ['body_timeout', 'stream_limit'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
+  }
+
+  /** The signer whose readiness `certbroker_ca_signer_ready` reports (read at each scrape). */
+  observeSigner(signer: { readonly ready: boolean }): void {
+    this.#signer = signer;
   }
 
   /** The transport whose counts the open-connection and open-stream gauges report. */

@@ -1,0 +1,68 @@
+/**
+ * Configuration -> `Signer`: the one place that knows every kind of signer the CA can run.
+ * Each kind is one case below building the signer and saying how it starts; a new backend
+ * (kubernetes-csr, step-ca, an upstream Istio CA, a module) is one more `SignerConfig` variant
+ * and one more case. `custom` takes a signer built by the caller (src/index.ts: integrators).
+ */
+import type { Clock } from '../../core/clock.js';
+import type { Logger } from '../../core/log.js';
+import type { ClusterConfig, SignerConfig } from '../config.js';
+import type { Signer } from '../signer.js';
+import { kubeCaSecretStore } from './ca-secret-store.js';
+import { CacertsSigner } from './cacerts-signer.js';
+import type { MaterialSignerOptions } from './material-signer.js';
+import { poolIssuerFactory } from './pool-issuer.js';
+import { SelfSignedSigner } from './self-signed-signer.js';
+
+/** What building a signer may need from the rest of the CA's configuration. */
+export interface SignerContext {
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly trustDomain: string;
+  readonly maxTtlSeconds: number;
+  /** Signing worker threads (0: sign on the main thread). */
+  readonly signingWorkers: number;
+  /** The default cluster (where the self-signed root's Secret lives), when there is one. */
+  readonly defaultCluster: ClusterConfig | undefined;
+}
+
+/** A signer and how to start it: resolves once it is loaded, or (cacerts) has tried once and keeps watching. */
+export interface StartableSigner {
+  readonly signer: Signer;
+  start(): Promise<void>;
+}
+
+function materialOptions(ctx: SignerContext): MaterialSignerOptions {
+  return {
+    clock: ctx.clock,
+    logger: ctx.logger,
+    maxTtlSeconds: ctx.maxTtlSeconds,
+    ...(ctx.signingWorkers > 0 ? { issuerFactory: poolIssuerFactory(ctx.signingWorkers) } : {}),
+  };
+}
+
+export function createSigner(config: SignerConfig, ctx: SignerContext): StartableSigner {
+  switch (config.kind) {
+    case 'self-signed': {
+      if (!ctx.defaultCluster) throw new Error('the self-signed signer needs a cluster to keep its Secret in');
+      const signer = new SelfSignedSigner({
+        ...materialOptions(ctx),
+        store: kubeCaSecretStore({ kubeConfig: ctx.defaultCluster.kubeConfig, namespace: config.namespace, name: config.secretName }),
+        trustDomain: ctx.trustDomain,
+        keyType: config.keyType,
+        rootTtlSeconds: config.rootTtlSeconds,
+      });
+      return { signer, start: () => signer.start() };
+    }
+    case 'cacerts': {
+      const signer = new CacertsSigner({ ...materialOptions(ctx), dir: config.dir, ...(config.pollIntervalMs !== undefined ? { pollIntervalMs: config.pollIntervalMs } : {}) });
+      return { signer, start: () => signer.start() };
+    }
+    case 'custom':
+      return { signer: config.signer, start: async () => undefined };
+    default: {
+      const unknown: never = config;
+      throw new Error(`unknown signer kind ${JSON.stringify((unknown as { kind?: unknown }).kind)}`);
+    }
+  }
+}
