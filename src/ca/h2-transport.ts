@@ -230,7 +230,6 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     s.on('error', (err) => logError('session', err));
     s.once('close', () => sessions.delete(s));
   });
-  server.on('sessionError', (err) => logError('session', err));
   server.on('tlsClientError', (err) => logError('TLS handshake', err));
   const relay = o.fallbackPort === undefined ? undefined : new LoopbackRelay({ port: o.fallbackPort, onError: (what, err) => logError(what, err) });
   const handle = streamHandler(o, loadCodec(), counts.streams, relay);

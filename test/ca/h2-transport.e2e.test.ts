@@ -4,6 +4,9 @@
  * rest, graceful stop. (Python grpcio also talks to it: python-interop.e2e.test.ts.)
  */
 import { after, before, test } from 'node:test';
+import { connect as h2connect } from 'node:http2';
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { deflateSync, gzipSync } from 'node:zlib';
 import assert from 'node:assert/strict';
 import { credentials, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
@@ -14,6 +17,7 @@ import { caClient, lastDenialReason, startNodeAScenario, TD, tokenReviews, type 
 import { newCsr, opensslVerifyChain } from './support/pki-fixtures.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { frameBytes, rawCaSession, requestFrame } from './support/raw-grpc.js';
+import { SkipClock } from '../support/skip-clock.js';
 import { opensslMissing } from '../support/tools.js';
 
 let env: CaEnv;
@@ -199,4 +203,52 @@ test('http2 transport: graceful stop lets an in-flight call finish', async () =>
     env.cluster.faults.clear();
     c.close();
   }
+});
+
+test('http2 transport: a client that resets its connection mid-call is logged (debug, rate-limited per kind), not swallowed', async (t) => {
+  const clock = new SkipClock();
+  const own = await env.startCa({ transport: 'http2', clock });
+  t.after(() => own.stop());
+  const lines = () =>
+    env.logs
+      .map((l) => JSON.parse(l) as { msg?: string; level?: string; code?: string; suppressed?: number; port?: number })
+      .filter((l) => l.msg === 'http2 transport: session error' && l.code === 'ECONNRESET');
+  const before = lines().length;
+  /** Opens a call, sends part of its body, then resets the TCP connection under the TLS session. */
+  const resetMidCall = async () => {
+    let tcp: Socket | undefined;
+    const session = h2connect(`https://127.0.0.1:${own.port}`, {
+      createConnection: () => {
+        tcp = netConnect(own.port, '127.0.0.1');
+        return tlsConnect({ socket: tcp, ca: own.rootsPem(), servername: 'localhost', ALPNProtocols: ['h2'] });
+      },
+    });
+    session.on('error', () => undefined);
+    const call = session.request({ ':method': 'POST', ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate', 'content-type': 'application/grpc' });
+    call.on('error', () => undefined);
+    call.write(Buffer.from([0, 0, 0, 0, 9]));
+    await new Promise<void>((resolve) => session.once('remoteSettings', () => resolve()));
+    await new Promise((r) => setTimeout(r, 50));
+    tcp!.resetAndDestroy();
+  };
+  const untilAsync = async (pred: () => Promise<boolean>, what: string) => {
+    for (let i = 0; i < 500 && !(await pred()); i++) await new Promise((r) => setTimeout(r, 10));
+    assert.ok(await pred(), what);
+  };
+  const until = (pred: () => boolean, what: string) => untilAsync(async () => pred(), what);
+
+  await resetMidCall();
+  await until(() => lines().length === before + 1, 'the reset logged');
+  assert.equal(lines().at(-1)!.level, 'debug', 'a client going away is not a warning');
+  // Two more within the interval: held back.
+  for (let i = 0; i < 2; i++) {
+    await resetMidCall();
+    await untilAsync(async () => /certbroker_ca_open_connections 0\b/.test(await own.metrics.registry.getSingleMetricAsString('certbroker_ca_open_connections')), 'the reset connection gone at the CA');
+  }
+  assert.equal(lines().length, before + 1, 'rate-limited');
+  // After the interval the next one is logged with the count of those held back.
+  clock.skip(10_000);
+  await resetMidCall();
+  await until(() => lines().length === before + 2, 'logged again after the interval');
+  assert.equal(lines().at(-1)!.suppressed, 2);
 });
