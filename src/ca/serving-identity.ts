@@ -160,7 +160,13 @@ export class ServingIdentity {
 
   /** At notAfter: the certificate was not replaced in time, so it stops being presented. */
   #expire(): void {
-    if (this.#notAfterMs === undefined || this.#o.clock.now() < this.#notAfterMs || !this.identity.hasIdentity) return;
+    if (this.#notAfterMs === undefined || !this.identity.hasIdentity) return;
+    const left = this.#notAfterMs - this.#o.clock.now();
+    if (left > 0) {
+      // A clock whose sleep ended early: wait for the rest.
+      this.#arm('expiry', left, () => this.#expire());
+      return;
+    }
     this.identity.withdraw();
     this.#o.logger.error('serving certificate expired before it could be renewed; withdrawn, TLS handshakes fail until a new one is issued', {
       notAfter: new Date(this.#notAfterMs).toISOString(),

@@ -1,7 +1,8 @@
 /**
  * The CA's serving certificate follows its signer: after a cacerts rotation, new TLS
  * connections are served with a certificate from the new CA (no restart), and issued chains end
- * with both roots while the rotation lasts.
+ * with both roots while the rotation lasts. One the signer could not renew is withdrawn at its
+ * notAfter (handshakes refused) and comes back when the signer can issue again.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,7 +10,10 @@ import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { connect } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
-import type { CaServer } from '../../src/ca/index.js';
+import { SERVING_CERT_TTL_SECONDS, type CaServer } from '../../src/ca/index.js';
+import { silentLogger } from '../../src/core/log.js';
+import { SkipClock } from '../support/skip-clock.js';
+import { InstalledSigner, rootMaterial } from './support/installed-signer.js';
 import { caClient, startCaEnv, type CaEnv } from './support/ca-env.js';
 import { cacertsFiles, makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacertsAtomic, type PluginCa } from './support/pki-fixtures.js';
 import { opensslMissing } from '../support/tools.js';
@@ -97,4 +101,37 @@ test('TLS CA started before its cacerts exist refuses handshakes, then serves on
   assert.match(issuer, /CN=Late Intermediate/);
   assert.equal(late.ready, true);
   await late.stop();
+});
+
+test('a serving certificate the signer could not renew is withdrawn at notAfter (handshakes refused), and served again once it can', async () => {
+  const clock = new SkipClock();
+  const signer = new InstalledSigner({ clock, logger: silentLogger, maxTtlSeconds: 86400 });
+  signer.use(await rootMaterial('O=Withdrawn'));
+  const own = await env.startCa({ clock, signer: { kind: 'custom', signer } });
+  // The CA's clock is skipped ahead of real time, so the issuer is read without verifying validity.
+  const issuer = () =>
+    new Promise<string>((resolve) => {
+      const s = connect({ host: '127.0.0.1', port: own.port, rejectUnauthorized: false, servername: 'localhost', ALPNProtocols: ['h2'] }, () => {
+        const cert = s.getPeerX509Certificate();
+        s.destroy();
+        resolve(cert?.issuer ?? 'none');
+      });
+      s.on('error', () => resolve('refused'));
+    });
+  try {
+    assert.equal(await issuer(), 'O=Withdrawn');
+    await signer.close(); // from now on the signer cannot issue: the renewal at half-life fails
+    clock.skip(SERVING_CERT_TTL_SECONDS * 1000);
+    assert.equal(await issuer(), 'refused', 'no certificate is presented past its notAfter');
+    assert.equal(own.ready, false);
+    signer.use(await rootMaterial('O=Back'));
+    let now = 'refused';
+    for (let i = 0; i < 300 && now === 'refused'; i++) {
+      now = await issuer();
+      if (now === 'refused') await new Promise((r) => setTimeout(r, 10));
+    }
+    assert.equal(now, 'O=Back');
+  } finally {
+    await own.stop();
+  }
 });

@@ -6,6 +6,8 @@
  */
 import type { Clock } from '../../src/core/clock.js';
 
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 interface Sleeper {
   readonly due: number;
   readonly fire: () => void;
@@ -39,8 +41,18 @@ export class SkipClock implements Clock {
         this.#sleepers.delete(sleeper);
         reject(signal!.reason);
       };
-      const timer = setTimeout(sleeper.fire, Math.max(0, ms));
-      timer.unref();
+      // A real timer holds at most MAX_TIMER_MS (beyond it Node fires after 1 ms): longer sleeps
+      // (a 30-day certificate's notAfter) re-arm until due.
+      let timer: NodeJS.Timeout;
+      const arm = (delay: number) => {
+        timer = setTimeout(() => {
+          const left = sleeper.due - this.now();
+          if (left > 0) arm(left);
+          else sleeper.fire();
+        }, Math.min(Math.max(0, delay), MAX_TIMER_MS));
+        timer.unref();
+      };
+      arm(ms);
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#sleepers.add(sleeper);
     });
