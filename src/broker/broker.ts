@@ -1,34 +1,34 @@
 /**
- * `startBroker(config)`: the node broker assembled from its parts — own token (TokenRequest),
- * own SVID (from the CA without impersonation; serves the Broker API), the node pod watch and
- * CNI registrations feeding the certificate manager, the Broker API on a Unix socket with mTLS,
- * and the ops endpoint. `stop()` drains within the grace period, then forces.
+ * `startBroker(config)`: the node broker wired from its parts — its own token (`OwnToken`), the
+ * CA clients and the workload certificate manager (`workload-certs.ts`), its own SVID serving
+ * the Broker API (`OwnIdentity`), the node pod watch and CNI registrations feeding `NodePods`,
+ * the Broker API on a Unix socket with mTLS, readiness (`BrokerReadiness`) and the ops
+ * endpoint. Each part registers how it stops as it starts; `stop()` runs the staged `Shutdown`
+ * (drain within the grace period, then force), as does a failed start.
  */
 import { systemClock } from '../core/clock.js';
-import { describeError } from '../core/errors.js';
 import { systemRng } from '../core/rng.js';
-import { startOpsServer, type OpsServer } from '../ops/ops-server.js';
+import { startOpsServer } from '../ops/ops-server.js';
 import { WHOLE_SERVER } from '../protocol/grpc-health.js';
 import { BROKER_SERVICE } from '../protocol/spiffe-broker.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
-import { BrokerApiService } from './fronts/broker-api/broker-api.js';
-import { SelfCertificateProvider, startBrokerApiServer, type BrokerApiServer } from './fronts/broker-api/broker-api-server.js';
-import { IstioCaClient } from './adapters/ca-client.js';
-import { CertManager, type IdentityStatus } from './cache/cert-manager.js';
-import { BrokerError } from './errors.js';
-import type { BrokerConfig } from './config.js';
 import { NodePodWatch } from './adapters/node-pod-watch.js';
 import { kubePodLookup } from './adapters/pod-lookup.js';
-import { projectedTokenFileFetcher, tokenRequestFetcher } from './adapters/token-fetchers.js';
-import { BrokerMetrics } from './metrics.js';
-import type { WorkloadApiServer } from './fronts/index.js';
-import { startWorkloadApi } from './workload-api-wiring.js';
+import { startRegistrationServer } from './adapters/registration-server.js';
+import type { CertManager, IdentityStatus } from './cache/cert-manager.js';
 import { NodePods, type TrackedPod } from './cache/node-pods.js';
-import { ownSvidOf, ownSvidProblem, type OwnSvid } from './own-svid.js';
-import { startRegistrationServer, type RegistrationServer } from './adapters/registration-server.js';
-import { TokenSource, type TokenFetcher } from './adapters/token-source.js';
 import { TrustBundle } from './cache/trust-bundle.js';
-import { describeCert } from './cache/workload-cert.js';
+import type { BrokerConfig } from './config.js';
+import { BrokerApiService } from './fronts/broker-api/broker-api.js';
+import { startBrokerApiServer, type BrokerApiServer } from './fronts/broker-api/broker-api-server.js';
+import { BrokerMetrics } from './metrics.js';
+import { OwnIdentity } from './own-identity.js';
+import type { OwnSvid } from './own-svid.js';
+import { OwnToken } from './own-token.js';
+import { BrokerReadiness } from './readiness.js';
+import { Shutdown } from './shutdown.js';
+import { startWorkloadApi } from './workload-api-wiring.js';
+import { caClients, workloadCertManager } from './workload-certs.js';
 
 export interface Broker {
   /** The broker's own SPIFFE ID. */
@@ -56,21 +56,6 @@ export interface Broker {
   stop(deadlineMs?: number): Promise<void>;
 }
 
-/** The broker's own token: the projected file alone, or TokenRequest with the projected file (if any) as fallback. */
-function ownTokenFetchers(config: BrokerConfig): { primary: TokenFetcher; fallback?: TokenFetcher } {
-  const file = config.tokenFile ? projectedTokenFileFetcher(config.tokenFile) : undefined;
-  if (config.tokenSource === 'file') {
-    if (!file) throw new BrokerError('ERR_TOKEN_UNAVAILABLE', "tokenSource 'file' needs tokenFile", { status: 'invalid-argument' });
-    return { primary: file };
-  }
-  const primary = tokenRequestFetcher(config.kubeConfig, {
-    pod: config.pod,
-    audience: config.ca.audience,
-    expirationSeconds: config.tokenExpirationSeconds,
-  });
-  return file ? { primary, fallback: file } : { primary };
-}
-
 export interface BrokerStartOptions {
   /** Aborting it while the broker is still starting stops what started and rejects with its reason. */
   readonly signal?: AbortSignal;
@@ -80,97 +65,28 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const clock = config.clock ?? systemClock;
   const rng = config.rng ?? systemRng;
   const logger = config.logger.child({ component: 'broker', node: config.nodeName });
-  const stopping = new AbortController();
-  let registration: RegistrationServer | undefined;
-  let api: BrokerApiServer | undefined;
-  let workloadApi: WorkloadApiServer | undefined;
-  let ops: OpsServer | undefined;
+  const lifetime = new AbortController();
+  const shutdown = new Shutdown(logger);
   const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, { logger });
-  let certsRef: CertManager | undefined;
-  let ownSvidRef: (() => OwnSvid) | undefined;
-  const metrics = new BrokerMetrics(
-    () => certsRef,
-    () => ownSvidRef?.() ?? { state: 'missing', notAfter: undefined },
-  );
+  const built: { certs?: CertManager; own?: OwnIdentity } = {};
+  const metrics = new BrokerMetrics(() => built.certs, () => built.own?.svid() ?? MISSING_SVID, { processMetrics: config.ops !== undefined });
 
-  const tokens = new TokenSource({
-    ...ownTokenFetchers(config),
-    clock,
-    rng,
-    logger,
-    onFetch: (outcome) => metrics.tokenRefreshes.inc({ outcome }),
-  });
-  const tokenLoop = tokens.run(stopping.signal);
-
-  const caBase = {
-    address: config.ca.address,
-    caRootsPem: config.ca.rootsPem,
-    ...(config.ca.tlsServerName ? { tlsServerName: config.ca.tlsServerName } : {}),
-    tokens,
-    clusterId: config.ca.clusterId,
-    certTtlSeconds: config.ca.certTtlSeconds,
-  };
-  const workloadCa = new IstioCaClient({ ...caBase, impersonate: true });
-  const ownCa = new IstioCaClient({ ...caBase, impersonate: false });
-
-  const certs = new CertManager({
-    ca: workloadCa,
-    clock,
-    rng,
-    logger,
-    maxConcurrentFetches: config.maxConcurrentFetches,
-    forgetGraceMs: config.forgetGraceMs,
-    observer: [
-      metrics.certObserver(),
-      {
-        fetchFailed: (identity, err, _ms, next) =>
-          logger.warn('certificate fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
-        expired: (_identity, cert) => logger.warn('certificate expired; not served until renewed', describeCert(cert)),
-      },
-    ],
-  });
-  certsRef = certs;
+  const token = new OwnToken(config, { clock, rng, logger, onFetch: (outcome) => metrics.tokenRefreshes.inc({ outcome }) });
+  shutdown.add('intake', 'own token', () => token.stop());
+  token.start(lifetime.signal);
+  const ca = caClients(config, token.source);
+  const certs = (built.certs = workloadCertManager(config, { ca: ca.workloads, clock, rng, logger, metrics }));
   bundle.follow(certs);
+  shutdown.add('work', 'workload certificates', () => {
+    certs.stop();
+    ca.workloads.close();
+  });
 
-  // Own SVID: its own manager entry (no impersonation), rotated like any other.
+  let api: BrokerApiServer | undefined;
   const ownIdentity = kubernetesIdentity(config.trustDomain, config.pod.namespace, config.pod.serviceAccount);
-  const ownCerts = new CertManager({
-    ca: ownCa,
-    clock,
-    rng,
-    logger,
-    maxConcurrentFetches: 1,
-    observer: {
-      fetchFailed: (identity, err, _ms, next) =>
-        logger.warn('own SVID fetch failed', { identity, err: describeError(err), retryInMs: Math.round(next) }),
-    },
-  });
-  bundle.follow(ownCerts);
-  const ownSvid = (): OwnSvid => ownSvidOf(ownCerts.status(ownIdentity), clock.now());
-  ownSvidRef = ownSvid;
-  // The Broker API serves while it has a valid own SVID (whichever comes first: the SVID or the
-  // server). At the SVID's notAfter the provider withdraws it: new connections are refused
-  // until the renewal (retried every few seconds by then, refresh-policy.ts) arrives.
-  const setServing = (serving: boolean) => {
-    api?.health.setStatus(WHOLE_SERVER, serving ? 'SERVING' : 'NOT_SERVING');
-    api?.health.setStatus(BROKER_SERVICE, serving ? 'SERVING' : 'NOT_SERVING');
-  };
-  const provider = new SelfCertificateProvider({
-    clock,
-    onExpired: (cert) => {
-      logger.error('own SVID expired; the Broker API refuses new connections until it is renewed', describeCert(cert));
-      setServing(false);
-    },
-  });
-  provider.setRoots(bundle);
-  bundle.onChange(() => provider.setRoots(bundle));
-  ownCerts.retain(ownIdentity, 'self', 'realtime');
-  ownCerts.subscribe(ownIdentity, (ev) => {
-    if (ev.type !== 'updated') return;
-    if (!provider.setIdentity(ev.cert)) return; // already expired: the certificate manager refuses those
-    logger.info('own SVID ready', describeCert(ev.cert));
-    setServing(true);
-  });
+  const own = (built.own = new OwnIdentity({ identity: ownIdentity, ca: ca.own, bundle, clock, rng, logger, onServing: (on) => api && setServing(api, on) }));
+  shutdown.add('work', 'own SVID', () => own.stop());
+  own.start();
 
   const pods = new NodePods({ nodeName: config.nodeName, trustDomain: config.trustDomain, certs, now: () => clock.now(), ownPodUid: config.pod.uid });
   const watch = new NodePodWatch({
@@ -183,7 +99,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     metrics: metrics.informers,
     ...(config.informer ? { settings: config.informer } : {}),
   });
-
+  shutdown.add('intake', 'node pod watch', () => watch.stop());
   const service = new BrokerApiService({
     pods,
     certs,
@@ -195,90 +111,100 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     updateJitterMs: config.updateJitterMs,
     observer: metrics.apiObserver(),
   });
+  const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own });
 
-  const readiness = [
-    { name: 'token', check: () => (tokens.ready ? undefined : `no valid token${tokens.lastError ? `: ${tokens.lastError}` : ''}`) },
-    { name: 'pod-watch', check: () => watch.problem() },
-    { name: 'own-svid', check: () => ownSvidProblem(ownSvid()) },
-  ];
-  const isReady = () => readiness.every((c) => c.check() === undefined);
-
-  const stopAll = async (deadlineMs: number) => {
-    stopping.abort();
-    await Promise.allSettled([registration?.close(), api?.stop(deadlineMs), workloadApi?.stop(deadlineMs), watch.stop()]);
-    certs.stop();
-    ownCerts.stop();
-    provider.close();
-    workloadCa.close();
-    ownCa.close();
-    await tokenLoop.catch(() => undefined);
-    await ops?.close();
-  };
-
-  const startSignal = options.signal;
-  const checkNotStopped = () => {
-    if (startSignal?.aborted) throw startSignal.reason;
-  };
+  let opsPort: number | undefined;
   try {
+    const checkNotStopped = () => {
+      if (options.signal?.aborted) throw options.signal.reason;
+    };
     checkNotStopped();
-    await watch.start(startSignal);
+    await watch.start(options.signal);
     checkNotStopped();
-    registration = await startRegistrationServer({
+    const registration = await startRegistrationServer({
       socketPath: config.cniEventSocketPath,
       pods,
       lookup: kubePodLookup(config.kubeConfig),
       logger,
       observer: metrics.registrationObserver(),
     });
-    api = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: provider, logger });
+    shutdown.add('intake', 'CNI registrations', () => registration.close());
+    const started = await startBrokerApiServer({ socketPath: config.brokerSocketPath, service, certificates: own.certificates, logger });
+    shutdown.add('intake', 'Broker API', (deadlineMs) => started.stop(deadlineMs));
+    api = started;
     if (config.workloadApiSocketPath) {
       const w = { socketPath: config.workloadApiSocketPath, pods, certs, bundle, clock, rng, logger, updateJitterMs: config.updateJitterMs };
-      workloadApi = await startWorkloadApi({ ...w, metrics: metrics.workloadApi });
+      const workloadApi = await startWorkloadApi({ ...w, metrics: metrics.workloadApi });
+      shutdown.add('intake', 'Workload API', (deadlineMs) => workloadApi.stop(deadlineMs));
     }
-    if (provider.hasIdentity) setServing(true);
+    if (own.serving) setServing(started, true);
     if (config.ops) {
-      ops = await startOpsServer({
-        host: config.ops.host,
-        port: config.ops.port,
-        registry: metrics.registry,
-        readiness,
-        liveness: [],
-        logger,
-      });
+      const { host, port } = config.ops;
+      const ops = await startOpsServer({ host, port, registry: metrics.registry, readiness: readiness.checks, liveness: [], logger });
+      shutdown.add('ops', 'ops endpoint', () => ops.close());
+      opsPort = ops.port;
     }
   } catch (err) {
-    await stopAll(0);
+    lifetime.abort();
+    await shutdown.run(0);
     throw err;
   }
   logger.info('node broker started', { ownIdentity, brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath });
+  const stop = (deadlineMs: number) => {
+    lifetime.abort();
+    return shutdown.run(deadlineMs).then(() => logger.info('node broker stopped'));
+  };
+  return brokerHandle(config, { ownIdentity, certs, own, pods, bundle, metrics, opsPort, readiness, stop });
+}
 
+const MISSING_SVID: OwnSvid = Object.freeze({ state: 'missing', notAfter: undefined });
+
+/**
+ * The Broker API serves while it has a valid own SVID (whichever comes first: the SVID or the
+ * server). At the SVID's notAfter the provider withdraws it: new connections are refused until
+ * the renewal (retried every few seconds by then, refresh-policy.ts) arrives.
+ */
+function setServing(api: BrokerApiServer, serving: boolean): void {
+  api.health.setStatus(WHOLE_SERVER, serving ? 'SERVING' : 'NOT_SERVING');
+  api.health.setStatus(BROKER_SERVICE, serving ? 'SERVING' : 'NOT_SERVING');
+}
+
+/** What `startBroker` hands back: the parts, readiness and a `stop` that runs once. */
+function brokerHandle(
+  config: BrokerConfig,
+  parts: {
+    readonly ownIdentity: string;
+    readonly certs: CertManager;
+    readonly own: OwnIdentity;
+    readonly pods: NodePods;
+    readonly bundle: TrustBundle;
+    readonly metrics: BrokerMetrics;
+    readonly opsPort: number | undefined;
+    readonly readiness: BrokerReadiness;
+    readonly stop: (deadlineMs: number) => Promise<void>;
+  },
+): Broker {
+  const { certs, pods, readiness, own } = parts;
   let stopped: Promise<void> | undefined;
   return {
-    ownIdentity,
+    ownIdentity: parts.ownIdentity,
     certs,
-    ownCerts,
-    ownSvid,
+    ownCerts: own.certs,
+    ownSvid: () => own.svid(),
     pods,
-    bundle,
-    metrics,
-    opsPort: ops?.port,
+    bundle: parts.bundle,
+    metrics: parts.metrics,
+    opsPort: parts.opsPort,
     brokerSocketPath: config.brokerSocketPath,
     cniEventSocketPath: config.cniEventSocketPath,
     workloadApiSocketPath: config.workloadApiSocketPath,
     get ready() {
-      return isReady();
+      return readiness.ready;
     },
-    snapshot() {
-      return certs.statuses().map((s) => ({ ...s, pods: pods.podsOf(s.identity) }));
-    },
-    async whenReady(signal?: AbortSignal) {
-      while (!isReady()) {
-        if (signal?.aborted) throw signal.reason;
-        await new Promise((r) => setTimeout(r, 50).unref());
-      }
-    },
+    snapshot: () => certs.statuses().map((s) => ({ ...s, pods: pods.podsOf(s.identity) })),
+    whenReady: (signal?: AbortSignal) => readiness.whenReady(signal),
     stop(deadlineMs = config.shutdownGraceMs) {
-      stopped ??= stopAll(deadlineMs).then(() => logger.info('node broker stopped'));
+      stopped ??= parts.stop(deadlineMs);
       return stopped;
     },
   };

@@ -8,7 +8,9 @@
  * - `adapters/`: the CA client, token source, Kubernetes (pod watch, lookups, RBAC), the CNI
  *   registration server, socket set-up;
  * - `client/`: the Broker API client and `certbroker fetch`;
- * - here: the wiring (`startBroker`, its parts, config, metrics, `runBroker`) and the errors.
+ * - here: the wiring — `startBroker` and its parts (`OwnToken`, `OwnIdentity`, the workload
+ *   certificates, `BrokerReadiness`, the staged `Shutdown`), config, metrics, `runBroker` — and
+ *   the errors every room uses.
  *
  * This file is the broker's surface for the rest of the project, its tests and benchmarks.
  */
@@ -25,6 +27,11 @@ export {
   type TokenSourceKind,
 } from './config.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
+export { OwnIdentity, type OwnIdentityOptions } from './own-identity.js';
+export { OwnToken, ownTokenFetchers } from './own-token.js';
+export { BrokerReadiness, type ReadinessSource } from './readiness.js';
+export { Shutdown, type ShutdownStage, type Stopper } from './shutdown.js';
+export { caClients, workloadCertManager } from './workload-certs.js';
 export { BrokerMetrics } from './metrics.js';
 export { BrokerError, isAbortError, type BrokerErrorCode } from './errors.js';
 export * from './cache/index.js';

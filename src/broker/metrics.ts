@@ -13,6 +13,7 @@ import { BrokerError } from './errors.js';
 import type { BrokerApiObserver } from './fronts/broker-api/broker-api.js';
 import type { RegistrationObserver } from './adapters/registration-server.js';
 import { InformerMetrics } from '../kube/informer-metrics.js';
+import { collectProcessMetrics } from '../ops/process-metrics.js';
 import { WorkloadApiMetrics } from './workload-api-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -32,68 +33,21 @@ export class BrokerMetrics {
   /** The Workload API front (`certbroker_broker_workload_api_*`). */
   readonly workloadApi: WorkloadApiMetrics;
 
-  constructor(certs: () => CertManager | undefined, ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined })) {
+  /**
+   * `certs` and `ownSvid` are read at scrape time (the parts may not exist yet). With
+   * `processMetrics`, the registry also carries the process metrics every long-running component
+   * has (src/ops/process-metrics.ts: CPU, memory, handles, event-loop lag, GC).
+   */
+  constructor(
+    certs: () => CertManager | undefined,
+    ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined }),
+    options: { readonly processMetrics?: boolean } = {},
+  ) {
     const registers = [this.registry];
     this.informers = new InformerMetrics(this.registry);
     this.workloadApi = new WorkloadApiMetrics(this.registry);
-    new Gauge({
-      name: 'certbroker_broker_pod_certificate_states',
-      help: 'Workload identities held by the broker, by state (pending, ready, failed, expired).',
-      labelNames: ['state'],
-      registers,
-      collect() {
-        const counts = certs()?.countByState() ?? { pending: 0, ready: 0, failed: 0, expired: 0 };
-        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
-      },
-    });
-    new Gauge({
-      name: 'certbroker_broker_certificate_expiry_timestamp_seconds',
-      help: 'notAfter (Unix seconds) of the certificate held per workload identity; for an expired identity, of the one that expired.',
-      labelNames: ['identity'],
-      registers,
-      collect() {
-        this.reset();
-        for (const s of certs()?.statuses() ?? []) {
-          const notAfter = s.notAfter ?? s.expiredAt;
-          if (notAfter !== undefined) this.set({ identity: s.identity }, notAfter / 1000);
-        }
-      },
-    });
-    new Gauge({
-      name: 'certbroker_broker_own_svid_state',
-      help: "The broker's own SVID (its Broker API serving certificate): 1 for the current state (ready, expired, missing), 0 for the others.",
-      labelNames: ['state'],
-      registers,
-      collect() {
-        const { state } = ownSvid();
-        for (const s of OWN_SVID_STATES) this.set({ state: s }, s === state ? 1 : 0);
-      },
-    });
-    new Gauge({
-      name: 'certbroker_broker_own_svid_expiry_timestamp_seconds',
-      help: "notAfter (Unix seconds) of the broker's own SVID (of the expired one while expired); 0 while none was obtained.",
-      registers,
-      collect() {
-        const { notAfter } = ownSvid();
-        this.set(notAfter === undefined ? 0 : notAfter / 1000);
-      },
-    });
-    new Gauge({
-      name: 'certbroker_broker_fetch_queue_depth',
-      help: 'Identities waiting for a CA slot.',
-      registers,
-      collect() {
-        this.set(certs()?.queued ?? 0);
-      },
-    });
-    new Gauge({
-      name: 'certbroker_broker_ca_calls_in_flight',
-      help: 'CA calls currently running.',
-      registers,
-      collect() {
-        this.set(certs()?.inFlight ?? 0);
-      },
-    });
+    if (options.processMetrics) collectProcessMetrics(this.registry);
+    stateGauges(registers, certs, ownSvid);
     this.fetchSeconds = new Histogram({
       name: 'certbroker_broker_ca_fetch_duration_seconds',
       help: 'CA certificate fetch latency (key generation, CSR, call, checks).',
@@ -166,4 +120,66 @@ export class BrokerMetrics {
   registrationObserver(): RegistrationObserver {
     return { registered: (outcome) => this.registrations.inc({ outcome }) };
   }
+}
+
+/** Gauges read from the certificate managers at scrape time: identities by state, expiries, the own SVID, the queue. */
+function stateGauges(registers: Registry[], certs: () => CertManager | undefined, ownSvid: () => OwnSvid): void {
+    new Gauge({
+      name: 'certbroker_broker_pod_certificate_states',
+      help: 'Workload identities held by the broker, by state (pending, ready, failed, expired).',
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const counts = certs()?.countByState() ?? { pending: 0, ready: 0, failed: 0, expired: 0 };
+        for (const [state, n] of Object.entries(counts)) this.set({ state }, n);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_certificate_expiry_timestamp_seconds',
+      help: 'notAfter (Unix seconds) of the certificate held per workload identity; for an expired identity, of the one that expired.',
+      labelNames: ['identity'],
+      registers,
+      collect() {
+        this.reset();
+        for (const s of certs()?.statuses() ?? []) {
+          const notAfter = s.notAfter ?? s.expiredAt;
+          if (notAfter !== undefined) this.set({ identity: s.identity }, notAfter / 1000);
+        }
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_own_svid_state',
+      help: "The broker's own SVID (its Broker API serving certificate): 1 for the current state (ready, expired, missing), 0 for the others.",
+      labelNames: ['state'],
+      registers,
+      collect() {
+        const { state } = ownSvid();
+        for (const s of OWN_SVID_STATES) this.set({ state: s }, s === state ? 1 : 0);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_own_svid_expiry_timestamp_seconds',
+      help: "notAfter (Unix seconds) of the broker's own SVID (of the expired one while expired); 0 while none was obtained.",
+      registers,
+      collect() {
+        const { notAfter } = ownSvid();
+        this.set(notAfter === undefined ? 0 : notAfter / 1000);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_fetch_queue_depth',
+      help: 'Identities waiting for a CA slot.',
+      registers,
+      collect() {
+        this.set(certs()?.queued ?? 0);
+      },
+    });
+    new Gauge({
+      name: 'certbroker_broker_ca_calls_in_flight',
+      help: 'CA calls currently running.',
+      registers,
+      collect() {
+        this.set(certs()?.inFlight ?? 0);
+      },
+    });
 }

@@ -261,16 +261,7 @@ export class BrokerApiService {
     cleanups.push(
       pods.onGone(pod.uid, (reason: PodGoneReason) => {
         log.info('workload left; ending stream', { reason });
-        // The same answer a new subscription would get now: a pod still there but terminating or
-        // finished is not entitled any more; a deleted or replaced one is not found.
-        finish(
-          reason === 'terminating' || reason === 'finished'
-            ? notEntitled(`pod ${pod.namespace}/${pod.name}`, reason)
-            : new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
-                status: 'not-found',
-                publicMessage: `workload no longer on this node (${reason})`,
-              }),
-        );
+        finish(podGone(pod, reason));
       }),
     );
 
@@ -279,21 +270,13 @@ export class BrokerApiService {
       const cert = certs.current(pod.identity);
       return cert ? x509SvidResponse(cert, bundle) : undefined;
     };
-    // Paced updates: one pending send at a time; it sends whatever is current when it fires.
-    let pending = false;
     let firstSent = false;
+    const paced = pacedUpdates({ clock, rng, windowMs: this.#o.updateJitterMs, signal: ac.signal }, () => {
+      const msg = current();
+      if (!finished && msg !== undefined) call.write(msg);
+    });
     const scheduleUpdate = () => {
-      if (pending || finished || !firstSent) return;
-      pending = true;
-      const delay = rng() * this.#o.updateJitterMs;
-      clock.sleep(delay, ac.signal).then(
-        () => {
-          pending = false;
-          const msg = current();
-          if (!finished && msg !== undefined) call.write(msg);
-        },
-        () => undefined,
-      );
+      if (!finished && firstSent) paced();
     };
     cleanups.push(bundle.onChange(scheduleUpdate));
     if (rpc === 'x509svid') {
@@ -322,25 +305,31 @@ export class BrokerApiService {
       sendFirst(x509BundlesResponse(bundle));
       return;
     }
-    // Wait for the identity's certificate. A failed fetch does not end the stream: the consumer
-    // asked, the manager keeps retrying with backoff, and the first success is sent.
-    void (async () => {
-      for (;;) {
-        try {
-          const cert = await certs.waitForCert(pod.identity, ac.signal);
-          sendFirst(x509SvidResponse(cert, bundle));
-          return;
-        } catch (err) {
-          if (finished || isAbortError(err) || ac.signal.aborted) return;
-          if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
-            log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
-            continue;
-          }
-          finish(err);
-          return;
+    void this.#firstCertificate(pod.identity, { signal: ac.signal, log, send: (cert) => sendFirst(x509SvidResponse(cert, bundle)), fail: finish });
+  }
+
+  /**
+   * Waits for the identity's certificate and sends it. A failed fetch does not end the stream:
+   * the consumer asked, the manager keeps retrying with backoff, and the first success is sent.
+   */
+  async #firstCertificate(
+    identity: string,
+    stream: { readonly signal: AbortSignal; readonly log: Logger; send(cert: WorkloadCert): void; fail(err: unknown): void },
+  ): Promise<void> {
+    for (;;) {
+      try {
+        stream.send(await this.#o.certs.waitForCert(identity, stream.signal));
+        return;
+      } catch (err) {
+        if (isAbortError(err) || stream.signal.aborted) return;
+        if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
+          stream.log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
+          continue;
         }
+        stream.fail(err);
+        return;
       }
-    })();
+    }
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
@@ -351,6 +340,41 @@ export class BrokerApiService {
     }
     return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: brokerApiErrorInfo });
   }
+}
+
+/**
+ * Why a stream ends when its pod leaves: the same answer a new subscription would get now — a
+ * pod still there but terminating or finished is not entitled any more; a deleted or replaced
+ * one is not found.
+ */
+function podGone(pod: TrackedPod, reason: PodGoneReason): BrokerError {
+  if (reason === 'terminating' || reason === 'finished') return notEntitled(`pod ${pod.namespace}/${pod.name}`, reason);
+  return new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
+    status: 'not-found',
+    publicMessage: `workload no longer on this node (${reason})`,
+  });
+}
+
+/**
+ * Paced updates for one stream: `schedule()` arms at most one pending send, after a random share
+ * of `windowMs`, and `send` then sends whatever is current (so a burst of changes is one message).
+ */
+function pacedUpdates(
+  pacing: { readonly clock: Clock; readonly rng: Rng; readonly windowMs: number; readonly signal: AbortSignal },
+  send: () => void,
+): () => void {
+  let pending = false;
+  return () => {
+    if (pending) return;
+    pending = true;
+    pacing.clock.sleep(pacing.rng() * pacing.windowMs, pacing.signal).then(
+      () => {
+        pending = false;
+        send();
+      },
+      () => undefined,
+    );
+  };
 }
 
 function jwtDisabled(): BrokerError {
