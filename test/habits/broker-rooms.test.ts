@@ -100,3 +100,44 @@ test('tests and benchmarks import the broker through src/broker/index.ts or a ro
   assert.ok(broker.length > 30, `${broker.length} broker imports read`);
   assert.deepEqual(broker.filter((i) => !surfaces.has(i.to)).map((i) => `${i.file}: ${relative('.', i.to)}`), []);
 });
+
+/** The names `index` (a path relative to src/) exports, following `export * from`. */
+function exportedNames(index: string, texts: ReadonlyMap<string, string>): Set<string> {
+  const text = texts.get(index) ?? '';
+  const names = new Set<string>();
+  for (const m of text.matchAll(/^export (?:type )?\{([^}]*)\}/gmu)) {
+    for (const part of m[1]!.split(',')) {
+      const name = part.trim().replace(/^type\s+/u, '').split(/\s+as\s+/u).pop();
+      if (name) names.add(name);
+    }
+  }
+  for (const m of text.matchAll(/^export \* from '([^']+)'/gmu)) {
+    for (const n of exportedNames(normalize(join(dirname(index), m[1]!.replace(/\.js$/u, '.ts'))), texts)) names.add(n);
+  }
+  return names;
+}
+
+test("a room imports another room's files directly, but only names that room's index.ts exports", () => {
+  const texts = new Map(sourceFiles().map((f) => [f.path, f.text]));
+  const indexOf = (room: string) => `broker/${room}/index.ts`;
+  const wrong: string[] = [];
+  let checked = 0;
+  for (const [path, text] of texts) {
+    if (!path.startsWith('broker/')) continue;
+    for (const m of text.matchAll(/^import (?:type )?\{([^}]*)\} from '(\.[^']+)'/gmu)) {
+      const target = normalize(join(dirname(path), m[2]!.replace(/\.js$/u, '.ts')));
+      if (!target.startsWith('broker/') || target.endsWith('/index.ts')) continue;
+      const room = roomOf(target);
+      if (room === 'top' || room === roomOf(path)) continue;
+      const exported = exportedNames(indexOf(room), texts);
+      for (const part of m[1]!.split(',')) {
+        const name = part.trim().replace(/^type\s+/u, '').split(/\s+as\s+/u)[0];
+        if (!name) continue;
+        checked++;
+        if (!exported.has(name)) wrong.push(`${path}: ${name} from ${target} is not in ${indexOf(room)}`);
+      }
+    }
+  }
+  assert.ok(checked > 30, `${checked} imported names checked`);
+  assert.deepEqual(wrong, []);
+});
