@@ -4,8 +4,9 @@
  * as a child process, following its JSON log lines and its ops port.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
@@ -43,7 +44,28 @@ export function makeHostTree(): HostTree {
   for (const [name, data] of Object.entries(binaries)) writeFileSync(join(dirs.srcDir, name), data, { mode: 0o755 });
   writeFileSync(join(dirs.saDir, 'token'), 'token-one');
   writeFileSync(join(dirs.saDir, 'ca.crt'), readFileSync(CONFORMANCE + 'kube-ca.crt'));
-  return { root, ...dirs, binaries, cleanup: () => removeTempDirSync(root) };
+  const cleanup = () => {
+    // A daemon still running on the tree would write into it while it is removed (and keep
+    // running after the test process: install-cni runs until a signal). Stop it first.
+    killDaemonsSync(root);
+    rmSync(root, { recursive: true, force: true, maxRetries: 5, retryDelay: 20 });
+    removeTempDirSync(root);
+  };
+  return { root, ...dirs, binaries, cleanup };
+}
+
+/** Daemons this test process started that have not exited yet. */
+const liveDaemons = new Set<DaemonProcess>();
+let exitHookInstalled = false;
+
+/**
+ * SIGKILLs the live daemons (those using the tree at `root`, or all). Also run when the test
+ * process exits, before the scratch directories are removed: node's runner skips the remaining
+ * `after` hooks once one throws, and a test that fails before its `daemon.stop()` would
+ * otherwise leave the daemon running (and writing into its tree) after the run.
+ */
+function killDaemonsSync(root?: string): void {
+  for (const d of liveDaemons) if (root === undefined || d.uses(root)) d.child.kill('SIGKILL');
 }
 
 export function treeEnv(tree: HostTree, extra: Record<string, string> = {}): Record<string, string> {
@@ -78,12 +100,22 @@ export class DaemonProcess {
   readonly child: ChildProcess;
   readonly logs: LogRecord[] = [];
   readonly rawStderr: string[] = [];
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly #exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   #buffer = '';
+
+  readonly #env: Record<string, string>;
 
   /** Runs the real `certbroker install-cni` CLI with `env` (and nothing else) as its environment. */
   constructor(env: Record<string, string>) {
+    this.#env = env;
     this.child = spawn(process.execPath, [CLI, 'install-cni'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    liveDaemons.add(this);
+    this.child.once('exit', () => liveDaemons.delete(this));
+    if (!exitHookInstalled) {
+      // First among the exit listeners, so a daemon is gone before its tree is removed.
+      process.prependOnceListener('exit', () => killDaemonsSync());
+      exitHookInstalled = true;
+    }
     this.child.stderr!.setEncoding('utf8');
     this.child.stderr!.on('data', (chunk: string) => {
       this.#buffer += chunk;
@@ -99,7 +131,27 @@ export class DaemonProcess {
         }
       }
     });
-    this.exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    this.#exited = new Promise((resolve) => this.child.on('exit', (code, signal) => resolve({ code, signal })));
+    // A daemon nobody waits for does not keep the test process alive: when a test fails (or an
+    // after hook throws) before its daemon.stop(), the process still ends and its exit hook
+    // kills the daemon, instead of the file hanging on the daemon's open pipe. Waiting for the
+    // daemon's exit holds the process again (`exited`).
+    this.child.unref();
+    (this.child.stderr as Socket).unref();
+  }
+
+  /** Resolves when the daemon exits; while someone waits for it, it keeps the test process alive. */
+  get exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.child.exitCode === null && this.child.signalCode === null) {
+      this.child.ref();
+      (this.child.stderr as Socket).ref();
+    }
+    return this.#exited;
+  }
+
+  /** Whether this daemon's environment points into `root` (its host tree). */
+  uses(root: string): boolean {
+    return Object.values(this.#env).some((v) => v === root || v.startsWith(`${root}/`));
   }
 
   get opsPort(): number | undefined {
