@@ -17,7 +17,7 @@
  *   });
  *   ca.port         // bound gRPC port (grpcPort 0 picks one)
  *   ca.rootsPem()   // PEM roots: trust these to reach the CA over TLS and to verify leaves
- *   ca.ready        // signer loaded and pod informers synced
+ *   ca.ready        // signer loaded, serving certificate presented, pod informers synced
  *   await ca.stop() // graceful (tryShutdown) within shutdownGraceMs, then forced
  *
  * Transport: with TLS, CreateCertificate and health Check are served directly on node:http2,
@@ -29,9 +29,13 @@
  * unless `grpcHost` is a loopback address) it resolves at once and answers UNAVAILABLE until the
  * signer is ready.
  *
- * Parts: `Signer` (signer.ts) with `SelfSignedSigner` (istio-ca-secret) and `CacertsSigner`
- * (plug-in cacerts dir); `NodeAuthorizer` over a `PodIndex`; `AuthenticatorChain` of
- * `TokenReviewAuthenticator` and `JwtAuthenticator`; TTL rules in ttl.ts; errors in errors.ts.
+ * Parts (`startCaServer` only wires them): `createSigner` (signers/signer-factory.ts) builds the
+ * `Signer` (signer.ts) — `SelfSignedSigner` (istio-ca-secret), `CacertsSigner` (plug-in cacerts
+ * dir) or one given; `assembleClusters` (cluster-auth.ts) the per-cluster `AuthenticatorChain`
+ * (`TokenReviewAuthenticator`, `JwtAuthenticator`) and `NodeAuthorizer` over a `PodIndex`;
+ * `ServingIdentity` the TLS certificate; `ReadinessGate` the event-driven readiness;
+ * `startTransport` (transports.ts) the http2 or grpc-js transport; TTL rules in ttl.ts; errors in
+ * errors.ts.
  */
 export { startCaServer, type CaServer, type CaStartOptions } from './ca-server.js';
 export { caServiceDefinition, startTransport, transportKind, MAX_MESSAGE_BYTES, type CaTransport, type TransportKind, type TransportParts } from './transports.js';
