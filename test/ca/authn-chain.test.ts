@@ -14,12 +14,7 @@ import { rejectionCode } from './support/error-code.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
-import { AuthenticatorChain, type Authenticator } from '../../src/ca/authn/authenticator.js';
-import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
-import { discoveredJwks } from '../../src/ca/authn/oidc-discovery.js';
-import { TokenCache } from '../../src/ca/authn/token-cache.js';
-import type { Caller } from '../../src/ca/caller.js';
-import { authnError, type CaAuthnCode } from '../../src/ca/errors.js';
+import { AuthenticatorChain, type Authenticator, JwtAuthenticator, discoveredJwks, TokenCache, type Caller, authnError, type CaAuthnCode } from '../../src/ca/index.js';
 import { makeServingMaterial, type ServingMaterial } from '../../src/devcluster/serving-cert.js';
 
 const CALLER: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', clusterId: 'Kubernetes', authenticator: 'jwt' };

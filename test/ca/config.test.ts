@@ -8,11 +8,7 @@ import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { ConfigError } from '../../src/core/config.js';
 import { silentLogger } from '../../src/core/log.js';
-import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
-import { TokenCache } from '../../src/ca/authn/token-cache.js';
-import { startCaServer } from '../../src/ca/ca-server.js';
-import { DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, readCaConfig, type CaCliFlags, type CaServerConfig } from '../../src/ca/config.js';
-import { DEFAULT_CA_LIMITS } from '../../src/ca/limits.js';
+import { JwtAuthenticator, TokenCache, startCaServer, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, readCaConfig, type CaCliFlags, type CaServerConfig, DEFAULT_CA_LIMITS } from '../../src/ca/index.js';
 
 /** The problems `readCaConfig` lists for this input (empty when it accepts it). */
 function problems(env: Record<string, string>, flags: CaCliFlags = {}): readonly string[] {

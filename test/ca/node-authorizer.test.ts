@@ -1,9 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { thrownCode } from './support/error-code.js';
-import { NodeAuthorizer } from '../../src/ca/node-authorizer.js';
-import { InMemoryPodIndex, type PodInfo } from '../../src/ca/pod-index.js';
-import type { Caller } from '../../src/ca/caller.js';
+import { NodeAuthorizer, InMemoryPodIndex, type PodInfo, type Caller } from '../../src/ca/index.js';
 
 const TD = 'cluster.local';
 

@@ -10,7 +10,7 @@ import { createServer, type Server } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, jwtVerify, SignJWT } from 'jose';
 import { Secret } from '../../src/core/secret.js';
-import { discoveredJwks, kubeCredentialsAllowedForOidc, oidcFetchOrigin } from '../../src/ca/authn/oidc-discovery.js';
+import { discoveredJwks, kubeCredentialsAllowedForOidc, oidcFetchOrigin } from '../../src/ca/index.js';
 import { makeServingMaterial } from '../../src/devcluster/serving-cert.js';
 
 const ISSUER = 'https://issuer.example';

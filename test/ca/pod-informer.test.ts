@@ -11,10 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { thrownCode } from './support/error-code.js';
 import type { V1Pod } from '@kubernetes/client-node';
-import { NodeAuthorizer } from '../../src/ca/node-authorizer.js';
-import { InMemoryPodIndex } from '../../src/ca/pod-index.js';
-import { toPodInfo } from '../../src/ca/pod-informer.js';
-import type { Caller } from '../../src/ca/caller.js';
+import { NodeAuthorizer, InMemoryPodIndex, toPodInfo, type Caller } from '../../src/ca/index.js';
 
 const TD = 'cluster.local';
 

@@ -3,10 +3,7 @@ import assert from 'node:assert/strict';
 import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
-import { RefusalCache } from '../../src/ca/authn/refusal-cache.js';
-import { TokenCache } from '../../src/ca/authn/token-cache.js';
-import { JwtAuthenticator } from '../../src/ca/authn/jwt-verifier.js';
-import { callerFromReview, TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/authn/token-review.js';
+import { RefusalCache, TokenCache, JwtAuthenticator, callerFromReview, TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/index.js';
 
 const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 

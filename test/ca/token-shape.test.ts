@@ -5,7 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateKeyPair, SignJWT } from 'jose';
-import { jwtShapeProblem, MAX_TOKEN_BYTES } from '../../src/ca/authn/token-shape.js';
+import { jwtShapeProblem, MAX_TOKEN_BYTES } from '../../src/ca/index.js';
 
 const enc = (o: unknown) => Buffer.from(typeof o === 'string' ? o : JSON.stringify(o)).toString('base64url');
 const sig = Buffer.alloc(64, 9).toString('base64url');

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { thrownCode } from './support/error-code.js';
-import { resolveTtlSeconds, validityFor } from '../../src/ca/ttl.js';
+import { resolveTtlSeconds, validityFor } from '../../src/ca/index.js';
 
 const policy = { defaultTtlSeconds: 86_400, maxTtlSeconds: 7_776_000, backdateSeconds: 120 };
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { SignJWT } from 'jose';
 import { generateKeyPair } from 'node:crypto';
 import { promisify } from 'node:util';
-import { unverifiedJwtExpiryMs } from '../../src/ca/authn/authenticator.js';
+import { unverifiedJwtExpiryMs } from '../../src/ca/index.js';
 
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
