@@ -7,6 +7,10 @@
 #
 # The user is set per container in deploy/ (the CA runs as 1337; the node agents as root
 # without capabilities, to write root-owned host directories).
+#
+# The node broker's Workload API reads its callers' SO_PEERCRED with core Perl (perl-base, an
+# Essential package of Debian, so part of every Debian-based NODE_IMAGE); a base image without
+# perl fails `certbroker broker --workload-api-socket` at start, naming the cause.
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 

@@ -19,6 +19,7 @@ export {
   readBrokerConfig,
   defaultAllowedCallers,
   unixSocketPath,
+  workloadEndpointPath,
   ENV,
   DEFAULTS,
   UPDATE_JITTER_RANGE_MS,
