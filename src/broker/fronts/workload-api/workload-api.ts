@@ -140,7 +140,7 @@ export class WorkloadApiService {
       if (call.cancelled) return;
       let stream: WorkloadStream;
       try {
-        const caller = resolveCaller(attestation, callers, pods);
+        const caller = resolveCaller(attestation, pods);
         stream = new WorkloadStream(rpc, call, caller, {
           ...this.#o,
           reject,

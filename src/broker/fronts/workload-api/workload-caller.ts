@@ -33,8 +33,8 @@ export function podOfProcess(process: AttestedProcess, pods: NodePods): TrackedP
   throw notAttested('pod-not-on-node', `process ${process.pid} is in pod ${uid}, which is not a pod of this node (or not known yet)`);
 }
 
-/** The caller of a connection, re-checked now. Throws the refusal. */
-export function resolveCaller(attestation: ConnectionAttestation | undefined, callers: CallerLookup, pods: NodePods): WorkloadCaller {
+/** The caller of a connection (the stream re-checks it before each message, the first included). Throws the refusal. */
+export function resolveCaller(attestation: ConnectionAttestation | undefined, pods: NodePods): WorkloadCaller {
   if (!attestation) {
     throw new BrokerError('ERR_ATTESTATION_UNAVAILABLE', 'call on a connection that was not attested', { status: 'unavailable', publicMessage: 'caller attestation is unavailable' });
   }
@@ -48,7 +48,7 @@ export function resolveCaller(attestation: ConnectionAttestation | undefined, ca
     }
     throw notAttested(attestation.reason, attestation.detail);
   }
-  return stillCaller({ process: attestation.process, pod: podOfProcess(attestation.process, pods) }, callers, pods);
+  return { process: attestation.process, pod: podOfProcess(attestation.process, pods) };
 }
 
 /** `caller` is still that process, in that pod, entitled to that identity (before each message). Throws the refusal. */
