@@ -149,7 +149,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     await shutdown.run(0);
     throw err;
   }
-  logger.info('node broker started', { ownIdentity, brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath });
+  logger.info('node broker started', { ownIdentity, brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath, workloadApiSocket: config.workloadApiSocketPath });
   const stop = (deadlineMs: number) => {
     lifetime.abort();
     return shutdown.run(deadlineMs).then(() => logger.info('node broker stopped'));
