@@ -7,6 +7,7 @@ import { createServer, type Server } from 'node:https';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { dirname } from 'node:path';
+import { settleWithin, stopOnAbort, type Stoppable } from '../core/long-lived.js';
 import { writeFileAtomic } from '../ops/atomic-file.js';
 import { ensurePrivateDir } from '../ops/private-dir.js';
 import { systemClock, type Clock } from '../core/clock.js';
@@ -56,9 +57,12 @@ export interface DevClusterOptions {
   readonly requireServiceAccounts?: boolean;
   /** Static admin bearer token (default: 32 random bytes, hex). */
   readonly adminToken?: string;
+  /** Aborting it stops the cluster as `stop()` does. */
+  readonly signal?: AbortSignal;
 }
 
-export interface DevCluster {
+/** A running devcluster (src/core/long-lived.ts): `stop(deadlineMs)`, or abort `options.signal`. */
+export interface DevCluster extends Stoppable {
   readonly url: string;
   readonly caCertPem: string;
   readonly adminToken: string;
@@ -78,8 +82,12 @@ export interface DevCluster {
   setSimulateKubelet(on: boolean): void;
   /** TCP connections open to the API server right now (tests check that clients leak none). */
   readonly openConnections: number;
+  /** `stop()` with its default deadline. */
   close(): Promise<void>;
 }
+
+/** How long `stop()` waits by default for the listener to close (watches and connections are cut at once). */
+export const DEVCLUSTER_STOP_DEADLINE_MS = 2000;
 
 /** The in-memory parts behind the API, wired together; `address` is where clients reach the server. */
 async function assemble(options: DevClusterOptions, clock: Clock, adminToken: string, address: () => string) {
@@ -175,7 +183,16 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const url = `https://${address}`;
   logger.info('devcluster listening', { url, issuer: issuerUrl });
 
-  let closed = false;
+  let closed: Promise<void> | undefined;
+  const stop = async (deadlineMs = DEVCLUSTER_STOP_DEADLINE_MS) => {
+    closed ??= (async () => {
+      kubelet.stop();
+      for (const w of hub.open) w.destroy();
+      await server.close();
+    })();
+    await settleWithin(closed, deadlineMs);
+  };
+  stopOnAbort(options.signal, () => stop());
   return {
     url,
     caCertPem: material.caCertPem,
@@ -210,12 +227,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
       if (on) kubelet.start();
       else kubelet.stop();
     },
-    async close() {
-      if (closed) return;
-      closed = true;
-      kubelet.stop();
-      for (const w of hub.open) w.destroy();
-      await server.close();
-    },
+    stop,
+    close: () => stop(),
   };
 }

@@ -26,6 +26,7 @@ import type { IncomingMessage } from 'node:http';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { systemClock, type Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
+import { settleWithin, stopOnAbort, type LongLived } from '../core/long-lived.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { systemRng, type Rng } from '../core/rng.js';
 import { kubeGet, type Query } from './api-request.js';
@@ -67,7 +68,10 @@ function stopped(): KubeError {
   return new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped', { status: 'cancelled' });
 }
 
-export class Informer<T extends KubernetesObject> {
+/** How long `stop()` waits for the loop by default. */
+export const INFORMER_STOP_DEADLINE_MS = 5000;
+
+export class Informer<T extends KubernetesObject> implements LongLived {
   readonly #o: InformerOptions<T>;
   readonly #clock: Clock;
   readonly #rng: Rng;
@@ -159,14 +163,17 @@ export class Informer<T extends KubernetesObject> {
     return this.#cache.get(namespace, name);
   }
 
-  /** Starts the list/watch loop (idempotent); aborting `signal` stops it as `stop()` does. */
-  start(signal?: AbortSignal): void {
+  /**
+   * Starts the list/watch loop (idempotent); aborting `signal` stops it as `stop()` does.
+   * Resolves at once: the loop runs in the background (`waitForSync()` waits for the first list).
+   */
+  async start(signal?: AbortSignal): Promise<void> {
     if (this.#running || this.#stop.signal.aborted) return;
     if (signal?.aborted) {
       void this.stop();
       return;
     }
-    signal?.addEventListener('abort', () => void this.stop(), { once: true });
+    stopOnAbort(signal, () => this.stop());
     this.#health.restartWindow();
     this.#running = this.#loop().catch((err: unknown) => {
       if (!this.#stop.signal.aborted) this.#logger.error('informer loop ended unexpectedly', { err: describeError(err) });
@@ -187,19 +194,13 @@ export class Informer<T extends KubernetesObject> {
     });
   }
 
-  /** Aborts the open request and the loop; resolves when the loop ended or after `deadlineMs`. */
-  async stop(deadlineMs = 5000): Promise<void> {
+  /** Aborts the open request and the loop; resolves when the loop ended or after `deadlineMs` (default 5 s). */
+  async stop(deadlineMs = INFORMER_STOP_DEADLINE_MS): Promise<void> {
     this.#stop.abort();
     this.#health.wake();
     for (const w of this.#syncWaiters.splice(0)) w.reject(stoppedBeforeSync());
     if (!this.#running) return;
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, deadlineMs);
-      timer.unref();
-    });
-    await Promise.race([this.#running, deadline]);
-    clearTimeout(timer);
+    await settleWithin(this.#running, deadlineMs);
   }
 
   #backoffMs(): number {

@@ -2,10 +2,15 @@
  * The operations endpoint every long-running component serves: `/healthz` (the process is
  * alive and its loops are turning), `/readyz` (it can do its job now), `/metrics`
  * (Prometheus text format from the component's own registry).
+ *
+ * Lifecycle (src/core/long-lived.ts): `startOpsServer({ signal })` listens; aborting `signal` or
+ * `stop(deadlineMs)` closes the listener and every open connection (probes and scrapes are short;
+ * nothing is drained).
  */
 import { createServer, type Server } from 'node:http';
 import type { Registry } from 'prom-client';
 import type { Logger } from '../core/log.js';
+import { settleWithin, stopOnAbort, type Stoppable } from '../core/long-lived.js';
 import { listenTcp } from './listen.js';
 
 export interface Check {
@@ -21,10 +26,16 @@ export interface OpsServerOptions {
   readonly liveness?: readonly Check[];
   readonly readiness: readonly Check[];
   readonly logger: Logger;
+  /** Aborting it stops the server as `stop()` does. */
+  readonly signal?: AbortSignal;
 }
 
-export interface OpsServer {
+/** How long `stop()` waits by default for the listener to close (its connections are closed at once). */
+export const OPS_STOP_DEADLINE_MS = 2000;
+
+export interface OpsServer extends Stoppable {
   readonly port: number;
+  /** `stop()` with its default deadline. */
   close(): Promise<void>;
 }
 
@@ -75,12 +86,14 @@ export async function startOpsServer(options: OpsServerOptions): Promise<OpsServ
   server.keepAliveTimeout = 5_000;
   const port = await listenTcp(server, options.port, options.host);
   options.logger.info('ops endpoint listening', { host: options.host, port });
-  return {
-    port,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      }),
+  let closed: Promise<void> | undefined;
+  const stop = async (deadlineMs = OPS_STOP_DEADLINE_MS) => {
+    closed ??= new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    });
+    await settleWithin(closed, deadlineMs);
   };
+  stopOnAbort(options.signal, () => stop());
+  return { port, stop, close: () => stop() };
 }

@@ -2,6 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { makeInformer, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createPodInformer } from '../../src/kube/index.js';
+import type { LongLived } from '../../src/core/long-lived.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { startCluster, adminClient, createPod, deletePod, kubeConfigFor, type DevCluster } from '../support/cluster.js';
 
@@ -195,4 +196,21 @@ test('waitForSync leaves nothing behind: many waiters before the first list, the
     await informer.stop();
     await stopped.stop();
   }
+});
+
+test('lifecycle (src/core/long-lived.ts): start(signal) resolves while the loop runs; aborting the signal stops it; start after stop does nothing', async () => {
+  const informer: LongLived & ReturnType<typeof createPodInformer> = createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken), namespace: 'lifecycle' });
+  const ac = new AbortController();
+  await informer.start(ac.signal);
+  await informer.waitForSync();
+  await until(() => informer.stats.watches === 1);
+  ac.abort();
+  await informer.stop(); // resolves once the loop ended (the abort began the stop)
+  await informer.start();
+  await createPod(cluster, { namespace: 'lifecycle', name: 'after-stop' });
+  await new Promise((r) => setImmediate(r));
+  assert.equal(informer.list().length, 0, 'a stopped informer hears nothing');
+  assert.equal(informer.stats.watches, 1, 'no watch after the stop');
+  // A stop before any start resolves at once.
+  await createPodInformer({ kubeConfig: kubeConfigFor(cluster, cluster.adminToken) }).stop();
 });

@@ -10,12 +10,17 @@
  *
  * On abort it decides, through its `ShutdownAdvisor`, whether this is an upgrade (leave the
  * plugin in place) or an uninstall (remove the entry, kubeconfig and binaries).
+ *
+ * Lifecycle (src/core/long-lived.ts): `start(signal)` removes stale temp files, arms the watchers
+ * and starts the loop; aborting `signal` or `stop(deadlineMs)` ends it, and `stopped` resolves once
+ * the shutdown (upgrade check, uninstall) is done. `run(signal)` is both: start, then wait.
  */
 import { watch, type FSWatcher } from 'node:fs';
 import { Counter, Gauge, type Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { settleWithin, stopOnAbort, type LongLived } from '../../core/long-lived.js';
 import type { InstallConfig } from './config.js';
 import { FightDetector } from './fight-detector.js';
 import { Installer } from './installer.js';
@@ -30,6 +35,12 @@ export interface InstallDaemonOptions {
   /** Quiet time after a watch event before reconciling (coalesces bursts). */
   readonly debounceMs?: number;
 }
+
+/**
+ * How long `stop()` waits by default for the loop and the shutdown: the upgrade check (bounded at
+ * 5 s by install-cni's advisor) and the uninstall, with margin.
+ */
+export const DAEMON_STOP_DEADLINE_MS = 10_000;
 
 export type DaemonPhase = 'starting' | 'waiting-for-primary' | 'installed' | 'error' | 'stopped';
 
@@ -72,7 +83,7 @@ function makeMetrics(registry: Registry): Metrics {
   };
 }
 
-export class InstallDaemon {
+export class InstallDaemon implements LongLived {
   readonly #o: InstallDaemonOptions;
   readonly #installer: Installer;
   readonly #metrics: Metrics;
@@ -83,6 +94,10 @@ export class InstallDaemon {
   #wake: (() => void) | undefined;
   #installedOnce = false;
   #watchers: FSWatcher[] = [];
+  readonly #stop = new AbortController();
+  /** The preparation (stale temps), then the loop and the shutdown after it, once started. */
+  #running: Promise<void> | undefined;
+  #prepared: Promise<void> | undefined;
   /** What /readyz answers: undefined = ready; set only by `#publishReadiness`. */
   #readiness: string | undefined = 'not installed yet (starting)';
 
@@ -147,11 +162,44 @@ export class InstallDaemon {
     return this.#phase === 'stopped' ? 'stopped' : undefined;
   }
 
-  /** Runs until `signal` aborts, then cleans up as the shutdown advisor says. */
-  async run(signal: AbortSignal): Promise<void> {
-    const { logger } = this.#o;
+  /** Runs until `signal` aborts (or `stop()`), then cleans up as the shutdown advisor says. */
+  async run(signal?: AbortSignal): Promise<void> {
+    await this.start(signal);
+    await this.stopped;
+  }
+
+  /**
+   * Removes stale temp files, arms the watchers and starts the loop (idempotent); resolves once
+   * the loop runs. Aborting `signal` stops it as `stop()` does; after `stop()` it does nothing.
+   */
+  async start(signal?: AbortSignal): Promise<void> {
+    if (this.#running === undefined && !this.#stop.signal.aborted) {
+      stopOnAbort(signal, () => this.#stop.abort(signal?.reason));
+      this.#prepared = this.#prepare();
+      this.#running = this.#prepared.then(() => this.#loop(this.#stop.signal));
+      // `start` (and `run`) report a failed preparation; `stopped` still rejects for whoever awaits it.
+      this.#running.catch(() => undefined);
+    }
+    await this.#prepared;
+  }
+
+  async #prepare(): Promise<void> {
     const stale = await this.#installer.removeStaleTemps();
-    if (stale.length > 0) logger.info('removed stale temp files', { files: stale });
+    if (stale.length > 0) this.#o.logger.info('removed stale temp files', { files: stale });
+  }
+
+  /** Resolves once the loop ended and the shutdown (upgrade check, uninstall) is done; at once when never started. */
+  get stopped(): Promise<void> {
+    return this.#running ?? Promise.resolve();
+  }
+
+  /** Ends the loop and the watchers, then shuts down; resolves when done or after `deadlineMs`. */
+  async stop(deadlineMs = DAEMON_STOP_DEADLINE_MS): Promise<void> {
+    this.#stop.abort();
+    await settleWithin(this.stopped, deadlineMs);
+  }
+
+  async #loop(signal: AbortSignal): Promise<void> {
     this.#startWatchers();
     const resync = this.#resyncLoop(signal);
     try {

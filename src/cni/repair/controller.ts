@@ -4,12 +4,16 @@
  * (`brokenPodReason`), and labels or deletes them (repair-actions.ts), recording a Kubernetes
  * Event either way.
  * Failures are retried with backoff a bounded number of times; every API call has a deadline.
+ *
+ * Lifecycle (src/core/long-lived.ts): `startRepairController({ signal })` starts it; aborting
+ * `signal` or `handle.stop(deadlineMs)` ends the queue, then the pod watch; `stopped` resolves then.
  */
 import { CoreV1Api, type KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { settleWithin, stopOnAbort, type Stoppable } from '../../core/long-lived.js';
 import { systemRng, type Rng } from '../../core/rng.js';
 import { abortableApi } from '../../kube/abortable-http.js';
 import { createPodInformer, InformerMetrics } from '../../kube/index.js';
@@ -26,7 +30,8 @@ export interface RepairControllerOptions {
   readonly logger: Logger;
   readonly registry: Registry;
   readonly clock: Clock;
-  readonly signal: AbortSignal;
+  /** Aborting it stops the controller as `handle.stop()` does. */
+  readonly signal?: AbortSignal;
   readonly rng?: Rng;
   /** First retry delay; doubles per attempt. */
   readonly retryBaseMs?: number;
@@ -34,15 +39,21 @@ export interface RepairControllerOptions {
   readonly requestTimeoutMs?: number;
 }
 
-export interface RepairHandle {
+/** How long `handle.stop()` waits by default: API calls abort with the stop; the pod watch stops within 5 s. */
+export const REPAIR_STOP_DEADLINE_MS = 10_000;
+
+export interface RepairHandle extends Stoppable {
   /** Undefined while the pod watch can be trusted (listed, not stale); otherwise why not. */
   problem(): string | undefined;
-  /** Resolves after `signal` aborted and the controller stopped. */
+  /** Resolves after `signal` aborted (or `stop()`) and the controller stopped. */
   readonly stopped: Promise<void>;
 }
 
 export async function startRepairController(options: RepairControllerOptions): Promise<RepairHandle> {
-  const { config, kubeConfig, logger, clock, signal } = options;
+  const { config, kubeConfig, logger, clock } = options;
+  const stopping = new AbortController();
+  stopOnAbort(options.signal, () => stopping.abort(options.signal?.reason));
+  const signal = stopping.signal;
   const actions = new RepairActions({
     api: (s) => abortableApi(kubeConfig, CoreV1Api, s),
     config,
@@ -106,5 +117,9 @@ export async function startRepairController(options: RepairControllerOptions): P
   return {
     problem: () => informer.problem(),
     stopped,
+    async stop(deadlineMs = REPAIR_STOP_DEADLINE_MS) {
+      stopping.abort();
+      await settleWithin(stopped, deadlineMs);
+    },
   };
 }

@@ -215,3 +215,20 @@ test('a pod that breaks while the pod watch is silent (hung API replica) is repa
     return (await c.handle).problem() === undefined && (await ready()) === '1';
   }, 'fresh again');
 });
+
+test('lifecycle: handle.stop(deadlineMs) stops a controller started without a signal; stopped resolves', { skip }, async () => {
+  const loaded = loadRepairConfig({ NODE_NAME: NODE, REPAIR_MODE: 'label', REPAIR_MAX_ATTEMPTS: '3' });
+  const handle = await startRepairController({
+    config: loaded,
+    kubeConfig: kubeConfigFor(cluster, cniToken),
+    logger: createLogger({ level: 'error' }),
+    registry: new Registry(),
+    clock: systemClock,
+  });
+  await waitFor(() => handle.problem() === undefined, 'the pod watch listed');
+  let stopped = false;
+  void handle.stopped.then(() => (stopped = true));
+  await handle.stop(10_000);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(stopped, true, 'stop() resolved because the controller stopped, not at its deadline');
+});
