@@ -261,4 +261,15 @@ describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Py
     assert.match(text, /certbroker_broker_workload_api_first_message_seconds_count\{rpc="x509svid"\} [1-9]/);
     assert.match(text, /certbroker_broker_workload_api_rejections_total\{rpc="FetchX509SVID",code="ERR_CALLER_NOT_ATTESTED"\} [1-9]/);
   });
+
+  it('SIGTERM-style stop with a stream open: the stream ends UNAVAILABLE and the broker stops within its deadline (last: stops the broker)', async () => {
+    const w = workload('x509svid', { cgroup: containerCgroup(uids['web-0']!), count: 2 });
+    assert.equal((await w.line(0)).svids[0]!.spiffe_id, `spiffe://${TD}/ns/shop/sa/web`);
+    const stopped = broker.stop(500).then(() => 'stopped');
+    const limit = new Promise((resolve) => setTimeout(() => resolve('still running'), 10_000).unref());
+    assert.equal(await Promise.race([stopped, limit]), 'stopped');
+    const end = await w.line(1);
+    assert.equal(end.code, 'UNAVAILABLE', JSON.stringify(end));
+    assert.equal(existsSync(broker.workloadApiSocketPath!), false, 'the socket is removed');
+  });
 });

@@ -74,9 +74,12 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
     health,
     async stop(deadlineMs: number) {
       health.shutdown();
-      await new Promise<void>((resolve) => listener.close(() => resolve()));
+      // No new connections; the listener's close completes once grpc-js has closed the accepted
+      // ones, so it is awaited after the server stops (awaited first, one open stream would hold it).
+      const closed = new Promise<void>((resolve) => listener.close(() => resolve()));
       options.service.closeAll();
       await stopServer(server, deadlineMs);
+      await closed;
       rmSync(socketPath, { force: true });
     },
   };
