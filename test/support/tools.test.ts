@@ -83,7 +83,7 @@ test('openssl, kubectl, iproute2/iptables absent from PATH: the tests that drive
   const PATH = emptyPath(t);
   await assertSkips('pki/csr.test.js', { PATH }, { skipped: 4, reason: /^openssl is not installed \(Debian package openssl\)$/ });
   await assertSkips('devcluster/kubectl.test.js', { PATH }, { skipped: 4, reason: /^kubectl is not installed/ });
-  await assertSkips('cni/repair/controller.test.js', { PATH }, { skipped: 4, reason: /^kubectl is not installed/ });
+  await assertSkips('cni/repair/controller.test.js', { PATH }, { skipped: 5, reason: /^kubectl is not installed/ });
   const root = process.getuid?.() === 0;
   await assertSkips('cni/iptables/applier.test.js', { PATH }, { skipped: 9, reason: root ? /^ip is not installed \(Debian package iproute2\)$/ : /needs root/ });
 });
