@@ -28,7 +28,8 @@ import { OwnToken } from './own-token.js';
 import { BrokerReadiness } from './readiness.js';
 import { Shutdown } from './shutdown.js';
 import { startWorkloadApi } from './workload-api-wiring.js';
-import { caClients, workloadCertManager } from './workload-certs.js';
+import { caClientBase, caClients, workloadCertManager } from './workload-certs.js';
+import { IstioCaFrontPart } from './istio-ca-front-part.js';
 
 export interface Broker {
   /** The broker's own SPIFFE ID. */
@@ -47,6 +48,10 @@ export interface Broker {
   readonly cniEventSocketPath: string;
   /** The Workload API socket, when it is served. */
   readonly workloadApiSocketPath: string | undefined;
+  /** The Istio CA front's bound port, when it is on. */
+  readonly istioCaFrontPort: number | undefined;
+  /** The Istio CA front's serving-certificate manager (one entry: the own identity), when it is on. */
+  readonly istioCaFrontCerts: CertManager | undefined;
   /** Ready: own token held, pod watch synced and not stale, own SVID held. */
   readonly ready: boolean;
   /** Identity statuses with their pods, for dumps and the live view (no keys). */
@@ -111,7 +116,25 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     updateJitterMs: config.updateJitterMs,
     observer: metrics.apiObserver(),
   });
-  const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own });
+  const front = config.istioCaFront
+    ? new IstioCaFrontPart({
+        front: config.istioCaFront,
+        trustDomain: config.trustDomain,
+        clusterId: config.ca.clusterId,
+        ownIdentity,
+        caBase: caClientBase(config, token.source),
+        kubeConfig: config.kubeConfig,
+        pods,
+        podsSynced: () => watch.synced,
+        bundle,
+        registry: metrics.registry,
+        clock,
+        rng,
+        logger,
+      })
+    : undefined;
+  if (front) shutdown.add('work', 'Istio CA front certificate', () => front.close());
+  const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own, ...(front ? { istioCaFront: front } : {}) });
 
   let opsPort: number | undefined;
   try {
@@ -138,6 +161,10 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
       shutdown.add('intake', 'Workload API', (deadlineMs) => workloadApi.stop(deadlineMs));
     }
     if (own.serving) setServing(started, true);
+    if (front) {
+      await front.listen();
+      shutdown.add('intake', 'Istio CA front', (deadlineMs) => front.stopServing(deadlineMs));
+    }
     if (config.ops) {
       const { host, port } = config.ops;
       const ops = await startOpsServer({ host, port, registry: metrics.registry, readiness: readiness.checks, liveness: [], logger });
@@ -149,12 +176,18 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     await shutdown.run(0);
     throw err;
   }
-  logger.info('node broker started', { ownIdentity, brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath, workloadApiSocket: config.workloadApiSocketPath });
+  logger.info('node broker started', {
+    ownIdentity,
+    brokerSocket: config.brokerSocketPath,
+    cniSocket: config.cniEventSocketPath,
+    workloadApiSocket: config.workloadApiSocketPath,
+    ...(front ? { istioCaFront: `${config.istioCaFront?.host}:${front.port}` } : {}),
+  });
   const stop = (deadlineMs: number) => {
     lifetime.abort();
     return shutdown.run(deadlineMs).then(() => logger.info('node broker stopped'));
   };
-  return brokerHandle(config, { ownIdentity, certs, own, pods, bundle, metrics, opsPort, readiness, stop });
+  return brokerHandle(config, { ownIdentity, certs, own, pods, bundle, metrics, opsPort, readiness, front, stop });
 }
 
 const MISSING_SVID: OwnSvid = Object.freeze({ state: 'missing', notAfter: undefined });
@@ -181,6 +214,7 @@ function brokerHandle(
     readonly metrics: BrokerMetrics;
     readonly opsPort: number | undefined;
     readonly readiness: BrokerReadiness;
+    readonly front: IstioCaFrontPart | undefined;
     readonly stop: (deadlineMs: number) => Promise<void>;
   },
 ): Broker {
@@ -198,6 +232,8 @@ function brokerHandle(
     brokerSocketPath: config.brokerSocketPath,
     cniEventSocketPath: config.cniEventSocketPath,
     workloadApiSocketPath: config.workloadApiSocketPath,
+    istioCaFrontPort: parts.front?.port,
+    istioCaFrontCerts: parts.front?.certs,
     get ready() {
       return readiness.ready;
     },

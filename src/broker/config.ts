@@ -12,6 +12,7 @@ import type { Rng } from '../core/rng.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_CNI_EVENT_SOCKET } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
+import { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig } from './istio-ca-front-config.js';
 
 export const ENV = Object.freeze({
   TRUST_DOMAIN: 'TRUST_DOMAIN',
@@ -116,6 +117,12 @@ export interface BrokerConfig {
   readonly updateJitterMs: number;
   /** host and port of /healthz, /readyz, /metrics; port 0 picks one, undefined disables. */
   readonly ops?: { readonly host: string; readonly port: number };
+  /**
+   * The node-local Istio CA (`CreateCertificate`) for released ztunnel (docs/ztunnel.md);
+   * undefined disables it. `readBrokerConfig` enables it on 127.0.0.1:15012 unless
+   * ISTIO_CA_FRONT_ADDRESS is `off` (or empty).
+   */
+  readonly istioCaFront?: IstioCaFrontConfig;
   readonly shutdownGraceMs: number;
   readonly kubeConfig: KubeConfig;
   /** The node pod watch's watchdog, page size and backoff (src/kube defaults when absent). */
@@ -137,6 +144,8 @@ export interface BrokerFlags {
   readonly kubeconfig?: string;
   readonly allowedCallers?: string;
   readonly certTtlSeconds?: string;
+  readonly istioCaFrontAddress?: string;
+  readonly istioCaFrontAltHostname?: string;
 }
 
 /** `unix:///path` or `/path` -> `/path`; undefined if neither. */
@@ -220,6 +229,10 @@ export async function readBrokerConfig(
   const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, UPDATE_JITTER_RANGE_MS);
   const opsRaw = r.string(ENV.OPS_ADDRESS, DEFAULTS.opsAddress, f.opsAddress);
   const ops = opsRaw === 'off' ? undefined : hostPort(r, ENV.OPS_ADDRESS, opsRaw);
+  // Empty (flag or env) disables the front, as `off` does.
+  const frontRaw = (options.env ?? process.env)[ISTIO_CA_FRONT_ENV.ADDRESS] === '' && f.istioCaFrontAddress === undefined ? '' : r.string(ISTIO_CA_FRONT_ENV.ADDRESS, ISTIO_CA_FRONT_DEFAULTS.address, f.istioCaFrontAddress);
+  const frontAddress = frontRaw === 'off' || frontRaw === '' ? undefined : hostPort(r, ISTIO_CA_FRONT_ENV.ADDRESS, frontRaw);
+  const istioCaFront = frontAddress ? readIstioCaFrontSettings(r, frontAddress, { ...(f.istioCaFrontAltHostname !== undefined ? { altHostname: f.istioCaFrontAltHostname } : {}) }) : undefined;
   const shutdownGraceSeconds = r.int(ENV.SHUTDOWN_SECONDS, DEFAULTS.shutdownGraceSeconds, { min: 0, max: 300 });
   const kubeconfigPath = r.optionalString(ENV.KUBECONFIG, f.kubeconfig);
   const informer = readInformerSettings(r);
@@ -245,6 +258,7 @@ export async function readBrokerConfig(
     allowedCallers,
     updateJitterMs,
     ...(ops ? { ops } : {}),
+    ...(istioCaFront ? { istioCaFront } : {}),
     shutdownGraceMs: shutdownGraceSeconds * 1000,
     kubeConfig,
     informer,

@@ -48,7 +48,29 @@ export type BrokerErrorCode =
   /** The kernel's word about the caller could not be read (SO_PEERCRED helper failed, /proc unreadable). */
   | 'ERR_ATTESTATION_UNAVAILABLE'
   /** A socket directory that others could write to (they could replace the broker's socket with theirs). */
-  | 'ERR_SOCKET_DIR_UNSAFE';
+  | 'ERR_SOCKET_DIR_UNSAFE'
+  /** Istio CA front: no `authorization: Bearer` token in the call. */
+  | 'ERR_FRONT_NO_TOKEN'
+  /** Istio CA front: `clusterid` names a cluster other than the broker's. */
+  | 'ERR_FRONT_UNKNOWN_CLUSTER'
+  /** Istio CA front: the caller's service account is not on ISTIO_CA_FRONT_ALLOWED_ACCOUNTS. */
+  | 'ERR_FRONT_CALLER_NOT_ALLOWED'
+  /** Istio CA front: the caller's token is not bound to a pod (TokenReview user.extra pod-name/pod-uid). */
+  | 'ERR_FRONT_CALLER_NOT_POD_BOUND'
+  /** Istio CA front: the caller's pod is not a running pod of this node with the token's UID and service account. */
+  | 'ERR_FRONT_CALLER_NOT_ON_NODE'
+  /** Istio CA front: the broker's pod watch has not listed this node's pods yet. */
+  | 'ERR_FRONT_PODS_NOT_SYNCED'
+  /** Istio CA front: ImpersonatedIdentity is not spiffe://<our td>/ns/<ns>/sa/<sa>. */
+  | 'ERR_FRONT_IDENTITY_INVALID'
+  /** Istio CA front: no pod of the impersonated service account runs on this node. */
+  | 'ERR_FRONT_NO_POD_ON_NODE'
+  /** Istio CA front: the CA refused the broker's forwarded request as unauthenticated. */
+  | 'ERR_FRONT_CA_DENIED'
+  /** Istio CA front: the caller has too many requests in flight or exceeded its rate. */
+  | 'ERR_FRONT_RATE_LIMITED'
+  /** Istio CA front: validity_duration is negative or not an integer. */
+  | 'ERR_FRONT_TTL_INVALID';
 
 export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(

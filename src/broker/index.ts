@@ -4,12 +4,13 @@
  * the SPIFFE Broker API. Its rooms (docs/architecture.md, "Node broker"):
  *
  * - `cache/`: the certificate manager, refresh policy, queue, node pods, trust bundle (pure);
- * - `fronts/`: how consumers reach the certificates (`broker-api/`: the SPIFFE Broker API);
+ * - `fronts/`: how consumers reach the certificates (`broker-api/`: the SPIFFE Broker API;
+ *   `istio-ca/`: a node-local Istio CA for released ztunnel);
  * - `adapters/`: the CA client, token source, Kubernetes (pod watch, lookups, RBAC), the CNI
  *   registration server, socket set-up;
  * - `client/`: the Broker API client and `certbroker fetch`;
  * - here: the wiring — `startBroker` and its parts (`OwnToken`, `OwnIdentity`, the workload
- *   certificates, `BrokerReadiness`, the staged `Shutdown`), config, metrics, `runBroker` — and
+ *   certificates, `IstioCaFrontPart`, `BrokerReadiness`, the staged `Shutdown`), config, metrics, `runBroker` — and
  *   the errors every room uses.
  *
  * This file is the broker's surface for the rest of the project, its tests and benchmarks.
@@ -27,6 +28,7 @@ export {
   type BrokerFlags,
   type TokenSourceKind,
 } from './config.js';
+export { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig } from './istio-ca-front-config.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
 export { OwnIdentity, type OwnIdentityOptions } from './own-identity.js';
 export { OwnToken, ownTokenFetchers } from './own-token.js';

@@ -1,6 +1,6 @@
 /**
  * When the broker is ready: its own token held, the node's pod list trusted (listed, watch not
- * stale) and a valid own SVID served. The checks `/readyz` answers with, and `whenReady`.
+ * stale), a valid own SVID served and, with the Istio CA front on, its serving certificate held. The checks `/readyz` answers with, and `whenReady`.
  */
 import type { Check } from '../ops/ops-server.js';
 
@@ -12,11 +12,19 @@ export interface ReadinessSource {
 export class BrokerReadiness {
   readonly checks: readonly Check[];
 
-  constructor(parts: { readonly token: ReadinessSource; readonly podWatch: ReadinessSource; readonly ownSvid: ReadinessSource }) {
+  constructor(parts: {
+    readonly token: ReadinessSource;
+    readonly podWatch: ReadinessSource;
+    readonly ownSvid: ReadinessSource;
+    /** The Istio CA front, when it is on: ready once it holds its serving certificate. */
+    readonly istioCaFront?: ReadinessSource;
+  }) {
+    const front = parts.istioCaFront;
     this.checks = [
       { name: 'token', check: () => parts.token.problem() },
       { name: 'pod-watch', check: () => parts.podWatch.problem() },
       { name: 'own-svid', check: () => parts.ownSvid.problem() },
+      ...(front ? [{ name: 'istio-ca-front', check: () => front.problem() }] : []),
     ];
   }
 

@@ -7,16 +7,16 @@ import type { Clock } from '../core/clock.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
-import { IstioCaClient, type TokenProvider } from './adapters/ca-client.js';
+import { IstioCaClient, type IstioCaClientOptions, type TokenProvider } from './adapters/ca-client.js';
 import { CertManager } from './cache/cert-manager.js';
 import { fetchFailureOf } from './cache/refresh-policy.js';
 import { describeCert } from './cache/workload-cert.js';
 import type { BrokerConfig } from './config.js';
 import type { BrokerMetrics } from './metrics.js';
 
-/** The CA client for workload identities (ImpersonatedIdentity) and the one for the broker's own. */
-export function caClients(config: BrokerConfig, tokens: TokenProvider): { readonly workloads: IstioCaClient; readonly own: IstioCaClient } {
-  const base = {
+/** What every broker CA client shares: address, roots, TLS name, the broker's token, cluster id, TTL. */
+export function caClientBase(config: BrokerConfig, tokens: TokenProvider): Omit<IstioCaClientOptions, 'impersonate' | 'servingNames'> {
+  return {
     address: config.ca.address,
     caRootsPem: config.ca.rootsPem,
     ...(config.ca.tlsServerName ? { tlsServerName: config.ca.tlsServerName } : {}),
@@ -24,6 +24,11 @@ export function caClients(config: BrokerConfig, tokens: TokenProvider): { readon
     clusterId: config.ca.clusterId,
     certTtlSeconds: config.ca.certTtlSeconds,
   };
+}
+
+/** The CA client for workload identities (ImpersonatedIdentity) and the one for the broker's own. */
+export function caClients(config: BrokerConfig, tokens: TokenProvider): { readonly workloads: IstioCaClient; readonly own: IstioCaClient } {
+  const base = caClientBase(config, tokens);
   return { workloads: new IstioCaClient({ ...base, impersonate: true }), own: new IstioCaClient({ ...base, impersonate: false }) };
 }
 

@@ -21,6 +21,8 @@ export function command(): Command {
     .option('--kubeconfig <path>', 'kubeconfig (KUBECONFIG; default in-cluster)')
     .option('--allowed-callers <ids>', 'comma-separated SPIFFE IDs allowed on the Broker API (BROKER_ALLOWED_CALLERS)')
     .option('--cert-ttl-seconds <n>', 'requested workload certificate lifetime (WORKLOAD_CERT_TTL_SECONDS)')
+    .option('--istio-ca-front-address <host:port|off>', 'node-local Istio CA for released ztunnel, TLS gRPC (ISTIO_CA_FRONT_ADDRESS, default 127.0.0.1:15012; off or empty disables)')
+    .option('--istio-ca-front-alt-hostname <name>', 'extra DNS name on the front\'s certificate, e.g. a node-local Service (ISTIO_CA_FRONT_ALT_HOSTNAME)')
     .action(async (opts: Record<string, string | undefined>) => {
       const { runBroker } = await import('../broker/run.js');
       const flags: Record<string, string> = {};

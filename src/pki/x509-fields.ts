@@ -5,6 +5,7 @@
  */
 import type { X509Certificate } from 'node:crypto';
 import { readTlv, TAG_SEQUENCE } from './der.js';
+import { canonicalServingName, servingNameKind } from './serving-names.js';
 
 /** The URI subject alternative names of `cert`, in order. */
 export function uriSans(cert: X509Certificate): string[] {
@@ -12,6 +13,18 @@ export function uriSans(cert: X509Certificate): string[] {
     .split(', ')
     .filter((s) => s.startsWith('URI:'))
     .map((s) => s.slice(4));
+}
+
+/**
+ * The DNS and IP subject alternative names of `cert` in the form serving names are compared in
+ * (`canonicalServingName`: DNS lowercased, IPs by address).
+ */
+export function servingNameSans(cert: X509Certificate): string[] {
+  return (cert.subjectAltName ?? '')
+    .split(', ')
+    .flatMap((s) => (s.startsWith('DNS:') ? [s.slice(4)] : s.startsWith('IP Address:') ? [s.slice('IP Address:'.length)] : []))
+    .filter((n) => servingNameKind(n) !== undefined)
+    .map(canonicalServingName);
 }
 
 /** Splits a concatenated DER sequence of certificates (the Broker API chain/bundle fields). */

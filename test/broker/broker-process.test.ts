@@ -51,6 +51,8 @@ describe('certbroker broker process', () => {
       SPIFFE_BROKER_SOCKET: `unix://${brokerSocket}`,
       CNI_EVENT_SOCKET: cniSocket,
       BROKER_OPS_ADDRESS: 'off',
+      // The Istio CA front from the environment, on a free port (the default is 127.0.0.1:15012).
+      ISTIO_CA_FRONT_ADDRESS: '127.0.0.1:0',
       BROKER_SHUTDOWN_GRACE_SECONDS: '2',
     };
     const child = spawn(process.execPath, ['--input-type=module', '-e', `import(${JSON.stringify(RUN)}).then((m) => m.runBroker({}))`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -62,6 +64,9 @@ describe('certbroker broker process', () => {
       const consumer = await stack.ownSvid(BROKER_NS, CONSUMER_SA);
       for (let i = 0; i < 400 && !stderr.includes('own SVID ready'); i++) await new Promise((r) => setTimeout(r, 25));
       assert.ok(stderr.includes('own SVID ready'), stderr.slice(-2000));
+      for (let i = 0; i < 400 && !stderr.includes('Istio CA front certificate ready'); i++) await new Promise((r) => setTimeout(r, 25));
+      assert.match(stderr, /"msg":"Istio CA front listening".*"host":"127\.0\.0\.1","port":[1-9]/);
+      assert.match(stderr, /"msg":"Istio CA front certificate ready".*"servingNames":\["localhost","127\.0\.0\.1"\]/);
       const client = new BrokerClient({ socketPath: brokerSocket, rootsPem: stack.ca.rootsPem(), certChainPem: consumer.certChainPem, privateKeyPem: consumer.privateKeyPem, trustDomain: TD });
       const msg = await firstMessage(client.subscribeX509Svid({ namespace: 'shop', name: 'cart-0' }));
       assert.equal(msg.svids[0]!.spiffe_id, `spiffe://${TD}/ns/shop/sa/cart`);

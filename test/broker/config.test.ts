@@ -79,4 +79,49 @@ describe('broker configuration: update pacing window', () => {
       });
     }
   });
+
+  it('Istio CA front: on 127.0.0.1:15012 by default with localhost/127.0.0.1 and ztunnel allowed; off or empty disables it; flags win', async () => {
+    const on = (await read({})).istioCaFront;
+    assert.deepEqual(on, {
+      host: '127.0.0.1',
+      port: 15012,
+      servingNames: ['localhost', '127.0.0.1'],
+      allowedAccounts: ['istio-system/ztunnel'],
+      audiences: ['istio-ca'],
+      tokenCacheSeconds: 60,
+      ratePerSecond: 50,
+      burst: 200,
+      maxInFlight: 32,
+    });
+    assert.equal((await read({ ISTIO_CA_FRONT_ADDRESS: 'off' })).istioCaFront, undefined);
+    assert.equal((await read({ ISTIO_CA_FRONT_ADDRESS: '' })).istioCaFront, undefined);
+    const alt = (await read({ ISTIO_CA_FRONT_ADDRESS: '0.0.0.0:15013', ISTIO_CA_FRONT_ALT_HOSTNAME: 'Node-CA.istio-system.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'istio-system/ztunnel,kube-system/ztunnel' })).istioCaFront;
+    assert.equal(alt?.host, '0.0.0.0');
+    assert.equal(alt?.port, 15013);
+    assert.deepEqual(alt?.servingNames, ['localhost', '127.0.0.1', 'node-ca.istio-system.svc']);
+    assert.deepEqual(alt?.allowedAccounts, ['istio-system/ztunnel', 'kube-system/ztunnel']);
+    const flagged = await readBrokerConfig({ env: { ...env, ISTIO_CA_FRONT_ADDRESS: '127.0.0.1:1' }, flags: { istioCaFrontAddress: 'off' }, logger: silentLogger });
+    assert.equal(flagged.istioCaFront, undefined);
+    const flaggedEmpty = await readBrokerConfig({ env, flags: { istioCaFrontAddress: '' }, logger: silentLogger });
+    assert.equal(flaggedEmpty.istioCaFront, undefined);
+  });
+
+  it('Istio CA front: every bad setting listed at once', async () => {
+    await assert.rejects(
+      read({ ISTIO_CA_FRONT_ADDRESS: 'localhost', ISTIO_CA_FRONT_ALT_HOSTNAME: '*.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'ztunnel', ISTIO_CA_FRONT_MAX_IN_FLIGHT: '0' }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.match(e.message, /ISTIO_CA_FRONT_ADDRESS="localhost" is not host:port/);
+        return true;
+      },
+    );
+    await assert.rejects(read({ ISTIO_CA_FRONT_ALT_HOSTNAME: '*.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'ztunnel', ISTIO_CA_FRONT_MAX_IN_FLIGHT: '0' }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 3, e.message);
+      assert.match(e.message, /ISTIO_CA_FRONT_ALT_HOSTNAME: "\*\.svc" is neither an IP address nor a DNS host name/);
+      assert.match(e.message, /ISTIO_CA_FRONT_ALLOWED_ACCOUNTS entry "ztunnel" is not namespace\/serviceaccount/);
+      assert.match(e.message, /ISTIO_CA_FRONT_MAX_IN_FLIGHT=0 is below the minimum 1/);
+      return true;
+    });
+  });
 });

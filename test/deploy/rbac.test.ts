@@ -100,7 +100,7 @@ test('deploy/ renders with kubectl kustomize and holds every part', { skip }, as
   assert.deepStrictEqual(kinds('ServiceAccount'), ['certbroker-ca', 'istio-cni', 'ztunnel']);
   assert.deepStrictEqual(kinds('DaemonSet'), ['certbroker-node-broker', 'istio-cni-node']);
   assert.deepStrictEqual(kinds('Deployment'), ['certbroker-ca']);
-  assert.deepStrictEqual(kinds('Service'), ['certbroker-ca']);
+  assert.deepStrictEqual(kinds('Service'), ['certbroker-ca', 'certbroker-istio-ca-front']);
   assert.deepStrictEqual(kinds('PodDisruptionBudget'), ['certbroker-ca']);
   assert.deepStrictEqual(kinds('FlowSchema'), ['certbroker-node-agents']);
   assert.deepStrictEqual(kinds('PriorityLevelConfiguration'), ['certbroker-node-agents']);
@@ -193,13 +193,15 @@ test('CA: TokenReview and pod reads; its own CA secret only; nothing else', { sk
   assert.notEqual(review.status.authenticated, true);
 });
 
-test('node broker (ztunnel): pod reads only; no tokens at all (not even its own), no secrets', { skip }, async () => {
+test('node broker (ztunnel): pod reads and TokenReviews (the Istio CA front) only; no tokens at all (not even its own), no secrets', { skip }, async () => {
   await checkMatrix(
     'ztunnel',
     [
       { verb: 'get', resource: 'pods', namespace: 'app', name: 'web' },
       { verb: 'list', resource: 'pods' },
       { verb: 'watch', resource: 'pods' },
+      // The Istio CA front reviews its callers' tokens; a review mints nothing and reads no secret.
+      { verb: 'create', group: 'authentication.k8s.io', resource: 'tokenreviews' },
     ],
     [
       // Its CA token is kubelet-projected: with this permission its credentials could mint a token
@@ -212,7 +214,6 @@ test('node broker (ztunnel): pod reads only; no tokens at all (not even its own)
       { verb: 'get', resource: 'secrets', namespace: NS, name: 'istio-ca-secret' },
       { verb: 'get', resource: 'secrets', namespace: NS, name: 'cacerts' },
       { verb: 'list', resource: 'secrets' },
-      { verb: 'create', group: 'authentication.k8s.io', resource: 'tokenreviews' },
       { verb: 'delete', resource: 'pods', namespace: 'app', name: 'web' },
       { verb: 'patch', resource: 'pods', subresource: 'status', namespace: 'app', name: 'web' },
       { verb: 'get', resource: 'serviceaccounts', namespace: NS, name: 'ztunnel' },

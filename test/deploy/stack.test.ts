@@ -4,14 +4,19 @@
  * self-signed root in istio-ca-secret as `certbroker-ca`; the broker takes its CA token from
  * the file the kubelet projects (as the rendered DaemonSet configures it: audience, lifetime,
  * BROKER_TOKEN_SOURCE=file), watches its node's pods as `ztunnel`, and gets a workload
- * certificate by impersonation. A permission missing from deploy/ fails here.
+ * certificate by impersonation; its Istio CA front reviews a ztunnel pod's token and forwards
+ * its CSR. A permission missing from deploy/ fails here.
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { startCaServer, type CaServer } from '../../src/ca/index.js';
-import { startBroker, type Broker } from '../../src/broker/index.js';
+import { IstioCaClient, readIstioCaFrontSettings, startBroker, type Broker } from '../../src/broker/index.js';
+import { ConfigReader } from '../../src/core/config.js';
+import { Secret } from '../../src/core/secret.js';
+import { createCsr, generateKeyPair } from '../../src/pki/index.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
 import { silentLogger } from '../../src/core/log.js';
 import { adminClient, createPod, kubeConfigFor, serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
 import { findObject, identityObjects } from './manifests.js';
@@ -111,6 +116,7 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
     shutdownGraceMs: 500,
     kubeConfig: kubeConfigFor(cluster, brokerApiToken),
     logger: silentLogger,
+    istioCaFront: { ...readIstioCaFrontSettings(new ConfigReader({}), { host: '127.0.0.1', port: 0 }, {}) },
   });
   const ready = new AbortController();
   const timer = setTimeout(() => ready.abort(new Error('broker not ready')), 20_000);
@@ -123,6 +129,32 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
   }
   const status = broker.snapshot().find((s) => s.identity === identity);
   assert.equal(status?.state, 'ready', `workload certificate issued (last error: ${status?.lastError ?? 'none'})`);
+
+  // The Istio CA front as ztunnel uses it: a TokenReview of a ztunnel pod's token (the
+  // tokenreviews rule of deploy/), then the CSR forwarded by impersonation.
+  const ztunnelPod = await createPod(cluster, { namespace: NS, name: 'ztunnel-x1', serviceAccountName: 'ztunnel', nodeName: 'node-a' });
+  const ztunnelToken = await adminClient(cluster).core.createNamespacedServiceAccountToken({
+    namespace: NS,
+    name: 'ztunnel',
+    body: { spec: { audiences: ['istio-ca'], expirationSeconds: 3600, boundObjectRef: { apiVersion: 'v1', kind: 'Pod', name: 'ztunnel-x1', uid: ztunnelPod.metadata!.uid! } } },
+  });
+  for (let i = 0; i < 400 && !broker.pods.byUid(ztunnelPod.metadata!.uid!); i++) await new Promise((r) => setTimeout(r, 25));
+  const viaFront = new IstioCaClient({
+    address: `127.0.0.1:${broker.istioCaFrontPort}`,
+    caRootsPem: ca.rootsPem(),
+    tlsServerName: 'localhost',
+    tokens: { token: async () => new Secret(ztunnelToken.status!.token) },
+    clusterId: 'Kubernetes',
+    certTtlSeconds: 3600,
+    impersonate: true,
+  });
+  try {
+    const { privateKey } = await generateKeyPair();
+    const chain = await viaFront.forwardCsr({ csrPem: createCsr({ privateKey, uri: identity }).pem, identity, ttlSeconds: 3600 }, AbortSignal.timeout(20_000));
+    assert.equal(checkX509Svid(chain[0]!)?.id, identity, 'the front issued the workload identity for ztunnel');
+  } finally {
+    viaFront.close();
+  }
 });
 
 /** The broker container's token settings as the rendered DaemonSet has them. */

@@ -78,6 +78,7 @@ describe('fault: SIGTERM with a hung dependency', () => {
       SPIFFE_BROKER_SOCKET: `unix://${join(dir, `broker-${name}`, 'broker.sock')}`,
       CNI_EVENT_SOCKET: join(dir, `broker-${name}`, 'pluginevent.sock'),
       BROKER_OPS_ADDRESS: 'off',
+      ISTIO_CA_FRONT_ADDRESS: 'off',
       BROKER_SHUTDOWN_GRACE_SECONDS: '2',
     });
   };

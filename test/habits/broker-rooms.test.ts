@@ -92,7 +92,7 @@ function tsFiles(dir: string): string[] {
 }
 
 test('tests and benchmarks import the broker through src/broker/index.ts or a room index', () => {
-  const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'attestation/index', 'fronts/index', 'fronts/broker-api/index', 'client/index'].map((p) => `src/broker/${p}.js`));
+  const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'attestation/index', 'fronts/index', 'fronts/broker-api/index', 'fronts/istio-ca/index', 'client/index'].map((p) => `src/broker/${p}.js`));
   const imports = [...tsFiles('test'), ...tsFiles('bench')].flatMap((file) =>
     specifiers(readFileSync(join(REPO_ROOT, file), 'utf8')).map((spec) => ({ file, to: resolved(file, spec) ?? spec })),
   );

@@ -225,6 +225,7 @@ test("the example CA issues with the custom signer's chain; the broker serves a 
     CNI_EVENT_SOCKET: scratch.path('pluginevent.sock'),
     BROKER_ALLOWED_CALLERS: `spiffe://${TD}/ns/${BROKER_NS}/sa/${CONSUMER_SA}`,
     BROKER_OPS_ADDRESS: 'off',
+    ISTIO_CA_FRONT_ADDRESS: 'off',
     BROKER_UPDATE_JITTER_MS: '0',
   });
   children.push(broker.child);

@@ -27,13 +27,15 @@ import {
   CLUSTER_ID_METADATA,
   CREATE_CERTIFICATE_METHOD,
   IMPERSONATED_IDENTITY_KEY,
+  SERVING_NAMES_KEY,
   type IstioCertificateRequest,
   type IstioCertificateResponse,
 } from '../../protocol/istio-ca.js';
 import { x509SvidProblems } from '../../spiffe/x509-svid.js';
 import { BrokerError } from '../errors.js';
 import type { CaClient, WorkloadCert } from '../cache/workload-cert.js';
-import { uriSans } from '../../pki/x509-fields.js';
+import { servingNameSans, uriSans } from '../../pki/x509-fields.js';
+import { canonicalServingName } from '../../pki/serving-names.js';
 
 /** Supplies the broker's current bearer token for the CA. */
 export interface TokenProvider {
@@ -54,6 +56,12 @@ export interface IstioCaClientOptions {
   readonly certTtlSeconds: number;
   /** true: ask for other workloads' identities (ImpersonatedIdentity); false: the caller's own. */
   readonly impersonate: boolean;
+  /**
+   * With `impersonate: false`: DNS names / IP literals to have on the own SVID as well
+   * (`certbroker.io/serving-names`), for a certificate that also serves TLS on the node (the
+   * Istio CA front). A leaf without every one of them is refused (istiod ignores the key).
+   */
+  readonly servingNames?: readonly string[];
   /** Per-call deadline. Default 10 000. */
   readonly callTimeoutMs?: number;
   /** A TLS handshake with the CA that takes longer is abandoned (and retried). Default 10 000. */
@@ -116,13 +124,17 @@ export class IstioCaClient implements CaClient {
     const metadata = new Metadata();
     metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
     metadata.set(CLUSTER_ID_METADATA, this.#o.clusterId);
+    const fields: Record<string, string> = {};
+    if (this.#o.impersonate) fields[IMPERSONATED_IDENTITY_KEY] = identity;
+    else if (this.#o.servingNames && this.#o.servingNames.length > 0) fields[SERVING_NAMES_KEY] = this.#o.servingNames.join(',');
     const request: IstioCertificateRequest = {
       csr: csr.pem,
       validity_duration: this.#o.certTtlSeconds,
-      ...(this.#o.impersonate ? { metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: identity }) } : {}),
+      ...(Object.keys(fields).length > 0 ? { metadata: stringStruct(fields) } : {}),
     };
     const response = await this.#call(request, metadata, signal);
     const cert = parseCaResponse(response, identity);
+    if (!this.#o.impersonate && this.#o.servingNames) requireServingNames(cert.leaf, identity, this.#o.servingNames);
     if (!keyMatches(privateKey, cert.leaf.publicKey.export({ type: 'spki', format: 'der' }))) {
       throw new BrokerError('ERR_CA_BAD_RESPONSE', `CA returned a leaf for ${identity} that does not hold the requested key`, {
         status: 'unavailable',
@@ -137,6 +149,27 @@ export class IstioCaClient implements CaClient {
       notBefore: Date.parse(cert.leaf.validFrom),
       notAfter: Date.parse(cert.leaf.validTo),
     };
+  }
+
+  /**
+   * Forwards a CSR the broker did not make (the Istio CA front: ztunnel's key) for `identity`,
+   * always as ImpersonatedIdentity, with the broker's token and `clusterid`, and `ttlSeconds` as
+   * asked (0 = the CA's default). Returns the CA's `cert_chain` as it came once `parseCaResponse`
+   * accepts it (one URI SAN = `identity`, an X509-SVID leaf signed by the next certificate); the
+   * caller checks the leaf's key against the CSR. A refusal is a `CaCallError` (its `grpcCode`).
+   */
+  async forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<readonly string[]> {
+    const token = await this.#o.tokens.token(signal);
+    const metadata = new Metadata();
+    metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
+    metadata.set(CLUSTER_ID_METADATA, this.#o.clusterId);
+    const response = await this.#call(
+      { csr: request.csrPem, validity_duration: request.ttlSeconds, metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: request.identity }) },
+      metadata,
+      signal,
+    );
+    parseCaResponse(response, request.identity);
+    return response.cert_chain ?? [];
   }
 
   /** Closes the channel and destroys its connections (a CA that never answers keeps none alive). */
@@ -204,6 +237,19 @@ export class IstioCaClient implements CaClient {
     }
     this.#client = new Client(this.#o.address, credentials, options);
     return this.#client;
+  }
+}
+
+/** Throws ERR_CA_BAD_RESPONSE unless `leaf` carries every one of `names` as a DNS or IP SAN. */
+function requireServingNames(leaf: X509Certificate, identity: string, names: readonly string[]): void {
+  const held = new Set(servingNameSans(leaf));
+  const missing = names.filter((n) => !held.has(canonicalServingName(n)));
+  if (missing.length > 0) {
+    throw new BrokerError(
+      'ERR_CA_BAD_RESPONSE',
+      `CA returned the SVID ${identity} without the serving names ${JSON.stringify(missing)} (istiod ignores ${SERVING_NAMES_KEY}; certbroker's CA grants only names on CA_GRANTABLE_SERVING_NAMES)`,
+      { status: 'unavailable' },
+    );
   }
 }
 

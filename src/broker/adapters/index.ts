@@ -9,9 +9,11 @@
  *   `brokerRbacObjects` (exactly the permissions these need).
  * - `startRegistrationServer`: CNI pod registrations (`POST /cmdadd` on a Unix socket).
  * - `prepareSocketPath`: the owner-only directory and stale-socket removal every socket needs.
+ * - `tokenReviewCallerAuthenticator`: the Istio CA front's callers, by TokenReview (the CA's
+ *   authenticator, cache and refusal cache from src/ca).
  *
  * May import: the cache room, src/broker/errors.ts, src/core, src/pki, src/spiffe, src/kube,
- * src/grpc, src/ops, src/protocol. Never fronts/, client/ or the wiring.
+ * src/grpc, src/ops, src/protocol, src/ca (its authenticators). Never fronts/, client/ or the wiring.
  */
 export { CaCallError, IstioCaClient, parseCaResponse, type IstioCaClientOptions, type ParsedCaResponse, type TokenProvider } from './ca-client.js';
 export { TokenSource, tokenRefreshDelay, type FetchedToken, type TokenFetcher, type TokenSourceOptions } from './token-source.js';
@@ -28,3 +30,4 @@ export {
   type RegistrationServerOptions,
 } from './registration-server.js';
 export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHARED_SOCKET_MODE } from './unix-socket.js';
+export { tokenReviewCallerAuthenticator, type CallerAuthenticatorAdapter, type CallerTokenReviewOptions } from './caller-token-review.js';

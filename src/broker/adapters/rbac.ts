@@ -8,7 +8,10 @@
  * - serviceaccounts/token create, only for the broker's own service account (TokenRequest) —
  *   left out with `tokenRequest: false`, for a broker that reads its kubelet-projected token
  *   (`BROKER_TOKEN_SOURCE=file`). RBAC cannot limit this permission to the broker's own pod:
- *   whoever holds it can mint tokens bound to any pod of the service account (docs/security.md).
+ *   whoever holds it can mint tokens bound to any pod of the service account (docs/security.md);
+ * - tokenreviews create (cluster scope), for the Istio CA front, which authenticates its callers'
+ *   tokens as the CA does — left out with `tokenReview: false`, for a broker without the front
+ *   (`ISTIO_CA_FRONT_ADDRESS=off`). A review only says who a token belongs to.
  */
 export function brokerRbacObjects(options: {
   readonly namespace: string;
@@ -16,6 +19,8 @@ export function brokerRbacObjects(options: {
   readonly name?: string;
   /** Include `serviceaccounts/token` create (default true). */
   readonly tokenRequest?: boolean;
+  /** Include `tokenreviews` create, for the Istio CA front (default true). */
+  readonly tokenReview?: boolean;
 }): object[] {
   const name = options.name ?? 'certbroker-node-broker';
   const subject = { kind: 'ServiceAccount', name: options.serviceAccount, namespace: options.namespace };
@@ -25,7 +30,10 @@ export function brokerRbacObjects(options: {
       apiVersion: rbac,
       kind: 'ClusterRole',
       metadata: { name },
-      rules: [{ apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] }],
+      rules: [
+        { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+        ...(options.tokenReview === false ? [] : [{ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] }]),
+      ],
     },
     {
       apiVersion: rbac,

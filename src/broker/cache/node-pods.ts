@@ -52,6 +52,8 @@ export interface IneligiblePod {
   readonly uid: string;
   readonly namespace: string;
   readonly name: string;
+  /** `spec.serviceAccountName` ('' when none): who the pod runs as, though it gets no identity. */
+  readonly serviceAccount: string;
   readonly eligibility: Exclude<PodEligibility, 'eligible' | 'other-node'>;
 }
 
@@ -105,7 +107,7 @@ export class NodePods {
     const existing = this.#byUid.get(pod.uid);
     this.#forgetIneligible(pod.uid);
     if (eligibility !== 'eligible') {
-      if (eligibility !== 'other-node') this.#rememberIneligible({ uid: pod.uid, namespace: pod.namespace, name: pod.name, eligibility });
+      if (eligibility !== 'other-node') this.#rememberIneligible({ uid: pod.uid, namespace: pod.namespace, name: pod.name, serviceAccount: pod.serviceAccount, eligibility });
       if (existing) this.#drop(existing, eligibility === 'finished' ? 'finished' : eligibility === 'terminating' ? 'terminating' : 'changed');
       return eligibility;
     }

@@ -4,11 +4,12 @@
  * - `broker-api/`: the SPIFFE Broker API for the node's data plane (ztunnel).
  * - `workload-api/`: the SPIFFE Workload API for every workload on the node, callers attested
  *   from the kernel (src/broker/attestation).
+ * - `istio-ca/`: a node-local Istio CA (`CreateCertificate`) for released ztunnel.
  *
- * (A node-local Istio CA front comes next, in a sub-room of its own.) A front reads the cache
- * room (certificates, pods, bundle) and may use `adapters/unix-socket.ts` for its socket and
- * `attestation/` to know its caller; it never calls the CA or Kubernetes itself, and fronts do
- * not import one another.
+ * A front reads the cache room (certificates, pods, bundle) and may use
+ * `adapters/unix-socket.ts` for its socket and `attestation/` to know its caller; it never calls
+ * the CA or Kubernetes itself (it is handed what it needs), and fronts do not import one another.
  */
 export * from './broker-api/index.js';
 export * from './workload-api/index.js';
+export * from './istio-ca/index.js';

@@ -156,6 +156,17 @@ export class Stack {
     await this.core.deleteNamespacedPod({ namespace, name, gracePeriodSeconds: 0 });
   }
 
+  /** A TokenRequest token of `serviceAccount` bound to its pod `pod` (as the kubelet projects one). */
+  async podToken(namespace: string, serviceAccount: string, pod: string, audience = 'istio-ca'): Promise<Secret<string>> {
+    const uid = (await this.core.readNamespacedPod({ namespace, name: pod })).metadata?.uid;
+    const res = await this.core.createNamespacedServiceAccountToken({
+      name: serviceAccount,
+      namespace,
+      body: { spec: { audiences: [audience], expirationSeconds: 3600, boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: pod, ...(uid ? { uid } : {}) } } },
+    });
+    return new Secret(res.status!.token);
+  }
+
   /** An SVID for a service account's own identity, straight from the CA (no impersonation). */
   async ownSvid(namespace: string, serviceAccount: string): Promise<Svid> {
     const token = await tokenFor(this.core, namespace, serviceAccount, { audience: 'istio-ca', expirationSeconds: 3600 });

@@ -1,0 +1,216 @@
+/**
+ * The node-local Istio CA front: `istio.v1.auth.IstioCertificateService/CreateCertificate` as
+ * istiod answers it, for released ztunnel (`CA_ADDRESS=https://localhost:15012`), served by the
+ * node broker. Per call, in this order:
+ *
+ * 1. the request is readable (else INVALID_ARGUMENT); `clusterid` is absent or the broker's;
+ * 2. the bearer token is authenticated (TokenReview, audience `istio-ca`, cached as the CA does);
+ * 3. the caller and `ImpersonatedIdentity` are authorized on the node (`FrontAuthorizer`): a
+ *    denial answers here, without a CA call;
+ * 4. the caller is within its bounds (`CallerLimits`, else RESOURCE_EXHAUSTED);
+ * 5. the CSR parses and its signature verifies, `validity_duration` is a whole number of seconds
+ *    (else INVALID_ARGUMENT);
+ * 6. the CSR is forwarded to the CA with the broker's own token, `ImpersonatedIdentity` = the
+ *    granted identity and the broker's `clusterid`; the answer's leaf must carry exactly that
+ *    identity (the forwarder checks) and the CSR's key (checked here); the CA's `cert_chain` goes
+ *    back as it came: leaf, each intermediate, root bundle last.
+ *
+ * Errors leave through `toGrpcError` as istiod's: every authentication or authorization failure
+ * is the CA's one generic UNAUTHENTICATED (`publicAuthError`; the precise code in the log and the
+ * observer's reason). An unreadable request is the CA transport's `MALFORMED_REQUEST`.
+ * The CSR carries ztunnel's key, so nothing here is cached but the token reviews.
+ */
+import { X509Certificate } from 'node:crypto';
+import type { sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { MALFORMED_REQUEST, publicAuthError } from '../../../ca/index.js';
+import { CertbrokerError } from '../../../core/errors.js';
+import type { Logger } from '../../../core/log.js';
+import { Secret } from '../../../core/secret.js';
+import { structString } from '../../../grpc/struct-value.js';
+import { toGrpcError } from '../../../ops/grpc-errors.js';
+import { parseCsrAsync } from '../../../pki/csr.js';
+import { PkiError } from '../../../pki/errors.js';
+import {
+  AUTHORIZATION_METADATA,
+  bearerTokenOf,
+  CA_SERVICE,
+  CLUSTER_ID_METADATA,
+  CREATE_CERTIFICATE_METHOD,
+  IMPERSONATED_IDENTITY_KEY,
+  type IstioCertificateRequest,
+  type IstioCertificateResponse,
+} from '../../../protocol/istio-ca.js';
+import { BrokerError } from '../../errors.js';
+import type { CallerLimits } from './caller-limits.js';
+import type { FrontAuthorizer, FrontCaller } from './front-authorizer.js';
+
+/** Turns a bearer token into the caller (throws an `unauthenticated` CertbrokerError otherwise). */
+export interface CallerAuthenticator {
+  authenticate(token: Secret<string>): Promise<FrontCaller>;
+}
+
+/** What the front needs from the CA (the broker's CA client implements it). */
+export interface CsrForwarder {
+  /**
+   * Asks the CA to sign `csrPem` for `identity` (as ImpersonatedIdentity, with the broker's own
+   * token). Returns the CA's `cert_chain` once its leaf carries exactly one URI SAN equal to
+   * `identity` and is a valid X509-SVID signed by the next certificate. A refusal throws a
+   * BrokerError `ERR_CA_CALL_FAILED` whose `grpcCode` names the CA's status.
+   */
+  forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<readonly string[]>;
+}
+
+export type FrontOutcome = 'issued' | 'denied' | 'invalid' | 'limited' | 'unavailable' | 'error';
+
+export interface IstioCaFrontObserver {
+  /** One per call: its outcome, the precise reason (an ERR_* code, or `ok`) and how long it took. */
+  answered?(outcome: FrontOutcome, reason: string, seconds: number): void;
+}
+
+export interface IstioCaFrontOptions {
+  /** The broker's cluster id: `clusterid` must be absent or this. */
+  readonly clusterId: string;
+  readonly authenticator: CallerAuthenticator;
+  readonly authorizer: FrontAuthorizer;
+  readonly limits: CallerLimits;
+  readonly forwarder: CsrForwarder;
+  readonly logger: Logger;
+  readonly observer?: IstioCaFrontObserver;
+  /** Largest CSR accepted, in bytes (default 64 KiB, as the CA). */
+  readonly maxCsrBytes?: number;
+}
+
+/** The call metadata the handler reads (grpc-js `Metadata` satisfies it). */
+export interface FrontCallMetadata {
+  get(key: string): ReadonlyArray<string | Buffer>;
+}
+
+function firstString(md: FrontCallMetadata, key: string): string | undefined {
+  const v = md.get(key)[0];
+  return v === undefined ? undefined : typeof v === 'string' ? v : v.toString('utf8');
+}
+
+function invalid(code: 'ERR_REQUEST_MALFORMED' | 'ERR_FRONT_TTL_INVALID', message: string): BrokerError {
+  return new BrokerError(code, message, { status: 'invalid-argument', publicMessage: message });
+}
+
+function outcomeOf(err: unknown): FrontOutcome {
+  if (!(err instanceof CertbrokerError)) return 'error';
+  switch (err.status) {
+    case 'unauthenticated':
+    case 'permission-denied':
+      return 'denied';
+    case 'invalid-argument':
+      return 'invalid';
+    case 'resource-exhausted':
+      return 'limited';
+    case 'unavailable':
+    case 'deadline-exceeded':
+      return 'unavailable';
+    default:
+      return 'error';
+  }
+}
+
+/**
+ * A CA refusal as the front answers it: the CA's INVALID_ARGUMENT (a TTL over its maximum) is
+ * the caller's too, with the CA's public message; its UNAUTHENTICATED (it denied the broker,
+ * e.g. its pod index has not seen the pod yet) is a denial; anything else stays UNAVAILABLE.
+ */
+function relayed(err: unknown): unknown {
+  if (!(err instanceof BrokerError) || err.code !== 'ERR_CA_CALL_FAILED' || !('grpcCode' in err)) return err;
+  const cause: unknown = err.cause;
+  const detail = typeof cause === 'object' && cause !== null && 'details' in cause && typeof cause.details === 'string' ? cause.details : err.message;
+  if (err.grpcCode === 'INVALID_ARGUMENT') return new BrokerError('ERR_FRONT_CA_DENIED', `CA: ${detail}`, { status: 'invalid-argument', publicMessage: detail, cause: err });
+  if (err.grpcCode === 'UNAUTHENTICATED') return new BrokerError('ERR_FRONT_CA_DENIED', `the CA refused the broker's request: ${detail}`, { status: 'unauthenticated', cause: err });
+  return err;
+}
+
+export class IstioCaFrontService {
+  readonly #o: IstioCaFrontOptions;
+
+  constructor(options: IstioCaFrontOptions) {
+    this.#o = options;
+  }
+
+  /** The grpc-js implementation object for the CA's service definition. */
+  implementation(): UntypedServiceImplementation {
+    return {
+      [CREATE_CERTIFICATE_METHOD]: (call: ServerUnaryCall<IstioCertificateRequest, IstioCertificateResponse>, callback: sendUnaryData<IstioCertificateResponse>) => {
+        const started = performance.now();
+        const cancel = new AbortController();
+        call.on('cancelled', () => cancel.abort());
+        this.createCertificate(call.request, call.metadata, cancel.signal).then(
+          (res) => {
+            this.#o.observer?.answered?.('issued', 'ok', (performance.now() - started) / 1000);
+            callback(null, res);
+          },
+          (err: unknown) => callback(this.rejection(err, call.getPeer(), (performance.now() - started) / 1000)),
+        );
+      },
+    };
+  }
+
+  /** The handler proper, transport-free (tests, the benchmark). */
+  async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal): Promise<IstioCertificateResponse> {
+    const o = this.#o;
+    if (request === MALFORMED_REQUEST) throw invalid('ERR_REQUEST_MALFORMED', 'request message cannot be parsed');
+    const clusterId = firstString(metadata, CLUSTER_ID_METADATA);
+    if (clusterId !== undefined && clusterId !== o.clusterId) {
+      throw new BrokerError('ERR_FRONT_UNKNOWN_CLUSTER', `clusterid ${JSON.stringify(clusterId.slice(0, 64))} is not this broker's (${o.clusterId})`, { status: 'unauthenticated' });
+    }
+    const token = this.#bearer(metadata);
+    const caller = await o.authenticator.authenticate(token);
+    let impersonated: string | undefined;
+    try {
+      impersonated = structString(request.metadata ?? undefined, IMPERSONATED_IDENTITY_KEY);
+    } catch {
+      throw invalid('ERR_REQUEST_MALFORMED', `${IMPERSONATED_IDENTITY_KEY} must be a string`);
+    }
+    const grant = o.authorizer.authorize(caller, impersonated);
+    const release = o.limits.acquire(grant.callerPodUid);
+    try {
+      const csrPem = request.csr ?? '';
+      if (csrPem === '' || csrPem.length > (o.maxCsrBytes ?? 64 * 1024)) throw new PkiError('ERR_PKI_CSR_MALFORMED', 'CSR is empty or too large');
+      const csr = await parseCsrAsync(csrPem);
+      const ttlSeconds = Number(request.validity_duration ?? 0);
+      if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 0) throw invalid('ERR_FRONT_TTL_INVALID', 'validity_duration must be a whole, non-negative number of seconds');
+      let chain: readonly string[];
+      try {
+        chain = await o.forwarder.forwardCsr({ csrPem, identity: grant.identity, ttlSeconds }, signal);
+      } catch (err) {
+        throw relayed(err);
+      }
+      const leafKey = new X509Certificate(chain[0]!).publicKey.export({ type: 'spki', format: 'der' });
+      if (!leafKey.equals(csr.spki)) {
+        throw new BrokerError('ERR_CA_BAD_RESPONSE', `CA returned a leaf for ${grant.identity} that does not hold the CSR's key`, { status: 'unavailable', publicMessage: 'CA returned an unusable certificate' });
+      }
+      if (o.logger.level === 'debug') o.logger.debug('certificate issued through the Istio CA front', { identity: grant.identity, caller: grant.callerAccount });
+      return { cert_chain: [...chain] };
+    } finally {
+      release();
+    }
+  }
+
+  #bearer(metadata: FrontCallMetadata): Secret<string> {
+    for (const v of metadata.get(AUTHORIZATION_METADATA)) {
+      const token = bearerTokenOf(typeof v === 'string' ? v : v.toString('utf8'));
+      if (token) return new Secret(token);
+    }
+    throw new BrokerError('ERR_FRONT_NO_TOKEN', 'no bearer token in the authorization metadata', { status: 'unauthenticated' });
+  }
+
+  /** Logs and reports a failed call; returns the status to send (the generic UNAUTHENTICATED for authn/authz). */
+  rejection(err: unknown, peer: string, seconds = 0): Partial<ServiceError> {
+    const o = this.#o;
+    const outcome = outcomeOf(err);
+    const reason = err instanceof CertbrokerError ? err.code : 'unexpected';
+    o.observer?.answered?.(outcome, reason, seconds);
+    if (err instanceof CertbrokerError && err.status === 'unauthenticated') {
+      o.logger.warn('CreateCertificate denied', { front: CA_SERVICE, reason, detail: err.message, peer });
+      return toGrpcError(publicAuthError(), o.logger);
+    }
+    if (err instanceof CertbrokerError) o.logger.info('CreateCertificate failed', { front: CA_SERVICE, reason, detail: err.message, peer });
+    return toGrpcError(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * The node-local Istio CA front end to end, driven by a client that behaves on the wire exactly
+ * as released ztunnel does (test/broker/support/ztunnel_ca_client.py: Debian's python3-grpcio and
+ * python3-cryptography; P-256 CSR, empty subject, one critical URI SAN, Bearer token, clusterid,
+ * Struct ImpersonatedIdentity, validity_duration = SECRET_TTL; TLS to localhost:<port> verified
+ * against the mesh root for the name "localhost"), against the devcluster over HTTPS (RBAC
+ * enforced), the real CA over TLS and the node broker. Every denial is the CA's generic
+ * UNAUTHENTICATED, answered by the broker without a CA call (counted on the CA's metrics).
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { X509Certificate, createPublicKey } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import { credentials, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
+import { ISTIO_CA_FRONT_DEFAULTS, startBroker, type Broker, type IstioCaFrontConfig } from '../../src/broker/index.js';
+import { loadProtos, lookup, protoRootFor } from '../../src/grpc/index.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
+import { SkipClock } from '../support/skip-clock.js';
+import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { listServices, reflectionClient } from '../support/grpc-reflection.js';
+import { opensslVerifyChain } from '../ca/support/pki-fixtures.js';
+import { BROKER_NS, NODE, Stack, TD, tokenFor } from './support/stack.js';
+import { eventually } from './support/eventually.js';
+
+const run = promisify(execFile);
+const skip = pythonGrpcMissing() ?? opensslMissing();
+const CLIENT = [
+  fileURLToPath(new URL('./support/ztunnel_ca_client.py', import.meta.url)),
+  fileURLToPath(new URL('../../../test/broker/support/ztunnel_ca_client.py', import.meta.url)),
+].find((p) => existsSync(p))!;
+
+const ZTUNNEL_ID = `spiffe://${TD}/ns/istio-system/sa/ztunnel`;
+const cartId = `spiffe://${TD}/ns/shop/sa/cart`;
+const webId = `spiffe://${TD}/ns/shop/sa/web`;
+/** ztunnel's default SECRET_TTL. */
+const SECRET_TTL = 24 * 3600;
+
+interface PyRequest {
+  readonly token: string;
+  readonly san: string;
+  readonly impersonate?: string;
+  readonly ttl?: number;
+  readonly clusterid?: string;
+  readonly bad_csr?: boolean;
+}
+type PyResult = { readonly cert_chain: string[]; readonly spki_pem: string } | { readonly code: string; readonly details: string };
+
+export function frontConfig(overrides: Partial<IstioCaFrontConfig> = {}): IstioCaFrontConfig {
+  const d = ISTIO_CA_FRONT_DEFAULTS;
+  return {
+    host: '127.0.0.1',
+    port: 0,
+    servingNames: d.servingNames,
+    allowedAccounts: d.allowedAccounts,
+    audiences: d.audiences,
+    tokenCacheSeconds: d.tokenCacheSeconds,
+    ratePerSecond: d.ratePerSecond,
+    burst: d.burst,
+    maxInFlight: d.maxInFlight,
+    ...overrides,
+  };
+}
+
+describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
+  let stack: Stack;
+  let broker: Broker;
+  let clock: SkipClock;
+  let stubs: string;
+  const tokens: Record<string, string> = {};
+
+  /** Runs the ztunnel-like client once for a batch of requests (one Python start). */
+  async function py(requests: readonly PyRequest[]): Promise<PyResult[]> {
+    const spec = {
+      target: `localhost:${broker.istioCaFrontPort}`,
+      roots_file: join(stack.dir, 'roots.pem'),
+      requests: await Promise.all(
+        requests.map(async (r, i) => {
+          const tokenFile = join(stack.dir, `token-${i}`);
+          await writeFile(tokenFile, r.token);
+          const { token: _t, ...rest } = r;
+          return { token_file: tokenFile, ttl: SECRET_TTL, ...rest };
+        }),
+      ),
+    };
+    const specFile = join(stack.dir, 'spec.json');
+    await writeFile(specFile, JSON.stringify(spec));
+    const { stdout } = await run(TEST_PYTHON, [CLIENT, stubs, specFile], { timeout: 60_000 });
+    return JSON.parse(stdout) as PyResult[];
+  }
+
+  /** CreateCertificate calls the CA has answered so far (every outcome). */
+  async function caCalls(): Promise<number> {
+    return (await stack.ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
+  }
+
+  /** The front's request counter for one reason. */
+  async function frontCount(reason: string): Promise<number> {
+    const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_requests_total');
+    const line = text.split('\n').find((l) => l.includes(`reason="${reason}"`));
+    return line ? Number(line.split(' ').at(-1)) : 0;
+  }
+
+  before(async () => {
+    stack = await Stack.start({ tmpPrefix: 'istio-ca-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web'] });
+    stubs = join(stack.dir, 'stubs');
+    await mkdir(stubs, { recursive: true });
+    const root = protoRootFor('istio/v1/auth/ca.proto');
+    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
+    await writeFile(join(stack.dir, 'roots.pem'), stack.ca.rootsPem());
+    await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
+    await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-remote', serviceAccount: 'ztunnel', nodeName: 'node-2' });
+    await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
+    await stack.createPod({ namespace: 'shop', name: 'web-remote', serviceAccount: 'web', nodeName: 'node-2' });
+    clock = new SkipClock();
+    broker = await startBroker({ ...stack.brokerConfig({ clock }), istioCaFront: frontConfig() });
+    await broker.whenReady(AbortSignal.timeout(20_000));
+    await eventually('pods on the node', () => broker.pods.byKey('shop', 'cart-0') && broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
+    tokens.local = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
+    tokens.remote = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-remote')).reveal();
+    tokens.cart = (await stack.podToken('shop', 'cart', 'cart-0')).reveal();
+    tokens.wrongAudience = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local', 'other')).reveal();
+  });
+
+  after(async () => {
+    await broker?.stop(500);
+    await stack?.close();
+  });
+
+  it('serves ztunnel its own SVID and an impersonated one; chain leaf, root last; the key is the CSR\'s; openssl verifies', async () => {
+    const before = await caCalls();
+    const [own, cart] = await py([
+      { token: tokens.local!, san: ZTUNNEL_ID },
+      { token: tokens.local!, san: cartId, impersonate: cartId },
+    ]);
+    for (const [res, id] of [[own, ZTUNNEL_ID], [cart, cartId]] as const) {
+      assert.ok(res && 'cert_chain' in res, JSON.stringify(res));
+      const chain = res.cert_chain;
+      assert.equal(chain.length, 2, 'self-signed CA: leaf, root bundle');
+      assert.equal(chain[1], stack.ca.rootsPem(), 'the root bundle is the last element');
+      assert.equal(checkX509Svid(chain[0]!)?.id, id);
+      const leaf = new X509Certificate(chain[0]!);
+      assert.ok(leaf.publicKey.export({ type: 'spki', format: 'der' }).equals(createPublicKey(res.spki_pem).export({ type: 'spki', format: 'der' })), "the leaf holds the CSR's key");
+      assert.equal(Date.parse(leaf.validTo) - Date.parse(leaf.validFrom), (SECRET_TTL + 120) * 1000, 'validity_duration reached the CA');
+      assert.match(await opensslVerifyChain(chain), /OK/);
+    }
+    assert.equal((await caCalls()) - before, 2, 'one CA call per request');
+  });
+
+  it("the front's certificate: chained to the mesh root, DNS localhost and IP 127.0.0.1, the broker's SPIFFE ID as its one URI SAN", async () => {
+    const served = await new Promise<X509Certificate>((resolve, reject) => {
+      void import('node:tls').then(({ connect }) => {
+        const s = connect({ host: '127.0.0.1', port: broker.istioCaFrontPort!, servername: 'localhost', ca: stack.ca.rootsPem(), ALPNProtocols: ['h2'] }, () => {
+          const c = s.getPeerX509Certificate();
+          s.destroy();
+          if (c) resolve(c);
+          else reject(new Error('no certificate'));
+        });
+        s.once('error', reject);
+      });
+    });
+    assert.equal(served.subjectAltName, `DNS:localhost, IP Address:127.0.0.1, URI:${broker.ownIdentity}`);
+    assert.equal(served.checkHost('localhost'), 'localhost');
+    assert.ok(served.verify(new X509Certificate(stack.ca.rootsPem()).publicKey));
+  });
+
+  it('node-authorization matrix: another node, wrong account, unbound, no pod on the node, foreign trust domain, wrong audience or cluster -> UNAUTHENTICATED without a CA call; bad CSR -> INVALID_ARGUMENT without one', async () => {
+    const unbound = await tokenFor(stack.core, BROKER_NS, 'ztunnel', { audience: 'istio-ca', expirationSeconds: 3600 });
+    const cases: Array<{ req: PyRequest; code: string; reason: string }> = [
+      { req: { token: tokens.remote!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
+      { req: { token: tokens.remote!, san: cartId, impersonate: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
+      { req: { token: tokens.cart!, san: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ALLOWED' },
+      { req: { token: unbound.reveal(), san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_POD_BOUND' },
+      { req: { token: tokens.local!, san: webId, impersonate: webId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_NO_POD_ON_NODE' },
+      { req: { token: tokens.local!, san: cartId, impersonate: 'spiffe://other.td/ns/shop/sa/cart' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_IDENTITY_INVALID' },
+      { req: { token: tokens.wrongAudience!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_INVALID' },
+      { req: { token: tokens.local!, san: ZTUNNEL_ID, clusterid: 'elsewhere' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_UNKNOWN_CLUSTER' },
+      { req: { token: 'not-a-jwt', san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_MALFORMED' },
+      { req: { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: true }, code: 'INVALID_ARGUMENT', reason: 'ERR_PKI_' },
+    ];
+    const countsBefore = await Promise.all(cases.map((c) => (c.reason.endsWith('_') ? 0 : frontCount(c.reason))));
+    const callsBefore = await caCalls();
+    const results = await py(cases.map((c) => c.req));
+    assert.equal(await caCalls(), callsBefore, 'no request reached the CA');
+    for (const [i, c] of cases.entries()) {
+      const r = results[i]!;
+      assert.ok('code' in r, `case ${i} (${c.reason}) was answered with a certificate`);
+      assert.equal(r.code, c.code, `case ${i} (${c.reason}): ${JSON.stringify(r)}`);
+      if (c.code === 'UNAUTHENTICATED') assert.equal(r.details, 'authentication failed', 'the caller learns nothing more, as from istiod');
+      if (!c.reason.endsWith('_')) assert.ok((await frontCount(c.reason)) > countsBefore[i]!, `case ${i}: reason ${c.reason} counted`);
+    }
+  });
+
+  it("a TTL over the CA's maximum is the CA's INVALID_ARGUMENT, relayed (one CA call)", async () => {
+    const before = await caCalls();
+    const [r] = await py([{ token: tokens.local!, san: cartId, impersonate: cartId, ttl: 365 * 86_400 }]);
+    assert.ok(r && 'code' in r, JSON.stringify(r));
+    assert.equal(r.code, 'INVALID_ARGUMENT');
+    assert.equal((await caCalls()) - before, 1);
+  });
+
+  it('health (SERVING) and reflection over TLS, like the CA', async () => {
+    const creds = credentials.createSsl(Buffer.from(stack.ca.rootsPem()));
+    const target = `localhost:${broker.istioCaFrontPort}`;
+    type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
+    const Health = lookup<new (a: string, c: ChannelCredentials) => Client & { Check: Unary }>(loadProtos(['grpc/health/v1/health.proto']).grpcObject, 'grpc.health.v1.Health');
+    const health = new Health(target, creds);
+    try {
+      for (const service of ['', 'istio.v1.auth.IstioCertificateService']) {
+        const res = await new Promise<Record<string, unknown> | ServiceError>((resolve) => health.Check({ service }, (err, r) => resolve(err ?? r!)));
+        assert.deepEqual(res, { status: 'SERVING' }, service);
+      }
+    } finally {
+      health.close();
+    }
+    const reflection = reflectionClient(target, creds);
+    try {
+      assert.ok((await listServices(reflection)).includes('istio.v1.auth.IstioCertificateService'));
+    } finally {
+      reflection.close();
+    }
+  });
+
+  it("rotates its certificate at half-life like the broker's own SVID: new connections get the new one", async () => {
+    const first = broker.istioCaFrontCerts!.current(broker.ownIdentity)!;
+    clock.skip((first.notAfter - first.notBefore) * 0.75);
+    const second = await eventually('front certificate renewed', () => {
+      const c = broker.istioCaFrontCerts!.current(broker.ownIdentity);
+      return c && c.serial !== first.serial ? c : undefined;
+    });
+    const [res] = await py([{ token: tokens.local!, san: ZTUNNEL_ID }]);
+    assert.ok(res && 'cert_chain' in res, `ztunnel still verifies the renewed certificate: ${JSON.stringify(res)}`);
+    assert.notEqual(second.serial, first.serial);
+  });
+});
