@@ -2,7 +2,8 @@
  * `startBroker(config)`: the node broker wired from its parts — its own token (`OwnToken`), the
  * CA clients and the workload certificate manager (`workload-certs.ts`), its own SVID serving
  * the Broker API (`OwnIdentity`), the node pod watch and CNI registrations feeding `NodePods`,
- * the Broker API on a Unix socket with mTLS, readiness (`BrokerReadiness`) and the ops
+ * the Broker API on a Unix socket with mTLS, the Istio CA front for released ztunnel when it is
+ * on (`IstioCaFrontPart`), readiness (`BrokerReadiness`) and the ops
  * endpoint. Each part registers how it stops as it starts; `stop()` runs the staged `Shutdown`
  * (drain within the grace period, then force), as does a failed start.
  */
