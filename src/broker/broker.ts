@@ -29,8 +29,8 @@ import { OwnToken } from './own-token.js';
 import { BrokerReadiness } from './readiness.js';
 import { Shutdown } from './shutdown.js';
 import { startWorkloadApi } from './workload-api-wiring.js';
-import { caClientBase, caClients, workloadCertManager } from './workload-certs.js';
-import { IstioCaFrontPart } from './istio-ca-front-part.js';
+import { caClients, workloadCertManager } from './workload-certs.js';
+import { istioCaFrontOf, type IstioCaFrontPart } from './istio-ca-front-part.js';
 
 export interface Broker {
   /** The broker's own SPIFFE ID. */
@@ -117,23 +117,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     updateJitterMs: config.updateJitterMs,
     observer: metrics.apiObserver(),
   });
-  const front = config.istioCaFront
-    ? new IstioCaFrontPart({
-        front: config.istioCaFront,
-        trustDomain: config.trustDomain,
-        clusterId: config.ca.clusterId,
-        ownIdentity,
-        caBase: caClientBase(config, token.source),
-        kubeConfig: config.kubeConfig,
-        pods,
-        podsSynced: () => watch.synced,
-        bundle,
-        registry: metrics.registry,
-        clock,
-        rng,
-        logger,
-      })
-    : undefined;
+  const front = istioCaFrontOf(config, { ownIdentity, tokens: token.source, pods, podsSynced: () => watch.synced, bundle, registry: metrics.registry, clock, rng, logger });
   if (front) shutdown.add('work', 'Istio CA front certificate', () => front.close());
   const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own, ...(front ? { istioCaFront: front } : {}) });
 
@@ -162,10 +146,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
       shutdown.add('intake', 'Workload API', (deadlineMs) => workloadApi.stop(deadlineMs));
     }
     if (own.serving) setServing(started, true);
-    if (front) {
-      await front.listen();
-      shutdown.add('intake', 'Istio CA front', (deadlineMs) => front.stopServing(deadlineMs));
-    }
+    if (front) shutdown.add('intake', 'Istio CA front', await front.serve());
     if (config.ops) {
       const { host, port } = config.ops;
       const ops = await startOpsServer({ host, port, registry: metrics.registry, readiness: readiness.checks, liveness: [], logger });
@@ -177,13 +158,8 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     await shutdown.run(0);
     throw err;
   }
-  logger.info('node broker started', {
-    ownIdentity,
-    brokerSocket: config.brokerSocketPath,
-    cniSocket: config.cniEventSocketPath,
-    workloadApiSocket: config.workloadApiSocketPath,
-    ...(front ? { istioCaFront: `${config.istioCaFront?.host}:${front.port}` } : {}),
-  });
+  const sockets = { brokerSocket: config.brokerSocketPath, cniSocket: config.cniEventSocketPath, workloadApiSocket: config.workloadApiSocketPath };
+  logger.info('node broker started', { ownIdentity, ...sockets, ...(front ? { istioCaFront: front.address } : {}) });
   const stop = (deadlineMs: number) => {
     lifetime.abort();
     return shutdown.run(deadlineMs).then(() => logger.info('node broker stopped'));

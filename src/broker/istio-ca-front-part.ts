@@ -13,7 +13,7 @@ import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import type { KubeConfig } from '@kubernetes/client-node';
-import { IstioCaClient, type IstioCaClientOptions } from './adapters/ca-client.js';
+import { IstioCaClient, type IstioCaClientOptions, type TokenProvider } from './adapters/ca-client.js';
 import { tokenReviewCallerAuthenticator } from './adapters/caller-token-review.js';
 import { CertManager } from './cache/cert-manager.js';
 import type { NodePods } from './cache/node-pods.js';
@@ -24,7 +24,9 @@ import { FrontAuthorizer } from './fronts/istio-ca/front-authorizer.js';
 import { IstioCaFrontService, type IstioCaFrontObserver } from './fronts/istio-ca/istio-ca-front.js';
 import { startIstioCaFrontServer, type IstioCaFrontServer } from './fronts/istio-ca/istio-ca-front-server.js';
 import { FrontServingIdentity } from './fronts/istio-ca/serving-identity.js';
+import type { BrokerConfig } from './config.js';
 import type { IstioCaFrontConfig } from './istio-ca-front-config.js';
+import { caClientBase } from './workload-certs.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -146,17 +148,23 @@ export class IstioCaFrontPart {
     });
   }
 
-  /** Binds the listener; resolves with the bound port. */
-  async listen(): Promise<number> {
+  /** Binds the listener; resolves with how to stop it (drain within a deadline: the shutdown's intake stage). */
+  async serve(): Promise<(deadlineMs: number) => Promise<void>> {
     const { front, logger } = this.#o;
-    this.#server = await startIstioCaFrontServer({ host: front.host, port: front.port, service: this.#service, identity: this.#identity, logger });
-    this.#server.setServing(this.#identity.hasIdentity);
-    return this.#server.port;
+    const server = await startIstioCaFrontServer({ host: front.host, port: front.port, service: this.#service, identity: this.#identity, logger });
+    this.#server = server;
+    server.setServing(this.#identity.hasIdentity);
+    return (deadlineMs) => server.stop(deadlineMs);
   }
 
-  /** The bound port once listening. */
+  /** The bound port once serving. */
   get port(): number | undefined {
     return this.#server?.port;
+  }
+
+  /** `host:port` once serving (logs). */
+  get address(): string | undefined {
+    return this.#server ? `${this.#o.front.host}:${this.#server.port}` : undefined;
   }
 
   /** Why the front cannot serve (readiness), undefined when it can. */
@@ -166,11 +174,6 @@ export class IstioCaFrontPart {
     return `Istio CA front has no serving certificate${status?.lastError ? `: ${status.lastError}` : ' yet'}`;
   }
 
-  /** Stops taking calls: drains the listener within `deadlineMs` (the shutdown's intake stage). */
-  async stopServing(deadlineMs: number): Promise<void> {
-    await this.#server?.stop(deadlineMs);
-  }
-
   /** Stops the certificate manager and closes the CA clients (the shutdown's work stage). */
   close(): void {
     this.certs.stop();
@@ -178,4 +181,24 @@ export class IstioCaFrontPart {
     this.#servingCa.close();
     this.#forwardCa.close();
   }
+}
+
+/**
+ * The front for `config`, or undefined when it is off; its certificate manager and CA clients
+ * are registered to stop in the shutdown's work stage (`serve()` returns the listener's stopper).
+ */
+export function istioCaFrontOf(
+  config: BrokerConfig,
+  deps: Omit<IstioCaFrontPartOptions, 'front' | 'trustDomain' | 'clusterId' | 'caBase' | 'kubeConfig'> & { readonly tokens: TokenProvider },
+): IstioCaFrontPart | undefined {
+  if (!config.istioCaFront) return undefined;
+  const { tokens, ...rest } = deps;
+  return new IstioCaFrontPart({
+    ...rest,
+    front: config.istioCaFront,
+    trustDomain: config.trustDomain,
+    clusterId: config.ca.clusterId,
+    caBase: caClientBase(config, tokens),
+    kubeConfig: config.kubeConfig,
+  });
 }
