@@ -141,3 +141,9 @@ test("a room imports another room's files directly, but only names that room's i
   assert.ok(checked > 30, `${checked} imported names checked`);
   assert.deepEqual(wrong, []);
 });
+
+test('the broker reaches the CA only through src/ca/index.ts (its authenticator parts, the Istio CA service definition)', () => {
+  const edges = brokerEdges().filter((e) => e.to.startsWith('ca/'));
+  assert.ok(edges.length >= 3, `${edges.length} imports of src/ca read`);
+  assert.deepEqual(edges.filter((e) => e.to !== 'ca/index.js').map((e) => `${e.from} -> ${e.to}`), []);
+});
