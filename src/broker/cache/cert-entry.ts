@@ -4,10 +4,9 @@
  * timers. Plain TypeScript.
  */
 import type { Clock } from '../../core/clock.js';
-import type { CertEvent } from './cert-events.js';
+import type { CertListener } from './cert-events.js';
 import { PENDING, type CertState } from './cert-state.js';
 import { ClockTimer } from './clock-timer.js';
-import { Listeners } from './listeners.js';
 import type { FetchPriority } from './priority-queue.js';
 import { Waiters } from './waiters.js';
 import type { WorkloadCert } from './workload-cert.js';
@@ -15,7 +14,7 @@ import type { WorkloadCert } from './workload-cert.js';
 export interface Entry {
   readonly identity: string;
   readonly holders: Set<string>;
-  readonly listeners: Listeners<CertEvent>;
+  readonly listeners: Set<CertListener>;
   readonly waiters: Waiters<WorkloadCert>;
   state: CertState;
   /** Priority to use for the next queued fetch (upgraded by waiters). */
@@ -26,30 +25,25 @@ export interface Entry {
   /** Fires at the held certificate's notAfter and drops it. */
   readonly expiry: ClockTimer;
   /** Runs while no pod holds the identity; forgets it when it fires. */
-  readonly grace: ClockTimer;
+  grace: ClockTimer | undefined;
   /** When the entry was created, until its first certificate arrives. */
   retainedAt: number | undefined;
 }
 
-/** A new entry, pending, created now; `onThrow` hears of listeners that throw. */
-export function newEntry(options: {
-  readonly identity: string;
-  readonly wanted: FetchPriority;
-  readonly clock: Clock;
-  readonly onThrow: (err: unknown) => void;
-}): Entry {
+/** A new entry, pending, created now. */
+export function newEntry(options: { readonly identity: string; readonly wanted: FetchPriority; readonly clock: Clock }): Entry {
   const { identity, wanted, clock } = options;
   return {
     identity,
     holders: new Set(),
-    listeners: new Listeners(options.onThrow),
+    listeners: new Set(),
     waiters: new Waiters(),
     state: PENDING,
     wanted,
     inFlight: undefined,
     next: new ClockTimer(clock),
     expiry: new ClockTimer(clock),
-    grace: new ClockTimer(clock),
+    grace: undefined,
     retainedAt: clock.now(),
   };
 }

@@ -18,6 +18,7 @@ import { describeError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/log.js';
 import type { Rng } from '../../core/rng.js';
 import { newEntry, type Entry } from './cert-entry.js';
+import { ClockTimer } from './clock-timer.js';
 import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
 import {
   certExpired,
@@ -31,7 +32,7 @@ import {
   type IdentityStatus,
 } from './cert-state.js';
 import { BrokerError } from '../errors.js';
-import { guard, Listeners } from './listeners.js';
+import { emitGuarded, guard, Listeners } from './listeners.js';
 import { FetchSlots } from './fetch-slots.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
 import { DEFAULT_REFRESH_POLICY, fetchFailureOf, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
@@ -65,7 +66,7 @@ export class CertManager {
   readonly #logger: Logger;
   readonly #entries = new Map<string, Entry>();
   readonly #slots: FetchSlots<string>;
-  readonly #all: Listeners<{ readonly identity: string; readonly event: CertEvent }>;
+  readonly #all = new Listeners<{ readonly identity: string; readonly event: CertEvent }>();
   #stopped = false;
 
   constructor(options: CertManagerOptions) {
@@ -75,7 +76,6 @@ export class CertManager {
     this.#policy = options.policy ?? DEFAULT_REFRESH_POLICY;
     this.#observers = ([] as readonly CertManagerObserver[]).concat(options.observer ?? []);
     this.#logger = options.logger ?? silentLogger;
-    this.#all = new Listeners((err) => this.#threw('subscribeAll listener', undefined, err));
   }
 
   /** CA calls currently running. */
@@ -114,18 +114,19 @@ export class CertManager {
     this.#assertRunning();
     let entry = this.#entries.get(identity);
     if (!entry) {
-      entry = newEntry({ identity, wanted: priority, clock: this.#clock, onThrow: (err) => this.#threw('subscribe listener', identity, err) });
+      entry = newEntry({ identity, wanted: priority, clock: this.#clock });
       this.#entries.set(identity, entry);
     }
     entry.holders.add(holder);
-    entry.grace.cancel();
+    entry.grace?.cancel();
     if (heldCert(entry.state) === undefined) this.#want(entry, priority);
   }
 
   /** `holder` no longer needs `identity`; once no holder is left for the grace period, it is forgotten. */
   release(identity: string, holder: string): void {
     const entry = this.#entries.get(identity);
-    if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace.armed) return;
+    if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace?.armed) return;
+    entry.grace ??= new ClockTimer(this.#clock);
     entry.grace.arm(this.#graceMs, () => {
       if (entry.holders.size === 0) this.#forget(entry);
     });
@@ -165,7 +166,8 @@ export class CertManager {
       guard(() => listener({ type: 'forgotten' }), (err) => this.#threw('subscribe listener', identity, err));
       return () => undefined;
     }
-    return entry.listeners.add(listener);
+    entry.listeners.add(listener);
+    return () => entry.listeners.delete(listener);
   }
 
   /**
@@ -271,7 +273,7 @@ export class CertManager {
     entry.state = succeeded(cert);
     this.#armExpiry(entry, cert);
     entry.wanted = 'background';
-    this.#all.emit({ identity, event: { type: 'updated', cert } });
+    this.#all.emit({ identity, event: { type: 'updated', cert } }, (err) => this.#threw('subscribeAll listener', identity, err));
     this.#notify('fetchSucceeded', identity, (o) => o.fetchSucceeded?.(identity, cert, durationMs));
     const retainedAt = entry.retainedAt;
     if (retainedAt !== undefined) {
@@ -280,7 +282,7 @@ export class CertManager {
     }
     this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
     entry.waiters.resolveAll(cert);
-    entry.listeners.emit({ type: 'updated', cert });
+    emitGuarded(entry.listeners, { type: 'updated', cert }, (err) => this.#threw('subscribe listener', identity, err));
   }
 
   #onFailure(entry: Entry, err: unknown, durationMs: number): void {
@@ -349,14 +351,14 @@ export class CertManager {
     entry.inFlight?.abort();
     this.#cancelTimers(entry);
     entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
-    entry.listeners.emit({ type: 'forgotten' });
+    emitGuarded(entry.listeners, { type: 'forgotten' }, (err) => this.#threw('subscribe listener', identity, err));
     entry.listeners.clear();
-    this.#all.emit({ identity, event: { type: 'forgotten' } });
+    this.#all.emit({ identity, event: { type: 'forgotten' } }, (err) => this.#threw('subscribeAll listener', identity, err));
     this.#notify('forgotten', identity, (o) => o.forgotten?.(identity));
   }
 
   #cancelTimers(entry: Entry): void {
-    entry.grace.cancel();
+    entry.grace?.cancel();
     entry.next.cancel();
     entry.expiry.cancel();
   }

@@ -5,6 +5,9 @@
  */
 import type { Clock } from '../../core/clock.js';
 
+/** A Clock's sleep rejects only when cancelled: nothing to do (one function for every timer). */
+const cancelled = (): void => undefined;
+
 export class ClockTimer {
   readonly #clock: Clock;
   #armed: AbortController | undefined;
@@ -37,7 +40,7 @@ export class ClockTimer {
         this.#due = undefined;
         fire();
       },
-      () => undefined, // cancelled: the only way a Clock's sleep rejects
+      cancelled,
     );
   }
 

@@ -28,13 +28,13 @@ export class TrustBundle {
   readonly trustDomain: string;
   #roots: readonly Buffer[];
   #version = 0;
-  readonly #listeners: Listeners<readonly Buffer[]>;
+  readonly #listeners = new Listeners<readonly Buffer[]>();
+  readonly #logger: Logger;
 
   constructor(trustDomain: string, initialRootsDer: readonly Buffer[], options: TrustBundleOptions = {}) {
     this.trustDomain = trustDomain;
     this.#roots = dedupe(initialRootsDer);
-    const logger = options.logger ?? silentLogger;
-    this.#listeners = new Listeners((err) => logger.error('trust bundle listener threw; ignored', { err: describeError(err) }));
+    this.#logger = options.logger ?? silentLogger;
   }
 
   static fromPem(trustDomain: string, pem: string, options: TrustBundleOptions = {}): TrustBundle {
@@ -70,7 +70,7 @@ export class TrustBundle {
     if (next.length === 0 || sameSet(next, this.#roots)) return false;
     this.#roots = next;
     this.#version++;
-    this.#listeners.emit(next);
+    this.#listeners.emit(next, (err) => this.#logger.error('trust bundle listener threw; ignored', { err: describeError(err) }));
     return true;
   }
 
