@@ -20,7 +20,9 @@ import type { CertManager, IdentityStatus } from './cache/cert-manager.js';
 import { NodePods, type TrackedPod } from './cache/node-pods.js';
 import { TrustBundle } from './cache/trust-bundle.js';
 import type { BrokerConfig } from './config.js';
-import { BrokerApiService } from './fronts/broker-api/broker-api.js';
+import { BrokerApiService, type BrokerApiOptions } from './fronts/broker-api/broker-api.js';
+import { attestorPidResolver } from './fronts/broker-api/workload-resolver.js';
+import { cgroupAnchors, ownCgroup, ProcessAttestor, procfsReader } from './attestation/index.js';
 import { startBrokerApiServer, type BrokerApiServer } from './fronts/broker-api/broker-api-server.js';
 import { BrokerMetrics } from './metrics.js';
 import { OwnIdentity } from './own-identity.js';
@@ -106,17 +108,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     ...(config.informer ? { settings: config.informer } : {}),
   });
   shutdown.add('intake', 'node pod watch', () => watch.stop());
-  const service = new BrokerApiService({
-    pods,
-    certs,
-    bundle,
-    allowedCallers: config.allowedCallers,
-    clock,
-    rng,
-    logger,
-    updateJitterMs: config.updateJitterMs,
-    observer: metrics.apiObserver(),
-  });
+  const service = brokerApiService(config, { pods, certs, bundle, clock, rng, logger, observer: metrics.apiObserver() });
   const front = istioCaFrontOf(config, { ownIdentity, tokens: token.source, pods, podsSynced: () => watch.synced, bundle, registry: metrics.registry, clock, rng, logger });
   if (front) shutdown.add('work', 'Istio CA front certificate', () => front.close());
   const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own, ...(front ? { istioCaFront: front } : {}) });
@@ -168,6 +160,20 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
 }
 
 const MISSING_SVID: OwnSvid = Object.freeze({ state: 'missing', notAfter: undefined });
+
+/**
+ * The Broker API service: the caller allow-lists (the API's and each reference kind's), PID
+ * references resolved from this node's /proc (the attestation room: pid -> cgroup -> pod).
+ */
+function brokerApiService(config: BrokerConfig, deps: Omit<BrokerApiOptions, 'allowedCallers' | 'referenceCallers' | 'pids' | 'updateJitterMs'>): BrokerApiService {
+  return new BrokerApiService({
+    ...deps,
+    allowedCallers: config.allowedCallers,
+    ...(config.referenceCallers ? { referenceCallers: config.referenceCallers } : {}),
+    pids: attestorPidResolver(new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup()))),
+    updateJitterMs: config.updateJitterMs,
+  });
+}
 
 /**
  * The Broker API serves while it has a valid own SVID (whichever comes first: the SVID or the

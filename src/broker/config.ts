@@ -36,6 +36,8 @@ export const ENV = Object.freeze({
   CNI_EVENT_SOCKET: 'CNI_EVENT_SOCKET',
   WORKLOAD_API_SOCKET: 'WORKLOAD_API_SOCKET',
   ALLOWED_CALLERS: 'BROKER_ALLOWED_CALLERS',
+  KUBERNETES_REFERENCE_CALLERS: 'BROKER_KUBERNETES_REFERENCE_CALLERS',
+  PID_REFERENCE_CALLERS: 'BROKER_PID_REFERENCE_CALLERS',
   UPDATE_JITTER_MS: 'BROKER_UPDATE_JITTER_MS',
   OPS_ADDRESS: 'BROKER_OPS_ADDRESS',
   KUBECONFIG: 'KUBECONFIG',
@@ -110,6 +112,12 @@ export interface BrokerConfig {
   readonly workloadApiSocketPath?: string;
   readonly allowedCallers: readonly string[];
   /**
+   * Who may use each kind of workload reference on the Broker API (`BROKER_KUBERNETES_REFERENCE_CALLERS`,
+   * `BROKER_PID_REFERENCE_CALLERS`): SPIFFE IDs, each also on `allowedCallers`. Absent: every
+   * allowed caller may use both kinds.
+   */
+  readonly referenceCallers?: { readonly kubernetes?: readonly string[]; readonly pid?: readonly string[] };
+  /**
    * Update pacing window in milliseconds (`BROKER_UPDATE_JITTER_MS`, default 1000, 0..60 000):
    * after a rotation or bundle change each open stream sends its full state after its own random
    * delay in [0, updateJitterMs), so one change does not reach every consumer at once. 0 = at once.
@@ -146,6 +154,16 @@ export interface BrokerFlags {
   readonly certTtlSeconds?: string;
   readonly istioCaFrontAddress?: string;
   readonly istioCaFrontAltHostname?: string;
+}
+
+/** Each reference kind's callers: a list of allowed callers (default: all of them). */
+function readReferenceCallers(r: ConfigReader, allowedCallers: readonly string[]): { kubernetes: string[]; pid: string[] } {
+  const read = (name: string): string[] => {
+    const list = r.list(name, allowedCallers);
+    for (const c of list) if (!allowedCallers.includes(c)) r.problem(`${name} entry ${JSON.stringify(c)} is not on ${ENV.ALLOWED_CALLERS}`);
+    return list;
+  };
+  return { kubernetes: read(ENV.KUBERNETES_REFERENCE_CALLERS), pid: read(ENV.PID_REFERENCE_CALLERS) };
 }
 
 /** `unix:///path` or `/path` -> `/path`; undefined if neither. */
@@ -226,6 +244,7 @@ export async function readBrokerConfig(
   }
   const allowedCallers = r.list(ENV.ALLOWED_CALLERS, defaultAllowedCallers(trustDomain), f.allowedCallers);
   for (const c of allowedCallers) if (!c.startsWith('spiffe://')) r.problem(`${ENV.ALLOWED_CALLERS} entry ${JSON.stringify(c)} is not a SPIFFE ID`);
+  const referenceCallers = readReferenceCallers(r, allowedCallers);
   const updateJitterMs = r.int(ENV.UPDATE_JITTER_MS, DEFAULTS.updateJitterMs, UPDATE_JITTER_RANGE_MS);
   const opsRaw = r.string(ENV.OPS_ADDRESS, DEFAULTS.opsAddress, f.opsAddress);
   const ops = opsRaw === 'off' ? undefined : hostPort(r, ENV.OPS_ADDRESS, opsRaw);
@@ -256,6 +275,7 @@ export async function readBrokerConfig(
     cniEventSocketPath: cniEventSocketPath!,
     ...(workloadApiSocketPath ? { workloadApiSocketPath } : {}),
     allowedCallers,
+    referenceCallers,
     updateJitterMs,
     ...(ops ? { ops } : {}),
     ...(istioCaFront ? { istioCaFront } : {}),

@@ -23,6 +23,8 @@ export type BrokerErrorCode =
   | 'ERR_MISSING_BROKER_HEADER'
   /** The workload reference is malformed or of an unsupported type. */
   | 'ERR_WORKLOAD_REFERENCE_INVALID'
+  /** The caller may not use this kind of workload reference (BROKER_KUBERNETES_REFERENCE_CALLERS, BROKER_PID_REFERENCE_CALLERS). */
+  | 'ERR_REFERENCE_TYPE_NOT_ALLOWED'
   /** The referenced pod is not on this node (or not known yet). */
   | 'ERR_WORKLOAD_NOT_FOUND'
   /** The referenced pod runs on this node but gets no identity (host network, terminating, finished, self). */

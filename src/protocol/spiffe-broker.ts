@@ -25,16 +25,42 @@ export const BROKER_HEADER = 'broker.spiffe.io';
 export const BROKER_HEADER_VALUE = 'true';
 
 /**
- * Workload reference types, by full protobuf name. Today certbroker accepts the Kubernetes object
- * reference of its own proto package; the reference types of the final spec and of ztunnel
- * (`spiffe.reference.*`, go-spiffe's proto/spiffe/reference) join `KUBERNETES_REFERENCE_TYPES`
- * here when they are accepted.
+ * Workload reference types, by full protobuf name. The final SPIFFE Broker API defines them in
+ * `spiffe.broker` (spiffe/broker/broker.proto); go-spiffe publishes the same messages, fields and
+ * numbers in `spiffe.reference` (spiffe/reference/reference.proto), and ztunnel's Broker API client
+ * (istio/ztunnel#1936) packs its references with those type URLs. Both are accepted.
  */
 export const KUBERNETES_REFERENCE_TYPE = 'spiffe.broker.KubernetesObjectReference';
 export const PID_REFERENCE_TYPE = 'spiffe.broker.WorkloadPIDReference';
+/** The `spiffe.reference` package's .proto file, relative to `proto/`. */
+export const REFERENCE_PROTO = 'spiffe/reference/reference.proto';
+export const REFERENCE_PACKAGE_KUBERNETES_TYPE = 'spiffe.reference.KubernetesObjectReference';
+export const REFERENCE_PACKAGE_PID_TYPE = 'spiffe.reference.WorkloadPIDReference';
 export const KUBERNETES_REFERENCE_TYPE_URL = typeUrlOf(KUBERNETES_REFERENCE_TYPE);
+export const PID_REFERENCE_TYPE_URL = typeUrlOf(PID_REFERENCE_TYPE);
+
+/** The two kinds of workload reference the broker serves (each with its own allow-list of callers). */
+export type ReferenceKind = 'kubernetes' | 'pid';
+export const REFERENCE_KINDS: readonly ReferenceKind[] = Object.freeze(['kubernetes', 'pid']);
+
+/** An accepted reference type: its kind, and where its message type is defined. */
+export interface ReferenceTypeInfo {
+  readonly kind: ReferenceKind;
+  readonly proto: string;
+  readonly type: string;
+}
+
+/** Every accepted type URL (`Any.type_url`) and what it names. */
+export const REFERENCE_TYPES: Readonly<Record<string, ReferenceTypeInfo>> = Object.freeze({
+  [KUBERNETES_REFERENCE_TYPE_URL]: { kind: 'kubernetes', proto: BROKER_PROTO, type: KUBERNETES_REFERENCE_TYPE },
+  [typeUrlOf(REFERENCE_PACKAGE_KUBERNETES_TYPE)]: { kind: 'kubernetes', proto: REFERENCE_PROTO, type: REFERENCE_PACKAGE_KUBERNETES_TYPE },
+  [PID_REFERENCE_TYPE_URL]: { kind: 'pid', proto: BROKER_PROTO, type: PID_REFERENCE_TYPE },
+  [typeUrlOf(REFERENCE_PACKAGE_PID_TYPE)]: { kind: 'pid', proto: REFERENCE_PROTO, type: REFERENCE_PACKAGE_PID_TYPE },
+});
 /** Every type URL read as a KubernetesObjectReference (same fields and numbers). */
-export const KUBERNETES_REFERENCE_TYPE_URLS: readonly string[] = Object.freeze([KUBERNETES_REFERENCE_TYPE_URL]);
+export const KUBERNETES_REFERENCE_TYPE_URLS: readonly string[] = Object.freeze(Object.keys(REFERENCE_TYPES).filter((u) => REFERENCE_TYPES[u]!.kind === 'kubernetes'));
+/** Every type URL read as a WorkloadPIDReference. */
+export const PID_REFERENCE_TYPE_URLS: readonly string[] = Object.freeze(Object.keys(REFERENCE_TYPES).filter((u) => REFERENCE_TYPES[u]!.kind === 'pid'));
 /** `KubernetesObjectType` of a pod: plural `pods` in the core group (named `core`). */
 export const KUBERNETES_POD_TYPE = Object.freeze({ plural: 'pods', group: 'core' });
 
@@ -56,6 +82,11 @@ export interface KubernetesObjectType {
 export interface KubernetesObjectKey {
   readonly namespace?: string;
   readonly name?: string;
+}
+
+/** A workload by process id (positive; in the broker's PID namespace). */
+export interface WorkloadPIDReference {
+  readonly pid?: number;
 }
 
 /** A Kubernetes object by key, by UID, or both. */

@@ -124,4 +124,19 @@ describe('broker configuration: update pacing window', () => {
       return true;
     });
   });
+
+  it('reference callers: each kind defaults to every allowed caller; a configured list must name allowed callers only', async () => {
+    const zt = 'spiffe://cluster.local/ns/istio-system/sa/ztunnel';
+    const agent = 'spiffe://cluster.local/ns/istio-system/sa/agent';
+    assert.deepEqual((await read({})).referenceCallers, { kubernetes: [zt], pid: [zt] });
+    const both = await read({ BROKER_ALLOWED_CALLERS: `${zt},${agent}`, BROKER_PID_REFERENCE_CALLERS: zt });
+    assert.deepEqual(both.referenceCallers, { kubernetes: [zt, agent], pid: [zt] });
+    await assert.rejects(read({ BROKER_KUBERNETES_REFERENCE_CALLERS: agent, BROKER_PID_REFERENCE_CALLERS: `${zt},${agent}` }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.equal(e.problems.length, 2, e.message);
+      assert.match(e.message, /BROKER_KUBERNETES_REFERENCE_CALLERS entry "spiffe:\/\/cluster.local\/ns\/istio-system\/sa\/agent" is not on BROKER_ALLOWED_CALLERS/);
+      assert.match(e.message, /BROKER_PID_REFERENCE_CALLERS entry/);
+      return true;
+    });
+  });
 });

@@ -58,7 +58,29 @@ test('Broker API constants name every method of spiffe.broker.API and its refere
     [['type', 1], ['key', 2], ['uid', 3]],
   );
   root.lookupType(spiffeBroker.PID_REFERENCE_TYPE);
-  assert.deepEqual(spiffeBroker.KUBERNETES_REFERENCE_TYPE_URLS, ['type.googleapis.com/spiffe.broker.KubernetesObjectReference']);
+  assert.deepEqual(spiffeBroker.KUBERNETES_REFERENCE_TYPE_URLS, [
+    'type.googleapis.com/spiffe.broker.KubernetesObjectReference',
+    'type.googleapis.com/spiffe.reference.KubernetesObjectReference',
+  ]);
+  assert.deepEqual(spiffeBroker.PID_REFERENCE_TYPE_URLS, ['type.googleapis.com/spiffe.broker.WorkloadPIDReference', 'type.googleapis.com/spiffe.reference.WorkloadPIDReference']);
+});
+
+test('each accepted reference type URL names a message of its proto with the standard fields and numbers (spiffe.broker and spiffe.reference alike)', () => {
+  const expected: Record<string, Array<[string, number]>> = {
+    KubernetesObjectReference: [['type', 1], ['key', 2], ['uid', 3]],
+    WorkloadPIDReference: [['pid', 1]],
+  };
+  for (const [url, info] of Object.entries(spiffeBroker.REFERENCE_TYPES)) {
+    const type = protobufRoot([info.proto]).lookupType(info.type);
+    assert.equal(url, `type.googleapis.com/${type.fullName.slice(1)}`);
+    assert.deepEqual(Object.values(type.fields).map((f) => [f.name, f.id]), expected[type.name], url);
+    if (type.name === 'KubernetesObjectReference') {
+      const t = type.fields.type!.resolve().resolvedType as typeof type;
+      assert.deepEqual(Object.values(t.fields).map((f) => [f.name, f.id]), [['plural', 1], ['group', 2]]);
+      const k = type.fields.key!.resolve().resolvedType as typeof type;
+      assert.deepEqual(Object.values(k.fields).map((f) => [f.name, f.id]), [['namespace', 1], ['name', 2]]);
+    }
+  }
 });
 
 /** The SPIFFE Workload API standard (workloadapi.proto): [field, number, type, 'repeated' | 'map' | ''] per message. */

@@ -34,6 +34,8 @@ const PROBES: readonly Probe[] = [
   // SPIFFE Broker API
   { text: 'spiffe/broker/broker.proto', match: 'within' },
   { text: 'spiffe.broker.', match: 'within' },
+  { text: 'spiffe.reference.', match: 'within' },
+  { text: 'spiffe/reference/reference.proto', match: 'within' },
   { text: 'broker.spiffe.io', match: 'within' },
   { text: 'SubscribeToX509SVID', match: 'exact' },
   { text: 'SubscribeToX509Bundles', match: 'exact' },

@@ -22,7 +22,17 @@ import {
   type WorkloadRequest,
 } from '../../protocol/spiffe-broker.js';
 import { uriSans } from '../../pki/x509-fields.js';
-import { encodePodReference, type PodReference } from '../fronts/broker-api/workload-reference.js';
+import { encodePidReference, encodePodReference, type PodReference } from '../fronts/broker-api/workload-reference.js';
+
+/** What a client names: a pod (by UID, namespace/name, or both) or a process of the node. */
+export type ClientReference = Partial<PodReference> | { readonly pid: number };
+
+export interface ClientStreamOptions {
+  /** Send `broker.spiffe.io: true` (default true). */
+  readonly header?: boolean;
+  /** The reference's type URL (its package: `spiffe.broker` by default, or `spiffe.reference`). */
+  readonly typeUrl?: string;
+}
 
 export interface BrokerClientOptions {
   readonly socketPath: string;
@@ -87,11 +97,12 @@ export class BrokerClient {
     );
   }
 
-  subscribeX509Svid(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<SubscribeToX509SVIDResponse> {
+  /** `ref`: a pod (by UID, namespace/name, or both) or a process (`{ pid }`); `typeUrl` picks the reference package (`spiffe.broker` by default). */
+  subscribeX509Svid(ref: ClientReference, options: ClientStreamOptions = {}): ClientReadableStream<SubscribeToX509SVIDResponse> {
     return this.#stream(brokerMethod<SubscribeToX509SVIDResponse>(BROKER_METHOD.subscribeToX509Svid), ref, options);
   }
 
-  subscribeX509Bundles(ref: Partial<PodReference>, options: { header?: boolean } = {}): ClientReadableStream<SubscribeToX509BundlesResponse> {
+  subscribeX509Bundles(ref: ClientReference, options: ClientStreamOptions = {}): ClientReadableStream<SubscribeToX509BundlesResponse> {
     return this.#stream(brokerMethod<SubscribeToX509BundlesResponse>(BROKER_METHOD.subscribeToX509Bundles), ref, options);
   }
 
@@ -101,10 +112,11 @@ export class BrokerClient {
     this.#credentials.destroyAll();
   }
 
-  #stream<Res>(method: MethodDefinition<WorkloadRequest, Res>, ref: Partial<PodReference>, options: { header?: boolean }): ClientReadableStream<Res> {
+  #stream<Res>(method: MethodDefinition<WorkloadRequest, Res>, ref: ClientReference, options: ClientStreamOptions): ClientReadableStream<Res> {
     const md = new Metadata();
     if (options.header !== false) md.set(BROKER_HEADER, BROKER_HEADER_VALUE);
-    const request: WorkloadRequest = { reference: { reference: encodePodReference(ref) } };
+    const packed = 'pid' in ref ? encodePidReference(ref.pid, ...(options.typeUrl ? [options.typeUrl] : [])) : encodePodReference(ref, ...(options.typeUrl ? [options.typeUrl] : []));
+    const request: WorkloadRequest = { reference: { reference: packed } };
     return this.client.makeServerStreamRequest(method.path, method.requestSerialize, method.responseDeserialize, request, md);
   }
 }

@@ -8,5 +8,5 @@
  * May import the fronts' wire helpers (the pod reference), the CA client (its own SVID) and the
  * broker's config defaults; nothing imports the client but tools and tests.
  */
-export { BrokerClient, firstMessage, type BrokerClientOptions, type ClientConstructor } from './broker-client.js';
+export { BrokerClient, firstMessage, type BrokerClientOptions, type ClientConstructor, type ClientReference, type ClientStreamOptions } from './broker-client.js';
 export { runFetch, writeSvidFiles, type FetchOptions } from './fetch.js';

@@ -4,8 +4,11 @@ test time, google.rpc.Status/ErrorInfo included). Subscribes once over the Unix 
 {"code": ..., "details": ..., "status": {"code", "message", "error_info": [...]}} for a refusal,
 with the grpc-status-details-bin trailer decoded by the generated google.rpc classes.
 
-usage: broker_api_client.py STUB_DIR SOCKET ROOTS CERT KEY SERVER_ID RPC UID NAMESPACE NAME HEADER
+usage: broker_api_client.py STUB_DIR SOCKET ROOTS CERT KEY SERVER_ID RPC UID NAMESPACE NAME HEADER [KIND PACKAGE PID]
   RPC: svid | bundles; UID/NAMESPACE/NAME: '' when not set; HEADER: 1 | 0
+  KIND: k8s (default) | pid; PACKAGE: broker (default: spiffe.broker, the final spec) | reference
+  (spiffe.reference, go-spiffe's and ztunnel#1936's); the reference is packed with the generated
+  class of that package, so its type URL is the package's own. PID: the process for KIND pid.
 """
 import json
 import os
@@ -20,6 +23,11 @@ sys.path.insert(0, sys.argv[1])
 import grpc  # noqa: E402
 from google.rpc import error_details_pb2, status_pb2  # noqa: E402
 from spiffe.broker import broker_pb2, broker_pb2_grpc  # noqa: E402
+
+try:
+    from spiffe.reference import reference_pb2  # noqa: E402
+except ImportError:  # stubs generated without spiffe/reference/reference.proto
+    reference_pb2 = None
 
 
 def read(path: str) -> bytes:
@@ -81,11 +89,16 @@ def tls_relay(broker_socket: str, roots: str, cert: str, key: str, server_id: st
 
 
 def main() -> int:
-    _, _, broker_socket, roots, cert, key, server_id, rpc, uid, namespace, name, header = sys.argv
-    ref = broker_pb2.KubernetesObjectReference(type=broker_pb2.KubernetesObjectType(plural="pods", group="core"), uid=uid)
-    if name:
-        ref.key.namespace = namespace
-        ref.key.name = name
+    _, _, broker_socket, roots, cert, key, server_id, rpc, uid, namespace, name, header, *rest = sys.argv
+    kind = rest[0] if len(rest) > 0 else "k8s"
+    package = reference_pb2 if len(rest) > 1 and rest[1] == "reference" else broker_pb2
+    if kind == "pid":
+        ref = package.WorkloadPIDReference(pid=int(rest[2]))
+    else:
+        ref = package.KubernetesObjectReference(type=package.KubernetesObjectType(plural="pods", group="core"), uid=uid)
+        if name:
+            ref.key.namespace = namespace
+            ref.key.name = name
     workload = broker_pb2.WorkloadReference()
     workload.reference.Pack(ref)
     relay = os.path.join(sys.argv[1], "relay-%d.sock" % os.getpid())

@@ -6,8 +6,9 @@
  * keyCertSign/cRLSign: UNAUTHENTICATED otherwise) whose SPIFFE ID is on the allow-list
  * (PERMISSION_DENIED otherwise); the `broker.spiffe.io: true` header is required
  * (INVALID_ARGUMENT); the request must decode (INVALID_ARGUMENT) and its reference must be a
- * KubernetesObjectReference to a pod (INVALID_ARGUMENT) on this node (NOT_FOUND) that gets an
- * identity (PERMISSION_DENIED). Streams send the full state at once, then again after every
+ * KubernetesObjectReference to a pod or a WorkloadPIDReference to a process in a pod, with the
+ * type URL of either package (INVALID_ARGUMENT; workload-resolver.ts), of a kind this caller may
+ * use (PERMISSION_DENIED), on this node (NOT_FOUND) that gets an identity (PERMISSION_DENIED). Streams send the full state at once, then again after every
  * rotation or bundle change, each stream delayed by a random share of `updateJitterMs` so a
  * bundle change does not hit every consumer in the same instant. A stream ends when its pod
  * leaves the node or is replaced (NOT_FOUND) or stops being entitled (PERMISSION_DENIED). JWT
@@ -39,6 +40,7 @@ import {
   type FetchJWTSVIDResponse,
   type SubscribeToJWTBundlesResponse,
   type SubscribeToX509BundlesResponse,
+  type ReferenceKind,
   type SubscribeToX509SVIDResponse,
   type WorkloadRequest,
 } from '../../../protocol/spiffe-broker.js';
@@ -47,9 +49,9 @@ import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
 import type { CertManager } from '../../cache/cert-manager.js';
 import { BrokerError, isAbortError } from '../../errors.js';
-import type { IneligiblePod, NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
+import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
-import { describePodReference, parseWorkloadReference } from './workload-reference.js';
+import { notEntitled, WorkloadResolver, type PidResolver } from './workload-resolver.js';
 import type { WorkloadCert } from '../../cache/workload-cert.js';
 
 export interface BrokerApiObserver {
@@ -66,6 +68,10 @@ export interface BrokerApiOptions {
   readonly bundle: TrustBundle;
   /** SPIFFE IDs allowed to call (exact match). */
   readonly allowedCallers: readonly string[];
+  /** SPIFFE IDs allowed to use each reference kind (default: `allowedCallers` for both). */
+  readonly referenceCallers?: Partial<Readonly<Record<ReferenceKind, readonly string[]>>>;
+  /** Resolves `WorkloadPIDReference`s (the attestation room); without it they are NOT_FOUND. */
+  readonly pids?: PidResolver;
   readonly clock: Clock;
   readonly rng: Rng;
   readonly logger: Logger;
@@ -112,22 +118,20 @@ export function peerSvid(raw: Buffer | undefined): { id: string } | { problems: 
   }
 }
 
-/** Why an existing pod of this node gets nothing (Broker API: PERMISSION_DENIED, WORKLOAD_NOT_ENTITLED). */
-function notEntitled(what: string, why: string): BrokerError {
-  return new BrokerError('ERR_WORKLOAD_NOT_ENTITLED', `${what} gets no identity (${why})`, {
-    status: 'permission-denied',
-    publicMessage: `workload is not entitled to an identity (${why})`,
-  });
-}
-
 export class BrokerApiService {
   readonly #o: BrokerApiOptions;
   readonly #allowed: ReadonlySet<string>;
+  readonly #resolver: WorkloadResolver;
   readonly #open = new Set<() => void>();
 
   constructor(options: BrokerApiOptions) {
     this.#o = options;
     this.#allowed = new Set(options.allowedCallers);
+    this.#resolver = new WorkloadResolver({
+      pods: options.pods,
+      ...(options.pids ? { pids: options.pids } : {}),
+      callers: { kubernetes: options.referenceCallers?.kubernetes ?? options.allowedCallers, pid: options.referenceCallers?.pid ?? options.allowedCallers },
+    });
   }
 
   /** Streams currently open. */
@@ -199,28 +203,6 @@ export class BrokerApiService {
     return caller;
   }
 
-  #resolve(request: WorkloadRequest): TrackedPod {
-    const ref = parseWorkloadReference(request.reference?.reference);
-    const byUid = ref.uid !== undefined ? this.#o.pods.byUid(ref.uid) : undefined;
-    const byKey = ref.name !== undefined ? this.#o.pods.byKey(ref.namespace!, ref.name) : undefined;
-    const pod = ref.uid !== undefined ? byUid : byKey;
-    const notFound = () =>
-      new BrokerError('ERR_WORKLOAD_NOT_FOUND', `no pod ${describePodReference(ref)} on this node`, {
-        status: 'not-found',
-        publicMessage: 'workload not found on this node',
-      });
-    if (!pod) {
-      // A pod of this node that gets no identity exists: not entitled, rather than not found.
-      const { pods } = this.#o;
-      const idle: IneligiblePod | undefined = ref.uid !== undefined ? pods.ineligibleByUid(ref.uid) : pods.ineligibleByKey(ref.namespace!, ref.name!);
-      const keyMatches = ref.uid === undefined || ref.name === undefined || (idle?.namespace === ref.namespace && idle?.name === ref.name);
-      if (idle && keyMatches) throw notEntitled(`pod ${idle.namespace}/${idle.name}`, idle.eligibility);
-      throw notFound();
-    }
-    if (ref.uid !== undefined && ref.name !== undefined && (byKey === undefined || byKey.uid !== ref.uid)) throw notFound();
-    return pod;
-  }
-
   #stream(rpc: 'x509svid' | 'x509bundles', call: ServerWritableStream<WorkloadRequest, StreamResponse>): void {
     const { clock, logger, certs, bundle, pods, rng, observer } = this.#o;
     const started = clock.now();
@@ -228,7 +210,7 @@ export class BrokerApiService {
     let caller: string;
     try {
       caller = this.#admit(call);
-      pod = this.#resolve(call.request);
+      ({ pod } = this.#resolver.resolve(call.request, caller));
     } catch (err) {
       call.emit('error', this.#reject(rpc, err, call));
       return;

@@ -6,7 +6,10 @@
  *   `TrustBundle` (caller checks, the workload reference, streams); `x509SvidResponse`.
  * - `startBrokerApiServer` + `SelfCertificateProvider`: the gRPC server, serving the broker's own
  *   SVID and trusting the bundle, with health and reflection on the same socket.
- * - `parseWorkloadReference` / `encodePodReference`: the pod reference in `google.protobuf.Any`.
+ * - `parseReference` / `encodePodReference` / `encodePidReference`: the workload reference in
+ *   `google.protobuf.Any` (Kubernetes pod or PID; `spiffe.broker.*` and `spiffe.reference.*`).
+ * - `WorkloadResolver`: a reference -> a pod of this node, with the per-kind caller allow-lists;
+ *   `attestorPidResolver`: PID -> pod through the attestation room.
  * - `brokerApiErrorInfo`: the `google.rpc.ErrorInfo` every refusal carries.
  *
  * The wire contract (names, header, type URLs, message types) is src/protocol/spiffe-broker.ts.
@@ -21,4 +24,13 @@ export {
 } from './broker-api-server.js';
 export { brokerApiErrorInfo } from './broker-api-errors.js';
 export { brokerMessageType, brokerServiceDefinition } from './broker-proto.js';
-export { describePodReference, encodePodReference, parseWorkloadReference, type PodReference } from './workload-reference.js';
+export {
+  describePodReference,
+  encodePidReference,
+  encodePodReference,
+  parseReference,
+  parseWorkloadReference,
+  type PodReference,
+  type WorkloadRef,
+} from './workload-reference.js';
+export { attestorPidResolver, WorkloadResolver, type PidResolver, type WorkloadResolverOptions } from './workload-resolver.js';

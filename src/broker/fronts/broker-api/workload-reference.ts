@@ -1,14 +1,23 @@
 /**
- * Workload references of the SPIFFE Broker API: a `google.protobuf.Any` that must pack a
- * `KubernetesObjectReference` to a core pod, by UID, by namespace/name, or both.
+ * Workload references of the SPIFFE Broker API: a `google.protobuf.Any` packing either a
+ * `KubernetesObjectReference` to a core pod (by UID, by namespace/name, or both) or a
+ * `WorkloadPIDReference` (a positive PID), with the type URL of the final spec (`spiffe.broker.*`)
+ * or of go-spiffe / ztunnel#1936 (`spiffe.reference.*`): same fields and numbers, each decoded
+ * with its own message type (src/protocol/spiffe-broker.ts `REFERENCE_TYPES`).
  */
+import type protobuf from 'protobufjs';
+import { protobufRoot } from '../../../grpc/proto-load.js';
 import type { ProtoAny } from '../../../protocol/protobuf-types.js';
 import {
   KUBERNETES_POD_TYPE,
   KUBERNETES_REFERENCE_TYPE,
   KUBERNETES_REFERENCE_TYPE_URL,
-  KUBERNETES_REFERENCE_TYPE_URLS,
+  PID_REFERENCE_TYPE,
+  PID_REFERENCE_TYPE_URL,
+  REFERENCE_TYPES,
   type KubernetesObjectReference,
+  type ReferenceKind,
+  type WorkloadPIDReference,
 } from '../../../protocol/spiffe-broker.js';
 import { BrokerError } from '../../errors.js';
 import { brokerMessageType } from './broker-proto.js';
@@ -20,6 +29,11 @@ export interface PodReference {
   readonly name: string | undefined;
 }
 
+/** A decoded reference of either kind, with the type URL it came with. */
+export type WorkloadRef =
+  | ({ readonly kind: 'kubernetes'; readonly typeUrl: string } & PodReference)
+  | { readonly kind: 'pid'; readonly typeUrl: string; readonly pid: number };
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -28,19 +42,32 @@ function invalid(message: string): BrokerError {
   return new BrokerError('ERR_WORKLOAD_REFERENCE_INVALID', message, { status: 'invalid-argument', publicMessage: message });
 }
 
-/** Decodes and validates a workload reference; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason. */
-export function parseWorkloadReference(reference: ProtoAny | null | undefined): PodReference {
+function messageType(proto: string, type: string): protobuf.Type {
+  return protobufRoot([proto]).lookupType(type);
+}
+
+/** Decodes and validates a reference of any accepted type; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason. */
+export function parseReference(reference: ProtoAny | null | undefined): WorkloadRef {
   if (!reference || !reference.type_url) throw invalid('workload reference is missing');
-  if (!KUBERNETES_REFERENCE_TYPE_URLS.includes(reference.type_url)) {
-    throw invalid(`unsupported workload reference type ${JSON.stringify(reference.type_url)} (want ${KUBERNETES_REFERENCE_TYPE_URL})`);
-  }
-  let decoded: KubernetesObjectReference;
+  const typeUrl = reference.type_url;
+  const info = REFERENCE_TYPES[typeUrl];
+  if (!info) throw invalid(`unsupported workload reference type ${JSON.stringify(typeUrl.slice(0, 200))} (want one of ${Object.keys(REFERENCE_TYPES).join(', ')})`);
+  let decoded: unknown;
   try {
-    const type = brokerMessageType(KUBERNETES_REFERENCE_TYPE);
-    decoded = type.toObject(type.decode(reference.value ?? new Uint8Array())) as KubernetesObjectReference;
+    const type = messageType(info.proto, info.type);
+    decoded = type.toObject(type.decode(reference.value ?? new Uint8Array()));
   } catch {
-    throw invalid('workload reference does not decode as a KubernetesObjectReference');
+    throw invalid(`workload reference does not decode as a ${info.type}`);
   }
+  if (info.kind === 'pid') {
+    const pid = (decoded as WorkloadPIDReference).pid ?? 0;
+    if (!Number.isSafeInteger(pid) || pid <= 0) throw invalid('pid must be a positive integer');
+    return { kind: 'pid', typeUrl, pid };
+  }
+  return { kind: 'kubernetes', typeUrl, ...podReferenceOf(decoded as KubernetesObjectReference) };
+}
+
+function podReferenceOf(decoded: KubernetesObjectReference): PodReference {
   const plural = decoded.type?.plural ?? '';
   const group = decoded.type?.group ?? '';
   if (plural !== KUBERNETES_POD_TYPE.plural || group !== KUBERNETES_POD_TYPE.group) {
@@ -59,18 +86,35 @@ export function parseWorkloadReference(reference: ProtoAny | null | undefined): 
   return { uid, namespace, name };
 }
 
-/** Packs a pod reference into the Any a client sends (for `certbroker fetch`, tests and benchmarks). */
-export function encodePodReference(ref: Partial<PodReference>): Required<ProtoAny> {
-  const type = brokerMessageType(KUBERNETES_REFERENCE_TYPE);
+/** The pod reference of a Kubernetes `Any` (any accepted type URL); a PID reference is ERR_WORKLOAD_REFERENCE_INVALID. */
+export function parseWorkloadReference(reference: ProtoAny | null | undefined): PodReference {
+  const ref = parseReference(reference);
+  if (ref.kind !== 'kubernetes') throw invalid('want a KubernetesObjectReference');
+  return { uid: ref.uid, namespace: ref.namespace, name: ref.name };
+}
+
+/** Packs a pod reference into the Any a client sends (for `certbroker fetch`, tests and benchmarks); `typeUrl` picks the package. */
+export function encodePodReference(ref: Partial<PodReference>, typeUrl: string = KUBERNETES_REFERENCE_TYPE_URL): Required<ProtoAny> {
+  const info = REFERENCE_TYPES[typeUrl];
+  const type = info?.kind === 'kubernetes' ? messageType(info.proto, info.type) : brokerMessageType(KUBERNETES_REFERENCE_TYPE);
   const message = type.fromObject({
     type: { ...KUBERNETES_POD_TYPE },
     ...(ref.namespace !== undefined || ref.name !== undefined ? { key: { namespace: ref.namespace ?? '', name: ref.name ?? '' } } : {}),
     ...(ref.uid !== undefined ? { uid: ref.uid } : {}),
   });
-  return { type_url: KUBERNETES_REFERENCE_TYPE_URL, value: Buffer.from(type.encode(message).finish()) };
+  return { type_url: typeUrl, value: Buffer.from(type.encode(message).finish()) };
+}
+
+/** Packs a PID reference (tests, benchmarks); `typeUrl` picks the package. */
+export function encodePidReference(pid: number, typeUrl: string = PID_REFERENCE_TYPE_URL): Required<ProtoAny> {
+  const info = REFERENCE_TYPES[typeUrl];
+  const type = info?.kind === 'pid' ? messageType(info.proto, info.type) : brokerMessageType(PID_REFERENCE_TYPE);
+  return { type_url: typeUrl, value: Buffer.from(type.encode(type.fromObject({ pid })).finish()) };
 }
 
 export function describePodReference(ref: PodReference): string {
   const key = ref.name !== undefined ? `${ref.namespace}/${ref.name}` : '';
   return [key, ref.uid !== undefined ? `uid=${ref.uid}` : ''].filter((s) => s !== '').join(' ');
 }
+
+export type { ReferenceKind };
