@@ -45,12 +45,15 @@ export class ConnectionAttestor {
     return this.#o.peers;
   }
 
-  /** Attests the peer of `socket`, just accepted. Never rejects. */
-  async attest(socket: Socket): Promise<ConnectionAttestation> {
+  /**
+   * Attests the peer of `socket`. `acceptedAtTicks`: the boot clock when it was accepted
+   * (`processes.nowTicks()`, read then); default now, for a socket just accepted. Never rejects.
+   */
+  async attest(socket: Socket, acceptedAtTicks?: number): Promise<ConnectionAttestation> {
     const started = this.#now();
     let result: ConnectionAttestation;
     try {
-      const acceptedAt = this.#o.processes.nowTicks();
+      const acceptedAt = acceptedAtTicks ?? this.#o.processes.nowTicks();
       const peer = await this.#o.peers.read(socket);
       result = { ...this.#o.processes.attest(peer.pid, acceptedAt), peer };
     } catch (error) {

@@ -16,9 +16,16 @@ export interface CallerLookup {
 
 const TAG_PREFIX = 'workload-api-connection-';
 
+interface Connection {
+  readonly socket: Socket;
+  /** The boot clock at accept (undefined when /proc/uptime could not be read: the attestation then says why). */
+  readonly acceptedAt: number | undefined;
+  attestation: Promise<ConnectionAttestation>;
+}
+
 export class AttestedConnections implements CallerLookup {
   readonly #attestor: ConnectionAttestor;
-  readonly #byTag = new Map<string, Promise<ConnectionAttestation>>();
+  readonly #byTag = new Map<string, Connection>();
   #next = 0;
 
   constructor(attestor: ConnectionAttestor) {
@@ -30,20 +37,39 @@ export class AttestedConnections implements CallerLookup {
     return this.#byTag.size;
   }
 
+  get attestor(): ConnectionAttestor {
+    return this.#attestor;
+  }
+
   /** Tags `socket` and starts its attestation; call it as the socket is accepted, before anything reads from it. */
   accept(socket: Socket): void {
     const tag = `${TAG_PREFIX}${++this.#next}`;
     Object.defineProperty(socket, 'remoteAddress', { value: tag, configurable: true, enumerable: true });
-    this.#byTag.set(tag, this.#attestor.attest(socket));
+    let acceptedAt: number | undefined;
+    try {
+      acceptedAt = this.#attestor.processes.nowTicks();
+    } catch {
+      acceptedAt = undefined;
+    }
+    this.#byTag.set(tag, { socket, acceptedAt, attestation: this.#attestor.attest(socket, acceptedAt) });
     socket.once('close', () => this.#byTag.delete(tag));
   }
 
+  /**
+   * The connection's attestation. One that could not be made (`unavailable`: the helper failed or
+   * timed out) is made again for the next call on that connection, still measured against the
+   * accept time: SPIFFE clients retry on the connection they hold, which would otherwise stay
+   * refused until they reconnect. Every other outcome is final for the connection.
+   */
   attestationOf(peer: string): Promise<ConnectionAttestation> | undefined {
-    return this.#byTag.get(peer);
-  }
-
-  get attestor(): ConnectionAttestor {
-    return this.#attestor;
+    const c = this.#byTag.get(peer);
+    if (!c) return undefined;
+    const current = c.attestation;
+    return current.then((result) => {
+      if (result.ok || result.reason !== 'unavailable' || c.socket.destroyed) return result;
+      if (c.attestation === current) c.attestation = this.#attestor.attest(c.socket, c.acceptedAt);
+      return c.attestation;
+    });
   }
 
   recheck(process: AttestedProcess): Attestation {
