@@ -18,7 +18,7 @@ import { Client, credentials, Metadata } from '@grpc/grpc-js';
 import { type Broker, splitDerCertificates, startBroker } from '../../src/broker/index.js';
 import { healthServiceDefinition, protoRootFor } from '../../src/grpc/index.js';
 import { typedMethod } from '../../src/grpc/typed-methods.js';
-import { certificateToPem } from '../../src/pki/index.js';
+import { certificateToPem, createRootCa } from '../../src/pki/index.js';
 import { WORKLOAD_API_PROTO } from '../../src/protocol/workload-api.js';
 import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../support/kube-cgroups.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
@@ -260,6 +260,20 @@ describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Py
     assert.match(text, /certbroker_broker_workload_api_streams_open\{rpc="x509svid"\} \d/);
     assert.match(text, /certbroker_broker_workload_api_first_message_seconds_count\{rpc="x509svid"\} [1-9]/);
     assert.match(text, /certbroker_broker_workload_api_rejections_total\{rpc="FetchX509SVID",code="ERR_CALLER_NOT_ATTESTED"\} [1-9]/);
+  });
+
+  it('a trust bundle change delivers a new message on both streams (full state: the new bundle)', async () => {
+    const svid = workload('x509svid', { cgroup: containerCgroup(uids['cart-0']!), count: 2 });
+    const bundles = workload('x509bundles', { cgroup: containerCgroup(uids['web-0']!), count: 2 });
+    const before = await svid.line(0);
+    assert.equal(splitDerCertificates(Buffer.from((await bundles.line(0)).bundles![`spiffe://${TD}`]!, 'base64')).length, 1);
+    const extra = await createRootCa({ subject: 'CN=next mesh root', ttlSeconds: 3600 });
+    assert.ok(broker.bundle.update([...broker.bundle.rootsDer, Buffer.from(extra.der)]));
+    const svidAfter = await svid.line(1);
+    assert.equal(svidAfter.svids[0]!.x509_svid, before.svids[0]!.x509_svid, 'the same SVID');
+    assert.equal(splitDerCertificates(Buffer.from(svidAfter.svids[0]!.bundle, 'base64')).length, 2, 'with both roots');
+    const bundlesAfter = await bundles.line(1);
+    assert.equal(splitDerCertificates(Buffer.from(bundlesAfter.bundles![`spiffe://${TD}`]!, 'base64')).length, 2);
   });
 
   it('SIGTERM-style stop with a stream open: the stream ends UNAVAILABLE and the broker stops within its deadline (last: stops the broker)', async () => {
