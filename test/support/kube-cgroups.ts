@@ -7,13 +7,17 @@
  * cgroupfs driver and the runtimes name them; `place(pid, path)` creates it and moves the process
  * in by writing its PID to `cgroup.procs`. `cleanup()` moves every process still inside back to
  * the hierarchy's root and removes the directories this fixture created, deepest first; it runs
- * at process exit too, so a failing test leaves nothing behind. Shared ancestors
- * (`kubepods.slice`, …) that another test still uses are left for that test to remove.
+ * at process exit too, so a failing test leaves nothing behind. Ancestors (`kubepods.slice`, …)
+ * are shared by the test processes running at once: each fixture lists what it created in a
+ * registry file under the temp directory, and every cleanup also removes whatever listed
+ * directory has become empty, so the last test out removes the ancestors another one made.
  *
  * `kubeCgroupsProblem()` says why a test must skip (not root, no such hierarchy, cgroups cannot be
  * created here), or undefined.
  */
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 export type Qos = 'guaranteed' | 'burstable' | 'besteffort';
@@ -70,6 +74,37 @@ function rmdirWhenEmptied(dir: string): void {
   }
 }
 
+/** Where fixtures (of any test process) list the cgroups they created. */
+const REGISTRY = join(tmpdir(), 'certbroker-kube-cgroups');
+
+/** Removes every registered directory that is empty now, deepest first; forgets the ones that are gone. */
+function sweepRegistered(): void {
+  let files: string[];
+  try {
+    files = readdirSync(REGISTRY).filter((f) => f.endsWith('.json'));
+  } catch {
+    return;
+  }
+  for (const f of files) {
+    const file = join(REGISTRY, f);
+    let dirs: string[];
+    try {
+      dirs = JSON.parse(readFileSync(file, 'utf8')) as string[];
+    } catch {
+      continue;
+    }
+    const left = [...dirs].sort((a, b) => b.length - a.length).filter((d) => {
+      try {
+        rmdirSync(d);
+        return false;
+      } catch (err) {
+        return errCode(err) !== 'ENOENT';
+      }
+    });
+    if (left.length === 0) rmSync(file, { force: true });
+  }
+}
+
 const live = new Set<KubeletCgroups>();
 process.on('exit', () => {
   for (const c of live) c.cleanup();
@@ -79,6 +114,7 @@ export class KubeletCgroups {
   readonly root: string;
   /** Directories this fixture created, in creation order. */
   readonly #created: string[] = [];
+  readonly #registry = join(REGISTRY, `${process.pid}-${randomBytes(4).toString('hex')}.json`);
 
   private constructor(root: string) {
     this.root = root;
@@ -99,8 +135,16 @@ export class KubeletCgroups {
 
   /** Creates `relPath` (and missing parents) and moves `pid` into it. */
   place(pid: number, relPath: string): void {
-    this.#mkdir(join(this.root, relPath));
-    writeFileSync(join(this.root, relPath, 'cgroup.procs'), `${pid}\n`);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        this.#mkdir(join(this.root, relPath));
+        writeFileSync(join(this.root, relPath, 'cgroup.procs'), `${pid}\n`);
+        return;
+      } catch (err) {
+        // Another test's sweep removed an empty ancestor between our mkdir and our write: again.
+        if (errCode(err) !== 'ENOENT' || attempt >= 5) throw err;
+      }
+    }
   }
 
   #mkdir(dir: string): void {
@@ -109,6 +153,8 @@ export class KubeletCgroups {
     try {
       mkdirSync(dir);
       this.#created.push(dir);
+      mkdirSync(REGISTRY, { recursive: true });
+      writeFileSync(this.#registry, JSON.stringify(this.#created));
     } catch (err) {
       if (errCode(err) !== 'EEXIST') throw err;
     }
@@ -116,6 +162,7 @@ export class KubeletCgroups {
 
   /** Moves every process out of what this fixture created and removes it (shared ancestors still in use stay). */
   cleanup(): void {
+    const left: string[] = [];
     for (const dir of [...this.#created].reverse()) {
       if (!existsSync(dir)) continue;
       try {
@@ -128,11 +175,15 @@ export class KubeletCgroups {
         }
         rmdirWhenEmptied(dir);
       } catch (err) {
-        // Another test's cgroup still inside a shared ancestor: that test removes it.
+        // Another test's cgroup still inside a shared ancestor: it stays registered for the last sweep.
         if (!['ENOENT', 'ENOTEMPTY', 'EBUSY'].includes(errCode(err) ?? '')) throw err;
+        if (errCode(err) !== 'ENOENT') left.push(dir);
       }
     }
     this.#created.length = 0;
+    if (left.length > 0) writeFileSync(this.#registry, JSON.stringify(left));
+    else rmSync(this.#registry, { force: true });
+    sweepRegistered();
   }
 }
 
