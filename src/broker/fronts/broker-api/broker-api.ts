@@ -107,8 +107,25 @@ function x509BundlesResponse(bundle: TrustBundle): SubscribeToX509BundlesRespons
  * The SPIFFE ID of the peer's leaf certificate (DER) when it is a valid X509-SVID leaf; otherwise
  * the rules it breaks (their `ERR_SVID_*` codes), for the refusal's log line.
  */
-export function peerSvid(raw: Buffer | undefined): { id: string } | { problems: string[] } {
+export function peerSvid(raw: Buffer | undefined): PeerSvid {
   if (!raw) return { problems: ['no client certificate'] };
+  // The verdict is a pure function of the DER (validity dates are the TLS handshake's job), and
+  // parsing a certificate costs more than the rest of a call: remember the few peers a node has.
+  const key = raw.toString('latin1');
+  const known = peerVerdicts.get(key);
+  if (known) return known;
+  const verdict = checkPeerSvid(raw);
+  if (peerVerdicts.size >= PEER_VERDICTS_MAX) peerVerdicts.delete(peerVerdicts.keys().next().value!);
+  peerVerdicts.set(key, verdict);
+  return verdict;
+}
+
+type PeerSvid = { id: string } | { problems: string[] };
+/** Peer certificates whose verdict is remembered (a node has a handful of Broker API callers). */
+const PEER_VERDICTS_MAX = 64;
+const peerVerdicts = new Map<string, PeerSvid>();
+
+function checkPeerSvid(raw: Buffer): PeerSvid {
   try {
     const { spiffeId, problems } = x509SvidProblems(raw, { role: 'leaf' });
     if (problems.length > 0 || !spiffeId) return { problems: problems.map((p) => p.code) };
