@@ -183,6 +183,16 @@ function verifyCsrParts(parts: CsrParts, key: { publicKey: KeyObject; keySpec: K
 }
 
 /**
+ * The SubjectPublicKeyInfo DER of a CSR whose structure is valid (the strict walk `parseCsr`
+ * starts with, with its ERR_PKI_PEM_*, ERR_PKI_CSR_MALFORMED and ERR_PKI_CSR_UNSUPPORTED_ALGORITHM
+ * codes), without importing the key or checking the signature: for a relay whose CA does both
+ * (the broker's Istio CA front compares the leaf's key with it).
+ */
+export function csrPublicKeyInfo(input: string | Uint8Array): Buffer {
+  return readCsrParts(input).spki;
+}
+
+/**
  * Parses a CSR (PEM or DER) and verifies its signature. Coded errors: ERR_PKI_PEM_* (not a CSR
  * PEM), ERR_PKI_CSR_MALFORMED (garbage), ERR_PKI_CSR_UNSUPPORTED_ALGORITHM,
  * ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID.

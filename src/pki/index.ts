@@ -67,6 +67,7 @@ export {
   createCsr,
   parseCsr,
   parseCsrAsync,
+  csrPublicKeyInfo,
   type Csr,
   type CreateCsrOptions,
   type VerifiedCsr,
@@ -107,6 +108,7 @@ export { parseCertificates, parseResponseChain, verifyChain, type ResponseChain,
 export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle.js';
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';
+export { leafFacts, verifyLeafSignature, type LeafFacts } from './leaf-facts.js';
 export {
   MAX_SERVING_NAMES,
   canonicalServingName,

@@ -46,7 +46,7 @@ interface PyRequest {
   readonly impersonate?: string;
   readonly ttl?: number;
   readonly clusterid?: string;
-  readonly bad_csr?: boolean;
+  readonly bad_csr?: 'garbage' | 'signature';
 }
 type PyResult = { readonly cert_chain: string[]; readonly spki_pem: string } | { readonly code: string; readonly details: string };
 
@@ -168,7 +168,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
     assert.ok(served.verify(new X509Certificate(stack.ca.rootsPem()).publicKey));
   });
 
-  it('node-authorization matrix: another node, wrong account, unbound, no pod on the node, foreign trust domain, wrong audience or cluster -> UNAUTHENTICATED without a CA call; bad CSR -> INVALID_ARGUMENT without one', async () => {
+  it('node-authorization matrix: another node, wrong account, unbound, no pod on the node, foreign trust domain, wrong audience or cluster -> UNAUTHENTICATED without a CA call; a CSR that is not one -> INVALID_ARGUMENT without one', async () => {
     const unbound = await tokenFor(stack.core, BROKER_NS, 'ztunnel', { audience: 'istio-ca', expirationSeconds: 3600 });
     const cases: Array<{ req: PyRequest; code: string; reason: string }> = [
       { req: { token: tokens.remote!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
@@ -180,7 +180,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
       { req: { token: tokens.wrongAudience!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_INVALID' },
       { req: { token: tokens.local!, san: ZTUNNEL_ID, clusterid: 'elsewhere' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_UNKNOWN_CLUSTER' },
       { req: { token: 'not-a-jwt', san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_MALFORMED' },
-      { req: { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: true }, code: 'INVALID_ARGUMENT', reason: 'ERR_PKI_' },
+      { req: { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'garbage' }, code: 'INVALID_ARGUMENT', reason: 'ERR_PKI_' },
     ];
     const countsBefore = await Promise.all(cases.map((c) => (c.reason.endsWith('_') ? 0 : frontCount(c.reason))));
     const callsBefore = await caCalls();
@@ -195,12 +195,18 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
     }
   });
 
-  it("a TTL over the CA's maximum is the CA's INVALID_ARGUMENT, relayed (one CA call)", async () => {
+  it("a TTL over the CA's maximum and a CSR whose signature does not verify are the CA's INVALID_ARGUMENT, relayed (one CA call each)", async () => {
     const before = await caCalls();
-    const [r] = await py([{ token: tokens.local!, san: cartId, impersonate: cartId, ttl: 365 * 86_400 }]);
-    assert.ok(r && 'code' in r, JSON.stringify(r));
-    assert.equal(r.code, 'INVALID_ARGUMENT');
-    assert.equal((await caCalls()) - before, 1);
+    const results = await py([
+      { token: tokens.local!, san: cartId, impersonate: cartId, ttl: 365 * 86_400 },
+      { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'signature' },
+    ]);
+    for (const r of results) {
+      assert.ok('code' in r, JSON.stringify(r));
+      assert.equal(r.code, 'INVALID_ARGUMENT', JSON.stringify(r));
+    }
+    assert.equal((await caCalls()) - before, 2);
+    assert.ok((await frontCount('ERR_FRONT_CA_DENIED')) >= 2, 'counted as the CA refusing the request');
   });
 
   it('health (SERVING) and reflection over TLS, like the CA', async () => {

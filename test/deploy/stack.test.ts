@@ -151,7 +151,7 @@ test('CA and broker work with exactly the deploy/ RBAC and issue a workload cert
   try {
     const { privateKey } = await generateKeyPair();
     const chain = await viaFront.forwardCsr({ csrPem: createCsr({ privateKey, uri: identity }).pem, identity, ttlSeconds: 3600 }, AbortSignal.timeout(20_000));
-    assert.equal(checkX509Svid(chain[0]!)?.id, identity, 'the front issued the workload identity for ztunnel');
+    assert.equal(checkX509Svid(chain.certChain[0]!)?.id, identity, "the front issued the workload identity for ztunnel");
   } finally {
     viaFront.close();
   }

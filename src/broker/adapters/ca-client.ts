@@ -35,6 +35,7 @@ import { x509SvidProblems } from '../../spiffe/x509-svid.js';
 import { BrokerError } from '../errors.js';
 import type { CaClient, WorkloadCert } from '../cache/workload-cert.js';
 import { servingNameSans, uriSans } from '../../pki/x509-fields.js';
+import { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
 import { canonicalServingName } from '../../pki/serving-names.js';
 
 /** Supplies the broker's current bearer token for the CA. */
@@ -154,11 +155,12 @@ export class IstioCaClient implements CaClient {
   /**
    * Forwards a CSR the broker did not make (the Istio CA front: ztunnel's key) for `identity`,
    * always as ImpersonatedIdentity, with the broker's token and `clusterid`, and `ttlSeconds` as
-   * asked (0 = the CA's default). Returns the CA's `cert_chain` as it came once `parseCaResponse`
-   * accepts it (one URI SAN = `identity`, an X509-SVID leaf signed by the next certificate); the
-   * caller checks the leaf's key against the CSR. A refusal is a `CaCallError` (its `grpcCode`).
+   * asked (0 = the CA's default). Returns the CA's `cert_chain` as it came once
+   * `checkForwardedChain` accepts it (one URI SAN = `identity`, not a CA, signed by the next
+   * certificate), with the leaf's SPKI for the caller to compare with the CSR's. A refusal is a
+   * `CaCallError` (its `grpcCode`).
    */
-  async forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<readonly string[]> {
+  async forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<ForwardedChain> {
     const token = await this.#o.tokens.token(signal);
     const metadata = new Metadata();
     metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
@@ -168,8 +170,7 @@ export class IstioCaClient implements CaClient {
       metadata,
       signal,
     );
-    parseCaResponse(response, request.identity);
-    return response.cert_chain ?? [];
+    return checkForwardedChain(response, request.identity);
   }
 
   /** Closes the channel and destroys its connections (a CA that never answers keeps none alive). */

@@ -30,4 +30,5 @@ export {
   type RegistrationServerOptions,
 } from './registration-server.js';
 export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHARED_SOCKET_MODE } from './unix-socket.js';
+export { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
 export { tokenReviewCallerAuthenticator, type CallerAuthenticatorAdapter, type CallerTokenReviewOptions } from './caller-token-review.js';

@@ -9,10 +9,11 @@ proto/istio/v1/auth/ca.proto at test time.
 
 usage: ztunnel_ca_client.py STUB_DIR SPEC_FILE
 SPEC: {"target": "localhost:PORT", "roots_file": ..., "requests": [{"token_file", "san",
-       "impersonate"?, "ttl", "clusterid"?, "bad_csr"?}]}
+       "impersonate"?, "ttl", "clusterid"?, "bad_csr"?: "garbage" | "signature"}]}
 Prints a JSON list, one entry per request: {"cert_chain": [...], "spki_pem": ...} or
 {"code": "...", "details": "..."}.
 """
+import base64
 import json
 import sys
 
@@ -26,17 +27,20 @@ from google.protobuf import struct_pb2  # noqa: E402
 from istio.v1.auth import ca_pb2, ca_pb2_grpc  # noqa: E402
 
 
-def csr_for(san: str, bad: bool) -> tuple[str, str]:
+def csr_for(san: str, bad: str) -> tuple[str, str]:
+    """bad: '' (a good CSR), 'garbage' (not a PKCS#10 structure), 'signature' (well formed, the
+    signature does not verify: its last byte flipped)."""
     key = ec.generate_private_key(ec.SECP256R1())
     builder = x509.CertificateSigningRequestBuilder().subject_name(x509.Name([]))
     builder = builder.add_extension(x509.SubjectAlternativeName([x509.UniformResourceIdentifier(san)]), critical=True)
-    pem = builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM).decode()
-    if bad:
-        # Flip one character inside the base64 body: the signature no longer verifies.
-        lines = pem.splitlines()
-        body = lines[3]
-        lines[3] = body[:10] + ("A" if body[10] != "A" else "B") + body[11:]
-        pem = "\n".join(lines) + "\n"
+    der = builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+    if bad == "garbage":
+        der = der[: len(der) // 2]
+    elif bad == "signature":
+        # The signature is the last element; flipping its last byte keeps the DER well formed.
+        der = der[:-1] + bytes([der[-1] ^ 0x01])
+    body = base64.encodebytes(der).decode().replace("\n", "")
+    pem = "-----BEGIN CERTIFICATE REQUEST-----\n" + "\n".join(body[i : i + 64] for i in range(0, len(body), 64)) + "\n-----END CERTIFICATE REQUEST-----\n"
     spki = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
     return pem, spki
 
@@ -53,7 +57,7 @@ def main() -> int:
         for r in spec["requests"]:
             with open(r["token_file"]) as f:
                 token = f.read().strip()
-            csr, spki = csr_for(r["san"], r.get("bad_csr", False))
+            csr, spki = csr_for(r["san"], r.get("bad_csr", ""))
             meta = struct_pb2.Struct()
             if r.get("impersonate"):
                 meta.update({"ImpersonatedIdentity": r["impersonate"]})

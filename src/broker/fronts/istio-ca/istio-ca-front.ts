@@ -8,8 +8,9 @@
  * 3. the caller and `ImpersonatedIdentity` are authorized on the node (`FrontAuthorizer`): a
  *    denial answers here, without a CA call;
  * 4. the caller is within its bounds (`CallerLimits`, else RESOURCE_EXHAUSTED);
- * 5. the CSR parses and its signature verifies, `validity_duration` is a whole number of seconds
- *    (else INVALID_ARGUMENT);
+ * 5. the CSR is a structurally valid PKCS#10 request, `validity_duration` a whole number of
+ *    seconds (else INVALID_ARGUMENT, without a CA call); its signature is the CA's to verify
+ *    (a CSR that does not verify is the CA's INVALID_ARGUMENT, relayed);
  * 6. the CSR is forwarded to the CA with the broker's own token, `ImpersonatedIdentity` = the
  *    granted identity and the broker's `clusterid`; the answer's leaf must carry exactly that
  *    identity (the forwarder checks) and the CSR's key (checked here); the CA's `cert_chain` goes
@@ -20,7 +21,7 @@
  * observer's reason). An unreadable request is the CA transport's `MALFORMED_REQUEST`.
  * The CSR carries ztunnel's key, so nothing here is cached but the token reviews.
  */
-import { X509Certificate } from 'node:crypto';
+import { createPublicKey } from 'node:crypto';
 import type { sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
 import { MALFORMED_REQUEST, publicAuthError } from '../../../ca/index.js';
 import { CertbrokerError } from '../../../core/errors.js';
@@ -28,7 +29,7 @@ import type { Logger } from '../../../core/log.js';
 import { Secret } from '../../../core/secret.js';
 import { structString } from '../../../grpc/struct-value.js';
 import { toGrpcError } from '../../../ops/grpc-errors.js';
-import { parseCsrAsync } from '../../../pki/csr.js';
+import { csrPublicKeyInfo } from '../../../pki/csr.js';
 import { PkiError } from '../../../pki/errors.js';
 import {
   AUTHORIZATION_METADATA,
@@ -54,10 +55,13 @@ export interface CsrForwarder {
   /**
    * Asks the CA to sign `csrPem` for `identity` (as ImpersonatedIdentity, with the broker's own
    * token). Returns the CA's `cert_chain` once its leaf carries exactly one URI SAN equal to
-   * `identity` and is a valid X509-SVID signed by the next certificate. A refusal throws a
-   * BrokerError `ERR_CA_CALL_FAILED` whose `grpcCode` names the CA's status.
+   * `identity`, is not a CA and is signed by the next certificate, with the leaf's SPKI (DER).
+   * A refusal throws a BrokerError `ERR_CA_CALL_FAILED` whose `grpcCode` names the CA's status.
    */
-  forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<readonly string[]>;
+  forwardCsr(
+    request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number },
+    signal: AbortSignal,
+  ): Promise<{ readonly certChain: readonly string[]; readonly leafSpki: Buffer }>;
 }
 
 export type FrontOutcome = 'issued' | 'denied' | 'invalid' | 'limited' | 'unavailable' | 'error';
@@ -92,6 +96,17 @@ function firstString(md: FrontCallMetadata, key: string): string | undefined {
 
 function invalid(code: 'ERR_REQUEST_MALFORMED' | 'ERR_FRONT_TTL_INVALID', message: string): BrokerError {
   return new BrokerError(code, message, { status: 'invalid-argument', publicMessage: message });
+}
+
+/** Two SPKIs of one key: byte-equal (the CA copied the CSR's), or equal once re-encoded by OpenSSL. */
+function sameKey(a: Buffer, b: Buffer): boolean {
+  if (a.equals(b)) return true;
+  try {
+    const der = (spki: Buffer) => createPublicKey({ key: spki, format: 'der', type: 'spki' }).export({ type: 'spki', format: 'der' });
+    return der(a).equals(der(b));
+  } catch {
+    return false;
+  }
 }
 
 function outcomeOf(err: unknown): FrontOutcome {
@@ -172,21 +187,22 @@ export class IstioCaFrontService {
     try {
       const csrPem = request.csr ?? '';
       if (csrPem === '' || csrPem.length > (o.maxCsrBytes ?? 64 * 1024)) throw new PkiError('ERR_PKI_CSR_MALFORMED', 'CSR is empty or too large');
-      const csr = await parseCsrAsync(csrPem);
+      // Structure only: the CA verifies the signature (its INVALID_ARGUMENT is relayed) and
+      // checks the key; the leaf must then hold this SPKI.
+      const csrSpki = csrPublicKeyInfo(csrPem);
       const ttlSeconds = Number(request.validity_duration ?? 0);
       if (!Number.isSafeInteger(ttlSeconds) || ttlSeconds < 0) throw invalid('ERR_FRONT_TTL_INVALID', 'validity_duration must be a whole, non-negative number of seconds');
-      let chain: readonly string[];
+      let answer: { readonly certChain: readonly string[]; readonly leafSpki: Buffer };
       try {
-        chain = await o.forwarder.forwardCsr({ csrPem, identity: grant.identity, ttlSeconds }, signal);
+        answer = await o.forwarder.forwardCsr({ csrPem, identity: grant.identity, ttlSeconds }, signal);
       } catch (err) {
         throw relayed(err);
       }
-      const leafKey = new X509Certificate(chain[0]!).publicKey.export({ type: 'spki', format: 'der' });
-      if (!leafKey.equals(csr.spki)) {
+      if (!sameKey(answer.leafSpki, csrSpki)) {
         throw new BrokerError('ERR_CA_BAD_RESPONSE', `CA returned a leaf for ${grant.identity} that does not hold the CSR's key`, { status: 'unavailable', publicMessage: 'CA returned an unusable certificate' });
       }
       if (o.logger.level === 'debug') o.logger.debug('certificate issued through the Istio CA front', { identity: grant.identity, caller: grant.callerAccount });
-      return { cert_chain: [...chain] };
+      return { cert_chain: [...answer.certChain] };
     } finally {
       release();
     }

@@ -1,0 +1,268 @@
+/**
+ * `npm run bench:broker-front` — the node broker's Istio CA front (docs/ztunnel.md) against
+ * calling the CA directly, same client, same run.
+ *
+ * A real devcluster runs in this process; the CA runs as `certbroker ca` in a child process (TLS,
+ * the http2 transport, 1 signing worker, the stack's self-signed root) and the broker as
+ * `certbroker broker` in another (its front on a free port), as on a node: every side crosses a
+ * process boundary to reach the CA. One client — certbroker's `IstioCaClient.forwardCsr`: a kept gRPC channel,
+ * `authorization: Bearer`, `clusterid`, `ImpersonatedIdentity`, the answer checked — calls
+ * CreateCertificate for the same workload identity two ways:
+ *
+ * - **direct**: to the CA, with the broker pod's token (what the front forwards);
+ * - **front**: to the front on localhost, with a ztunnel pod's token (what released ztunnel does):
+ *   the front reviews the token (cached), authorizes on the node, verifies the CSR and forwards;
+ * - **relay** (the floor of any front in its place): a bare grpc-js relay in a child process that
+ *   forwards the request bytes and metadata to the CA and the answer back, checking nothing, with
+ *   the broker token — what a second TLS gRPC hop costs by itself.
+ *
+ * CSRs (P-256, as ztunnel makes them) are made before the clock starts and shared by both sides.
+ * 1. Latency: one call at a time, the two sides interleaved, p50/p99 and the ratio.
+ * 2. Throughput: `CONCURRENCY` calls in flight for `BATCH` calls, sides alternated over `ROUNDS`.
+ * Goal: front <= 1.3x direct. BENCH_FRONT_SAMPLES (default 400) latency samples per side.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { median, pct, writeDocSection } from './report.js';
+
+const SAMPLES = Number(process.env.BENCH_FRONT_SAMPLES ?? 400);
+const CONCURRENCY = 8;
+const BATCH = 400;
+const ROUNDS = 3;
+const CSRS = 64;
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const RUN = fileURLToPath(new URL('../src/broker/run.js', import.meta.url));
+
+async function waitFor(what: string, probe: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+type Side = 'direct' | 'relay' | 'front';
+const SIDES: readonly Side[] = ['direct', 'relay', 'front'];
+
+interface Result {
+  readonly latency: Readonly<Record<Side, number[]>>;
+  readonly throughput: Array<{ readonly side: Side; readonly perSecond: number }>;
+  /** CPU (user + system) the middle process spent per call during its throughput rounds, ms. */
+  readonly cpuPerCall: { readonly relay: number; readonly front: number };
+}
+
+/** User + system CPU of process `pid` so far, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks). */
+async function cpuMs(pid: number): Promise<number> {
+  const { readFileSync } = await import('node:fs');
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+}
+
+/** `--relay CA_PORT CERT KEY ROOTS`: the bare grpc-js relay (a child process), prints its port. */
+async function relay(args: readonly string[]): Promise<void> {
+  const [caPort, certFile, keyFile, rootsFile] = args;
+  const { readFileSync } = await import('node:fs');
+  const { Client, Server, ServerCredentials, credentials } = await import('@grpc/grpc-js');
+  const path = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
+  const same = (b: Buffer) => b;
+  const upstream = new Client(`127.0.0.1:${caPort}`, credentials.createSsl(readFileSync(rootsFile!)), { 'grpc.ssl_target_name_override': 'localhost', 'grpc.default_authority': 'localhost' });
+  const server = new Server();
+  const method = { path, requestStream: false, responseStream: false, requestSerialize: same, requestDeserialize: same, responseSerialize: same, responseDeserialize: same };
+  server.addService({ CreateCertificate: method }, {
+    CreateCertificate: (call: import('@grpc/grpc-js').ServerUnaryCall<Buffer, Buffer>, cb: import('@grpc/grpc-js').sendUnaryData<Buffer>) =>
+      upstream.makeUnaryRequest(path, same, same, call.request, call.metadata, (err, res) => cb(err, res)),
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', ServerCredentials.createSsl(null, [{ cert_chain: readFileSync(certFile!), private_key: readFileSync(keyFile!) }]), (e, p) => (e ? reject(e) : resolve(p))),
+  );
+  process.stdout.write(`relay ${port}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => process.exit(0));
+}
+
+async function measure(): Promise<Result> {
+  const { Stack, TD, NODE, BROKER_NS, BROKER_SA } = await import('../test/broker/support/stack.js');
+  const { IstioCaClient } = await import('../src/broker/index.js');
+  const { createCsr, generateKeyPair } = await import('../src/pki/index.js');
+  const stack = await Stack.start({ tmpPrefix: 'bench-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
+  let child: ChildProcess | undefined;
+  let relayChild: ChildProcess | undefined;
+  let caChild: ChildProcess | undefined;
+  try {
+    await stack.createPod({ namespace: BROKER_NS, name: 'ztunnel-bench', serviceAccount: 'ztunnel', nodeName: NODE });
+    await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
+    await waitFor('CA pod index', () => stack.ca.podIndex('Kubernetes')?.getPod({ namespace: 'shop', name: 'cart-0' }) !== undefined);
+
+    // The CA in its own process, on the stack's root (istio-ca-secret), trusting the broker as a node agent.
+    const caKubeconfig = join(stack.dir, 'ca.kubeconfig');
+    await stack.dc.writeKubeconfig(caKubeconfig, { token: stack.dc.adminToken, name: 'admin' });
+    const { writeCaLauncher } = await import('../test/ca/support/ca-process.js');
+    const caProc = spawn(process.execPath, [await writeCaLauncher(stack.dir)], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        LOG_LEVEL: 'info',
+        KUBECONFIG: caKubeconfig,
+        CA_GRPC_ADDRESS: '127.0.0.1:0',
+        CA_OPS_ADDRESS: 'off',
+        CA_SIGNER: 'self-signed',
+        CA_NAMESPACE: BROKER_NS,
+        CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1',
+        CA_TRUSTED_NODE_ACCOUNTS: `${BROKER_NS}/${BROKER_SA}`,
+        CA_SIGNING_WORKERS: '1',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    caChild = caProc;
+    let caLog = '';
+    caProc.stderr!.on('data', (c: Buffer) => (caLog += c.toString()));
+    await waitFor('the CA process', () => /"msg":"CA listening".*"port":\d+/.test(caLog));
+    const caPort = Number(/"msg":"CA listening".*"port":(\d+)/.exec(caLog)![1]);
+
+    const kubeconfig = join(stack.dir, 'broker.kubeconfig');
+    await stack.dc.writeKubeconfig(kubeconfig, { token: stack.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
+    const rootFile = join(stack.dir, 'root.pem');
+    await writeFile(rootFile, stack.ca.rootsPem());
+    const env = {
+      PATH: process.env.PATH ?? '',
+      LOG_LEVEL: 'info',
+      NODE_NAME: NODE,
+      POD_NAME: stack.brokerPod.name,
+      POD_NAMESPACE: stack.brokerPod.namespace,
+      POD_UID: stack.brokerPod.uid,
+      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
+      TRUST_DOMAIN: TD,
+      CA_ADDRESS: `127.0.0.1:${caPort}`,
+      CA_TLS_SERVER_NAME: 'localhost',
+      CA_ROOT_CERT_FILE: rootFile,
+      KUBECONFIG: kubeconfig,
+      SPIFFE_BROKER_SOCKET: `unix://${join(stack.dir, 'b', 'broker.sock')}`,
+      CNI_EVENT_SOCKET: join(stack.dir, 'b', 'pluginevent.sock'),
+      BROKER_OPS_ADDRESS: 'off',
+      ISTIO_CA_FRONT_ADDRESS: '127.0.0.1:0',
+      // The bench's one caller would otherwise meet the per-caller bounds.
+      ISTIO_CA_FRONT_RATE_PER_SECOND: '100000',
+      ISTIO_CA_FRONT_BURST: '100000',
+      ISTIO_CA_FRONT_MAX_IN_FLIGHT: '1000',
+    };
+    const proc = spawn(process.execPath, [...(process.env.BENCH_FRONT_PROF ? ['--cpu-prof', '--cpu-prof-dir', process.env.BENCH_FRONT_PROF] : []), '--input-type=module', '-e', `import(${JSON.stringify(RUN)}).then((m) => m.runBroker({}))`], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+    child = proc;
+    let log = '';
+    proc.stderr!.on('data', (c: Buffer) => (log += c.toString()));
+    await waitFor('the front serving', () => log.includes('Istio CA front certificate ready') && /"msg":"Istio CA front listening".*"port":\d+/.test(log));
+    const frontPort = Number(/"msg":"Istio CA front listening".*"port":(\d+)/.exec(log)![1]);
+
+    const serving = await stack.ca.signer.issueServingCertificate({ dnsNames: ['localhost'], ttlSeconds: 3600 });
+    await writeFile(join(stack.dir, 'relay-cert.pem'), serving.certChainPem);
+    await writeFile(join(stack.dir, 'relay-key.pem'), serving.privateKeyPem.reveal(), { mode: 0o600 });
+    const relayProc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--relay', String(caPort), join(stack.dir, 'relay-cert.pem'), join(stack.dir, 'relay-key.pem'), rootFile], { stdio: ['pipe', 'pipe', 'inherit'] });
+    relayChild = relayProc;
+    let relayOut = '';
+    relayProc.stdout!.on('data', (c: Buffer) => (relayOut += c.toString()));
+    await waitFor('the relay', () => /relay \d+/.test(relayOut));
+    const relayPort = Number(/relay (\d+)/.exec(relayOut)![1]);
+
+    const identity = `spiffe://${TD}/ns/shop/sa/cart`;
+    const brokerToken = await stack.podToken(BROKER_NS, BROKER_SA, stack.brokerPod.name);
+    const tokens: Record<Side, Awaited<ReturnType<typeof stack.podToken>>> = {
+      direct: brokerToken,
+      relay: brokerToken,
+      front: await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-bench'),
+    };
+    const clientFor = (address: string, side: Side) =>
+      new IstioCaClient({
+        address,
+        caRootsPem: stack.ca.rootsPem(),
+        tlsServerName: 'localhost',
+        tokens: { token: async () => tokens[side] },
+        clusterId: 'Kubernetes',
+        certTtlSeconds: 86_400,
+        impersonate: true,
+      });
+    const clients: Record<Side, InstanceType<typeof IstioCaClient>> = {
+      direct: clientFor(`127.0.0.1:${caPort}`, 'direct'),
+      relay: clientFor(`127.0.0.1:${relayPort}`, 'relay'),
+      front: clientFor(`127.0.0.1:${frontPort}`, 'front'),
+    };
+    const csrs: string[] = [];
+    for (let i = 0; i < CSRS; i++) csrs.push(createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: identity }).pem);
+    let next = 0;
+    const call = (side: Side) =>
+      clients[side].forwardCsr({ csrPem: csrs[next++ % CSRS]!, identity, ttlSeconds: 86_400 }, AbortSignal.timeout(30_000));
+
+    for (let i = 0; i < 50; i++) for (const side of SIDES) await call(side);
+    const latency: Record<Side, number[]> = { direct: [], relay: [], front: [] };
+    for (let i = 0; i < SAMPLES; i++) {
+      // Rotate which side goes first, so none always follows another.
+      for (let k = 0; k < SIDES.length; k++) {
+        const side = SIDES[(i + k) % SIDES.length]!;
+        const t = performance.now();
+        await call(side);
+        latency[side].push(performance.now() - t);
+      }
+    }
+    const throughput: Result['throughput'] = [];
+    const middle: Partial<Record<Side, number>> = { relay: relayProc.pid!, front: proc.pid! };
+    const cpu: Record<'relay' | 'front', number> = { relay: 0, front: 0 };
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const side of SIDES) {
+        let started = 0;
+        const pid = middle[side];
+        const cpuBefore = pid === undefined ? 0 : await cpuMs(pid);
+        const t = performance.now();
+        await Promise.all(
+          Array.from({ length: CONCURRENCY }, async () => {
+            while (started < BATCH) {
+              started++;
+              await call(side);
+            }
+          }),
+        );
+        throughput.push({ side, perSecond: BATCH / ((performance.now() - t) / 1000) });
+        if (pid !== undefined && side !== 'direct') cpu[side] += ((await cpuMs(pid)) - cpuBefore) / (BATCH * ROUNDS);
+      }
+    }
+    for (const c of Object.values(clients)) c.close();
+    for (const side of SIDES) latency[side].sort((a, b) => a - b);
+    return { latency, throughput, cpuPerCall: cpu };
+  } finally {
+    relayChild?.stdin?.end();
+    for (const c of [child, caChild]) {
+      if (c && c.exitCode === null) {
+        const exited = new Promise((r) => c.once('exit', r));
+        c.kill('SIGTERM');
+        await exited;
+      }
+    }
+    await stack.close();
+  }
+}
+
+function render(r: Result): string {
+  const l = r.latency;
+  const rate = (side: Side) => median(r.throughput.filter((t) => t.side === side).map((t) => t.perSecond));
+  const ms = (x: number) => `${x.toFixed(2)} ms`;
+  const lat = (p: number) => `| latency p${p} | ${ms(pct(l.direct, p))} | ${ms(pct(l.relay, p))} | ${ms(pct(l.front, p))} | ${(pct(l.front, p) / pct(l.direct, p)).toFixed(2)}x | ${(pct(l.relay, p) / pct(l.direct, p)).toFixed(2)}x |`;
+  const rates = `| throughput, ${CONCURRENCY} in flight | ${rate('direct').toFixed(0)} calls/s | ${rate('relay').toFixed(0)} calls/s | ${rate('front').toFixed(0)} calls/s | ${(rate('direct') / rate('front')).toFixed(2)}x | ${(rate('direct') / rate('relay')).toFixed(2)}x |`;
+  return [
+    `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:broker-front\` (2 cores shared with other work: indicative). The devcluster and the client in the bench process; the CA as \`certbroker ca\` (http2 transport, 1 signing worker), the broker as \`certbroker broker\` and a bare grpc-js relay (no checks) each in a child process. One client (\`IstioCaClient.forwardCsr\`, kept channels) asks for the same impersonated identity directly (broker token), through the relay (broker token) and through the front (ztunnel token). Latency: ${l.direct.length} calls per side, one at a time, interleaved. Throughput: ${CONCURRENCY} in flight, ${BATCH} calls, median of ${ROUNDS} rounds. Goal: front <= 1.3x direct.`,
+    '',
+    '| | CA directly | bare relay | through the front | front / direct | relay / direct |',
+    '|---|---|---|---|---|---|',
+    lat(50),
+    lat(99),
+    rates,
+    `| CPU of the middle process per call | — | ${r.cpuPerCall.relay.toFixed(2)} ms | ${r.cpuPerCall.front.toFixed(2)} ms | | |`,
+  ].join('\n');
+}
+
+if (process.argv[2] === '--relay') {
+  await relay(process.argv.slice(3));
+} else {
+  const body = render(await measure());
+  process.stdout.write(`${body}\n`);
+  if (process.env.BENCH_WRITE_DOCS !== '0') writeDocSection({ root: ROOT, marker: 'broker-front', heading: 'Istio CA front (broker) vs the CA directly (`npm run bench:broker-front`)', body });
+}

@@ -1,0 +1,104 @@
+/**
+ * What a relay needs to know about a leaf it passes on, read with the minimal DER reader (no
+ * X.509 library: ~10 µs instead of ~100 µs for node's X509Certificate or ~1 ms for
+ * @peculiar/x509): its URI SANs, whether basicConstraints says CA, its SPKI, and its signature
+ * with the algorithm — so `verifyLeafSignature` can check it against an issuer's key with
+ * node:crypto alone. Anything that is not a well-formed certificate is ERR_PKI_CERT_INVALID.
+ */
+import { verify, type KeyObject } from 'node:crypto';
+import { findSignatureAlgorithm, type SignatureAlgorithm } from './algorithms.js';
+import { expectTlv, readTlv, TAG_BIT_STRING, TAG_BOOLEAN, TAG_OCTET_STRING, TAG_OID, TAG_SEQUENCE, type Tlv } from './der.js';
+import { PkiError } from './errors.js';
+
+export interface LeafFacts {
+  readonly uriSans: readonly string[];
+  /** basicConstraints cA is TRUE. */
+  readonly isCa: boolean;
+  /** SubjectPublicKeyInfo DER. */
+  readonly spki: Buffer;
+  readonly tbs: Buffer;
+  readonly signatureAlgorithm: SignatureAlgorithm;
+  readonly signature: Buffer;
+}
+
+/** OID content octets: subjectAltName 2.5.29.17, basicConstraints 2.5.29.19. */
+const OID_SAN = Buffer.from([0x55, 0x1d, 0x11]);
+const OID_BASIC_CONSTRAINTS = Buffer.from([0x55, 0x1d, 0x13]);
+const TAG_URI = 0x86;
+const TAG_EXTENSIONS = 0xa3;
+
+function isOid(buf: Buffer, t: Tlv, oid: Buffer): boolean {
+  return t.tag === TAG_OID && t.end - t.contentStart === oid.length && buf.compare(oid, 0, oid.length, t.contentStart, t.end) === 0;
+}
+
+/** The elements of the SEQUENCE (or other constructed value) `outer`, in order. */
+function children(buf: Buffer, outer: Tlv): Tlv[] {
+  const out: Tlv[] = [];
+  for (let p = outer.contentStart; p < outer.end; ) {
+    const t = readTlv(buf, p, outer.end);
+    out.push(t);
+    p = t.end;
+  }
+  return out;
+}
+
+function readExtensions(buf: Buffer, extensions: Tlv): { uriSans: string[]; isCa: boolean } {
+  let uriSans: string[] = [];
+  let isCa = false;
+  for (const ext of children(buf, expectTlv(buf, extensions.contentStart, extensions.end, TAG_SEQUENCE, 'extensions'))) {
+    const parts = children(buf, ext);
+    const oid = parts[0];
+    const value = parts[parts.length - 1];
+    if (!oid || !value || value.tag !== TAG_OCTET_STRING) throw new Error('extension without an OID or a value');
+    if (isOid(buf, oid, OID_SAN)) {
+      const names = expectTlv(buf, value.contentStart, value.end, TAG_SEQUENCE, 'GeneralNames');
+      uriSans = children(buf, names)
+        .filter((n) => n.tag === TAG_URI)
+        .map((n) => buf.toString('latin1', n.contentStart, n.end));
+    } else if (isOid(buf, oid, OID_BASIC_CONSTRAINTS)) {
+      const bc = expectTlv(buf, value.contentStart, value.end, TAG_SEQUENCE, 'basicConstraints');
+      const first = children(buf, bc)[0];
+      isCa = first !== undefined && first.tag === TAG_BOOLEAN && buf[first.contentStart] !== 0;
+    }
+  }
+  return { uriSans, isCa };
+}
+
+export function leafFacts(der: Uint8Array): LeafFacts {
+  const buf = Buffer.from(der.buffer, der.byteOffset, der.byteLength);
+  try {
+    const outer = expectTlv(buf, 0, buf.length, TAG_SEQUENCE, 'Certificate');
+    const [tbs, sigAlg, sig] = children(buf, outer);
+    if (!tbs || tbs.tag !== TAG_SEQUENCE || !sigAlg || sigAlg.tag !== TAG_SEQUENCE || !sig || sig.tag !== TAG_BIT_STRING) throw new Error('not tbs, algorithm, signature');
+    const algOid = expectTlv(buf, sigAlg.contentStart, sigAlg.end, TAG_OID, 'signatureAlgorithm');
+    const signatureAlgorithm = findSignatureAlgorithm(buf, algOid.contentStart, algOid.end);
+    if (!signatureAlgorithm) throw new Error('unsupported signature algorithm');
+    const fields = children(buf, tbs);
+    // [0] version, serial, signature, issuer, validity, subject, spki, then [1] [2] [3].
+    const at = fields[0]?.tag === 0xa0 ? 1 : 0;
+    const spki = fields[at + 5];
+    if (!spki || spki.tag !== TAG_SEQUENCE) throw new Error('no subjectPublicKeyInfo');
+    const extensions = fields.slice(at + 6).find((f) => f.tag === TAG_EXTENSIONS);
+    const { uriSans, isCa } = extensions ? readExtensions(buf, extensions) : { uriSans: [], isCa: false };
+    return {
+      uriSans,
+      isCa,
+      spki: buf.subarray(spki.start, spki.end),
+      tbs: buf.subarray(tbs.start, tbs.end),
+      signatureAlgorithm,
+      // BIT STRING content: the unused-bits octet (0), then the signature.
+      signature: buf.subarray(sig.contentStart + 1, sig.end),
+    };
+  } catch (err) {
+    throw new PkiError('ERR_PKI_CERT_INVALID', `leaf certificate: ${err instanceof Error ? err.message : 'unreadable'}`, err);
+  }
+}
+
+/** True when `issuerKey` made the leaf's signature (node:crypto, the algorithm the leaf names). */
+export function verifyLeafSignature(facts: LeafFacts, issuerKey: KeyObject): boolean {
+  try {
+    return verify(facts.signatureAlgorithm.hash, facts.tbs, issuerKey, facts.signature);
+  } catch {
+    return false;
+  }
+}
