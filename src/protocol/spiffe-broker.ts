@@ -7,6 +7,7 @@
  * A call: a server-streaming (or, for JWT, unary) RPC with `broker.spiffe.io: true` in the call
  * metadata and a `WorkloadReference` whose `Any` packs the reference of the workload served.
  */
+import type { X509BundlesResponse, X509SVIDResponse } from './spiffe-x509.js';
 import type { ProtoAny } from './protobuf-types.js';
 import { typeUrlOf } from './protobuf-types.js';
 
@@ -114,31 +115,10 @@ export interface FetchJWTSVIDRequest extends WorkloadRequest {
   readonly spiffe_id?: string;
 }
 
-export interface X509SVID {
-  /** The SPIFFE ID in the leaf. */
-  readonly spiffe_id: string;
-  /** DER chain, leaf first, then intermediates. */
-  readonly x509_svid: Buffer;
-  /** DER PKCS#8 private key, unencrypted. */
-  readonly x509_svid_key: Buffer;
-  /** DER roots of the SVID's trust domain. */
-  readonly bundle: Buffer;
-  readonly hint: string;
-}
-
-export interface SubscribeToX509SVIDResponse {
-  readonly svids: readonly X509SVID[];
-  /** DER CRLs (certbroker sends none). */
-  readonly crl: readonly Buffer[];
-  /** DER bundles of foreign trust domains, keyed by trust domain SPIFFE ID. */
-  readonly federated_bundles: Readonly<Record<string, Buffer>>;
-}
-
-export interface SubscribeToX509BundlesResponse {
-  readonly crl: readonly Buffer[];
-  /** DER roots keyed by trust domain SPIFFE ID (`spiffe://<td>`). */
-  readonly bundles: Readonly<Record<string, Buffer>>;
-}
+/** `X509SVID`, `X509SVIDResponse` and `X509BundlesResponse` are the Workload API's messages, field for field. */
+export type { X509SVID } from './spiffe-x509.js';
+export type SubscribeToX509SVIDResponse = X509SVIDResponse;
+export type SubscribeToX509BundlesResponse = X509BundlesResponse;
 
 export interface JWTSVID {
   readonly spiffe_id: string;

@@ -28,29 +28,8 @@ export type X509SVIDRequest = Readonly<Record<never, never>>;
 export type X509BundlesRequest = Readonly<Record<never, never>>;
 export type JWTBundlesRequest = Readonly<Record<never, never>>;
 
-export interface X509SVID {
-  readonly spiffe_id: string;
-  /** DER chain, leaf first. */
-  readonly x509_svid: Buffer;
-  /** DER PKCS#8, unencrypted. */
-  readonly x509_svid_key: Buffer;
-  /** DER roots of the SVID's trust domain. */
-  readonly bundle: Buffer;
-  readonly hint: string;
-}
-
-export interface X509SVIDResponse {
-  readonly svids: readonly X509SVID[];
-  readonly crl: readonly Buffer[];
-  /** DER bundles of foreign trust domains, keyed by trust domain SPIFFE ID. */
-  readonly federated_bundles: Readonly<Record<string, Buffer>>;
-}
-
-export interface X509BundlesResponse {
-  readonly crl: readonly Buffer[];
-  /** DER roots keyed by trust domain SPIFFE ID. */
-  readonly bundles: Readonly<Record<string, Buffer>>;
-}
+/** The X.509 messages are the Broker API's too, field for field (`spiffe-x509.ts`). */
+export type { X509BundlesResponse, X509SVID, X509SVIDResponse } from './spiffe-x509.js';
 
 export interface JWTSVIDRequest {
   readonly audience?: readonly string[];

@@ -51,5 +51,5 @@ export {
   type TrackedPod,
 } from './node-pods.js';
 export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleOptions } from './trust-bundle.js';
-export { describeCert, isUsable, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
+export { describeCert, isUsable, svidMaterial, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
 export { Waiters } from './waiters.js';

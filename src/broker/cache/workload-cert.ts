@@ -73,3 +73,11 @@ export function workloadCertPem(cert: WorkloadCert): { readonly certChainPem: st
     privateKeyPem: new Secret(pemEncode('PRIVATE KEY', cert.privateKey.reveal())),
   };
 }
+
+/**
+ * What a consumer API sends for `cert` under the trust bundle's roots (`protocol/spiffe-x509.ts`'s
+ * `SvidMaterial`, the same for the Broker API and the Workload API). Carries the private key.
+ */
+export function svidMaterial(cert: WorkloadCert, bundle: { readonly concatenatedDer: Buffer }) {
+  return { spiffeId: cert.identity, chainDer: cert.chainDer, privateKeyDer: cert.privateKey.reveal(), bundleDer: bundle.concatenatedDer };
+}

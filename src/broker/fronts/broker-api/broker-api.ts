@@ -52,7 +52,8 @@ import { BrokerError, isAbortError } from '../../errors.js';
 import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
 import { notEntitled, WorkloadResolver, type PidResolver } from './workload-resolver.js';
-import type { WorkloadCert } from '../../cache/workload-cert.js';
+import { svidMaterial, type WorkloadCert } from '../../cache/workload-cert.js';
+import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 
 export interface BrokerApiObserver {
   streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
@@ -84,23 +85,11 @@ type StreamResponse = SubscribeToX509SVIDResponse | SubscribeToX509BundlesRespon
 
 /** The Broker API message for `cert` (chain leaf first, key PKCS#8, roots of the trust domain). */
 export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): SubscribeToX509SVIDResponse {
-  return {
-    svids: [
-      {
-        spiffe_id: cert.identity,
-        x509_svid: Buffer.concat(cert.chainDer as Buffer[]),
-        x509_svid_key: cert.privateKey.reveal(),
-        bundle: bundle.concatenatedDer,
-        hint: '',
-      },
-    ],
-    crl: [],
-    federated_bundles: {},
-  };
+  return svidMessage(svidMaterial(cert, bundle));
 }
 
 function x509BundlesResponse(bundle: TrustBundle): SubscribeToX509BundlesResponse {
-  return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
+  return bundlesMessage(bundle.trustDomain, bundle.concatenatedDer);
 }
 
 /**

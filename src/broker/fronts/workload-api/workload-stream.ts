@@ -12,7 +12,8 @@ import { describeError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import type { Rng } from '../../../core/rng.js';
 import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
-import type { CertManager, NodePods, PodGoneReason, TrustBundle, WorkloadCert } from '../../cache/index.js';
+import { svidMaterial, type CertManager, type NodePods, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
+import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 import { BrokerError, isAbortError } from '../../errors.js';
 import type { CallerLookup } from './attested-connections.js';
 import { notAttested, stillCaller, type WorkloadCaller } from './workload-caller.js';
@@ -22,24 +23,12 @@ export type WorkloadResponse = X509SVIDResponse | X509BundlesResponse;
 
 /** The X509SVIDResponse for `cert`: one SVID (chain leaf first, PKCS#8 key, the trust domain's roots), no CRL, no federation. */
 export function x509SvidResponse(cert: WorkloadCert, bundle: TrustBundle): X509SVIDResponse {
-  return {
-    svids: [
-      {
-        spiffe_id: cert.identity,
-        x509_svid: Buffer.concat(cert.chainDer as Buffer[]),
-        x509_svid_key: cert.privateKey.reveal(),
-        bundle: bundle.concatenatedDer,
-        hint: '',
-      },
-    ],
-    crl: [],
-    federated_bundles: {},
-  };
+  return svidMessage(svidMaterial(cert, bundle));
 }
 
 /** The X509BundlesResponse: the trust domain's roots keyed by its SPIFFE ID. */
 export function x509BundlesResponse(bundle: TrustBundle): X509BundlesResponse {
-  return { crl: [], bundles: { [`spiffe://${bundle.trustDomain}`]: bundle.concatenatedDer } };
+  return bundlesMessage(bundle.trustDomain, bundle.concatenatedDer);
 }
 
 export interface WorkloadStreamDeps {
