@@ -13,12 +13,13 @@ import { Secret } from '../core/secret.js';
 import { structString } from '../grpc/struct-value.js';
 import { grpcStatusFor, toServiceError, type GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import {
-  AUTHORIZATION_METADATA,
-  bearerTokenOf,
+  callBearerToken,
+  callMetadataString,
   CLUSTER_ID_METADATA,
   CREATE_CERTIFICATE_METHOD,
   IMPERSONATED_IDENTITY_KEY,
   SERVING_NAMES_KEY,
+  type CallMetadata,
   type IstioCertificateRequest,
   type IstioCertificateResponse,
 } from '../protocol/istio-ca.js';
@@ -61,28 +62,6 @@ export interface CertificateServiceOptions {
   readonly maxCsrBytes: number;
   /** Names a node agent may have on its own SVID (SERVING_NAMES_KEY); default DEFAULT_GRANTABLE_SERVING_NAMES. */
   readonly grantableServingNames?: readonly string[];
-}
-
-/**
- * The request headers the handler reads: grpc-js `Metadata` satisfies it, and the http2
- * transport adapts its header object without building a `Metadata` per call.
- */
-export interface CallMetadata {
-  get(key: string): ReadonlyArray<string | Buffer>;
-}
-
-function bearerToken(md: CallMetadata): Secret<string> | undefined {
-  for (const v of md.get(AUTHORIZATION_METADATA)) {
-    const token = bearerTokenOf(typeof v === 'string' ? v : v.toString('utf8'));
-    if (token) return new Secret(token);
-  }
-  return undefined;
-}
-
-function headerString(md: CallMetadata, name: string): string | undefined {
-  const v = md.get(name)[0];
-  if (v === undefined) return undefined;
-  return typeof v === 'string' ? v : v.toString('utf8');
 }
 
 /** A string entry of the request's metadata Struct; INVALID_ARGUMENT when it is there but not a string. */
@@ -142,12 +121,12 @@ export class CertificateService {
         publicMessage: 'request message cannot be parsed',
       });
     }
-    const clusterId = headerString(metadata, CLUSTER_ID_METADATA) ?? o.defaultClusterId;
+    const clusterId = callMetadataString(metadata, CLUSTER_ID_METADATA) ?? o.defaultClusterId;
     const cluster = o.clusters.get(clusterId);
     if (!cluster) throw authnError('ERR_CA_UNKNOWN_CLUSTER', `unknown clusterid ${JSON.stringify(clusterId.slice(0, 64))}`);
-    const token = bearerToken(metadata);
-    if (!token) throw authnError('ERR_CA_NO_TOKEN', 'no bearer token in the authorization metadata');
-    const caller = await cluster.authn.authenticate(token);
+    const token = callBearerToken(metadata);
+    if (token === undefined) throw authnError('ERR_CA_NO_TOKEN', 'no bearer token in the authorization metadata');
+    const caller = await cluster.authn.authenticate(new Secret(token));
 
     const impersonated = metadataString(request, IMPERSONATED_IDENTITY_KEY);
     const spiffeId = this.#identityFor(cluster, caller, impersonated);

@@ -62,3 +62,27 @@ export function bearerTokenOf(value: string): string | undefined {
   const m = /^Bearer\s+(\S+)\s*$/i.exec(value);
   return m?.[1] || undefined;
 }
+
+/**
+ * The call metadata a CreateCertificate handler reads: grpc-js `Metadata` satisfies it (the CA's
+ * http2 transport adapts its header object without building a `Metadata` per call).
+ */
+export interface CallMetadata {
+  get(key: string): ReadonlyArray<string | Buffer>;
+}
+
+/** The first value of `key` in the call metadata, as a string; undefined when absent. */
+export function callMetadataString(md: CallMetadata, key: string): string | undefined {
+  const v = md.get(key)[0];
+  if (v === undefined) return undefined;
+  return typeof v === 'string' ? v : v.toString('utf8');
+}
+
+/** The token of the first `authorization` value that is `Bearer <token>`; undefined when none is. */
+export function callBearerToken(md: CallMetadata): string | undefined {
+  for (const v of md.get(AUTHORIZATION_METADATA)) {
+    const token = bearerTokenOf(typeof v === 'string' ? v : v.toString('utf8'));
+    if (token) return token;
+  }
+  return undefined;
+}

@@ -32,12 +32,13 @@ import { toGrpcError } from '../../../ops/grpc-errors.js';
 import { csrPublicKeyInfo } from '../../../pki/csr.js';
 import { PkiError } from '../../../pki/errors.js';
 import {
-  AUTHORIZATION_METADATA,
-  bearerTokenOf,
+  callBearerToken,
+  callMetadataString,
   CA_SERVICE,
   CLUSTER_ID_METADATA,
   CREATE_CERTIFICATE_METHOD,
   IMPERSONATED_IDENTITY_KEY,
+  type CallMetadata,
   type IstioCertificateRequest,
   type IstioCertificateResponse,
 } from '../../../protocol/istio-ca.js';
@@ -84,15 +85,8 @@ export interface IstioCaFrontOptions {
   readonly maxCsrBytes?: number;
 }
 
-/** The call metadata the handler reads (grpc-js `Metadata` satisfies it). */
-export interface FrontCallMetadata {
-  get(key: string): ReadonlyArray<string | Buffer>;
-}
-
-function firstString(md: FrontCallMetadata, key: string): string | undefined {
-  const v = md.get(key)[0];
-  return v === undefined ? undefined : typeof v === 'string' ? v : v.toString('utf8');
-}
+/** The call metadata the handler reads (grpc-js `Metadata` satisfies it): the CA's `CallMetadata`. */
+export type FrontCallMetadata = CallMetadata;
 
 function invalid(code: 'ERR_REQUEST_MALFORMED' | 'ERR_FRONT_TTL_INVALID', message: string): BrokerError {
   return new BrokerError(code, message, { status: 'invalid-argument', publicMessage: message });
@@ -170,7 +164,7 @@ export class IstioCaFrontService {
   async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal): Promise<IstioCertificateResponse> {
     const o = this.#o;
     if (request === MALFORMED_REQUEST) throw invalid('ERR_REQUEST_MALFORMED', 'request message cannot be parsed');
-    const clusterId = firstString(metadata, CLUSTER_ID_METADATA);
+    const clusterId = callMetadataString(metadata, CLUSTER_ID_METADATA);
     if (clusterId !== undefined && clusterId !== o.clusterId) {
       throw new BrokerError('ERR_FRONT_UNKNOWN_CLUSTER', `clusterid ${JSON.stringify(clusterId.slice(0, 64))} is not this broker's (${o.clusterId})`, { status: 'unauthenticated' });
     }
@@ -209,11 +203,9 @@ export class IstioCaFrontService {
   }
 
   #bearer(metadata: FrontCallMetadata): Secret<string> {
-    for (const v of metadata.get(AUTHORIZATION_METADATA)) {
-      const token = bearerTokenOf(typeof v === 'string' ? v : v.toString('utf8'));
-      if (token) return new Secret(token);
-    }
-    throw new BrokerError('ERR_FRONT_NO_TOKEN', 'no bearer token in the authorization metadata', { status: 'unauthenticated' });
+    const token = callBearerToken(metadata);
+    if (token === undefined) throw new BrokerError('ERR_FRONT_NO_TOKEN', 'no bearer token in the authorization metadata', { status: 'unauthenticated' });
+    return new Secret(token);
   }
 
   /** Logs and reports a failed call; returns the status to send (the generic UNAUTHENTICATED for authn/authz). */
