@@ -7,6 +7,7 @@
  * account re-created, a clock corrected), and the cache is bounded (the oldest entry goes first).
  */
 import type { Clock } from '../../core/clock.js';
+import { ExpiringMap } from '../../core/expiring-map.js';
 import type { CaAuthnCode } from '../errors.js';
 
 export interface Refusal {
@@ -22,11 +23,12 @@ export interface RefusalCacheOptions {
 }
 
 export class RefusalCache {
-  readonly #entries = new Map<string, { readonly refusal: Refusal; readonly expiresAtMs: number }>();
+  readonly #entries: ExpiringMap<Refusal>;
   readonly #o: RefusalCacheOptions;
 
   constructor(options: RefusalCacheOptions) {
     this.#o = options;
+    this.#entries = new ExpiringMap(options);
   }
 
   get size(): number {
@@ -34,23 +36,11 @@ export class RefusalCache {
   }
 
   get(key: string): Refusal | undefined {
-    const e = this.#entries.get(key);
-    if (!e) return undefined;
-    if (this.#o.clock.now() >= e.expiresAtMs) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    return e.refusal;
+    return this.#entries.get(key);
   }
 
   put(key: string, refusal: Refusal): void {
     if (this.#o.ttlMs <= 0 || refusal.code === 'ERR_CA_AUTHN_BACKEND') return;
-    this.#entries.delete(key);
-    this.#entries.set(key, { refusal, expiresAtMs: this.#o.clock.now() + this.#o.ttlMs });
-    while (this.#entries.size > this.#o.maxEntries) {
-      const oldest = this.#entries.keys().next();
-      if (oldest.done) break;
-      this.#entries.delete(oldest.value);
-    }
+    this.#entries.set(key, refusal, this.#o.clock.now() + this.#o.ttlMs);
   }
 }

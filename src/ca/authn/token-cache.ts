@@ -5,6 +5,7 @@
  */
 import { hash } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
+import { ExpiringMap } from '../../core/expiring-map.js';
 import type { Caller } from '../caller.js';
 
 export interface TokenCacheOptions {
@@ -13,22 +14,18 @@ export interface TokenCacheOptions {
   readonly maxEntries: number;
 }
 
-interface Entry {
-  readonly caller: Caller;
-  readonly expiresAtMs: number;
-}
-
 export function tokenCacheKey(key: { readonly clusterId: string; readonly token: string }): string {
   // One-shot hash (Node >= 20.12): half the cost of a Hash object on every call.
   return hash('sha256', `${key.clusterId}\0${key.token}`, 'base64url');
 }
 
 export class TokenCache {
-  readonly #entries = new Map<string, Entry>();
+  readonly #entries: ExpiringMap<Caller>;
   readonly #options: TokenCacheOptions;
 
   constructor(options: TokenCacheOptions) {
     this.#options = options;
+    this.#entries = new ExpiringMap(options);
   }
 
   get size(): number {
@@ -36,13 +33,7 @@ export class TokenCache {
   }
 
   get(key: string): Caller | undefined {
-    const e = this.#entries.get(key);
-    if (!e) return undefined;
-    if (this.#options.clock.now() >= e.expiresAtMs) {
-      this.#entries.delete(key);
-      return undefined;
-    }
-    return e.caller;
+    return this.#entries.get(key);
   }
 
   /** Caches `caller` under `key` when its token expiry is known and still ahead. */
@@ -51,12 +42,6 @@ export class TokenCache {
     const now = this.#options.clock.now();
     const expiresAtMs = Math.min(now + this.#options.ttlMs, caller.expiresAtMs);
     if (expiresAtMs <= now) return;
-    this.#entries.delete(key);
-    this.#entries.set(key, { caller, expiresAtMs });
-    while (this.#entries.size > this.#options.maxEntries) {
-      const oldest = this.#entries.keys().next();
-      if (oldest.done) break;
-      this.#entries.delete(oldest.value);
-    }
+    this.#entries.set(key, caller, expiresAtMs);
   }
 }

@@ -1,0 +1,46 @@
+/**
+ * A bounded map whose entries expire: each entry is kept until its own `expiresAtMs` (read from
+ * the injected clock when it is looked up; no timer is armed) and at most `maxEntries` are kept,
+ * the oldest insertion going first. Setting a key again makes it the newest.
+ */
+import type { Clock } from './clock.js';
+
+export interface ExpiringMapOptions {
+  readonly clock: Pick<Clock, 'now'>;
+  readonly maxEntries: number;
+}
+
+export class ExpiringMap<V> {
+  readonly #entries = new Map<string, { readonly value: V; readonly expiresAtMs: number }>();
+  readonly #o: ExpiringMapOptions;
+
+  constructor(options: ExpiringMapOptions) {
+    this.#o = options;
+  }
+
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The value under `key` while it has not expired (an expired entry is dropped). */
+  get(key: string): V | undefined {
+    const e = this.#entries.get(key);
+    if (!e) return undefined;
+    if (this.#o.clock.now() >= e.expiresAtMs) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return e.value;
+  }
+
+  /** Keeps `value` under `key` until `expiresAtMs`, as the newest entry; evicts the oldest beyond the bound. */
+  set(key: string, value: V, expiresAtMs: number): void {
+    this.#entries.delete(key);
+    this.#entries.set(key, { value, expiresAtMs });
+    while (this.#entries.size > this.#o.maxEntries) {
+      const oldest = this.#entries.keys().next();
+      if (oldest.done) break;
+      this.#entries.delete(oldest.value);
+    }
+  }
+}
