@@ -27,7 +27,6 @@ import type { Clock } from '../../../core/clock.js';
 
 /** What every server call offers (grpc-js does not export this type from its index). */
 type ServerSurfaceCall = ServerUnaryCall<unknown, unknown>;
-import { describeError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import type { Rng } from '../../../core/rng.js';
 import { isUnreadableRequest } from '../../../grpc/request-guard.js';
@@ -48,20 +47,16 @@ import { SpiffeError } from '../../../spiffe/errors.js';
 import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
 import type { CertManager } from '../../cache/cert-manager.js';
-import { BrokerError, isAbortError } from '../../errors.js';
+import { BrokerError } from '../../errors.js';
+import { firstCertificate, jwtProfileDisabled, pacedUpdates, shuttingDown, type SvidStreamObserver } from '../svid-streams.js';
 import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
 import { notEntitled, WorkloadResolver, type PidResolver } from './workload-resolver.js';
 import { svidMaterial, type WorkloadCert } from '../../cache/workload-cert.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 
-export interface BrokerApiObserver {
-  streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
-  streamClosed?(rpc: 'x509svid' | 'x509bundles'): void;
-  /** Time from the request to the first message (ms). */
-  firstMessage?(rpc: 'x509svid' | 'x509bundles', ms: number): void;
-  rejected?(rpc: string, code: string): void;
-}
+/** The Broker API's events, for its metrics (the Workload API reports the same). */
+export type BrokerApiObserver = SvidStreamObserver;
 
 export interface BrokerApiOptions {
   readonly pods: NodePods;
@@ -158,7 +153,7 @@ export class BrokerApiService {
       [BROKER_METHOD.fetchJwtSvid]: (call: ServerUnaryCall<FetchJWTSVIDRequest, FetchJWTSVIDResponse>, callback: sendUnaryData<FetchJWTSVIDResponse>) => {
         try {
           this.#admit(call);
-          throw jwtDisabled();
+          throw jwtProfileDisabled();
         } catch (err) {
           callback(this.#reject(BROKER_METHOD.fetchJwtSvid, err, call));
         }
@@ -166,7 +161,7 @@ export class BrokerApiService {
       [BROKER_METHOD.subscribeToJwtBundles]: (call: ServerWritableStream<WorkloadRequest, SubscribeToJWTBundlesResponse>) => {
         try {
           this.#admit(call);
-          throw jwtDisabled();
+          throw jwtProfileDisabled();
         } catch (err) {
           call.emit('error', this.#reject(BROKER_METHOD.subscribeToJwtBundles, err, call));
         }
@@ -240,8 +235,7 @@ export class BrokerApiService {
       if (err === undefined) call.end();
       else call.emit('error', this.#reject(rpc, err, call));
     };
-    const closeFromServer = () =>
-      finish(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' }));
+    const closeFromServer = () => finish(shuttingDown());
     this.#open.add(closeFromServer);
     observer?.streamOpened?.(rpc);
     call.on('cancelled', teardown);
@@ -293,31 +287,7 @@ export class BrokerApiService {
       sendFirst(x509BundlesResponse(bundle));
       return;
     }
-    void this.#firstCertificate(pod.identity, { signal: ac.signal, log, send: (cert) => sendFirst(x509SvidResponse(cert, bundle)), fail: finish });
-  }
-
-  /**
-   * Waits for the identity's certificate and sends it. A failed fetch does not end the stream:
-   * the consumer asked, the manager keeps retrying with backoff, and the first success is sent.
-   */
-  async #firstCertificate(
-    identity: string,
-    stream: { readonly signal: AbortSignal; readonly log: Logger; send(cert: WorkloadCert): void; fail(err: unknown): void },
-  ): Promise<void> {
-    for (;;) {
-      try {
-        stream.send(await this.#o.certs.waitForCert(identity, stream.signal));
-        return;
-      } catch (err) {
-        if (isAbortError(err) || stream.signal.aborted) return;
-        if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
-          stream.log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
-          continue;
-        }
-        stream.fail(err);
-        return;
-      }
-    }
+    void firstCertificate(certs, pod.identity, { signal: ac.signal, log, send: (cert) => sendFirst(x509SvidResponse(cert, bundle)), fail: finish });
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
@@ -340,34 +310,5 @@ function podGone(pod: TrackedPod, reason: PodGoneReason): BrokerError {
   return new BrokerError('ERR_WORKLOAD_GONE', `pod ${pod.namespace}/${pod.name} ${reason}`, {
     status: 'not-found',
     publicMessage: `workload no longer on this node (${reason})`,
-  });
-}
-
-/**
- * Paced updates for one stream: `schedule()` arms at most one pending send, after a random share
- * of `windowMs`, and `send` then sends whatever is current (so a burst of changes is one message).
- */
-function pacedUpdates(
-  pacing: { readonly clock: Clock; readonly rng: Rng; readonly windowMs: number; readonly signal: AbortSignal },
-  send: () => void,
-): () => void {
-  let pending = false;
-  return () => {
-    if (pending) return;
-    pending = true;
-    pacing.clock.sleep(pacing.rng() * pacing.windowMs, pacing.signal).then(
-      () => {
-        pending = false;
-        send();
-      },
-      () => undefined,
-    );
-  };
-}
-
-function jwtDisabled(): BrokerError {
-  return new BrokerError('ERR_JWT_PROFILE_DISABLED', 'the JWT-SVID profile is administratively disabled on this broker', {
-    status: 'unimplemented',
-    publicMessage: 'JWT-SVID profile is disabled',
   });
 }

@@ -26,19 +26,15 @@ import { WORKLOAD_API_METHOD, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE } from '../
 import type { CertbrokerError } from '../../../core/errors.js';
 import type { CertManager, NodePods, TrustBundle } from '../../cache/index.js';
 import { BrokerError } from '../../errors.js';
+import { jwtProfileDisabled, type SvidStreamObserver } from '../svid-streams.js';
 import type { CallerLookup } from './attested-connections.js';
 import { resolveCaller } from './workload-caller.js';
 import { WorkloadStream, type WorkloadResponse, type WorkloadRpc } from './workload-stream.js';
 
 type SurfaceCall = ServerUnaryCall<unknown, unknown>;
 
-export interface WorkloadApiObserver {
-  streamOpened?(rpc: WorkloadRpc): void;
-  streamClosed?(rpc: WorkloadRpc): void;
-  /** Time from the request to its first message (ms). */
-  firstMessage?(rpc: WorkloadRpc, ms: number): void;
-  rejected?(rpc: string, code: string): void;
-}
+/** The Workload API's events, for its metrics (the Broker API reports the same). */
+export type WorkloadApiObserver = SvidStreamObserver;
 
 export interface WorkloadApiOptions {
   readonly pods: NodePods;
@@ -57,13 +53,6 @@ export interface WorkloadApiOptions {
 export function workloadApiErrorInfo(err: CertbrokerError | undefined): ErrorInfo {
   const code = err?.code ?? 'INTERNAL';
   return { reason: code.replace(/^ERR_/, ''), domain: CERTBROKER_ERROR_DOMAIN, metadata: { code } };
-}
-
-function jwtDisabled(): BrokerError {
-  return new BrokerError('ERR_JWT_PROFILE_DISABLED', 'the JWT-SVID profile is administratively disabled on this broker', {
-    status: 'unimplemented',
-    publicMessage: 'JWT-SVID profile is disabled',
-  });
 }
 
 export class WorkloadApiService {
@@ -87,7 +76,7 @@ export class WorkloadApiService {
     const unaryJwt = (method: string) => (call: SurfaceCall, callback: sendUnaryData<unknown>) => {
       try {
         this.#admit(call);
-        throw jwtDisabled();
+        throw jwtProfileDisabled();
       } catch (err) {
         callback(this.#reject(method, err, call));
       }
@@ -100,7 +89,7 @@ export class WorkloadApiService {
       [WORKLOAD_API_METHOD.fetchJwtBundles]: (call: ServerWritableStream<unknown, unknown>) => {
         try {
           this.#admit(call);
-          throw jwtDisabled();
+          throw jwtProfileDisabled();
         } catch (err) {
           call.emit('error', this.#reject(WORKLOAD_API_METHOD.fetchJwtBundles, err, call));
         }

@@ -14,11 +14,11 @@ import type { Rng } from '../../../core/rng.js';
 import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
 import { svidMaterial, type CertManager, type NodePods, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
-import { BrokerError, isAbortError } from '../../errors.js';
+import { firstCertificate, pacedUpdates, shuttingDown, type SvidStreamRpc } from '../svid-streams.js';
 import type { CallerLookup } from './attested-connections.js';
 import { notAttested, stillCaller, type WorkloadCaller } from './workload-caller.js';
 
-export type WorkloadRpc = 'x509svid' | 'x509bundles';
+export type WorkloadRpc = SvidStreamRpc;
 export type WorkloadResponse = X509SVIDResponse | X509BundlesResponse;
 
 /** The X509SVIDResponse for `cert`: one SVID (chain leaf first, PKCS#8 key, the trust domain's roots), no CRL, no federation. */
@@ -56,7 +56,7 @@ export class WorkloadStream {
   #caller: WorkloadCaller;
   #finished = false;
   #firstSent = false;
-  #pending = false;
+  readonly #paced: () => void;
 
   constructor(rpc: WorkloadRpc, call: ServerWritableStream<unknown, WorkloadResponse>, caller: WorkloadCaller, deps: WorkloadStreamDeps) {
     this.#rpc = rpc;
@@ -64,12 +64,13 @@ export class WorkloadStream {
     this.#caller = caller;
     this.#d = deps;
     const { pod, process } = caller;
+    this.#paced = pacedUpdates({ clock: deps.clock, rng: deps.rng, windowMs: deps.updateJitterMs, signal: this.#ac.signal }, () => this.#send(false));
     this.#log = deps.logger.child({ rpc, pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, pid: process.pid, identity: pod.identity });
   }
 
   /** Ends the stream from the server side (shutdown). */
   close(): void {
-    this.#finish(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' }));
+    this.#finish(shuttingDown());
   }
 
   start(): void {
@@ -95,26 +96,8 @@ export class WorkloadStream {
       }),
     );
     if (certs.current(pod.identity)) this.#send(true);
-    else void this.#waitForFirst();
-  }
-
-  /** A certificate not there yet (a new pod, a failing CA): the stream waits, the manager retries. */
-  async #waitForFirst(): Promise<void> {
-    for (;;) {
-      try {
-        await this.#d.certs.waitForCert(this.#caller.pod.identity, this.#ac.signal);
-        this.#send(true);
-        return;
-      } catch (err) {
-        if (this.#finished || isAbortError(err) || this.#ac.signal.aborted) return;
-        if (err instanceof BrokerError && err.code === 'ERR_CERT_UNAVAILABLE') {
-          this.#log.info('certificate not available yet; stream keeps waiting', { err: describeError(err) });
-          continue;
-        }
-        this.#finish(err);
-        return;
-      }
-    }
+    // A certificate not there yet (a new pod, a failing CA): the stream waits, the manager retries.
+    else void firstCertificate(certs, pod.identity, { signal: this.#ac.signal, log: this.#log, send: () => this.#send(true), fail: (err) => this.#finish(err) });
   }
 
   #current(): WorkloadResponse | undefined {
@@ -142,15 +125,7 @@ export class WorkloadStream {
 
   /** One pending update at a time, after a random share of the window; it sends whatever is current then. */
   #scheduleUpdate(): void {
-    if (this.#pending || this.#finished || !this.#firstSent) return;
-    this.#pending = true;
-    this.#d.clock.sleep(this.#d.rng() * this.#d.updateJitterMs, this.#ac.signal).then(
-      () => {
-        this.#pending = false;
-        this.#send(false);
-      },
-      () => undefined,
-    );
+    if (!this.#finished && this.#firstSent) this.#paced();
   }
 
   #teardown(): boolean {
