@@ -71,25 +71,36 @@ export function unloadableReason(file: { readonly name: string; readonly text: s
   }
 }
 
+/** `X.conf` and `X.conflist` are one config to us: chaining turns the first into the second. */
+export function configSiblings(name: string): string[] {
+  if (name.endsWith('.conf')) return [name, `${name}list`];
+  if (name.endsWith('.conflist')) return [name.slice(0, -'list'.length), name];
+  return [name];
+}
+
+/** The readable file an operator named (`CNI_CONF_NAME`): the name itself first, then its sibling. */
+function configuredEntry(entries: readonly ConfigDirEntry[], wanted: string): ConfigDirEntry | undefined {
+  const names = configSiblings(wanted).sort((a, b) => (a === wanted ? -1 : b === wanted ? 1 : 0));
+  const byName = new Map(entries.map((e) => [e.name, e] as const));
+  return names.map((n) => byName.get(n)).find((e) => e?.text !== undefined);
+}
+
+/** The `.conf`/`.conflist` files a runtime would try, in the order it tries them (bytewise by name), ours left out. */
+function candidatesInLoadOrder(entries: readonly ConfigDirEntry[], ownFileName: string | undefined): ConfigDirEntry[] {
+  return entries.filter((e) => hasCniConfigExtension(e.name) && e.name !== ownFileName).sort((a, b) => byteOrder(a.name, b.name));
+}
+
 /** Returns the primary config's file name, or undefined when there is none yet. */
 export function selectPrimaryConfig(
   entries: readonly ConfigDirEntry[],
   options: PrimarySelectionOptions = {},
 ): PrimarySelection | undefined {
-  const byName = new Map(entries.map((e) => [e.name, e] as const));
   if (options.configuredName !== undefined && options.configuredName !== '') {
-    const wanted = options.configuredName;
-    const alternates = [wanted];
-    if (wanted.endsWith('.conf')) alternates.push(`${wanted}list`);
-    else if (wanted.endsWith('.conflist')) alternates.push(wanted.slice(0, -'list'.length));
-    const found = alternates.find((n) => byName.get(n)?.text !== undefined);
-    return found === undefined ? undefined : { name: found, skipped: [] };
+    const found = configuredEntry(entries, options.configuredName);
+    return found === undefined ? undefined : { name: found.name, skipped: [] };
   }
   const skipped: Array<{ name: string; reason: string }> = [];
-  const candidates = entries
-    .filter((e) => hasCniConfigExtension(e.name) && e.name !== options.ownFileName)
-    .sort((a, b) => byteOrder(a.name, b.name));
-  for (const entry of candidates) {
+  for (const entry of candidatesInLoadOrder(entries, options.ownFileName)) {
     if (entry.text === undefined) {
       skipped.push({ name: entry.name, reason: 'unreadable' });
       continue;
@@ -120,13 +131,6 @@ export type PrimaryDecision =
       readonly holdOn?: { readonly name: string; readonly text: string | undefined };
     };
 
-/** `X.conf` and `X.conflist` are one config to us: chaining turns the first into the second. */
-export function configSiblings(name: string): string[] {
-  if (name.endsWith('.conf')) return [name, `${name}list`];
-  if (name.endsWith('.conflist')) return [name.slice(0, -'list'.length), name];
-  return [name];
-}
-
 function loadReason(text: string, name: string): string | undefined {
   try {
     parseNetworkConfig(text, { source: name });
@@ -138,14 +142,10 @@ function loadReason(text: string, name: string): string | undefined {
 
 /** The primary to chain into now, or why to wait (see the module comment). */
 export function decidePrimary(entries: readonly ConfigDirEntry[], options: PrimaryDecisionOptions = {}): PrimaryDecision {
-  const byName = new Map(entries.map((e) => [e.name, e] as const));
   const givenUp = (name: string, text: string | undefined) => options.givenUp?.has(name) === true && options.givenUp.get(name) === text;
   if (options.configuredName !== undefined && options.configuredName !== '') {
     const wanted = options.configuredName;
-    const found = configSiblings(wanted)
-      .sort((a, b) => (a === wanted ? -1 : b === wanted ? 1 : 0))
-      .map((n) => byName.get(n))
-      .find((e) => e?.text !== undefined);
+    const found = configuredEntry(entries, wanted);
     if (found === undefined) return { kind: 'wait', reason: `${wanted} not present` };
     const text = found.text!;
     if (text.trim() === '') return { kind: 'wait', reason: `${found.name} is empty (being written?)` };
@@ -154,12 +154,9 @@ export function decidePrimary(entries: readonly ConfigDirEntry[], options: Prima
     return { kind: 'use', name: found.name, skipped: [] };
   }
   const previous = options.previous === undefined || options.previous === '' ? [] : configSiblings(options.previous);
-  const previousPresent = previous.some((n) => byName.get(n)?.text !== undefined);
+  const previousPresent = entries.some((e) => previous.includes(e.name) && e.text !== undefined);
   const skipped: Array<{ name: string; reason: string }> = [];
-  const candidates = entries
-    .filter((e) => hasCniConfigExtension(e.name) && e.name !== options.ownFileName)
-    .sort((a, b) => byteOrder(a.name, b.name));
-  for (const entry of candidates) {
+  for (const entry of candidatesInLoadOrder(entries, options.ownFileName)) {
     if (entry.text === undefined) {
       skipped.push({ name: entry.name, reason: 'unreadable' });
       continue;
