@@ -25,8 +25,8 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildPluginEntry, chainPlugin, jsonEqual, type JsonValue } from '../../../src/cni/install/index.js';
-import { DaemonProcess, makeHostTree, treeEnv, waitFor } from './host-tree.js';
+import { chainPlugin, jsonEqual, type JsonValue } from '../../../src/cni/install/index.js';
+import { DaemonProcess, TREE_ENTRY, makeHostTree, treeEnv, waitFor } from './host-tree.js';
 
 const ROUNDS = Number(process.env.RACE_ROUNDS ?? 200);
 const SEED = Number(process.env.RACE_SEED ?? Date.now() % 2 ** 31);
@@ -38,15 +38,6 @@ const MAX_BAD_ROUNDS = Number(process.env.RACE_MAX_BAD ?? 15);
 const BUDGET_MS = Number(process.env.RACE_BUDGET_SECONDS ?? 90) * 1000;
 
 const PRIMARY = '10-calico.conflist';
-const ENTRY = buildPluginEntry({
-  cniAgentRunDir: '/var/run/istio-cni',
-  logLevel: 'info',
-  podNamespace: 'istio-system',
-  ambientEnabled: false,
-  excludeNamespaces: [],
-  nativeNftables: false,
-  enableAmbientDetectionRetry: false,
-});
 
 /** Files in the config dir that belong to others and must never change. */
 const BYSTANDERS: Readonly<Record<string, string>> = {
@@ -220,7 +211,7 @@ test('the primary CNI racing install-cni: its latest config always survives, cha
     else await sleep(gap);
     await write(v2, m2);
     last = v2;
-    const wanted = chainPlugin(JSON.parse(v2), ENTRY, PRIMARY);
+    const wanted = chainPlugin(JSON.parse(v2), TREE_ENTRY, PRIMARY);
     const deadline = Date.now() + ROUND_DEADLINE_MS;
     while (!jsonEqual(parsed(primary), wanted) && Date.now() < deadline) await sleep(10);
     const label = `round ${round} (${m1}, ${gap} ms${targeted ? ' until install-cni wrote' : ''}, ${m2})`;

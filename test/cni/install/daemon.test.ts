@@ -8,18 +8,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
-import { buildPluginEntry, chainState, jsonEqual, type JsonValue } from '../../../src/cni/install/index.js';
-import { CONFORMANCE, DaemonProcess, makeHostTree, treeEnv, waitFor, type HostTree } from './host-tree.js';
-
-const ENTRY = buildPluginEntry({
-  cniAgentRunDir: '/var/run/istio-cni',
-  logLevel: 'info',
-  podNamespace: 'istio-system',
-  ambientEnabled: false,
-  excludeNamespaces: [],
-  nativeNftables: false,
-  enableAmbientDetectionRetry: false,
-});
+import { chainState, jsonEqual, type JsonValue } from '../../../src/cni/install/index.js';
+import { CONFORMANCE, DaemonProcess, TREE_ENTRY, makeHostTree, treeEnv, waitFor, type HostTree } from './host-tree.js';
 
 const PRIMARY = '10-calico.conflist';
 const original = (): string => readFileSync(CONFORMANCE + 'list.conflist', 'utf8');
@@ -35,7 +25,7 @@ function readJson(path: string): unknown {
 function installedIn(tree: HostTree, name = PRIMARY): boolean {
   const v = readJson(join(tree.netDir, name));
   try {
-    return v !== undefined && chainState(v, ENTRY) === 'installed';
+    return v !== undefined && chainState(v, TREE_ENTRY) === 'installed';
   } catch {
     return false;
   }

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildPluginEntry } from '../../../src/cni/install/index.js';
 import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 import { removeTempDirSync, tempDirSync } from '../../support/scratch.js';
 
@@ -89,6 +90,17 @@ export function treeEnv(tree: HostTree, extra: Record<string, string> = {}): Rec
     ...extra,
   };
 }
+
+/** The plugin entry the daemon chains into the primary when run with `treeEnv()`'s settings. */
+export const TREE_ENTRY = buildPluginEntry({
+  cniAgentRunDir: '/var/run/istio-cni',
+  logLevel: 'info',
+  podNamespace: 'istio-system',
+  ambientEnabled: false,
+  excludeNamespaces: [],
+  nativeNftables: false,
+  enableAmbientDetectionRetry: false,
+});
 
 export interface LogRecord {
   readonly level: string;

@@ -10,24 +10,14 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { chainState, buildPluginEntry } from '../../../src/cni/install/index.js';
+import { chainState } from '../../../src/cni/install/index.js';
 import { adminClient, createNode, createPod, serviceAccountToken, startCluster, type DevCluster } from '../../support/cluster.js';
 import { findObject, identityObjects } from '../../deploy/manifests.js';
-import { CONFORMANCE, DaemonProcess, makeHostTree, treeEnv, waitFor, type HostTree } from './host-tree.js';
+import { CONFORMANCE, DaemonProcess, TREE_ENTRY, makeHostTree, treeEnv, waitFor, type HostTree } from './host-tree.js';
 import { kubectlMissing } from '../../support/tools.js';
 
 const NS = 'istio-system';
 const PRIMARY = '10-calico.conflist';
-const ENTRY = buildPluginEntry({
-  cniAgentRunDir: '/var/run/istio-cni',
-  logLevel: 'info',
-  podNamespace: NS,
-  ambientEnabled: false,
-  excludeNamespaces: [],
-  nativeNftables: false,
-  enableAmbientDetectionRetry: false,
-});
-
 let cluster: DevCluster;
 let tree: HostTree;
 let kubeconfigPath: string;
@@ -55,7 +45,7 @@ after(async () => {
 
 function installed(): boolean {
   try {
-    return chainState(JSON.parse(readFileSync(join(tree.netDir, PRIMARY), 'utf8')), ENTRY) === 'installed';
+    return chainState(JSON.parse(readFileSync(join(tree.netDir, PRIMARY), 'utf8')), TREE_ENTRY) === 'installed';
   } catch {
     return false;
   }
@@ -67,7 +57,7 @@ function everythingInPlace(): boolean {
 
 function everythingGone(): boolean {
   const v = JSON.parse(readFileSync(join(tree.netDir, PRIMARY), 'utf8')) as unknown;
-  return chainState(v, ENTRY) === 'missing' && !existsSync(join(tree.runDir, 'istio-cni-kubeconfig')) && !existsSync(join(tree.binDir, 'istio-cni'));
+  return chainState(v, TREE_ENTRY) === 'missing' && !existsSync(join(tree.runDir, 'istio-cni-kubeconfig')) && !existsSync(join(tree.binDir, 'istio-cni'));
 }
 
 async function runUntilReady(extra: Record<string, string> = {}): Promise<DaemonProcess> {
