@@ -26,6 +26,7 @@ import { readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFi
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { chainPlugin, jsonEqual, type JsonValue } from '../../../src/cni/install/index.js';
+import { seededRng } from '../../support/seeded-rng.js';
 import { DaemonProcess, TREE_ENTRY, makeHostTree, treeEnv, waitFor } from './host-tree.js';
 
 const ROUNDS = Number(process.env.RACE_ROUNDS ?? 200);
@@ -45,16 +46,9 @@ const BYSTANDERS: Readonly<Record<string, string>> = {
   'calico-kubeconfig': 'apiVersion: v1\nkind: Config\nusers:\n- name: calico\n',
 };
 
-/** mulberry32: a small seeded generator, so a failing round sequence can be replayed. */
+/** Seeded draws (test/support/seeded-rng.ts), so a failing round sequence can be replayed. */
 function seeded(seed: number): { int(lo: number, hi: number): number; pick<T>(xs: readonly T[]): T } {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRng(seed);
   return {
     int: (lo, hi) => lo + Math.floor(next() * (hi - lo + 1)),
     pick: (xs) => xs[Math.floor(next() * xs.length)]!,
