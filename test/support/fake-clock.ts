@@ -5,6 +5,7 @@
  * never arms fails the test in seconds instead of hanging until the runner's test timeout.
  */
 import type { Clock } from '../../src/core/clock.js';
+import { abortReason } from '../../src/core/deadline.js';
 
 interface PendingSleep {
   readonly due: number;
@@ -33,14 +34,6 @@ function quietly<T>(p: Promise<T>): Promise<T> {
   return p;
 }
 
-function abortError(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  if (reason instanceof Error) return reason;
-  const err = new Error('aborted');
-  err.name = 'AbortError';
-  return err;
-}
-
 export class FakeClock implements Clock {
   #now: number;
   #seq = 0;
@@ -58,7 +51,7 @@ export class FakeClock implements Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve, reject) => {
       if (signal?.aborted) {
-        reject(abortError(signal));
+        reject(abortReason(signal));
         return;
       }
       const entry: PendingSleep = {
@@ -71,7 +64,7 @@ export class FakeClock implements Clock {
       };
       const onAbort = () => {
         this.#pending = this.#pending.filter((p) => p !== entry);
-        reject(abortError(signal!));
+        reject(abortReason(signal!));
       };
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#pending.push(entry);
@@ -101,7 +94,7 @@ export class FakeClock implements Clock {
   waitForTimers(count = 1, options: WaitForTimersOptions = {}): Promise<void> {
     const { timeoutMs = DEFAULT_WAIT_FOR_TIMERS_MS, signal } = options;
     if (this.#pending.length >= count) return Promise.resolve();
-    if (signal?.aborted) return quietly(Promise.reject(abortError(signal)));
+    if (signal?.aborted) return quietly(Promise.reject(abortReason(signal)));
     return quietly(
       new Promise<void>((resolve, reject) => {
         const settle = (err?: Error) => {
@@ -111,7 +104,7 @@ export class FakeClock implements Clock {
           if (err) reject(err);
           else resolve();
         };
-        const onAbort = () => settle(abortError(signal!));
+        const onAbort = () => settle(abortReason(signal!));
         const timer = setTimeout(
           () => settle(new Error(`waited ${timeoutMs} ms for ${count} armed timers, have ${this.#pending.length}`)),
           timeoutMs,
