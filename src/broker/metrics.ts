@@ -15,6 +15,7 @@ import type { RegistrationObserver } from './adapters/registration-server.js';
 import { InformerMetrics } from '../kube/informer-metrics.js';
 import { collectProcessMetrics } from '../ops/process-metrics.js';
 import { WorkloadApiMetrics } from './workload-api-metrics.js';
+import { SvidStreamMetrics } from './svid-stream-metrics.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -23,9 +24,8 @@ export class BrokerMetrics {
   readonly fetchSeconds: Histogram<'outcome'>;
   readonly caErrors: Counter<'code'>;
   readonly registrationToReadySeconds: Histogram;
-  readonly streamsOpen: Gauge<'rpc'>;
-  readonly firstMessageSeconds: Histogram<'rpc'>;
-  readonly apiRejections: Counter<'rpc' | 'code'>;
+  /** Broker API streams and refusals (`certbroker_broker_api_*`). */
+  readonly brokerApi: SvidStreamMetrics;
   readonly registrations: Counter<'outcome'>;
   readonly tokenRefreshes: Counter<'outcome'>;
   /** The node pod watch's health (`certbroker_informer_*`). */
@@ -67,19 +67,11 @@ export class BrokerMetrics {
       buckets: LATENCY_BUCKETS,
       registers,
     });
-    this.streamsOpen = new Gauge({ name: 'certbroker_broker_api_streams_open', help: 'Open Broker API streams.', labelNames: ['rpc'], registers });
-    this.firstMessageSeconds = new Histogram({
-      name: 'certbroker_broker_api_first_message_seconds',
-      help: 'Time from a Broker API subscription to its first message.',
-      labelNames: ['rpc'],
-      buckets: LATENCY_BUCKETS,
-      registers,
-    });
-    this.apiRejections = new Counter({
-      name: 'certbroker_broker_api_rejections_total',
-      help: 'Broker API calls refused, by RPC and error code.',
-      labelNames: ['rpc', 'code'],
-      registers,
+    this.brokerApi = new SvidStreamMetrics(this.registry, {
+      prefix: 'certbroker_broker_api',
+      api: 'Broker API',
+      opener: 'subscription',
+      firstMessageBuckets: LATENCY_BUCKETS,
     });
     this.registrations = new Counter({
       name: 'certbroker_broker_cni_registrations_total',
@@ -109,12 +101,7 @@ export class BrokerMetrics {
   }
 
   apiObserver(): BrokerApiObserver {
-    return {
-      streamOpened: (rpc) => this.streamsOpen.inc({ rpc }),
-      streamClosed: (rpc) => this.streamsOpen.dec({ rpc }),
-      firstMessage: (rpc, ms) => this.firstMessageSeconds.observe({ rpc }, ms / 1000),
-      rejected: (rpc, code) => this.apiRejections.inc({ rpc, code }),
-    };
+    return this.brokerApi.observer();
   }
 
   registrationObserver(): RegistrationObserver {
