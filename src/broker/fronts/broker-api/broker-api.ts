@@ -48,7 +48,16 @@ import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
 import type { CertManager } from '../../cache/cert-manager.js';
 import { BrokerError } from '../../errors.js';
-import { firstCertificate, jwtProfileDisabled, pacedUpdates, shuttingDown, type SvidStreamObserver } from '../svid-streams.js';
+import {
+  firstCertificate,
+  jwtProfileDisabled,
+  pacedUpdates,
+  refusal,
+  requireSecurityHeader,
+  shuttingDown,
+  type RefusalSink,
+  type SvidStreamObserver,
+} from '../svid-streams.js';
 import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
 import { notEntitled, WorkloadResolver, type PidResolver } from './workload-resolver.js';
@@ -124,9 +133,17 @@ export class BrokerApiService {
   readonly #allowed: ReadonlySet<string>;
   readonly #resolver: WorkloadResolver;
   readonly #open = new Set<() => void>();
+  readonly #refusals: RefusalSink;
 
   constructor(options: BrokerApiOptions) {
     this.#o = options;
+    this.#refusals = {
+      api: 'Broker API',
+      logger: options.logger,
+      observer: options.observer,
+      errorInfo: brokerApiErrorInfo,
+      logged: new Set(['permission-denied', 'unauthenticated']),
+    };
     this.#allowed = new Set(options.allowedCallers);
     this.#resolver = new WorkloadResolver({
       pods: options.pods,
@@ -188,13 +205,7 @@ export class BrokerApiService {
         publicMessage: 'caller is not authorized for the Broker API',
       });
     }
-    const header = call.metadata.get(BROKER_HEADER);
-    if (header.length !== 1 || String(header[0]) !== BROKER_HEADER_VALUE) {
-      throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE} is missing`, {
-        status: 'invalid-argument',
-        publicMessage: `missing security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE}`,
-      });
-    }
+    requireSecurityHeader(call.metadata, BROKER_HEADER, BROKER_HEADER_VALUE, 'ERR_MISSING_BROKER_HEADER');
     if (isUnreadableRequest(call.request)) {
       throw new BrokerError('ERR_REQUEST_MALFORMED', `request from ${caller} cannot be read: ${call.request.reason}`, {
         status: 'invalid-argument',
@@ -291,12 +302,7 @@ export class BrokerApiService {
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
-    const code = err instanceof BrokerError ? err.code : 'unexpected';
-    this.#o.observer?.rejected?.(rpc, code);
-    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.status === 'unauthenticated' || err.code === 'ERR_REQUEST_MALFORMED')) {
-      this.#o.logger.warn('Broker API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
-    }
-    return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: brokerApiErrorInfo });
+    return refusal(this.#refusals, rpc, err, call.getPeer());
   }
 }
 

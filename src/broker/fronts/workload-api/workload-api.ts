@@ -26,7 +26,7 @@ import { WORKLOAD_API_METHOD, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE } from '../
 import type { CertbrokerError } from '../../../core/errors.js';
 import type { CertManager, NodePods, TrustBundle } from '../../cache/index.js';
 import { BrokerError } from '../../errors.js';
-import { jwtProfileDisabled, type SvidStreamObserver } from '../svid-streams.js';
+import { jwtProfileDisabled, refusal, requireSecurityHeader, type RefusalSink, type SvidStreamObserver } from '../svid-streams.js';
 import type { CallerLookup } from './attested-connections.js';
 import { resolveCaller } from './workload-caller.js';
 import { WorkloadStream, type WorkloadResponse, type WorkloadRpc } from './workload-stream.js';
@@ -58,9 +58,17 @@ export function workloadApiErrorInfo(err: CertbrokerError | undefined): ErrorInf
 export class WorkloadApiService {
   readonly #o: WorkloadApiOptions;
   readonly #open = new Set<WorkloadStream>();
+  readonly #refusals: RefusalSink;
 
   constructor(options: WorkloadApiOptions) {
     this.#o = options;
+    this.#refusals = {
+      api: 'Workload API',
+      logger: options.logger,
+      observer: options.observer,
+      errorInfo: workloadApiErrorInfo,
+      logged: new Set(['permission-denied']),
+    };
   }
 
   get openStreams(): number {
@@ -99,13 +107,7 @@ export class WorkloadApiService {
 
   /** The security header is present and the request readable. */
   #admit(call: SurfaceCall & { readonly request?: unknown }): void {
-    const header = call.metadata.get(WORKLOAD_HEADER);
-    if (header.length !== 1 || String(header[0]) !== WORKLOAD_HEADER_VALUE) {
-      throw new BrokerError('ERR_MISSING_WORKLOAD_HEADER', `security header ${WORKLOAD_HEADER}: ${WORKLOAD_HEADER_VALUE} is missing`, {
-        status: 'invalid-argument',
-        publicMessage: `missing security header ${WORKLOAD_HEADER}: ${WORKLOAD_HEADER_VALUE}`,
-      });
-    }
+    requireSecurityHeader(call.metadata, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE, 'ERR_MISSING_WORKLOAD_HEADER');
     if (isUnreadableRequest(call.request)) {
       throw new BrokerError('ERR_REQUEST_MALFORMED', `request cannot be read: ${call.request.reason}`, {
         status: 'invalid-argument',
@@ -155,11 +157,6 @@ export class WorkloadApiService {
   }
 
   #reject(rpc: string, err: unknown, call: SurfaceCall): ReturnType<typeof toGrpcError> {
-    const code = err instanceof BrokerError ? err.code : 'unexpected';
-    this.#o.observer?.rejected?.(rpc, code);
-    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.code === 'ERR_REQUEST_MALFORMED')) {
-      this.#o.logger.warn('Workload API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
-    }
-    return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: workloadApiErrorInfo });
+    return refusal(this.#refusals, rpc, err, call.getPeer());
   }
 }
