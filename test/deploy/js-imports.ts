@@ -9,9 +9,8 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { API } from 'typescript/unstable/sync';
-import { SyntaxKind, type Node } from 'typescript/unstable/ast';
 import { removeTempDirSync, tempDirSync } from '../support/scratch.js';
+import { forEachSyntaxTree, importSites } from '../habits/syntax-trees.js';
 
 export interface ImportSite {
   /** The file, as the compiler names it (an absolute path). */
@@ -22,16 +21,9 @@ export interface ImportSite {
   readonly specifier: string | undefined;
 }
 
-function literalText(node: Node | undefined): string | undefined {
-  if (node === undefined) return undefined;
-  if (node.kind !== SyntaxKind.StringLiteral && node.kind !== SyntaxKind.NoSubstitutionTemplateLiteral) return undefined;
-  return (node as Node & { readonly text: string }).text;
-}
-
 /** Every import site in the `.js` files under `root` (recursively). */
 export function jsImports(root: string): ImportSite[] {
   const work = tempDirSync('js-imports-');
-  const api = new API({ cwd: work });
   try {
     const tsconfig = join(work, 'tsconfig.json');
     writeFileSync(
@@ -41,31 +33,14 @@ export function jsImports(root: string): ImportSite[] {
         include: [join(root, '**', '*.js')],
       }),
     );
-    const project = api.updateSnapshot({ openProject: tsconfig }).getProjects()[0];
-    if (!project) throw new Error(`${tsconfig} did not open as a project`);
     const sites: ImportSite[] = [];
-    for (const file of project.program.getSourceFileNames()) {
-      if (!file.startsWith(`${root}/`) || !file.endsWith('.js')) continue;
-      const sf = project.program.getSourceFile(file);
-      if (!sf) throw new Error(`${file}: not parsed`);
-      const at = (node: Node, specifier: string | undefined) =>
-        sites.push({ file, line: sf.getLineAndCharacterOfPosition(node.pos + (/^\s*/u.exec(sf.text.slice(node.pos))?.[0].length ?? 0)).line + 1, specifier });
-      const visit = (node: Node): void => {
-        if (node.kind === SyntaxKind.ImportDeclaration || node.kind === SyntaxKind.ExportDeclaration) {
-          const spec = (node as Node & { readonly moduleSpecifier?: Node }).moduleSpecifier;
-          if (spec) at(node, literalText(spec));
-        } else if (node.kind === SyntaxKind.CallExpression) {
-          const call = node as Node & { readonly expression: Node & { readonly text?: string }; readonly arguments: readonly Node[] };
-          const callee = call.expression;
-          if (callee.kind === SyntaxKind.ImportKeyword || (callee.kind === SyntaxKind.Identifier && callee.text === 'require')) at(node, literalText(call.arguments[0]));
-        }
-        node.forEachChild(visit);
-      };
-      sf.forEachChild(visit);
-    }
+    forEachSyntaxTree(
+      tsconfig,
+      (file) => file.startsWith(`${root}/`) && file.endsWith('.js'),
+      (sf, file) => sites.push(...importSites(sf, { require: true }).map(({ line, specifier }) => ({ file, line, specifier }))),
+    );
     return sites;
   } finally {
-    api.close();
     removeTempDirSync(work);
   }
 }

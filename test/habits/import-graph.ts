@@ -1,6 +1,6 @@
 /**
- * The import graph of src/, read from the syntax tree (TypeScript's own parser, through the
- * compiler API that `typescript` ships), for the layering rules of test/habits/layering.test.ts.
+ * The import graph of src/ (and of the whole project: tests and benchmarks too), read from the
+ * syntax tree (./syntax-trees.ts), for the layering and room-surface rules of test/habits/.
  *
  * Counted: `import … from 'x'`, `import 'x'`, `export … from 'x'` and `import('x')` (dynamic
  * imports are how the CLI loads a subcommand lazily, and still a dependency). An import or
@@ -9,18 +9,18 @@
  * argument is not a string literal cannot be followed; it is listed in `computed`.
  */
 import { dirname, join, normalize, relative } from 'node:path';
-import { API } from 'typescript/unstable/sync';
-import { SyntaxKind, type Node } from 'typescript/unstable/ast';
+import { SyntaxKind } from 'typescript/unstable/ast';
 import { REPO_ROOT } from '../support/fixtures.js';
 import { SRC_DIR } from './source-files.js';
+import { forEachSyntaxTree, importSites, type ImportSiteNode, type Node } from './syntax-trees.js';
 
 export interface ImportEdge {
-  /** The importing file, relative to src/ (`cni/plugin/plugin.ts`). */
+  /** The importing file, relative to src/ (`cni/plugin/plugin.ts`; `repoImportGraph`: to the repository). */
   readonly from: string;
   readonly line: number;
   /** The specifier as written. */
   readonly specifier: string;
-  /** A src/ file (relative to src/, `.ts`) for a relative specifier; undefined for a package or `node:` module. */
+  /** The file a relative specifier names (relative like `from`, `.ts`); undefined for a package or `node:` module. */
   readonly to: string | undefined;
   /** The package a bare specifier names (`@grpc/grpc-js`), `node:x` for a builtin; undefined for a src/ file. */
   readonly pkg: string | undefined;
@@ -39,12 +39,6 @@ type WithClause = Node & {
   readonly name?: Node;
   readonly namedBindings?: Node & { readonly elements?: readonly Named[] };
 };
-
-function literalText(node: Node | undefined): string | undefined {
-  if (node === undefined) return undefined;
-  if (node.kind !== SyntaxKind.StringLiteral && node.kind !== SyntaxKind.NoSubstitutionTemplateLiteral) return undefined;
-  return (node as Node & { readonly text: string }).text;
-}
 
 /** Whether an import/export declaration brings in types only. */
 function isTypeOnly(node: Node): boolean {
@@ -84,7 +78,7 @@ function packageOf(specifier: string): string {
   return specifier.split('/').slice(0, specifier.startsWith('@') ? 2 : 1).join('/');
 }
 
-/** Resolves a relative specifier of `from` (relative to src/) to a src/ `.ts` path. */
+/** Resolves a relative specifier of `from` to a `.ts` path relative to the same root. */
 function resolveRelative(from: string, specifier: string): string {
   const joined = normalize(join(dirname(from), specifier)).split('\\').join('/');
   return joined.replace(/\.js$/u, '.ts');
@@ -96,55 +90,53 @@ export interface ImportGraph {
   readonly computed: ReadonlyArray<{ readonly from: string; readonly line: number }>;
 }
 
-let cached: ImportGraph | undefined;
-
-/** Every import edge of every src/ file of the project (tsconfig.json), parsed once per process. */
-export function importGraph(): ImportGraph {
-  if (cached) return cached;
-  const api = new API({ cwd: REPO_ROOT });
-  try {
-    const project = api.updateSnapshot({ openProject: join(REPO_ROOT, 'tsconfig.json') }).getProjects()[0];
-    if (!project) throw new Error('tsconfig.json did not open as a project');
-    const edges: ImportEdge[] = [];
-    const computed: Array<{ from: string; line: number }> = [];
-    for (const fileName of project.program.getSourceFileNames()) {
-      if (!fileName.startsWith(`${SRC_DIR}/`)) continue;
-      const sf = project.program.getSourceFile(fileName);
-      if (!sf) throw new Error(`${fileName}: not parsed`);
-      const from = relative(SRC_DIR, fileName).split('\\').join('/');
-      const add = (node: Node, specifier: string | undefined, typeOnly: boolean, dynamic: boolean, names: string[] = []) => {
-        const line = sf.getLineAndCharacterOfPosition(node.pos + (/^\s*/u.exec(sf.text.slice(node.pos))?.[0].length ?? 0)).line + 1;
-        if (specifier === undefined) {
-          computed.push({ from, line });
-          return;
-        }
-        const local = specifier.startsWith('.');
-        edges.push({
-          from,
-          line,
-          specifier,
-          to: local ? resolveRelative(from, specifier) : undefined,
-          pkg: local ? undefined : packageOf(specifier),
-          typeOnly,
-          dynamic,
-          names,
-        });
-      };
-      const visit = (node: Node): void => {
-        if (node.kind === SyntaxKind.ImportDeclaration || node.kind === SyntaxKind.ExportDeclaration) {
-          const spec = (node as Node & { readonly moduleSpecifier?: Node }).moduleSpecifier;
-          if (spec) add(node, literalText(spec), isTypeOnly(node), false, importedNames(node));
-        } else if (node.kind === SyntaxKind.CallExpression) {
-          const call = node as Node & { readonly expression: Node; readonly arguments: readonly Node[] };
-          if (call.expression.kind === SyntaxKind.ImportKeyword) add(node, literalText(call.arguments[0]), false, true);
-        }
-        node.forEachChild(visit);
-      };
-      sf.forEachChild(visit);
+function edgesOf(from: string, sites: readonly ImportSiteNode[], graph: { edges: ImportEdge[]; computed: Array<{ from: string; line: number }> }): void {
+  for (const { node, line, specifier, dynamic } of sites) {
+    if (specifier === undefined) {
+      graph.computed.push({ from, line });
+      continue;
     }
-    cached = { edges, computed };
-    return cached;
-  } finally {
-    api.close();
+    const local = specifier.startsWith('.');
+    graph.edges.push({
+      from,
+      line,
+      specifier,
+      to: local ? resolveRelative(from, specifier) : undefined,
+      pkg: local ? undefined : packageOf(specifier),
+      typeOnly: !dynamic && isTypeOnly(node),
+      dynamic,
+      names: dynamic ? [] : importedNames(node),
+    });
   }
+}
+
+let cachedRepo: ImportGraph | undefined;
+let cachedSrc: ImportGraph | undefined;
+
+/**
+ * Every import edge of every file of the project (tsconfig.json: src/, test/ and bench/), `from`
+ * and `to` relative to the repository (`test/ca/x.test.ts` -> `src/ca/index.ts`), parsed once per process.
+ */
+export function repoImportGraph(): ImportGraph {
+  if (cachedRepo) return cachedRepo;
+  const graph = { edges: [] as ImportEdge[], computed: [] as Array<{ from: string; line: number }> };
+  forEachSyntaxTree(
+    join(REPO_ROOT, 'tsconfig.json'),
+    (fileName) => fileName.startsWith(`${REPO_ROOT}/`) && !fileName.includes('/node_modules/'),
+    (sf, fileName) => edgesOf(relative(REPO_ROOT, fileName).split('\\').join('/'), importSites(sf), graph),
+  );
+  cachedRepo = graph;
+  return cachedRepo;
+}
+
+/** Every import edge of every src/ file of the project, `from` and `to` relative to src/ (`cni/plugin/plugin.ts`). */
+export function importGraph(): ImportGraph {
+  if (cachedSrc) return cachedSrc;
+  const inSrc = (path: string) => relative(SRC_DIR, join(REPO_ROOT, path)).split('\\').join('/');
+  const repo = repoImportGraph();
+  cachedSrc = {
+    edges: repo.edges.filter((e) => e.from.startsWith('src/')).map((e) => ({ ...e, from: inSrc(e.from), to: e.to === undefined ? undefined : inSrc(e.to) })),
+    computed: repo.computed.filter((c) => c.from.startsWith('src/')).map((c) => ({ ...c, from: inSrc(c.from) })),
+  };
+  return cachedSrc;
 }

@@ -10,10 +10,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { API } from 'typescript/unstable/sync';
-import { SyntaxKind, type Node, type SourceFile } from 'typescript/unstable/ast';
+import { SyntaxKind } from 'typescript/unstable/ast';
 import { REPO_ROOT } from '../support/fixtures.js';
 import { SRC_DIR } from './source-files.js';
+import { firstTokenPos, forEachSyntaxTree, lineOf, type Node, type SourceFile } from './syntax-trees.js';
 
 export const MAX_FUNCTION_LINES = 100;
 export const MAX_FILE_LINES = 400;
@@ -45,34 +45,24 @@ function functionName(node: Node, sf: SourceFile): string {
 
 /** Every src/ file of the project with its line count and the line count of each function in it. */
 function measureSources(): Measured[] {
-  const api = new API({ cwd: REPO_ROOT });
-  try {
-    const snapshot = api.updateSnapshot({ openProject: join(REPO_ROOT, 'tsconfig.json') });
-    const project = snapshot.getProjects()[0];
-    assert.ok(project, 'tsconfig.json opened as a project');
-    const out: Measured[] = [];
-    for (const fileName of project.program.getSourceFileNames()) {
-      if (!fileName.startsWith(`${SRC_DIR}/`)) continue;
-      const sf = project.program.getSourceFile(fileName);
-      assert.ok(sf, fileName);
+  const out: Measured[] = [];
+  forEachSyntaxTree(
+    join(REPO_ROOT, 'tsconfig.json'),
+    (fileName) => fileName.startsWith(`${SRC_DIR}/`),
+    (sf, fileName) => {
       const functions: Array<{ name: string; line: number; lines: number }> = [];
-      const lineOf = (pos: number) => sf.getLineAndCharacterOfPosition(pos).line;
       const visit = (node: Node): void => {
         if (FUNCTION_KINDS.has(node.kind) && (node as { body?: Node }).body) {
-          // `pos` includes the leading comments and blank lines; start at the first token.
-          const start = node.pos + (/^\s*(?:(?:\/\/[^\n]*|\/\*[\s\S]*?\*\/)\s*)*/u.exec(sf.text.slice(node.pos, node.end))?.[0].length ?? 0);
-          const first = lineOf(start);
-          functions.push({ name: functionName(node, sf), line: first + 1, lines: lineOf(node.end) - first + 1 });
+          const first = lineOf(sf, firstTokenPos(sf, node));
+          functions.push({ name: functionName(node, sf), line: first + 1, lines: lineOf(sf, node.end) - first + 1 });
         }
         node.forEachChild(visit);
       };
       sf.forEachChild(visit);
       out.push({ path: fileName.slice(SRC_DIR.length + 1), lines: sf.text.split('\n').length - (sf.text.endsWith('\n') ? 1 : 0), functions });
-    }
-    return out;
-  } finally {
-    api.close();
-  }
+    },
+  );
+  return out;
 }
 
 const allowed = (path: string) => ALLOWED.some((a) => (a.endsWith('/') ? path.startsWith(a) : path === a));
