@@ -5,21 +5,13 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize, relative } from 'node:path';
-import { REPO_ROOT } from '../support/fixtures.js';
 import { sourceFiles } from './source-files.js';
+import { repoImportGraph, type ImportEdge } from './import-graph.js';
 
-/** Import specifiers of a TypeScript text: static (also `import type`, `export … from`) and dynamic. */
-function specifiers(text: string): string[] {
-  return [...text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s+'([^']+)'|\bimport\s*\(\s*'([^']+)'\s*\)|^import\s+'([^']+)'/gmu)].map(
-    (m) => (m[1] ?? m[2] ?? m[3])!,
-  );
-}
-
-/** Where a relative specifier in `file` (relative to the repository) points, relative to the repository. */
-function resolved(file: string, spec: string): string | undefined {
-  return spec.startsWith('.') ? normalize(join(dirname(file), spec)).split('\\').join('/') : undefined;
+/** Where an import points, as written (`src/broker/index.js`, `node:crypto`, `@grpc/grpc-js`), relative to the repository. */
+function target(e: ImportEdge): string {
+  return e.to?.replace(/\.ts$/u, '.js') ?? e.specifier;
 }
 
 interface Edge {
@@ -28,11 +20,9 @@ interface Edge {
 }
 
 function brokerEdges(): Edge[] {
-  return sourceFiles()
-    .filter((f) => f.path.startsWith('broker/'))
-    .flatMap((f) =>
-      specifiers(f.text).map((spec) => ({ from: f.path, to: resolved(`src/${f.path}`, spec)?.replace(/^src\//u, '') ?? spec })),
-    );
+  return repoImportGraph()
+    .edges.filter((e) => e.from.startsWith('src/broker/'))
+    .map((e) => ({ from: e.from.replace(/^src\//u, ''), to: target(e).replace(/^src\//u, '') }));
 }
 
 /** The room of a src/broker path: cache, adapters, fronts/<name>, client, or top (the wiring). */
@@ -85,17 +75,11 @@ test('nothing in src/broker imports the client or the wiring, except the wiring 
   assert.deepEqual(edges.filter((e) => inner(roomOf(e.from)) && ['top', 'client'].includes(roomOf(e.to))), []);
 });
 
-function tsFiles(dir: string): string[] {
-  return readdirSync(join(REPO_ROOT, dir), { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name).split('\\').join('/')] : [],
-  );
-}
-
 test('tests and benchmarks import the broker through src/broker/index.ts or a room index', () => {
   const surfaces = new Set(['index', 'cache/index', 'adapters/index', 'attestation/index', 'fronts/index', 'fronts/broker-api/index', 'fronts/istio-ca/index', 'client/index'].map((p) => `src/broker/${p}.js`));
-  const imports = [...tsFiles('test'), ...tsFiles('bench')].flatMap((file) =>
-    specifiers(readFileSync(join(REPO_ROOT, file), 'utf8')).map((spec) => ({ file, to: resolved(file, spec) ?? spec })),
-  );
+  const imports = repoImportGraph()
+    .edges.filter((e) => /^(test|bench)\//u.test(e.from))
+    .map((e) => ({ file: e.from, to: target(e) }));
   const broker = imports.filter((i) => i.to.startsWith('src/broker/'));
   assert.ok(broker.length > 30, `${broker.length} broker imports read`);
   assert.deepEqual(broker.filter((i) => !surfaces.has(i.to)).map((i) => `${i.file}: ${relative('.', i.to)}`), []);
@@ -122,20 +106,16 @@ test("a room imports another room's files directly, but only names that room's i
   const indexOf = (room: string) => `broker/${room}/index.ts`;
   const wrong: string[] = [];
   let checked = 0;
-  for (const [path, text] of texts) {
-    if (!path.startsWith('broker/')) continue;
-    for (const m of text.matchAll(/^import (?:type )?\{([^}]*)\} from '(\.[^']+)'/gmu)) {
-      const target = normalize(join(dirname(path), m[2]!.replace(/\.js$/u, '.ts')));
-      if (!target.startsWith('broker/') || target.endsWith('/index.ts')) continue;
-      const room = roomOf(target);
-      if (room === 'top' || room === roomOf(path)) continue;
-      const exported = exportedNames(indexOf(room), texts);
-      for (const part of m[1]!.split(',')) {
-        const name = part.trim().replace(/^type\s+/u, '').split(/\s+as\s+/u)[0];
-        if (!name) continue;
-        checked++;
-        if (!exported.has(name)) wrong.push(`${path}: ${name} from ${target} is not in ${indexOf(room)}`);
-      }
+  for (const e of repoImportGraph().edges) {
+    const path = e.from.replace(/^src\//u, '');
+    const to = e.to?.replace(/^src\//u, '');
+    if (!e.from.startsWith('src/broker/') || to === undefined || !to.startsWith('broker/') || to.endsWith('/index.ts')) continue;
+    const room = roomOf(to);
+    if (room === 'top' || room === roomOf(path)) continue;
+    const exported = exportedNames(indexOf(room), texts);
+    for (const name of e.names.filter((n) => n !== 'default' && n !== '*')) {
+      checked++;
+      if (!exported.has(name)) wrong.push(`${path}: ${name} from ${to} is not in ${indexOf(room)}`);
     }
   }
   assert.ok(checked > 30, `${checked} imported names checked`);

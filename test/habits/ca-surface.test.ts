@@ -5,26 +5,21 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, normalize } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { REPO_ROOT } from '../support/fixtures.js';
+import { repoImportGraph } from './import-graph.js';
 
-function tsFiles(dir: string): string[] {
-  return readdirSync(join(REPO_ROOT, dir), { withFileTypes: true }).flatMap((e) =>
-    e.isDirectory() ? tsFiles(join(dir, e.name)) : e.name.endsWith('.ts') ? [join(dir, e.name).split('\\').join('/')] : [],
-  );
-}
-
-/** Relative import specifiers (static, `export … from`, dynamic) of `file`, resolved against the repository. */
+/** Import targets of `file` (relative to the repository): a relative one resolved against it (`src/ca/index.js`), a package as written. */
 function imports(file: string): string[] {
-  const text = readFileSync(join(REPO_ROOT, file), 'utf8');
-  return [...text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s+'([^']+)'|\bimport\s*\(\s*'([^']+)'\s*\)/gmu)]
-    .map((m) => (m[1] ?? m[2])!)
-    .map((spec) => (spec.startsWith('.') ? normalize(join(dirname(file), spec)).split('\\').join('/') : spec));
+  return repoImportGraph()
+    .edges.filter((e) => e.from === file)
+    .map((e) => e.to?.replace(/\.ts$/u, '.js') ?? e.specifier);
 }
 
 test('tests and benchmarks import the CA through src/ca/index.ts', () => {
-  const ca = [...tsFiles('test'), ...tsFiles('bench')].flatMap((file) => imports(file).filter((to) => to.startsWith('src/ca/')).map((to) => ({ file, to })));
+  const files = [...new Set(repoImportGraph().edges.map((e) => e.from).filter((f) => /^(test|bench)\//u.test(f)))];
+  const ca = files.flatMap((file) => imports(file).filter((to) => to.startsWith('src/ca/')).map((to) => ({ file, to })));
   assert.ok(ca.length > 30, `${ca.length} CA imports read`);
   assert.deepEqual(ca.filter((i) => i.to !== 'src/ca/index.js').map((i) => `${i.file}: ${i.to}`), []);
 });
