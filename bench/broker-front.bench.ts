@@ -122,26 +122,11 @@ async function measure(): Promise<Result> {
     await waitFor('the CA process', () => /"msg":"CA listening".*"port":\d+/.test(caLog));
     const caPort = Number(/"msg":"CA listening".*"port":(\d+)/.exec(caLog)![1]);
 
-    const kubeconfig = join(stack.dir, 'broker.kubeconfig');
-    await stack.dc.writeKubeconfig(kubeconfig, { token: stack.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
-    const rootFile = join(stack.dir, 'root.pem');
-    await writeFile(rootFile, stack.ca.rootsPem());
+    const { env: brokerEnv, rootFile } = await stack.brokerEnv('b', { caAddress: `127.0.0.1:${caPort}` });
     const env = {
+      ...brokerEnv,
       PATH: process.env.PATH ?? '',
       LOG_LEVEL: 'info',
-      NODE_NAME: NODE,
-      POD_NAME: stack.brokerPod.name,
-      POD_NAMESPACE: stack.brokerPod.namespace,
-      POD_UID: stack.brokerPod.uid,
-      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
-      TRUST_DOMAIN: TD,
-      CA_ADDRESS: `127.0.0.1:${caPort}`,
-      CA_TLS_SERVER_NAME: 'localhost',
-      CA_ROOT_CERT_FILE: rootFile,
-      KUBECONFIG: kubeconfig,
-      SPIFFE_BROKER_SOCKET: `unix://${join(stack.dir, 'b', 'broker.sock')}`,
-      CNI_EVENT_SOCKET: join(stack.dir, 'b', 'pluginevent.sock'),
-      BROKER_OPS_ADDRESS: 'off',
       ISTIO_CA_FRONT_ADDRESS: '127.0.0.1:0',
       // The bench's one caller would otherwise meet the per-caller bounds.
       ISTIO_CA_FRONT_RATE_PER_SECOND: '100000',

@@ -6,8 +6,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { BrokerClient, firstMessage } from '../../src/broker/index.js';
@@ -27,30 +25,13 @@ describe('certbroker broker process', () => {
   });
 
   it('runs from env, serves, drains on SIGTERM and exits 0 without logging secrets', async () => {
-    const kubeconfig = join(stack.dir, 'broker.kubeconfig');
     const apiToken = (stack.brokerKubeConfig.getCurrentUser()?.token ?? '') as string;
     assert.ok(apiToken.length > 20);
-    await stack.dc.writeKubeconfig(kubeconfig, { token: apiToken, name: 'broker' });
-    const rootFile = join(stack.dir, 'root.pem');
-    await writeFile(rootFile, stack.ca.rootsPem());
-    const brokerSocket = join(stack.dir, 'proc', 'broker.sock');
-    const cniSocket = join(stack.dir, 'proc', 'pluginevent.sock');
+    const { env: brokerEnv, brokerSocket, cniSocket } = await stack.brokerEnv('proc');
     const env = {
+      ...brokerEnv,
       PATH: process.env.PATH ?? '',
       LOG_LEVEL: 'debug',
-      NODE_NAME: NODE,
-      POD_NAME: stack.brokerPod.name,
-      POD_NAMESPACE: stack.brokerPod.namespace,
-      POD_UID: stack.brokerPod.uid,
-      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
-      TRUST_DOMAIN: TD,
-      CA_ADDRESS: `127.0.0.1:${stack.caPort}`,
-      CA_TLS_SERVER_NAME: 'localhost',
-      CA_ROOT_CERT_FILE: rootFile,
-      KUBECONFIG: kubeconfig,
-      SPIFFE_BROKER_SOCKET: `unix://${brokerSocket}`,
-      CNI_EVENT_SOCKET: cniSocket,
-      BROKER_OPS_ADDRESS: 'off',
       // The Istio CA front from the environment, on a free port (the default is 127.0.0.1:15012).
       ISTIO_CA_FRONT_ADDRESS: '127.0.0.1:0',
       BROKER_SHUTDOWN_GRACE_SECONDS: '2',

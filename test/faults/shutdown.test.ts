@@ -16,7 +16,7 @@ import { writeFile } from 'node:fs/promises';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { tokenFor, NODE, Stack, TD } from '../broker/support/stack.js';
+import { tokenFor, Stack } from '../broker/support/stack.js';
 import { CliProcess } from '../support/cli-process.js';
 import { silentTlsMaterial, startHungServer, type HungServer, type TlsMaterial } from '../support/hung-server.js';
 import { CONFORMANCE, DaemonProcess, makeHostTree, treeEnv, waitFor } from '../cni/install/host-tree.js';
@@ -59,36 +59,16 @@ describe('fault: SIGTERM with a hung dependency', () => {
     return { server, rootFile };
   };
 
-  /** `certbroker broker` for the stack's broker pod, with the CA at `caAddress`. */
-  const brokerProcess = async (name: string, caAddress: string, rootFile: string): Promise<CliProcess> => {
-    const kubeconfig = join(dir, `broker-${name}.kubeconfig`);
-    await stack.dc.writeKubeconfig(kubeconfig, { token: stack.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
-    return new CliProcess(['broker'], {
-      LOG_LEVEL: 'info',
-      NODE_NAME: NODE,
-      POD_NAME: stack.brokerPod.name,
-      POD_NAMESPACE: stack.brokerPod.namespace,
-      POD_UID: stack.brokerPod.uid,
-      SERVICE_ACCOUNT: stack.brokerPod.serviceAccount,
-      TRUST_DOMAIN: TD,
-      CA_ADDRESS: caAddress,
-      CA_TLS_SERVER_NAME: 'localhost',
-      CA_ROOT_CERT_FILE: rootFile,
-      KUBECONFIG: kubeconfig,
-      SPIFFE_BROKER_SOCKET: `unix://${join(dir, `broker-${name}`, 'broker.sock')}`,
-      CNI_EVENT_SOCKET: join(dir, `broker-${name}`, 'pluginevent.sock'),
-      BROKER_OPS_ADDRESS: 'off',
-      ISTIO_CA_FRONT_ADDRESS: 'off',
-      BROKER_SHUTDOWN_GRACE_SECONDS: '2',
-    });
+  /** `certbroker broker` for the stack's broker pod, with the CA at `caAddress` (default: the stack's). */
+  const brokerProcess = async (name: string, ca: { readonly caAddress?: string; readonly rootFile?: string } = {}): Promise<CliProcess> => {
+    const { env } = await stack.brokerEnv(`broker-${name}`, ca);
+    return new CliProcess(['broker'], { ...env, LOG_LEVEL: 'info', ISTIO_CA_FRONT_ADDRESS: 'off', BROKER_SHUTDOWN_GRACE_SECONDS: '2' });
   };
 
   it('broker: exits 0 on SIGTERM while the API server hangs during its start', { timeout: 90_000 }, async () => {
-    const rootFile = join(dir, 'stack-ca-root.pem');
-    await writeFile(rootFile, stack.ca.rootsPem());
     const baseline = stack.dc.openConnections;
     stack.dc.faults.setLatency(HANG_MS);
-    const broker = await brokerProcess('hung-api', `127.0.0.1:${stack.caPort}`, rootFile);
+    const broker = await brokerProcess('hung-api');
     try {
       // Its TokenRequest and its first pod list wait on the API server.
       await until('the broker waiting on the API server', () => stack.dc.openConnections >= baseline + 2);
@@ -109,7 +89,7 @@ describe('fault: SIGTERM with a hung dependency', () => {
 
     it(`broker: exits 0 on SIGTERM against ${what}`, { timeout: 90_000 }, async () => {
       const { server, rootFile } = await hungCa(kind);
-      const broker = await brokerProcess(kind, server.address, rootFile);
+      const broker = await brokerProcess(kind, { caAddress: server.address, rootFile });
       try {
         await broker.waitForLog('node broker started');
         // The own-SVID fetch has reached the hung CA.

@@ -3,7 +3,7 @@
  * enforced for the broker), the certbroker CA over TLS (TokenReview + node authorization), and
  * helpers to create pods and tokens and to obtain a consumer SVID from the CA.
  */
-import { rm } from 'node:fs/promises';
+import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import { startCaServer, type CaServer } from '../../../src/ca/index.js';
@@ -134,6 +134,43 @@ export class Stack {
       ...(options.clock ? { clock: options.clock } : {}),
       ...(options.informer ? { informer: options.informer } : {}),
     };
+  }
+
+  /**
+   * The environment `certbroker broker` runs from as a process (as the DaemonSet sets it), for this
+   * stack's broker pod: its kubeconfig (the broker's API token) and the stack CA's root written
+   * under the stack's dir (`rootFile` instead when given), the CA at `caAddress` (default: the
+   * stack's), both sockets under `<dir>/<name>/`, ops off. Callers add PATH, LOG_LEVEL and the rest.
+   */
+  async brokerEnv(
+    name: string,
+    options: { readonly caAddress?: string; readonly rootFile?: string } = {},
+  ): Promise<{ env: Record<string, string>; rootFile: string; brokerSocket: string; cniSocket: string }> {
+    const kubeconfig = join(this.dir, `${name}.kubeconfig`);
+    await this.dc.writeKubeconfig(kubeconfig, { token: this.brokerKubeConfig.getCurrentUser()!.token!, name: 'broker' });
+    let rootFile = options.rootFile;
+    if (rootFile === undefined) {
+      rootFile = join(this.dir, `${name}-ca-root.pem`);
+      await writeFile(rootFile, this.ca.rootsPem());
+    }
+    const brokerSocket = join(this.dir, name, 'broker.sock');
+    const cniSocket = join(this.dir, name, 'pluginevent.sock');
+    const env = {
+      NODE_NAME: NODE,
+      POD_NAME: this.brokerPod.name,
+      POD_NAMESPACE: this.brokerPod.namespace,
+      POD_UID: this.brokerPod.uid,
+      SERVICE_ACCOUNT: this.brokerPod.serviceAccount,
+      TRUST_DOMAIN: TD,
+      CA_ADDRESS: options.caAddress ?? `127.0.0.1:${this.caPort}`,
+      CA_TLS_SERVER_NAME: 'localhost',
+      CA_ROOT_CERT_FILE: rootFile,
+      KUBECONFIG: kubeconfig,
+      SPIFFE_BROKER_SOCKET: `unix://${brokerSocket}`,
+      CNI_EVENT_SOCKET: cniSocket,
+      BROKER_OPS_ADDRESS: 'off',
+    };
+    return { env, rootFile, brokerSocket, cniSocket };
   }
 
   async createPod(spec: PodSpec): Promise<string> {
