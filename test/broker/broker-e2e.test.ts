@@ -11,9 +11,9 @@ import { stat, writeFile } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { Metadata, status as GrpcStatus, type ClientReadableStream, type ServiceError } from '@grpc/grpc-js';
+import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { type Broker, BrokerClient, brokerServiceDefinition, firstMessage, runFetch, splitDerCertificates, startBroker } from '../../src/broker/index.js';
-import type { FetchJWTSVIDRequest, FetchJWTSVIDResponse, SubscribeToX509SVIDResponse as X509SvidResponse } from '../../src/protocol/spiffe-broker.js';
+import type { FetchJWTSVIDRequest, FetchJWTSVIDResponse } from '../../src/protocol/spiffe-broker.js';
 import { typedMethod } from '../../src/grpc/typed-methods.js';
 import { pushCniAddEvent } from '../../src/cni/plugin/cni-event-client.js';
 import { createLogger } from '../../src/core/log.js';
@@ -21,6 +21,7 @@ import { SkipClock } from '../support/skip-clock.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, tokenFor, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';
+import { leafOf, SvidRecorder } from './support/svid-recorder.js';
 import { refusedWith } from './support/error-info.js';
 import { fileContainingSymbol, linkProblems, listServices, reflect, reflectionClientConstructor, type ReflectionClient } from '../support/grpc-reflection.js';
 import { opensslMissing } from '../support/tools.js';
@@ -33,20 +34,6 @@ const webId = `spiffe://${TD}/ns/shop/sa/web`;
 
 function grpcError(code: GrpcStatus): (err: unknown) => boolean {
   return (err: unknown) => (err as ServiceError).code === code;
-}
-
-/** Collects messages of a stream and records how it ended. */
-class Recorder {
-  readonly messages: X509SvidResponse[] = [];
-  ended: ServiceError | 'ok' | undefined;
-  constructor(readonly stream: ClientReadableStream<X509SvidResponse>) {
-    stream.on('data', (m: X509SvidResponse) => this.messages.push(m));
-    stream.on('error', (e: ServiceError) => (this.ended = e));
-    stream.on('end', () => (this.ended ??= 'ok'));
-  }
-  serials(): string[] {
-    return this.messages.map((m) => new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!).serialNumber.toLowerCase());
-  }
 }
 
 describe('node broker end to end (devcluster + CA over TLS)', () => {
@@ -200,7 +187,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     const bs = client.subscribeX509Bundles({ uid: cartUid });
     bs.on('data', (m: { bundles: Record<string, Buffer> }) => bundles.push(m.bundles));
     bs.on('error', () => undefined);
-    const svids = new Recorder(client.subscribeX509Svid({ uid: cartUid }));
+    const svids = new SvidRecorder(client.subscribeX509Svid({ uid: cartUid }));
     await eventually('first messages', () => (bundles.length >= 1 && svids.messages.length >= 1) || undefined);
     assert.deepEqual(Object.keys(bundles[0]!), [`spiffe://${TD}`]);
 
@@ -233,7 +220,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
     const uid2 = await stack.createPod({ namespace: 'shop', name: 'web-1', serviceAccount: 'web', nodeName: NODE });
     await eventually('web-1 seen', () => broker.pods.byUid(uid2));
     const m = await firstMessage(client.subscribeX509Svid({ uid: uid2 }));
-    const serial = new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!).serialNumber.toLowerCase();
+    const serial = leafOf(m).serialNumber.toLowerCase();
     assert.equal(serial, first.serial, 'second pod of the SA gets the same certificate');
     assert.equal(broker.certs.caCalls, callsBefore, 'no CA call for the second pod');
     assert.deepEqual(broker.pods.podsOf(webId).map((p) => p.name).sort(), ['web-0', 'web-1']);
@@ -247,7 +234,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
 
   it('keeps serving cached certificates while the CA is down, and refreshes once it is back', async () => {
     const cartUid = broker.pods.byKey('shop', 'cart-0')!.uid;
-    const rec = new Recorder(client.subscribeX509Svid({ uid: cartUid }));
+    const rec = new SvidRecorder(client.subscribeX509Svid({ uid: cartUid }));
     await eventually('first message', () => rec.messages.length >= 1 || undefined);
     const before = broker.certs.current(cartId)!;
 
@@ -273,7 +260,7 @@ describe('node broker end to end (devcluster + CA over TLS)', () => {
   it('ends a pod stream when the pod is deleted', async () => {
     const uid = await stack.createPod({ namespace: 'shop', name: 'batch-0', serviceAccount: 'batch', nodeName: NODE });
     await eventually('batch seen', () => broker.pods.byUid(uid));
-    const rec = new Recorder(client.subscribeX509Svid({ uid }));
+    const rec = new SvidRecorder(client.subscribeX509Svid({ uid }));
     await eventually('first message', () => rec.messages.length >= 1 || undefined).catch((e: unknown) => {
       console.error(JSON.stringify(broker.certs.status(`spiffe://${TD}/ns/shop/sa/batch`)), rec.ended);
       throw e;

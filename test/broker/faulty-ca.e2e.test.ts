@@ -6,35 +6,19 @@
  * it, a still-valid certificate keeps being served, the coded error is logged and counted.
  */
 import assert from 'node:assert/strict';
-import { X509Certificate } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import type { ClientReadableStream, ServiceError } from '@grpc/grpc-js';
-import { type Broker, BrokerClient, firstMessage, IstioCaClient, splitDerCertificates, startBroker, workloadCertPem } from '../../src/broker/index.js';
-import type { SubscribeToX509SVIDResponse as X509SvidResponse } from '../../src/protocol/spiffe-broker.js';
+import { type Broker, BrokerClient, firstMessage, IstioCaClient, startBroker, workloadCertPem } from '../../src/broker/index.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { x509SvidProblems } from '../../src/spiffe/index.js';
 import { eventually } from './support/eventually.js';
+import { leafOf, SvidRecorder } from './support/svid-recorder.js';
 import { FaultyCa, type LeafProfile } from './support/faulty-ca.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD } from './support/stack.js';
 
 const BAD: readonly LeafProfile[] = ['ca-true', 'key-cert-sign', 'crl-sign', 'no-digital-signature'];
 const MINUTE = 60_000;
-
-class Recorder {
-  readonly messages: X509SvidResponse[] = [];
-  ended: ServiceError | 'ok' | undefined;
-  constructor(readonly stream: ClientReadableStream<X509SvidResponse>) {
-    stream.on('data', (m: X509SvidResponse) => this.messages.push(m));
-    stream.on('error', (e: ServiceError) => (this.ended = e));
-    stream.on('end', () => (this.ended ??= 'ok'));
-  }
-}
-
-function leafOf(m: X509SvidResponse): X509Certificate {
-  return new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!);
-}
 
 describe('broker against a CA that returns leaves breaking the X509-SVID rules', () => {
   let stack: Stack;
@@ -81,12 +65,12 @@ describe('broker against a CA that returns leaves breaking the X509-SVID rules',
   });
 
   it('serves nothing for a leaf with CA:TRUE, keyCertSign, cRLSign or without digitalSignature; the fetch fails coded, logged and counted', async () => {
-    const recorders = new Map<LeafProfile, Recorder>();
+    const recorders = new Map<LeafProfile, SvidRecorder>();
     for (const profile of BAD) {
       fca.profiles.set(`spiffe://${TD}/ns/shop/sa/${profile}`, profile);
       const uid = await stack.createPod({ namespace: 'shop', name: `${profile}-0`, serviceAccount: profile, nodeName: NODE });
       await eventually(`${profile} pod tracked`, () => broker.pods.byUid(uid));
-      recorders.set(profile, new Recorder(client.subscribeX509Svid({ uid })));
+      recorders.set(profile, new SvidRecorder(client.subscribeX509Svid({ uid })));
     }
     for (const profile of BAD) {
       const id = `spiffe://${TD}/ns/shop/sa/${profile}`;
@@ -122,7 +106,7 @@ describe('broker against a CA that returns leaves breaking the X509-SVID rules',
     const id = `spiffe://${TD}/ns/shop/sa/cart`;
     const uid = await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
     await eventually('cart tracked', () => broker.pods.byUid(uid));
-    const rec = new Recorder(client.subscribeX509Svid({ uid }));
+    const rec = new SvidRecorder(client.subscribeX509Svid({ uid }));
     const first = await eventually('first message', () => rec.messages[0]);
     const serial = leafOf(first).serialNumber.toLowerCase();
     const failuresBefore = await caErrors('ERR_CA_LEAF_NOT_SVID');
