@@ -65,15 +65,7 @@ describe('IstioCaClient after a CA outage (real CA through a relay)', () => {
     relay = new Relay(stack.caPort);
     await relay.listen();
     const token = await tokenFor(stack.core, BROKER_NS, CONSUMER_SA, { audience: 'istio-ca', expirationSeconds: 3600 });
-    client = new IstioCaClient({
-      address: `127.0.0.1:${relay.port}`,
-      caRootsPem: stack.ca.rootsPem(),
-      tlsServerName: 'localhost',
-      tokens: { token: async () => token },
-      clusterId: 'Kubernetes',
-      certTtlSeconds: 3600,
-      impersonate: false,
-    });
+    client = new IstioCaClient(stack.caClientOptions(token, `127.0.0.1:${relay.port}`));
   });
 
   after(async () => {

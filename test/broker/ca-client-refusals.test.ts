@@ -20,15 +20,7 @@ describe('IstioCaClient: refused vs unreachable, against the real CA', () => {
   before(async () => {
     stack = await Stack.start({ tmpPrefix: 'ca-client-refusals-', namespaces: ['elsewhere'], serviceAccounts: ['elsewhere/app'] });
     const token = await tokenFor(stack.core, BROKER_NS, CONSUMER_SA, { audience: 'istio-ca', expirationSeconds: 3600 });
-    base = {
-      address: `127.0.0.1:${stack.caPort}`,
-      caRootsPem: stack.ca.rootsPem(),
-      tlsServerName: 'localhost',
-      tokens: { token: async () => token },
-      clusterId: 'Kubernetes',
-      certTtlSeconds: 3600,
-      impersonate: false,
-    };
+    base = stack.caClientOptions(token);
   });
 
   after(async () => {

@@ -10,7 +10,7 @@ import { startCaServer, type CaServer } from '../../../src/ca/index.js';
 import { silentLogger, type Logger } from '../../../src/core/log.js';
 import { Secret } from '../../../src/core/secret.js';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
-import { type BrokerConfig, brokerRbacObjects, IstioCaClient, workloadCertPem } from '../../../src/broker/index.js';
+import { type BrokerConfig, brokerRbacObjects, IstioCaClient, type IstioCaClientOptions, workloadCertPem } from '../../../src/broker/index.js';
 import type { Clock } from '../../../src/core/clock.js';
 import { tempDirSync } from '../../support/scratch.js';
 import type { InformerSettings } from '../../../src/kube/index.js';
@@ -204,18 +204,23 @@ export class Stack {
     return new Secret(res.status!.token);
   }
 
-  /** An SVID for a service account's own identity, straight from the CA (no impersonation). */
-  async ownSvid(namespace: string, serviceAccount: string): Promise<Svid> {
-    const token = await tokenFor(this.core, namespace, serviceAccount, { audience: 'istio-ca', expirationSeconds: 3600 });
-    const client = new IstioCaClient({
-      address: `127.0.0.1:${this.caPort}`,
+  /** A CA client for the identity `token` is for (no impersonation), to the stack's CA unless `address` says otherwise. */
+  caClientOptions(token: Secret<string>, address = `127.0.0.1:${this.caPort}`): IstioCaClientOptions {
+    return {
+      address,
       caRootsPem: this.ca.rootsPem(),
       tlsServerName: 'localhost',
       tokens: { token: async () => token },
       clusterId: 'Kubernetes',
       certTtlSeconds: 3600,
       impersonate: false,
-    });
+    };
+  }
+
+  /** An SVID for a service account's own identity, straight from the CA (no impersonation). */
+  async ownSvid(namespace: string, serviceAccount: string): Promise<Svid> {
+    const token = await tokenFor(this.core, namespace, serviceAccount, { audience: 'istio-ca', expirationSeconds: 3600 });
+    const client = new IstioCaClient(this.caClientOptions(token));
     try {
       const identity = `spiffe://${TD}/ns/${namespace}/sa/${serviceAccount}`;
       const cert = await client.fetchCertificate(identity, new AbortController().signal);
