@@ -13,19 +13,26 @@ import type { CaMetrics } from './metrics.js';
 export interface ConnectionCounts {
   /** Streams open on the server right now (the one being handled included). */
   streams(): number;
+  /**
+   * Counts `stream` as open on the server and on its session until it closes (one 'close'
+   * listener for both counts). The transport calls it first thing for every stream.
+   */
+  opened(stream: ServerHttp2Stream): void;
 }
 
 /**
- * Applies the cap and the idle timeout to `server` and counts what is open. Call before adding
- * other 'stream' listeners, so a stream is counted before it is handled.
+ * Applies the cap and the idle timeout to `server` and counts what is open; every stream must be
+ * passed to `opened` before it is handled.
  */
 export function limitConnections(server: Http2SecureServer, limits: CaLimits, metrics: CaMetrics | undefined): ConnectionCounts {
   const closedOverLimit = metrics?.connectionsClosed.labels('limit');
   const closedHandshake = metrics?.connectionsClosed.labels('tls_handshake_timeout');
   const closedIdle = metrics?.connectionsClosed.labels('idle');
+  const onIdle = () => closedIdle?.inc();
   let connections = 0;
   let streams = 0;
   metrics?.observeTransport(() => ({ connections, streams }));
+  const idleWatches = new WeakMap<Http2Session, IdleWatch>();
 
   // Beyond the cap the kernel's accepted socket is closed before any JS object or TLS state
   // exists for it (net.Server 'drop').
@@ -38,12 +45,19 @@ export function limitConnections(server: Http2SecureServer, limits: CaLimits, me
   server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') closedHandshake?.inc();
   });
-  server.on('session', (s: Http2Session) => closeWhenIdle(s, limits.idleSessionTimeoutMs, () => closedIdle?.inc()));
-  server.on('stream', (stream: ServerHttp2Stream) => {
-    streams++;
-    stream.once('close', () => streams--);
-  });
-  return { streams: () => streams };
+  server.on('session', (s: Http2Session) => idleWatches.set(s, new IdleWatch(s, limits.idleSessionTimeoutMs, onIdle)));
+  return {
+    streams: () => streams,
+    opened(stream) {
+      streams++;
+      const watch = stream.session && idleWatches.get(stream.session);
+      watch?.opened();
+      stream.once('close', () => {
+        streams--;
+        watch?.closed();
+      });
+    },
+  };
 }
 
 /**
@@ -51,23 +65,35 @@ export function limitConnections(server: Http2SecureServer, limits: CaLimits, me
  * session that carries nothing for `idleMs` gets GOAWAY and is closed. The timer is touched only
  * when the session goes from no stream to one and back, not per call.
  */
-function closeWhenIdle(s: Http2Session, idleMs: number, onIdle: () => void): void {
-  let open = 0;
-  let timer: NodeJS.Timeout | undefined;
-  const arm = () => {
-    timer = setTimeout(() => {
-      if (open > 0 || s.closed || s.destroyed) return;
-      onIdle();
-      s.close();
-    }, idleMs);
-    timer.unref();
-  };
-  arm();
-  s.on('stream', (stream: ServerHttp2Stream) => {
-    if (open++ === 0) clearTimeout(timer);
-    stream.once('close', () => {
-      if (--open === 0 && !s.closed && !s.destroyed) arm();
-    });
-  });
-  s.once('close', () => clearTimeout(timer));
+class IdleWatch {
+  readonly #s: Http2Session;
+  readonly #idleMs: number;
+  readonly #onIdle: () => void;
+  #open = 0;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(s: Http2Session, idleMs: number, onIdle: () => void) {
+    this.#s = s;
+    this.#idleMs = idleMs;
+    this.#onIdle = onIdle;
+    this.#arm();
+    s.once('close', () => clearTimeout(this.#timer));
+  }
+
+  opened(): void {
+    if (this.#open++ === 0) clearTimeout(this.#timer);
+  }
+
+  closed(): void {
+    if (--this.#open === 0 && !this.#s.closed && !this.#s.destroyed) this.#arm();
+  }
+
+  #arm(): void {
+    this.#timer = setTimeout(() => {
+      if (this.#open > 0 || this.#s.closed || this.#s.destroyed) return;
+      this.#onIdle();
+      this.#s.close();
+    }, this.#idleMs);
+    this.#timer.unref();
+  }
 }

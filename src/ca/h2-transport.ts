@@ -211,7 +211,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     // do not retry; clients that read the setting (grpc-go) fail locally before sending.
     settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
   });
-  // Counted and bounded before anything else sees a connection, a session or a stream.
+  // Counted and bounded before anything else sees a connection or a session (a stream: `counts.opened`).
   const counts = limitConnections(server, limits, o.metrics);
   // Without an identity (none yet, or the last one withdrawn at its notAfter) a connection is
   // dropped at once, as grpc-js does: no TLS is attempted with a missing or expired certificate.
@@ -233,8 +233,10 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
   server.on('tlsClientError', (err) => logError('TLS handshake', err));
   const relay = o.fallbackPort === undefined ? undefined : new LoopbackRelay({ port: o.fallbackPort, onError: (what, err) => logError(what, err) });
   const handle = streamHandler(o, loadCodec(), counts.streams, relay);
+  const onStreamError = (err: Error) => logError('stream', err);
   server.on('stream', (stream, headers) => {
-    stream.on('error', (err) => logError('stream', err));
+    stream.on('error', onStreamError);
+    counts.opened(stream);
     handle(stream, headers);
   });
 
