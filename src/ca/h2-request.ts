@@ -18,10 +18,9 @@ export interface WireError {
 /** Request encodings decompressed here, as grpc-js does. */
 export const ACCEPT_ENCODING = 'identity,deflate,gzip';
 
+/** A method's bounds on its request (built once per method, not per call). */
 export interface ReadOptions {
   readonly maxBytes: number;
-  /** The call's `grpc-encoding` header. */
-  readonly encoding: string | string[] | undefined;
   /** The whole request message must have arrived this long (ms) after the call's headers. */
   readonly bodyTimeoutMs: number;
   readonly onBodyTimeout: () => void;
@@ -69,11 +68,12 @@ export function unframeRequest(body: Buffer | undefined, encoding: string | stri
 }
 
 /**
- * Reads one request message from the stream (bounded in size and time) and calls `done`
- * exactly once: with the message, or with the status to answer. Errors are plain objects, not
+ * Reads one request message from the stream (bounded in size and time; `encoding` is the call's
+ * `grpc-encoding` header) and calls `done` exactly once: with the message, or with the status to
+ * answer. Errors are plain objects, not
  * `Error`s: nothing here needs a stack, and capturing one per call is measurable.
  */
-export function readMessage(stream: ServerHttp2Stream, r: ReadOptions, done: (err: WireError | undefined, message?: Buffer) => void): void {
+export function readMessage(stream: ServerHttp2Stream, r: ReadOptions, encoding: string | string[] | undefined, done: (err: WireError | undefined, message?: Buffer) => void): void {
   let first: Buffer | undefined;
   let more: Buffer[] | undefined;
   let size = 0;
@@ -103,7 +103,7 @@ export function readMessage(stream: ServerHttp2Stream, r: ReadOptions, done: (er
     else (more ??= [first]).push(c);
   });
   stream.once('end', () => {
-    const out = unframeRequest(more ? Buffer.concat(more) : first, r.encoding, r.maxBytes);
+    const out = unframeRequest(more ? Buffer.concat(more) : first, encoding, r.maxBytes);
     if (Buffer.isBuffer(out)) settle(undefined, out);
     else settle(out);
   });

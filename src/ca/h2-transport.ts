@@ -93,28 +93,25 @@ function metadataFrom(headers: IncomingHttpHeaders): CallMetadata {
   };
 }
 
-interface CallContext {
-  readonly codec: Codec;
-  /** Body limits of the call (`maxBytes` is per method). */
-  readonly read: Omit<ReadOptions, 'maxBytes'>;
-}
-
 function peerOf(stream: ServerHttp2Stream): string {
   return `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
 }
 
 const DEADLINE_EXCEEDED = transportStatus(GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded');
 
-function serveCreateCertificate(
-  stream: ServerHttp2Stream,
-  headers: IncomingHttpHeaders,
-  c: CallContext & { readonly service: CertificateService; readonly maxMessageBytes: number },
-): void {
+/** What a method's function needs besides the call (built once, when the transport starts). */
+interface MethodContext {
+  readonly codec: Codec;
+  /** The method's request bounds. */
+  readonly read: ReadOptions;
+}
+
+function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly service: CertificateService }): void {
   // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
   // that arrives later is dropped (the stream is no longer open by then).
   const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
   const deadline = timeoutMs === undefined ? undefined : setTimeout(() => sendStatus(stream, DEADLINE_EXCEEDED), timeoutMs);
-  readMessage(stream, { ...c.read, maxBytes: c.maxMessageBytes }, (err, bytes) => {
+  readMessage(stream, c.read, headers['grpc-encoding'], (err, bytes) => {
     if (err) {
       clearTimeout(deadline);
       return sendWireError(stream, err);
@@ -139,8 +136,8 @@ function serveCreateCertificate(
   });
 }
 
-function serveHealthCheck(stream: ServerHttp2Stream, c: CallContext & { readonly health: HealthService }): void {
-  readMessage(stream, { ...c.read, maxBytes: 4096 }, (err, bytes) => {
+function serveHealthCheck(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly health: HealthService }): void {
+  readMessage(stream, c.read, headers['grpc-encoding'], (err, bytes) => {
     if (err) return sendWireError(stream, err);
     let req: HealthCheckRequest;
     try {
@@ -175,6 +172,9 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
   const bodyTimeouts = o.metrics?.streamsRefused.labels('body_timeout');
   const streamLimit = o.metrics?.streamsRefused.labels('stream_limit');
   const onBodyTimeout = () => bodyTimeouts?.inc();
+  const bodyTimeoutMs = limits.requestBodyTimeoutMs;
+  const create = { codec, service: o.service, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onBodyTimeout } };
+  const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onBodyTimeout } };
   const tooMany = transportStatus(GrpcStatus.RESOURCE_EXHAUSTED, 'too many open calls at the CA; retry later');
   return (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
     if (streams() > limits.maxStreams) {
@@ -189,9 +189,8 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
       if (!stream.readableEnded) stream.close(h2.NGHTTP2_NO_ERROR);
       return;
     }
-    const read: Omit<ReadOptions, 'maxBytes'> = { encoding: headers['grpc-encoding'], bodyTimeoutMs: limits.requestBodyTimeoutMs, onBodyTimeout };
-    if (path === CREATE_CERTIFICATE_PATH) return serveCreateCertificate(stream, headers, { codec, service: o.service, read, maxMessageBytes: o.maxMessageBytes });
-    if (path === HEALTH_CHECK_PATH) return serveHealthCheck(stream, { codec, health: o.health, read });
+    if (path === CREATE_CERTIFICATE_PATH) return serveCreateCertificate(stream, headers, create);
+    if (path === HEALTH_CHECK_PATH) return serveHealthCheck(stream, headers, healthCheck);
     if (relay) return relay.relay(stream, headers);
     stream.resume();
     sendStatus(stream, transportStatus(GrpcStatus.UNIMPLEMENTED, `method ${String(path)} is not served by this transport`));
