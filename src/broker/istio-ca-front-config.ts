@@ -55,8 +55,7 @@ export function readIstioCaFrontSettings(r: ConfigReader, address: { readonly ho
   const D = ISTIO_CA_FRONT_DEFAULTS;
   const alt = r.optionalString(E.ALT_HOSTNAME, flags.altHostname);
   if (alt !== undefined && servingNameProblem(alt) !== undefined) r.problem(`${E.ALT_HOSTNAME}: ${servingNameProblem(alt)}`);
-  const allowedAccounts = r.list(E.ALLOWED_ACCOUNTS, D.allowedAccounts);
-  for (const a of allowedAccounts) if (!/^[a-z0-9-]+\/[a-z0-9.-]+$/.test(a)) r.problem(`${E.ALLOWED_ACCOUNTS} entry ${JSON.stringify(a)} is not namespace/serviceaccount`);
+  const allowedAccounts = r.accountList(E.ALLOWED_ACCOUNTS, D.allowedAccounts);
   if (allowedAccounts.length === 0) r.problem(`${E.ALLOWED_ACCOUNTS} names no account (turn the front off with ISTIO_CA_FRONT_ADDRESS=off instead)`);
   const audiences = r.list(E.AUDIENCES, D.audiences);
   if (audiences.length === 0) r.problem(`${E.AUDIENCES} names no audience`);

@@ -257,8 +257,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const defaultTtlSeconds = r.int(ENV.DEFAULT_TTL_SECONDS, DEFAULT_TTL_SECONDS, { min: 60 });
   const maxTtlSeconds = r.int(ENV.MAX_TTL_SECONDS, DEFAULT_MAX_TTL_SECONDS, { min: 60 });
   if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${ENV.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${ENV.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
-  const trusted = r.list(ENV.TRUSTED_NODE_ACCOUNTS, DEFAULT_TRUSTED_NODE_ACCOUNTS);
-  for (const t of trusted) if (!/^[a-z0-9-]+\/[a-z0-9.-]+$/.test(t)) r.problem(`${ENV.TRUSTED_NODE_ACCOUNTS} entry ${JSON.stringify(t)} is not namespace/serviceaccount`);
+  const trusted = r.accountList(ENV.TRUSTED_NODE_ACCOUNTS, DEFAULT_TRUSTED_NODE_ACCOUNTS);
   const grantableServingNames = r.list(ENV.GRANTABLE_SERVING_NAMES, DEFAULT_GRANTABLE_SERVING_NAMES);
   for (const n of grantableServingNames) {
     const problem = servingNameProblem(n);

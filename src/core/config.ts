@@ -86,6 +86,13 @@ export class ConfigReader {
       .filter((s) => s !== '');
   }
 
+  /** A list of `namespace/serviceaccount` entries; each other entry is a problem. */
+  accountList(name: string, fallback: readonly string[], explicit?: string): string[] {
+    const accounts = this.list(name, fallback, explicit);
+    for (const a of accounts) if (!/^[a-z0-9-]+\/[a-z0-9.-]+$/.test(a)) this.problem(`${name} entry ${JSON.stringify(a)} is not namespace/serviceaccount`);
+    return accounts;
+  }
+
   oneOf<T extends string>(name: string, allowed: readonly T[], fallback: T, explicit?: string): T {
     const raw = this.raw(name, explicit);
     if (raw === undefined) return fallback;
