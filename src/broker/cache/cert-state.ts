@@ -23,8 +23,6 @@ export type CertState =
 
 export type CertStateName = CertState['kind'];
 
-export const CERT_STATE_NAMES: readonly CertStateName[] = ['pending', 'ready', 'failed', 'expired'];
-
 export const PENDING: CertState = Object.freeze({ kind: 'pending' });
 
 /** The certificate the state holds (valid or not yet noticed as expired), if any. */
