@@ -10,6 +10,7 @@
  * why until a new one is issued.
  */
 import type { Clock } from '../core/clock.js';
+import { CoalescedRun } from '../core/coalesced-run.js';
 import { describeError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
@@ -47,8 +48,7 @@ export class ServingIdentity {
   #notAfterMs: number | undefined;
   #lastError: string | undefined;
   #failures = 0;
-  #issuing: Promise<void> | undefined;
-  #again = false;
+  readonly #issuing = new CoalescedRun(() => this.#issueOnce(), () => this.#stopped);
   #started = false;
   #stopped = false;
   #unsubscribe: (() => void) | undefined;
@@ -93,17 +93,7 @@ export class ServingIdentity {
   /** Issues a certificate now (joining one in progress, which then runs once more). Never rejects. */
   renew(): Promise<void> {
     if (this.#stopped) return Promise.resolve();
-    if (this.#issuing) {
-      this.#again = true;
-      return this.#issuing;
-    }
-    this.#issuing = (async () => {
-      do {
-        this.#again = false;
-        await this.#issueOnce();
-      } while (this.#again && !this.#stopped);
-    })().finally(() => (this.#issuing = undefined));
-    return this.#issuing;
+    return this.#issuing.run();
   }
 
   /** Stops renewing and following the signer; waits at most `deadlineMs` for an issuance in progress. */
@@ -111,7 +101,7 @@ export class ServingIdentity {
     this.#stopped = true;
     this.#unsubscribe?.();
     for (const kind of ['renewal', 'expiry'] as const) this.#cancel(kind);
-    const issuing = this.#issuing;
+    const issuing = this.#issuing.running;
     if (!issuing) return;
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {

@@ -11,6 +11,7 @@ import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CACERTS_FILES, PkiError, validateCaBundle } from '../../pki/index.js';
+import { CoalescedRun } from '../../core/coalesced-run.js';
 import { describeError } from '../../core/errors.js';
 import { MaterialSigner, type MaterialSignerOptions } from './material-signer.js';
 
@@ -26,8 +27,7 @@ export class CacertsSigner extends MaterialSigner {
   readonly #stop = new AbortController();
   #fingerprint = '';
   #watcher: FSWatcher | undefined;
-  #checking: Promise<void> | undefined;
-  #again = false;
+  readonly #checking = new CoalescedRun(() => this.#checkOnce(), () => this.#stop.signal.aborted);
   /** Number of successful loads (tests observe reloads through it). */
   loads = 0;
   /** The last load error, if the latest attempt failed. */
@@ -53,17 +53,7 @@ export class CacertsSigner extends MaterialSigner {
 
   /** Re-reads the files and reloads when their content changed. Calls coalesce. */
   check(): Promise<void> {
-    if (this.#checking) {
-      this.#again = true;
-      return this.#checking;
-    }
-    this.#checking = (async () => {
-      do {
-        this.#again = false;
-        await this.#checkOnce();
-      } while (this.#again && !this.#stop.signal.aborted);
-    })().finally(() => (this.#checking = undefined));
-    return this.#checking;
+    return this.#checking.run();
   }
 
   override async close(): Promise<void> {
