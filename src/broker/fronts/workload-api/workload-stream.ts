@@ -7,15 +7,13 @@
  * longer entitled, the process exits or moves) and with UNAVAILABLE at shutdown.
  */
 import type { ServerWritableStream } from '@grpc/grpc-js';
-import type { Clock } from '../../../core/clock.js';
 import { describeError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
-import type { Rng } from '../../../core/rng.js';
 import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
-import { svidMaterial, type CertManager, type NodePods, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
+import { svidMaterial, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 import { firstCertificate, pacedUpdates, shuttingDown, type SvidStreamRpc } from '../svid-streams.js';
-import type { CallerLookup } from './attested-connections.js';
+import type { WorkloadApiOptions } from './workload-api.js';
 import { notAttested, stillCaller, type WorkloadCaller } from './workload-caller.js';
 
 export type WorkloadRpc = SvidStreamRpc;
@@ -31,15 +29,8 @@ export function x509BundlesResponse(bundle: TrustBundle): X509BundlesResponse {
   return bundlesMessage(bundle.trustDomain, bundle.concatenatedDer);
 }
 
-export interface WorkloadStreamDeps {
-  readonly pods: NodePods;
-  readonly certs: CertManager;
-  readonly bundle: TrustBundle;
-  readonly callers: CallerLookup;
-  readonly clock: Clock;
-  readonly rng: Rng;
-  readonly logger: Logger;
-  readonly updateJitterMs: number;
+/** What a stream is handed: the service's options (its observer aside) and the service's callbacks. */
+export interface WorkloadStreamDeps extends Omit<WorkloadApiOptions, 'observer'> {
   /** Ends the stream with `err` as the caller's status (through the service's one error mapping). */
   readonly reject: (err: unknown) => void;
   readonly sent: (first: boolean) => void;
