@@ -9,14 +9,13 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { credentials, Metadata, status, type Client, type ChannelCredentials, type ServiceError } from '@grpc/grpc-js';
 import { X509Certificate } from 'node:crypto';
-import { request } from 'node:http';
 import { createServer, type AddressInfo } from 'node:net';
 import { createRootCa, exportPkcs8Pem } from '../../src/pki/index.js';
 import { loadProtos, lookup } from '../../src/grpc/index.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { CA_CERT_KEY, CA_KEY_KEY, kubeCaSecretStore, SelfSignedSigner, type CaServer, type Signer } from '../../src/ca/index.js';
 import { systemClock } from '../../src/core/clock.js';
-import { caClient, CA_NAMESPACE, startCaEnv, TD, type CaEnv } from './support/ca-env.js';
+import { caClient, CA_NAMESPACE, httpGet, startCaEnv, TD, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts } from './support/pki-fixtures.js';
 import { opensslMissing } from '../support/tools.js';
 
@@ -44,17 +43,6 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    request({ host: '127.0.0.1', port, path }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
 
 test('self-signed root is created once in istio-ca-secret and reused by a restart', async () => {
   const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });

@@ -11,11 +11,10 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { request } from 'node:http';
 import { status } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
 import { SkipClock } from '../support/skip-clock.js';
-import { caClient, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
+import { caClient, httpGet, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 
 const IDLE_MS = 1000;
@@ -34,17 +33,6 @@ before(async () => {
 });
 after(() => env?.close());
 
-function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    request({ host: '127.0.0.1', port, path }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-    })
-      .on('error', reject)
-      .end();
-  });
-}
 
 /** Polls `probe` every 20 ms (at most ~10 s) until it returns a value; `step` runs before each try. */
 async function eventually<T>(what: string, probe: () => Promise<T | undefined>, step?: () => void): Promise<T> {

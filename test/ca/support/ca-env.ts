@@ -3,6 +3,7 @@
  * the CA runs as its own service account with least-privilege RBAC; tokens are minted through
  * TokenRequest; pods are created and deleted through the API; calls go over gRPC+TLS.
  */
+import { request } from 'node:http';
 import { credentials, Metadata, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { Clock } from '../../../src/core/clock.js';
@@ -295,4 +296,17 @@ export async function startNodeAScenario(overrides: Partial<CaServerConfig> = {}
 /** TokenReviews the devcluster has been sent so far (from its request log): what authentication cost the API server. */
 export function tokenReviews(env: CaEnv): number {
   return env.cluster.requestLog.entries({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews' }).length;
+}
+
+/** A plain HTTP GET on loopback (the CA's ops endpoint: /ready, /metrics). */
+export function httpGet(port: number, path: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    request({ host: '127.0.0.1', port, path }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    })
+      .on('error', reject)
+      .end();
+  });
 }
