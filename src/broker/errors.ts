@@ -88,3 +88,16 @@ export class BrokerError extends CertbrokerError<BrokerErrorCode> {
 export function isAbortError(err: unknown): boolean {
   return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
 }
+
+/** The streaming fronts' answer to a JWT-SVID RPC (UNIMPLEMENTED: clients must not retry). */
+export function jwtProfileDisabled(): BrokerError {
+  return new BrokerError('ERR_JWT_PROFILE_DISABLED', 'the JWT-SVID profile is administratively disabled on this broker', {
+    status: 'unimplemented',
+    publicMessage: 'JWT-SVID profile is disabled',
+  });
+}
+
+/** How a front's stream ends when the broker stops (UNAVAILABLE). */
+export function shuttingDown(): BrokerError {
+  return new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable', publicMessage: 'broker is shutting down' });
+}

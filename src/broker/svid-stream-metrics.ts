@@ -4,7 +4,7 @@
  * `<prefix>_first_message_seconds` and `<prefix>_rejections_total`; `observer()` feeds them.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import type { SvidStreamObserver } from './fronts/svid-streams.js';
+import type { BrokerApiObserver, WorkloadApiObserver } from './fronts/index.js';
 
 export interface SvidStreamMetricsOptions {
   /** Metric name prefix, e.g. `certbroker_broker_api`. */
@@ -39,7 +39,8 @@ export class SvidStreamMetrics {
     });
   }
 
-  observer(): SvidStreamObserver {
+  /** Both fronts report the same events. */
+  observer(): BrokerApiObserver & WorkloadApiObserver {
     return {
       streamOpened: (rpc) => this.streamsOpen.inc({ rpc }),
       streamClosed: (rpc) => this.streamsOpen.dec({ rpc }),

@@ -12,6 +12,7 @@
  * - `NodePods`: this node's pods and the identity each needs; drives the manager.
  * - `TrustBundle`: the trust domain's roots, following the CA's (`follow`).
  * - `WorkloadCert` and helpers (`workloadCertPem`, `describeCert`, `isUsable`).
+ * - `firstCertificate`, `pacedUpdates`: how a front's stream is fed (first certificate, paced updates).
  *
  * May import: src/core, src/pki, src/spiffe and src/broker/errors.ts. Nothing else of the broker.
  */
@@ -53,3 +54,4 @@ export {
 export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleOptions } from './trust-bundle.js';
 export { describeCert, isUsable, svidMaterial, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
 export { Waiters } from './waiters.js';
+export { firstCertificate, pacedUpdates } from './stream-feed.js';

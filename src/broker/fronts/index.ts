@@ -8,9 +8,8 @@
  *
  * A front reads the cache room (certificates, pods, bundle) and may use
  * `adapters/unix-socket.ts` for its socket and `attestation/` to know its caller; it never calls
- * the CA or Kubernetes itself (it is handed what it needs), and fronts do not import one another;
- * what the two streaming fronts do alike (first certificate, paced updates, shared refusals) is
- * `svid-streams.ts`.
+ * the CA or Kubernetes itself (it is handed what it needs), and fronts do not import one another
+ * (how the two streaming fronts feed a stream from the cache is the cache's `stream-feed.ts`).
  */
 export * from './broker-api/index.js';
 export * from './workload-api/index.js';

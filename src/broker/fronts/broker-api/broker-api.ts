@@ -47,25 +47,21 @@ import { SpiffeError } from '../../../spiffe/errors.js';
 import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
 import type { CertManager } from '../../cache/cert-manager.js';
-import { BrokerError } from '../../errors.js';
-import {
-  firstCertificate,
-  jwtProfileDisabled,
-  pacedUpdates,
-  refusal,
-  requireSecurityHeader,
-  shuttingDown,
-  type RefusalSink,
-  type SvidStreamObserver,
-} from '../svid-streams.js';
+import { firstCertificate, pacedUpdates } from '../../cache/stream-feed.js';
+import { BrokerError, jwtProfileDisabled, shuttingDown } from '../../errors.js';
 import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
 import { notEntitled, WorkloadResolver, type PidResolver } from './workload-resolver.js';
 import { svidMaterial, type WorkloadCert } from '../../cache/workload-cert.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 
-/** The Broker API's events, for its metrics (the Workload API reports the same). */
-export type BrokerApiObserver = SvidStreamObserver;
+export interface BrokerApiObserver {
+  streamOpened?(rpc: 'x509svid' | 'x509bundles'): void;
+  streamClosed?(rpc: 'x509svid' | 'x509bundles'): void;
+  /** Time from the request to the first message (ms). */
+  firstMessage?(rpc: 'x509svid' | 'x509bundles', ms: number): void;
+  rejected?(rpc: string, code: string): void;
+}
 
 export interface BrokerApiOptions {
   readonly pods: NodePods;
@@ -133,17 +129,9 @@ export class BrokerApiService {
   readonly #allowed: ReadonlySet<string>;
   readonly #resolver: WorkloadResolver;
   readonly #open = new Set<() => void>();
-  readonly #refusals: RefusalSink;
 
   constructor(options: BrokerApiOptions) {
     this.#o = options;
-    this.#refusals = {
-      api: 'Broker API',
-      logger: options.logger,
-      observer: options.observer,
-      errorInfo: brokerApiErrorInfo,
-      logged: new Set(['permission-denied', 'unauthenticated']),
-    };
     this.#allowed = new Set(options.allowedCallers);
     this.#resolver = new WorkloadResolver({
       pods: options.pods,
@@ -205,7 +193,13 @@ export class BrokerApiService {
         publicMessage: 'caller is not authorized for the Broker API',
       });
     }
-    requireSecurityHeader(call.metadata, BROKER_HEADER, BROKER_HEADER_VALUE, 'ERR_MISSING_BROKER_HEADER');
+    const header = call.metadata.get(BROKER_HEADER);
+    if (header.length !== 1 || String(header[0]) !== BROKER_HEADER_VALUE) {
+      throw new BrokerError('ERR_MISSING_BROKER_HEADER', `security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE} is missing`, {
+        status: 'invalid-argument',
+        publicMessage: `missing security header ${BROKER_HEADER}: ${BROKER_HEADER_VALUE}`,
+      });
+    }
     if (isUnreadableRequest(call.request)) {
       throw new BrokerError('ERR_REQUEST_MALFORMED', `request from ${caller} cannot be read: ${call.request.reason}`, {
         status: 'invalid-argument',
@@ -302,7 +296,12 @@ export class BrokerApiService {
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {
-    return refusal(this.#refusals, rpc, err, call.getPeer());
+    const code = err instanceof BrokerError ? err.code : 'unexpected';
+    this.#o.observer?.rejected?.(rpc, code);
+    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.status === 'unauthenticated' || err.code === 'ERR_REQUEST_MALFORMED')) {
+      this.#o.logger.warn('Broker API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
+    }
+    return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: brokerApiErrorInfo });
   }
 }
 

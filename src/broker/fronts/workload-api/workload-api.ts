@@ -25,16 +25,20 @@ import { CERTBROKER_ERROR_DOMAIN, type ErrorInfo } from '../../../protocol/grpc-
 import { WORKLOAD_API_METHOD, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE } from '../../../protocol/workload-api.js';
 import type { CertbrokerError } from '../../../core/errors.js';
 import type { CertManager, NodePods, TrustBundle } from '../../cache/index.js';
-import { BrokerError } from '../../errors.js';
-import { jwtProfileDisabled, refusal, requireSecurityHeader, type RefusalSink, type SvidStreamObserver } from '../svid-streams.js';
+import { BrokerError, jwtProfileDisabled } from '../../errors.js';
 import type { CallerLookup } from './attested-connections.js';
 import { resolveCaller } from './workload-caller.js';
 import { WorkloadStream, type WorkloadResponse, type WorkloadRpc } from './workload-stream.js';
 
 type SurfaceCall = ServerUnaryCall<unknown, unknown>;
 
-/** The Workload API's events, for its metrics (the Broker API reports the same). */
-export type WorkloadApiObserver = SvidStreamObserver;
+export interface WorkloadApiObserver {
+  streamOpened?(rpc: WorkloadRpc): void;
+  streamClosed?(rpc: WorkloadRpc): void;
+  /** Time from the request to its first message (ms). */
+  firstMessage?(rpc: WorkloadRpc, ms: number): void;
+  rejected?(rpc: string, code: string): void;
+}
 
 export interface WorkloadApiOptions {
   readonly pods: NodePods;
@@ -58,17 +62,9 @@ export function workloadApiErrorInfo(err: CertbrokerError | undefined): ErrorInf
 export class WorkloadApiService {
   readonly #o: WorkloadApiOptions;
   readonly #open = new Set<WorkloadStream>();
-  readonly #refusals: RefusalSink;
 
   constructor(options: WorkloadApiOptions) {
     this.#o = options;
-    this.#refusals = {
-      api: 'Workload API',
-      logger: options.logger,
-      observer: options.observer,
-      errorInfo: workloadApiErrorInfo,
-      logged: new Set(['permission-denied']),
-    };
   }
 
   get openStreams(): number {
@@ -107,7 +103,13 @@ export class WorkloadApiService {
 
   /** The security header is present and the request readable. */
   #admit(call: SurfaceCall & { readonly request?: unknown }): void {
-    requireSecurityHeader(call.metadata, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE, 'ERR_MISSING_WORKLOAD_HEADER');
+    const header = call.metadata.get(WORKLOAD_HEADER);
+    if (header.length !== 1 || String(header[0]) !== WORKLOAD_HEADER_VALUE) {
+      throw new BrokerError('ERR_MISSING_WORKLOAD_HEADER', `security header ${WORKLOAD_HEADER}: ${WORKLOAD_HEADER_VALUE} is missing`, {
+        status: 'invalid-argument',
+        publicMessage: `missing security header ${WORKLOAD_HEADER}: ${WORKLOAD_HEADER_VALUE}`,
+      });
+    }
     if (isUnreadableRequest(call.request)) {
       throw new BrokerError('ERR_REQUEST_MALFORMED', `request cannot be read: ${call.request.reason}`, {
         status: 'invalid-argument',
@@ -157,6 +159,11 @@ export class WorkloadApiService {
   }
 
   #reject(rpc: string, err: unknown, call: SurfaceCall): ReturnType<typeof toGrpcError> {
-    return refusal(this.#refusals, rpc, err, call.getPeer());
+    const code = err instanceof BrokerError ? err.code : 'unexpected';
+    this.#o.observer?.rejected?.(rpc, code);
+    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.code === 'ERR_REQUEST_MALFORMED')) {
+      this.#o.logger.warn('Workload API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
+    }
+    return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: workloadApiErrorInfo });
   }
 }

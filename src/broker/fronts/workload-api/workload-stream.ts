@@ -10,13 +10,13 @@ import type { ServerWritableStream } from '@grpc/grpc-js';
 import { describeError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
-import { svidMaterial, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
+import { firstCertificate, pacedUpdates, svidMaterial, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
-import { firstCertificate, pacedUpdates, shuttingDown, type SvidStreamRpc } from '../svid-streams.js';
+import { shuttingDown } from '../../errors.js';
 import type { WorkloadApiOptions } from './workload-api.js';
 import { notAttested, stillCaller, type WorkloadCaller } from './workload-caller.js';
 
-export type WorkloadRpc = SvidStreamRpc;
+export type WorkloadRpc = 'x509svid' | 'x509bundles';
 export type WorkloadResponse = X509SVIDResponse | X509BundlesResponse;
 
 /** The X509SVIDResponse for `cert`: one SVID (chain leaf first, PKCS#8 key, the trust domain's roots), no CRL, no federation. */
