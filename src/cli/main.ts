@@ -13,6 +13,7 @@ const SUBCOMMANDS: readonly string[] = [
   './devcluster.js',
   './install-cni.js',
   './ca.js',
+  './k8s-signer.js',
   './broker.js',
   './fetch.js',
   './iptables.js',

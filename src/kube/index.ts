@@ -12,3 +12,21 @@ export type { PodInformer, PodInformerOptions } from './pod-informer.js';
 export { kubeGet, parseRetryAfter } from './api-request.js';
 export { KubeApiError, KubeError } from './errors.js';
 export type { KubeErrorCode } from './errors.js';
+export {
+  CSR_COLLECTION_PATH,
+  CSR_MIN_EXPIRATION_SECONDS,
+  USAGE_CLIENT_AUTH,
+  USAGE_DIGITAL_SIGNATURE,
+  USAGE_KEY_ENCIPHERMENT,
+  USAGE_SERVER_AUTH,
+  CsrClient,
+  createCsrInformer,
+  csrCertificatePem,
+  csrRequestPem,
+  csrState,
+  trueCondition,
+  type CsrCondition,
+  type CsrConditionType,
+  type CsrObject,
+  type CsrState,
+} from './csr.js';

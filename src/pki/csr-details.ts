@@ -13,6 +13,12 @@ export interface CsrDetails {
   readonly uris: readonly string[];
   /** Whether the requested SAN extension is critical. */
   readonly sanCritical: boolean | undefined;
+  /** Requested DNS names, IP addresses and e-mail addresses (a signer decides whether it grants them). */
+  readonly dnsNames: readonly string[];
+  readonly ipAddresses: readonly string[];
+  readonly emails: readonly string[];
+  /** Requested SAN entries of any other kind (otherName, directoryName, registeredID, ...). */
+  readonly otherSans: number;
 }
 
 /** Reads the subject and requested URIs with @peculiar/x509 (not on the issuing hot path). */
@@ -26,8 +32,18 @@ export function readCsrDetails(input: string | Uint8Array): CsrDetails {
   }
   const ext = req.extensions.find((e) => e.type === '2.5.29.17');
   const san = ext ? new x509.SubjectAlternativeNameExtension(ext.rawData) : undefined;
-  const uris = san ? san.names.items.filter((n) => n.type === 'url').map((n) => n.value) : [];
-  return { subject: req.subject, uris, sanCritical: san?.critical };
+  const items = san?.names.items ?? [];
+  const of = (type: string) => items.filter((n) => n.type === type).map((n) => n.value);
+  const known = new Set(['url', 'dns', 'ip', 'email']);
+  return {
+    subject: req.subject,
+    uris: of('url'),
+    sanCritical: san?.critical,
+    dnsNames: of('dns'),
+    ipAddresses: of('ip'),
+    emails: of('email'),
+    otherSans: items.filter((n) => !known.has(n.type)).length,
+  };
 }
 
 /** Reference verification of a CSR signature through @peculiar/x509 + WebCrypto. */

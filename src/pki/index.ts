@@ -12,7 +12,7 @@
  *     fast DER walk + node:crypto verify; ERR_PKI_PEM_*, ERR_PKI_CSR_MALFORMED,
  *   parseCsrAsync(pemOrDer) -> Promise<VerifiedCsr>: same checks and codes, P-256 keys via WebCrypto raw import (faster)
  *     ERR_PKI_CSR_UNSUPPORTED_ALGORITHM, ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID
- *   readCsrDetails(csr) -> {subject, uris, sanCritical}   (@peculiar/x509, not on the hot path)
+ *   readCsrDetails(csr) -> {subject, uris, sanCritical, dnsNames, ipAddresses, emails, otherSans}   (@peculiar/x509, not on the hot path)
  * Leaf issuance (istiod profile, profile.ts):
  *   new FastLeafIssuer({signer: material.leafSigner, now?, randomBytes?, maxTtlSeconds?})
  *     .issue({csr, spiffeId, ttlSeconds}) -> IssuedLeaf {der, pem, serialHex, notBeforeMs, notAfterMs, spiffeId}

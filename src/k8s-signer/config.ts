@@ -1,0 +1,92 @@
+/**
+ * `certbroker k8s-signer` configuration: one frozen object, flags over env, every problem listed
+ * at once. The plug-in CA is a `cacerts` directory (a mounted Secret, as Istio's plug-in CA).
+ */
+import { ConfigReader } from '../core/config.js';
+import { signerNameProblem } from '../core/signer-name.js';
+import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
+import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
+
+export const K8S_SIGNER_ENV = Object.freeze({
+  SIGNER_NAME: 'K8S_SIGNER_NAME',
+  TRUST_DOMAIN: 'TRUST_DOMAIN',
+  CACERTS_DIR: 'K8S_SIGNER_CACERTS_DIR',
+  CONTROLLERS: 'K8S_SIGNER_CONTROLLERS',
+  DEFAULT_TTL_SECONDS: 'K8S_SIGNER_DEFAULT_TTL_SECONDS',
+  MAX_TTL_SECONDS: 'K8S_SIGNER_MAX_TTL_SECONDS',
+  SERVING_REQUESTERS: 'K8S_SIGNER_SERVING_REQUESTERS',
+  OPS_ADDRESS: 'K8S_SIGNER_OPS_ADDRESS',
+  KUBECONFIG: 'KUBECONFIG',
+  SHUTDOWN_SECONDS: 'K8S_SIGNER_SHUTDOWN_GRACE_SECONDS',
+  LOG_LEVEL: 'LOG_LEVEL',
+});
+
+/** The controllers there are (k8s-signer.ts's CONTROLLERS has one factory per name). */
+export const CONTROLLER_NAMES = ['csr'] as const;
+export type ControllerName = (typeof CONTROLLER_NAMES)[number];
+
+export const DEFAULT_K8S_SIGNER_TTL_SECONDS = 24 * 3600;
+export const DEFAULT_SERVING_REQUESTERS: readonly string[] = ['istio-system/certbroker-ca'];
+export const DEFAULT_K8S_SIGNER_OPS_ADDRESS = '0.0.0.0:15018';
+
+export interface K8sSignerConfig {
+  readonly signerName: string;
+  readonly trustDomain: string;
+  readonly cacertsDir: string;
+  readonly controllers: readonly ControllerName[];
+  readonly defaultTtlSeconds: number;
+  readonly maxTtlSeconds: number;
+  readonly servingRequesters: readonly string[];
+  /** Undefined: no ops endpoint. */
+  readonly ops: { readonly host: string; readonly port: number } | undefined;
+  readonly kubeconfigPath: string | undefined;
+  readonly shutdownGraceMs: number;
+  readonly logLevel: string;
+  readonly informer: InformerSettings;
+}
+
+export interface K8sSignerFlags {
+  readonly signerName?: string;
+  readonly trustDomain?: string;
+  readonly cacertsDir?: string;
+  readonly opsAddress?: string;
+  readonly kubeconfig?: string;
+}
+
+export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<string, string | undefined>> = process.env): K8sSignerConfig {
+  const E = K8S_SIGNER_ENV;
+  const r = new ConfigReader(env);
+  const signerName = r.string(E.SIGNER_NAME, '', flags.signerName);
+  const nameProblem = signerNameProblem(signerName);
+  if (nameProblem !== undefined) r.problem(`${E.SIGNER_NAME} (--signer-name) ${JSON.stringify(signerName)}: ${nameProblem}`);
+  const controllers = r.list(E.CONTROLLERS, CONTROLLER_NAMES);
+  const unknown = controllers.filter((c) => !(CONTROLLER_NAMES as readonly string[]).includes(c));
+  if (unknown.length > 0) r.problem(`${E.CONTROLLERS} names unknown controllers ${JSON.stringify(unknown)} (known: ${CONTROLLER_NAMES.join(', ')})`);
+  if (controllers.length === 0) r.problem(`${E.CONTROLLERS} names no controller`);
+  const defaultTtlSeconds = r.int(E.DEFAULT_TTL_SECONDS, DEFAULT_K8S_SIGNER_TTL_SECONDS, { min: 60 });
+  const maxTtlSeconds = r.int(E.MAX_TTL_SECONDS, MAX_LEAF_TTL_SECONDS, { min: 60, max: MAX_LEAF_TTL_SECONDS });
+  if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${E.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${E.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
+  const opsRaw = r.string(E.OPS_ADDRESS, DEFAULT_K8S_SIGNER_OPS_ADDRESS, flags.opsAddress);
+  let ops: K8sSignerConfig['ops'];
+  if (opsRaw !== 'off') {
+    const m = /^(\[[^\]]+\]|[^:]*):(\d+)$/u.exec(opsRaw);
+    if (!m || Number(m[2]) > 65535) r.problem(`${E.OPS_ADDRESS}=${JSON.stringify(opsRaw)} is not host:port (or off)`);
+    else ops = { host: (m[1] ?? '').replace(/^\[|\]$/gu, '') || '0.0.0.0', port: Number(m[2]) };
+  }
+  const config: K8sSignerConfig = {
+    signerName,
+    trustDomain: r.string(E.TRUST_DOMAIN, 'cluster.local', flags.trustDomain),
+    cacertsDir: r.string(E.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir),
+    controllers: controllers.filter((c): c is ControllerName => (CONTROLLER_NAMES as readonly string[]).includes(c)),
+    defaultTtlSeconds,
+    maxTtlSeconds,
+    servingRequesters: r.accountList(E.SERVING_REQUESTERS, DEFAULT_SERVING_REQUESTERS),
+    ops,
+    kubeconfigPath: r.optionalString(E.KUBECONFIG, flags.kubeconfig),
+    shutdownGraceMs: r.int(E.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
+    logLevel: r.string(E.LOG_LEVEL, 'info'),
+    informer: readInformerSettings(r),
+  };
+  r.done();
+  return Object.freeze(config);
+}

@@ -1,0 +1,185 @@
+/**
+ * The CertificateSigningRequest controller of `certbroker k8s-signer`: watches the requests for
+ * its signerName (informer, field selector `spec.signerName`), and for each one that is Approved,
+ * not Denied or Failed and not issued yet, judges it (csr-policy.ts), signs it with the plug-in CA
+ * and writes `status.certificate` (leaf, then intermediates; the roots are the trust bundle's) via
+ * `/status`, guarded by the resourceVersion it read. A request the policy refuses, or whose CSR
+ * does not parse or verify, gets a Failed condition with the reason. Transient trouble (CA not
+ * ready, API errors, a conflict) retries with backoff; a conflict is also superseded by the watch
+ * event of the newer version. Requests are handled up to CSR_WORKERS at a time, each name once.
+ */
+import { describeError, isCertbrokerError } from '../core/errors.js';
+import { deadline } from '../core/deadline.js';
+import { settleWithin, stopOnAbort } from '../core/long-lived.js';
+import { jitter } from '../core/rng.js';
+import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject, type Informer } from '../kube/index.js';
+import { readCsrDetails } from '../pki/index.js';
+import type { SignerController, SignerControllerContext, SignerControllerFactory } from './controller.js';
+import { judgeCsr, type CsrRefusalReason } from './csr-policy.js';
+import { SignerMetrics } from './metrics.js';
+
+export const CSR_CONTROLLER = 'csr';
+/** Requests signed at the same time. */
+export const CSR_WORKERS = 4;
+/** Deadline of each API write. */
+export const CSR_WRITE_TIMEOUT_MS = 10_000;
+/** Retry delays after transient failures: doubling from the first to the last, jittered. */
+export const CSR_RETRY_INITIAL_MS = 500;
+export const CSR_RETRY_MAX_MS = 30_000;
+
+type Outcome = { readonly done: true } | { readonly done: false; readonly why: string };
+
+export class CsrController implements SignerController {
+  readonly name = CSR_CONTROLLER;
+  readonly #ctx: SignerControllerContext;
+  readonly #informer: Informer<CsrObject>;
+  readonly #client: CsrClient;
+  readonly #metrics: SignerMetrics;
+  readonly #stop = new AbortController();
+  /** Names waiting to be handled, in arrival order; `#active` those being handled now. */
+  readonly #queue = new Set<string>();
+  readonly #active = new Set<string>();
+  /** Failures in a row per name (backoff). */
+  readonly #failures = new Map<string, number>();
+  readonly #work = new Set<Promise<void>>();
+  readonly #unsubscribe: () => void;
+
+  constructor(ctx: SignerControllerContext, metrics: SignerMetrics = new SignerMetrics(ctx.registry)) {
+    this.#ctx = ctx;
+    this.#metrics = metrics;
+    this.#client = new CsrClient(ctx.kubeConfig);
+    const enqueue = (csr: CsrObject) => this.#enqueue(csr.metadata?.name ?? '');
+    this.#informer = createCsrInformer({
+      kubeConfig: ctx.kubeConfig,
+      signerName: ctx.signerName,
+      ...ctx.informer,
+      clock: ctx.clock,
+      rng: ctx.rng,
+      logger: ctx.logger,
+      onAdd: enqueue,
+      onUpdate: enqueue,
+      onDelete: (csr) => this.#failures.delete(csr.metadata?.name ?? ''),
+    });
+    // A CA that becomes ready (or rotates) may now sign what waited for it.
+    this.#unsubscribe = ctx.ca.onChange(() => {
+      for (const csr of this.#informer.list()) enqueue(csr);
+    });
+  }
+
+  problem(): string | undefined {
+    return this.#informer.problem();
+  }
+
+  async start(signal?: AbortSignal): Promise<void> {
+    stopOnAbort(signal, () => this.stop());
+    await this.#informer.start(this.#stop.signal);
+  }
+
+  async stop(deadlineMs = 5000): Promise<void> {
+    this.#stop.abort();
+    this.#unsubscribe();
+    await settleWithin(Promise.all([this.#informer.stop(deadlineMs), ...this.#work]), deadlineMs);
+  }
+
+  #enqueue(name: string): void {
+    if (name === '' || this.#stop.signal.aborted) return;
+    this.#queue.add(name);
+    this.#pump();
+  }
+
+  #pump(): void {
+    while (this.#active.size < CSR_WORKERS && !this.#stop.signal.aborted) {
+      const name = [...this.#queue].find((n) => !this.#active.has(n));
+      if (name === undefined) return;
+      this.#queue.delete(name);
+      this.#active.add(name);
+      const run = this.#handle(name)
+        .catch((err: unknown) => this.#ctx.logger.error('CSR handling threw', { csr: name, err: describeError(err) }))
+        .finally(() => {
+          this.#active.delete(name);
+          this.#work.delete(run);
+          this.#pump();
+        });
+      this.#work.add(run);
+    }
+  }
+
+  async #handle(name: string): Promise<void> {
+    const csr = this.#informer.get(undefined, name);
+    if (!csr || csrState(csr) !== 'approved') return;
+    const started = this.#ctx.clock.now();
+    const outcome = await this.#sign(csr);
+    if (outcome.done) {
+      this.#failures.delete(name);
+      this.#metrics.observeIssue(CSR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
+      return;
+    }
+    this.#metrics.count(CSR_CONTROLLER, 'retried', outcome.why);
+    const n = (this.#failures.get(name) ?? 0) + 1;
+    this.#failures.set(name, n);
+    const delay = jitter(Math.min(CSR_RETRY_MAX_MS, CSR_RETRY_INITIAL_MS * 2 ** (n - 1)), 0.2, this.#ctx.rng);
+    this.#ctx.logger.warn('CSR not signed yet; retrying', { csr: name, why: outcome.why, retryInMs: Math.round(delay) });
+    void this.#ctx.clock.sleep(delay, this.#stop.signal).then(
+      () => this.#enqueue(name),
+      () => undefined,
+    );
+  }
+
+  async #sign(csr: CsrObject): Promise<Outcome> {
+    const name = csr.metadata!.name!;
+    const pem = csrRequestPem(csr);
+    let facts;
+    try {
+      facts = readCsrDetails(pem);
+    } catch (err) {
+      return this.#fail(csr, 'InvalidRequest', `spec.request is not a PKCS#10 CSR: ${describeError(err)}`);
+    }
+    const verdict = judgeCsr({ ...facts, usages: csr.spec.usages ?? [], username: csr.spec.username ?? '' }, { trustDomain: this.#ctx.trustDomain, servingRequesters: this.#ctx.servingRequesters });
+    if (verdict.kind === 'refused') return this.#fail(csr, verdict.reason, verdict.message);
+    if (!this.#ctx.ca.ready) return { done: false, why: 'ca-not-ready' };
+    const asked = csr.spec.expirationSeconds ?? this.#ctx.defaultTtlSeconds;
+    const ttlSeconds = Math.max(1, Math.min(asked, this.#ctx.maxTtlSeconds));
+    let certificate: string;
+    try {
+      const signed = await this.#ctx.ca.sign({ csrPem: pem, spiffeId: verdict.spiffeId, ttlSeconds, ...(verdict.kind === 'serving' ? { servingNames: verdict.names } : {}) });
+      // Leaf and intermediates; the last element is the root bundle, which is not part of the answer.
+      certificate = signed.certChain.slice(0, -1).join('');
+    } catch (err) {
+      if (isCertbrokerError(err) && err.status === 'invalid-argument') return this.#fail(csr, 'InvalidRequest', `the CSR cannot be signed: ${describeError(err)}`);
+      if (isCertbrokerError(err) && err.status === 'unavailable') return { done: false, why: 'ca-unavailable' };
+      return this.#fail(csr, 'SigningFailed', 'the CA failed to sign the request');
+    }
+    const written = await this.#write(csr, { ...csr.status, certificate: Buffer.from(certificate).toString('base64') });
+    if (!written.done) return written;
+    this.#metrics.count(CSR_CONTROLLER, 'issued', verdict.kind);
+    this.#ctx.logger.info('CSR signed', { csr: name, identity: verdict.spiffeId, requester: csr.spec.username, ttlSeconds });
+    return written;
+  }
+
+  async #fail(csr: CsrObject, reason: CsrRefusalReason | 'SigningFailed', message: string): Promise<Outcome> {
+    const now = new Date(this.#ctx.clock.now()).toISOString();
+    const failed: CsrCondition = { type: 'Failed', status: 'True', reason, message, lastUpdateTime: now, lastTransitionTime: now };
+    const written = await this.#write(csr, { ...csr.status, conditions: [...(csr.status?.conditions ?? []), failed] });
+    if (written.done) {
+      this.#metrics.count(CSR_CONTROLLER, 'refused', reason);
+      this.#ctx.logger.warn('CSR refused', { csr: csr.metadata?.name, requester: csr.spec.username, reason, message });
+    }
+    return written;
+  }
+
+  async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<Outcome> {
+    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.#stop.signal, clock: this.#ctx.clock });
+    try {
+      await this.#client.writeStatus(csr, status, d.signal);
+      return { done: true };
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      // 409: someone changed it since we read it; the watch brings the newer version (and the retry re-reads).
+      return { done: false, why: code === 409 ? 'conflict' : `status-write: ${describeError(err)}` };
+    } finally {
+      d.dispose();
+    }
+  }
+}
+
+export const csrController: SignerControllerFactory = (ctx) => new CsrController(ctx);
