@@ -9,6 +9,7 @@ import { randomUUID, randomInt } from 'node:crypto';
 import type { KubeObject, ObjectMeta } from './store.js';
 import { apiVersionOf, type ResourceType } from './resources.js';
 import { badRequest, conflict, invalid, MODIFIED_MESSAGE, type StatusCause } from './status.js';
+import { checkLease, requireResourceVersion } from './lease-rules.js';
 
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -199,8 +200,19 @@ function defaultKind(t: ResourceType, obj: KubeObject, ctx: CreateContext): void
       obj.status = {};
       break;
     }
+    case 'coordination.k8s.io/leases':
+      checkLease(obj);
+      break;
     default:
       if (t.subresources?.includes('status') && obj.status === undefined) obj.status = {};
+  }
+}
+
+/** Kinds whose strategy refuses an update without a resourceVersion, and their extra checks. */
+function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, name: string): void {
+  if (t.group === 'coordination.k8s.io' && t.plural === 'leases') {
+    requireResourceVersion(name, input.metadata.resourceVersion);
+    checkLease(next);
   }
 }
 
@@ -263,6 +275,7 @@ export function admitUpdate(t: ResourceType, current: KubeObject, input: unknown
       delete next.stringData;
     }
   }
+  admitKindUpdate(t, next, obj, ctx.nameFromUrl);
   // Identity fields always come from the stored object.
   next.metadata.name = current.metadata.name;
   if (t.namespaced) next.metadata.namespace = current.metadata.namespace;

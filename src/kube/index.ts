@@ -30,3 +30,11 @@ export {
   type CsrObject,
   type CsrState,
 } from './csr.js';
+export { LeaderElector, ELECTOR_STOP_DEADLINE_MS } from './leader-elector.js';
+export type { LeaderCallbacks, LeaderElectorOptions, LeadershipChange } from './leader-elector.js';
+export { LEADER_ELECTION_DEFAULTS, LEADER_ELECTION_JITTER_FACTOR, leaderElectionProblems } from './leader-election-settings.js';
+export type { LeaderElectionSettings } from './leader-election-settings.js';
+export { LeaderMetrics } from './leader-metrics.js';
+export type { ObservedElector } from './leader-metrics.js';
+export { kubeLeaseClient, LEASE_REQUEST_TIMEOUT_MS } from './lease-client.js';
+export type { LeaseClient, LeaseRecord, StoredLease } from './lease-client.js';

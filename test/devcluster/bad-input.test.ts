@@ -143,3 +143,27 @@ test('the server is still healthy after all of the above', async () => {
   assert.equal(r.code, 200);
   assert.equal((r.json.status as { phase: string }).phase, 'Active');
 });
+
+test('leases as kube-apiserver stores them: stale or missing resourceVersion on update, MicroTime layout, spec bounds', async () => {
+  const path = '/apis/coordination.k8s.io/v1/namespaces/default/leases';
+  const json = 'application/json';
+  const spec = { holderIdentity: 'a', leaseDurationSeconds: 15, acquireTime: '2026-01-01T00:00:00.000000Z', renewTime: '2026-01-01T00:00:00.000000Z', leaseTransitions: 0 };
+  const created = await call('POST', path, { body: JSON.stringify({ metadata: { name: 'l' }, spec }), contentType: json });
+  assert.equal(created.code, 201, JSON.stringify(created.json));
+  const rv = (created.json.metadata as { resourceVersion: string }).resourceVersion;
+  // The Lease strategy allows no unconditional update.
+  const noRv = await call('PUT', `${path}/l`, { body: JSON.stringify({ metadata: { name: 'l' }, spec: { ...spec, holderIdentity: 'b' } }), contentType: json });
+  assertStatus(noRv, 422, 'Invalid', /^leases.coordination.k8s.io "l" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update$/);
+  const renewed = await call('PUT', `${path}/l`, { body: JSON.stringify({ metadata: { name: 'l', resourceVersion: rv }, spec: { ...spec, renewTime: '2026-01-01T00:00:02.000000Z' } }), contentType: json });
+  assert.equal(renewed.code, 200);
+  const stale = await call('PUT', `${path}/l`, { body: JSON.stringify({ metadata: { name: 'l', resourceVersion: rv }, spec: { ...spec, holderIdentity: 'b' } }), contentType: json });
+  assertStatus(stale, 409, 'Conflict', /^Operation cannot be fulfilled on leases.coordination.k8s.io "l": the object has been modified/);
+  // A merge patch applies onto the stored object, resourceVersion included: no precondition needed.
+  const patched = await call('PATCH', `${path}/l`, { body: JSON.stringify({ metadata: { labels: { x: 'y' } } }), contentType: 'application/merge-patch+json' });
+  assert.equal(patched.code, 200);
+  // metav1.MicroTime decodes only RFC 3339 with six fraction digits (a JS Date's three is refused).
+  const millis = await call('POST', path, { body: JSON.stringify({ metadata: { name: 'm' }, spec: { ...spec, renewTime: '2026-01-01T00:00:00.000Z' } }), contentType: json });
+  assertStatus(millis, 400, 'BadRequest', /parsing time "2026-01-01T00:00:00.000Z"/);
+  const bounds = await call('POST', path, { body: JSON.stringify({ metadata: { name: 'n' }, spec: { ...spec, leaseDurationSeconds: 0, leaseTransitions: -1 } }), contentType: json });
+  assertStatus(bounds, 422, 'Invalid', /spec.leaseDurationSeconds: Invalid value: 0: must be greater than 0, spec.leaseTransitions: Invalid value: -1: must be greater than or equal to 0/);
+});
