@@ -7,8 +7,10 @@
  * other call (health Watch/List, reflection) is relayed stream-for-stream to a grpc-js server on
  * loopback (`fallbackPort`) when one is given, else answered UNIMPLEMENTED.
  *
- * The handler is the same `CertificateService` as on grpc-js; requests are decoded with protobufjs
- * from the same .proto files (keepCase, so the request has the same shape); the response
+ * CreateCertificate calls go to a `CreateCertificateHandler`: the CA's `CertificateService` (the
+ * same one as on grpc-js), or the node broker's Istio CA front (src/broker/fronts/istio-ca),
+ * which serves on this transport too (`startHttp2Server`, transports.ts). Requests are decoded
+ * with protobufjs from the same .proto files (keepCase, so the request has the same shape); the response
  * (`repeated string cert_chain`) is framed by hand in one buffer (`certChainFrame`). Errors are
  * mapped by the one mapping (src/ops/grpc-errors.ts, as plain data) and written here as
  * trailers. Session, stream and TLS errors are logged, rate-limited (debug when a client
@@ -28,10 +30,11 @@ import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
+import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import { listenTcp } from '../ops/listen.js';
 import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYPE, HEALTH_PROTO, SERVING_STATUS_NUMBER, type HealthCheckRequest } from '../protocol/grpc-health.js';
-import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest } from '../protocol/istio-ca.js';
-import { MALFORMED_REQUEST, type CertificateService } from './certificate-service.js';
+import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
+import { MALFORMED_REQUEST } from './certificate-service.js';
 import { certChainFrame, frame, grpcTimeoutMs } from './h2-framing.js';
 import { limitConnections } from './h2-limits.js';
 import { LoopbackRelay } from './h2-relay.js';
@@ -43,11 +46,29 @@ import type { CaMetrics } from './metrics.js';
 /** One line per kind of session/stream error at most this often (the rest are counted). */
 const ERROR_LOG_INTERVAL_MS = 10_000;
 
+/**
+ * What the transport hands `CreateCertificate` calls to (the CA's `CertificateService`, the
+ * broker's Istio CA front). A request that is not a parsable IstioCertificateRequest arrives as
+ * `MALFORMED_REQUEST`, for the handler to refuse.
+ */
+export interface CreateCertificateHandler {
+  /**
+   * Answers one call. With `cancellable`, `signal` aborts when the call ends before the answer
+   * (the client reset the stream, or its `grpc-timeout` passed and the call was answered
+   * DEADLINE_EXCEEDED); otherwise none is made.
+   */
+  createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: AbortSignal): Promise<IstioCertificateResponse>;
+  /** The status to answer for a failed call (counted and logged by the handler). */
+  rejection(err: unknown, peer: string): GrpcStatusAnswer;
+  /** True: pass a signal to `createCertificate` (its work is worth stopping, e.g. a forwarded call). */
+  readonly cancellable?: boolean;
+}
+
 export interface H2TransportOptions {
   readonly host: string;
   readonly port: number;
   readonly identity: RotatingServerIdentity;
-  readonly service: CertificateService;
+  readonly handler: CreateCertificateHandler;
   readonly health: HealthService;
   readonly logger: Logger;
   readonly maxMessageBytes: number;
@@ -106,11 +127,23 @@ interface MethodContext {
   readonly read: ReadOptions;
 }
 
-function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly service: CertificateService }): void {
+function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly handler: CreateCertificateHandler }): void {
+  // A cancellable handler hears of a call that ended before its answer (reset, deadline).
+  let cancel: AbortController | undefined;
+  if (c.handler.cancellable) {
+    const ac = (cancel = new AbortController());
+    stream.once('close', () => ac.abort());
+  }
   // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
   // that arrives later is dropped (the stream is no longer open by then).
   const timeoutMs = grpcTimeoutMs(headers['grpc-timeout']);
-  const deadline = timeoutMs === undefined ? undefined : setTimeout(() => sendStatus(stream, DEADLINE_EXCEEDED), timeoutMs);
+  const deadline =
+    timeoutMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          sendStatus(stream, DEADLINE_EXCEEDED);
+          cancel?.abort();
+        }, timeoutMs);
   readMessage(stream, c.read, headers['grpc-encoding'], (err, bytes) => {
     if (err) {
       clearTimeout(deadline);
@@ -123,14 +156,14 @@ function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttp
       // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
       request = MALFORMED_REQUEST;
     }
-    c.service.createCertificate(request, metadataFrom(headers)).then(
+    c.handler.createCertificate(request, metadataFrom(headers), cancel?.signal).then(
       (res) => {
         clearTimeout(deadline);
         sendFrame(stream, certChainFrame(res.cert_chain));
       },
       (e: unknown) => {
         clearTimeout(deadline);
-        sendStatus(stream, c.service.rejection(e, peerOf(stream)));
+        sendStatus(stream, c.handler.rejection(e, peerOf(stream)));
       },
     );
   });
@@ -173,7 +206,7 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
   const streamLimit = o.metrics?.streamsRefused.labels('stream_limit');
   const onBodyTimeout = () => bodyTimeouts?.inc();
   const bodyTimeoutMs = limits.requestBodyTimeoutMs;
-  const create = { codec, service: o.service, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onBodyTimeout } };
+  const create = { codec, handler: o.handler, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onBodyTimeout } };
   const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onBodyTimeout } };
   const tooMany = transportStatus(GrpcStatus.RESOURCE_EXHAUSTED, 'too many open calls at the CA; retry later');
   return (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {

@@ -7,6 +7,8 @@
  * - `grpc-js` (plaintext, or `CA_TRANSPORT=grpc-js`): everything on a grpc-js Server, with the
  *   limits grpc-js can apply (grpc-js-limits.ts).
  * Both hand calls to the same CertificateService and answer errors through the one mapping.
+ * `startHttp2Server` is the http2 one for any `CreateCertificateHandler`: the broker's Istio CA
+ * front serves on it too.
  */
 import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
@@ -21,7 +23,7 @@ import { CA_PROTO, CA_SERVICE } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST, type CertificateService } from './certificate-service.js';
 import { transportKind } from './config.js';
 import { grpcJsLimitOptions } from './grpc-js-limits.js';
-import { startH2Transport } from './h2-transport.js';
+import { startH2Transport, type CreateCertificateHandler } from './h2-transport.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
 
@@ -81,8 +83,34 @@ export function caServiceDefinition(): ServiceDefinition {
   return out as ServiceDefinition;
 }
 
-async function startHttp2(p: TransportParts): Promise<CaTransport> {
-  if (!p.identity) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+/**
+ * What `startHttp2Server` needs: the CA's parts, or the broker's Istio CA front's (its own
+ * handler, health, identity and limits; no transport metrics).
+ */
+export interface Http2ServerParts {
+  readonly host: string;
+  readonly port: number;
+  readonly identity: RotatingServerIdentity;
+  readonly handler: CreateCertificateHandler;
+  readonly health: HealthService;
+  readonly limits: CaLimits;
+  readonly metrics?: CaMetrics;
+  readonly logger: Logger;
+  readonly clock: Clock;
+}
+
+export interface Http2Server {
+  readonly port: number;
+  /** Stops accepting, lets open calls finish within `graceMs` (GOAWAY), then forces. */
+  stop(graceMs: number): Promise<'graceful' | 'forced'>;
+}
+
+/**
+ * The Istio CA protocol over TLS on node:http2: CreateCertificate (to `handler`) and health
+ * Check served by h2-transport.ts; health Watch/List and reflection (CA and health protos) on a
+ * grpc-js server on loopback, relayed.
+ */
+export async function startHttp2Server(p: Http2ServerParts): Promise<Http2Server> {
   // Health Watch/List and reflection stay on grpc-js, on loopback, relayed by the transport.
   const fallback = new Server({ 'grpc.enable_channelz': 0 });
   p.health.addToServer(fallback);
@@ -94,16 +122,15 @@ async function startHttp2(p: TransportParts): Promise<CaTransport> {
       host: p.host,
       port: p.port,
       identity: p.identity,
-      service: p.service,
+      handler: p.handler,
       health: p.health,
       logger: p.logger,
       clock: p.clock,
       maxMessageBytes: MAX_MESSAGE_BYTES,
       limits: p.limits,
-      metrics: p.metrics,
+      ...(p.metrics ? { metrics: p.metrics } : {}),
     });
     return {
-      kind: 'http2',
       port: h2t.port,
       stop: async (graceMs) => {
         const how = await h2t.close(graceMs);
@@ -115,6 +142,12 @@ async function startHttp2(p: TransportParts): Promise<CaTransport> {
     await stopServer(fallback, 0);
     throw err;
   }
+}
+
+async function startHttp2(p: TransportParts): Promise<CaTransport> {
+  if (!p.identity) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+  const server = await startHttp2Server({ ...p, identity: p.identity, handler: p.service });
+  return { kind: 'http2', port: server.port, stop: (graceMs) => server.stop(graceMs) };
 }
 
 async function startGrpcJs(p: TransportParts): Promise<CaTransport> {
