@@ -1,23 +1,27 @@
 /**
- * Serves the Istio CA front: a grpc-js server on a TCP address (default `127.0.0.1:15012`) with
- * TLS from the front's serving identity (no client certificate: callers authenticate with their
- * bearer token, as at istiod), Istio's `IstioCertificateService` with the CA's own service
- * definition (an unreadable request is INVALID_ARGUMENT, not grpc-js's INTERNAL), gRPC health
- * (`""` and `istio.v1.auth.IstioCertificateService`) and reflection, like the CA.
+ * Serves the Istio CA front on the CA's own node:http2 transport (`startHttp2Server` from
+ * src/ca: the gRPC wire by hand, no grpc-js on the call path), on a TCP address (default
+ * `127.0.0.1:15012`) with TLS from the front's serving identity (no client certificate: callers
+ * authenticate with their bearer token, as at istiod). Like the CA: an unreadable request is
+ * INVALID_ARGUMENT (not INTERNAL), the connection, stream, header and time bounds of the CA's
+ * limits apply, a connection finds no TLS while the serving certificate is withdrawn, gRPC
+ * health (`""` and `istio.v1.auth.IstioCertificateService`) Check is answered there and Watch and
+ * reflection are relayed to a grpc-js server on loopback.
  */
-import { Server } from '@grpc/grpc-js';
-import { caServiceDefinition } from '../../../ca/index.js';
+import { resolveLimits, startHttp2Server, type CaLimits } from '../../../ca/index.js';
+import type { Clock } from '../../../core/clock.js';
 import type { Logger } from '../../../core/log.js';
 import { HealthService } from '../../../grpc/health.js';
-import { addReflection } from '../../../grpc/reflection.js';
-import { bindServer, stopServer } from '../../../grpc/server-lifecycle.js';
-import { HEALTH_PROTO, WHOLE_SERVER } from '../../../protocol/grpc-health.js';
-import { CA_PROTO, CA_SERVICE } from '../../../protocol/istio-ca.js';
+import { WHOLE_SERVER } from '../../../protocol/grpc-health.js';
+import { CA_SERVICE } from '../../../protocol/istio-ca.js';
 import type { IstioCaFrontService } from './istio-ca-front.js';
 import type { FrontServingIdentity } from './serving-identity.js';
 
-/** Largest request message accepted (a CSR is a few KB), as the CA. */
-const MAX_MESSAGE_BYTES = 256 * 1024;
+/**
+ * The CA's limits, with fewer connections and streams: on a node the front has one caller (the
+ * node's ztunnel) and a few tools.
+ */
+export const FRONT_LIMITS: CaLimits = resolveLimits({ maxConnections: 256, maxStreams: 1024 });
 
 export interface IstioCaFrontServerOptions {
   readonly host: string;
@@ -26,6 +30,7 @@ export interface IstioCaFrontServerOptions {
   readonly service: IstioCaFrontService;
   readonly identity: FrontServingIdentity;
   readonly logger: Logger;
+  readonly clock: Clock;
 }
 
 export interface IstioCaFrontServer {
@@ -37,16 +42,20 @@ export interface IstioCaFrontServer {
 }
 
 export async function startIstioCaFrontServer(options: IstioCaFrontServerOptions): Promise<IstioCaFrontServer> {
-  const server = new Server({ 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES, 'grpc.enable_channelz': 0 });
-  server.addService(caServiceDefinition(), options.service.implementation());
   const health = new HealthService({ [WHOLE_SERVER]: 'NOT_SERVING', [CA_SERVICE]: 'NOT_SERVING' });
-  health.addToServer(server);
-  addReflection(server, [CA_PROTO, HEALTH_PROTO]);
-  const hostPart = options.host.includes(':') ? `[${options.host}]` : options.host;
-  const port = await bindServer(server, `${hostPart}:${options.port}`, options.identity.credentials());
-  options.logger.info('Istio CA front listening', { host: options.host, port });
+  const server = await startHttp2Server({
+    host: options.host,
+    port: options.port,
+    identity: options.identity.serving,
+    handler: options.service,
+    health,
+    limits: FRONT_LIMITS,
+    logger: options.logger,
+    clock: options.clock,
+  });
+  options.logger.info('Istio CA front listening', { host: options.host, port: server.port });
   return {
-    port,
+    port: server.port,
     health,
     setServing(serving) {
       health.setStatus(WHOLE_SERVER, serving ? 'SERVING' : 'NOT_SERVING');
@@ -54,7 +63,7 @@ export async function startIstioCaFrontServer(options: IstioCaFrontServerOptions
     },
     async stop(deadlineMs) {
       health.shutdown();
-      await stopServer(server, deadlineMs);
+      await server.stop(deadlineMs);
     },
   };
 }

@@ -16,19 +16,18 @@
  *    identity (the forwarder checks) and the CSR's key (checked here); the CA's `cert_chain` goes
  *    back as it came: leaf, each intermediate, root bundle last.
  *
- * Errors leave through `toGrpcError` as istiod's: every authentication or authorization failure
+ * Errors leave through `grpcStatusFor` as istiod's: every authentication or authorization failure
  * is the CA's one generic UNAUTHENTICATED (`publicAuthError`; the precise code in the log and the
  * observer's reason). An unreadable request is the CA transport's `MALFORMED_REQUEST`.
  * The CSR carries ztunnel's key, so nothing here is cached but the token reviews.
  */
 import { createPublicKey } from 'node:crypto';
-import type { sendUnaryData, ServerUnaryCall, ServiceError, UntypedServiceImplementation } from '@grpc/grpc-js';
 import { MALFORMED_REQUEST, publicAuthError } from '../../../ca/index.js';
 import { CertbrokerError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import { Secret } from '../../../core/secret.js';
 import { structString } from '../../../grpc/struct-value.js';
-import { toGrpcError } from '../../../ops/grpc-errors.js';
+import { grpcStatusFor, type GrpcStatusAnswer } from '../../../ops/grpc-errors.js';
 import { csrPublicKeyInfo } from '../../../pki/csr.js';
 import { PkiError } from '../../../pki/errors.js';
 import {
@@ -88,6 +87,9 @@ export interface IstioCaFrontOptions {
 /** The call metadata the handler reads (grpc-js `Metadata` satisfies it): the CA's `CallMetadata`. */
 export type FrontCallMetadata = CallMetadata;
 
+/** The signal of a call nobody cancels. */
+const NEVER = new AbortController().signal;
+
 function invalid(code: 'ERR_REQUEST_MALFORMED' | 'ERR_FRONT_TTL_INVALID', message: string): BrokerError {
   return new BrokerError(code, message, { status: 'invalid-argument', publicMessage: message });
 }
@@ -142,26 +144,26 @@ export class IstioCaFrontService {
     this.#o = options;
   }
 
-  /** The grpc-js implementation object for the CA's service definition. */
-  implementation(): UntypedServiceImplementation {
-    return {
-      [CREATE_CERTIFICATE_METHOD]: (call: ServerUnaryCall<IstioCertificateRequest, IstioCertificateResponse>, callback: sendUnaryData<IstioCertificateResponse>) => {
-        const started = performance.now();
-        const cancel = new AbortController();
-        call.on('cancelled', () => cancel.abort());
-        this.createCertificate(call.request, call.metadata, cancel.signal).then(
-          (res) => {
-            this.#o.observer?.answered?.('issued', 'ok', (performance.now() - started) / 1000);
-            callback(null, res);
-          },
-          (err: unknown) => callback(this.rejection(err, call.getPeer(), (performance.now() - started) / 1000)),
-        );
-      },
-    };
+  /** The transport passes a signal that aborts when the caller goes away (the forwarded call is cancelled). */
+  readonly cancellable = true;
+
+  /**
+   * One call, transport-free (the CA's http2 transport calls it; so can tests): answered, or
+   * rejected with the error `rejection` maps. Each call is observed once, with its outcome.
+   */
+  async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal = NEVER): Promise<IstioCertificateResponse> {
+    const started = performance.now();
+    try {
+      const res = await this.#issue(request, metadata, signal);
+      this.#o.observer?.answered?.('issued', 'ok', (performance.now() - started) / 1000);
+      return res;
+    } catch (err) {
+      this.#o.observer?.answered?.(outcomeOf(err), err instanceof CertbrokerError ? err.code : 'unexpected', (performance.now() - started) / 1000);
+      throw err;
+    }
   }
 
-  /** The handler proper, transport-free (tests, the benchmark). */
-  async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal): Promise<IstioCertificateResponse> {
+  async #issue(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal): Promise<IstioCertificateResponse> {
     const o = this.#o;
     if (request === MALFORMED_REQUEST) throw invalid('ERR_REQUEST_MALFORMED', 'request message cannot be parsed');
     const clusterId = callMetadataString(metadata, CLUSTER_ID_METADATA);
@@ -208,17 +210,15 @@ export class IstioCaFrontService {
     return new Secret(token);
   }
 
-  /** Logs and reports a failed call; returns the status to send (the generic UNAUTHENTICATED for authn/authz). */
-  rejection(err: unknown, peer: string, seconds = 0): Partial<ServiceError> {
+  /** Logs a failed call (already observed); returns the status to send (the generic UNAUTHENTICATED for authn/authz). */
+  rejection(err: unknown, peer: string): GrpcStatusAnswer {
     const o = this.#o;
-    const outcome = outcomeOf(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';
-    o.observer?.answered?.(outcome, reason, seconds);
     if (err instanceof CertbrokerError && err.status === 'unauthenticated') {
       o.logger.warn('CreateCertificate denied', { front: CA_SERVICE, reason, detail: err.message, peer });
-      return toGrpcError(publicAuthError(), o.logger);
+      return grpcStatusFor(publicAuthError(), o.logger);
     }
     if (err instanceof CertbrokerError) o.logger.info('CreateCertificate failed', { front: CA_SERVICE, reason, detail: err.message, peer });
-    return toGrpcError(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
+    return grpcStatusFor(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });
   }
 }

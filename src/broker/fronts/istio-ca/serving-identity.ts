@@ -6,7 +6,6 @@
  * certificate: at notAfter, by the broker's clock, it is withdrawn and new connections are
  * refused until the renewal arrives.
  */
-import type { ServerCredentials } from '@grpc/grpc-js';
 import type { Clock } from '../../../core/clock.js';
 import { RotatingServerIdentity } from '../../../grpc/rotating-credentials.js';
 import { workloadCertPem, type WorkloadCert } from '../../cache/workload-cert.js';
@@ -62,9 +61,9 @@ export class FrontServingIdentity {
     return this.#notAfter;
   }
 
-  /** TLS server credentials that always present the current certificate (no client certificate asked). */
-  credentials(): ServerCredentials {
-    return this.#identity.credentials();
+  /** The certificate and key to present (the transport follows its updates; none after a withdrawal). */
+  get serving(): RotatingServerIdentity {
+    return this.#identity;
   }
 
   close(): void {
