@@ -4,7 +4,7 @@
  * alt host name) through a certificate manager entry of its own, so it rotates at half-life like
  * the Broker API's SVID and the Broker API keeps serving when a CA does not grant the names —, the
  * caller authenticator (TokenReview, through src/ca), the node-local authorizer over the
- * broker's pods, the per-caller limits, a CA client of its own for the forwarded CSRs, the TLS
+ * broker's pods, the per-caller limits, a node:http2 CA client of its own for the forwarded CSRs (`CaForwarder`), the TLS
  * listener, its metrics and its readiness.
  */
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
@@ -14,6 +14,7 @@ import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { IstioCaClient, type IstioCaClientOptions, type TokenProvider } from './adapters/ca-client.js';
+import { CaForwarder } from './adapters/ca-forwarder.js';
 import { tokenReviewCallerAuthenticator } from './adapters/caller-token-review.js';
 import { CertManager } from './cache/cert-manager.js';
 import type { NodePods } from './cache/node-pods.js';
@@ -95,7 +96,7 @@ export class IstioCaFrontPart {
   readonly #identity: FrontServingIdentity;
   readonly #service: IstioCaFrontService;
   readonly #servingCa: IstioCaClient;
-  readonly #forwardCa: IstioCaClient;
+  readonly #forwardCa: CaForwarder;
   #server: IstioCaFrontServer | undefined;
 
   constructor(options: IstioCaFrontPartOptions) {
@@ -110,7 +111,7 @@ export class IstioCaFrontPart {
     });
     const metrics = frontMetrics(options.registry, () => this.#identity.servingNotAfter);
     this.#servingCa = new IstioCaClient({ ...options.caBase, impersonate: false, servingNames: front.servingNames });
-    this.#forwardCa = new IstioCaClient({ ...options.caBase, impersonate: true });
+    this.#forwardCa = new CaForwarder(options.caBase);
     this.certs = new CertManager({
       ca: this.#servingCa,
       clock: options.clock,

@@ -6,7 +6,7 @@
  */
 import { constants as h2, type ServerHttp2Stream } from 'node:http2';
 import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
-import { grpcMessage } from './h2-framing.js';
+import { grpcMessage } from '../grpc/wire-format.js';
 import { ACCEPT_ENCODING, type WireError } from './h2-request.js';
 
 // Shared by every call (frozen: node:http2 copies, never writes, header objects).

@@ -16,7 +16,7 @@
  * trailers. Session, stream and TLS errors are logged, rate-limited (debug when a client
  * caused them, warn otherwise).
  *
- * The parts: h2-framing.ts (wire format), h2-request.ts (reading the request, bounded),
+ * The parts: src/grpc/wire-format.ts and h2-framing.ts (wire format), h2-request.ts (reading the request, bounded),
  * h2-respond.ts (writing answers), h2-limits.ts (connection cap, idle sessions, counts),
  * h2-relay.ts (the loopback fallback); limits for unauthenticated clients in limits.ts.
  */
@@ -29,13 +29,14 @@ import { LogThrottle } from '../core/log-throttle.js';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
 import { protobufRoot } from '../grpc/proto-load.js';
+import { frame, grpcTimeoutMs } from '../grpc/wire-format.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import { listenTcp } from '../ops/listen.js';
 import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYPE, HEALTH_PROTO, SERVING_STATUS_NUMBER, type HealthCheckRequest } from '../protocol/grpc-health.js';
 import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST } from './certificate-service.js';
-import { certChainFrame, frame, grpcTimeoutMs } from './h2-framing.js';
+import { certChainFrame } from './h2-framing.js';
 import { limitConnections } from './h2-limits.js';
 import { LoopbackRelay } from './h2-relay.js';
 import { readMessage, type ReadOptions } from './h2-request.js';

@@ -42,7 +42,7 @@ export { caServiceDefinition, startHttp2Server, startTransport, transportKind, M
 export type { CreateCertificateHandler } from './h2-transport.js';
 export { createSigner, type SignerContext, type StartableSigner } from './signers/signer-factory.js';
 export { assembleClusters, type CaClusters, type ClusterAuthSettings, type ClusterPodIndex } from './cluster-auth.js';
-export { certChainFrame, grpcTimeoutMs } from './h2-framing.js';
+export { certChainFrame } from './h2-framing.js';
 export {
   readCaConfig,
   ENV as CA_ENV,

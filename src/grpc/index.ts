@@ -12,3 +12,5 @@ export { bindServer, stopServer } from './server-lifecycle.js';
 export { RotatingServerIdentity } from './rotating-credentials.js';
 export { decodeRpcStatus, encodeRpcStatus, ERROR_INFO_TYPE_URL, STATUS_DETAILS_KEY, type ErrorInfo, type RpcStatus } from './rpc-status.js';
 export { compressionFlagGuard, isUnreadableRequest, readableRequests, UnreadableRequest } from './request-guard.js';
+export { frame, grpcMessage, grpcTimeoutHeader, grpcTimeoutMs, parseGrpcMessage } from './wire-format.js';
+export { H2UnaryChannel, parseTarget, type H2UnaryChannelOptions, type UnaryCallOptions, type UnaryResult } from './h2-unary-channel.js';

@@ -6,8 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { certChainFrame, grpcTimeoutMs } from '../../src/ca/index.js';
-import { protobufRoot } from '../../src/grpc/index.js';
+import { certChainFrame } from '../../src/ca/index.js';
+import { grpcTimeoutHeader, grpcTimeoutMs, parseGrpcMessage, grpcMessage, protobufRoot } from '../../src/grpc/index.js';
 
 const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
 
@@ -44,4 +44,12 @@ test('grpcTimeoutMs reads the gRPC timeout units and refuses anything else', () 
   assert.equal(grpcTimeoutMs('2000000n'), 2);
   assert.equal(grpcTimeoutMs('99999999S'), undefined, 'beyond a timer');
   for (const bad of [undefined, '', 'S', '5', '5s', '-5S', '123456789S', '1.5S', ' 5S', ['5S']]) assert.equal(grpcTimeoutMs(bad), undefined, String(bad));
+});
+
+test('grpcTimeoutHeader writes what grpcTimeoutMs reads back (rounded up to whole ms); grpc-message round-trips', () => {
+  for (const ms of [0, 1, 0.2, 250, 10_000, 99_999_999]) assert.equal(grpcTimeoutMs(grpcTimeoutHeader(ms)), Math.ceil(ms), String(ms));
+  assert.equal(grpcTimeoutHeader(1e9), '1000000S');
+  for (const text of ['plain', '100% sure', 'naïve — ü', 'line\nbreak']) assert.equal(parseGrpcMessage(grpcMessage(text)), text);
+  assert.equal(parseGrpcMessage('bad %zz escape'), 'bad %zz escape');
+  assert.equal(parseGrpcMessage(undefined), '');
 });

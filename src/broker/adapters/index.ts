@@ -3,6 +3,8 @@
  *
  * - `IstioCaClient`: the CA (Istio's `CreateCertificate` over gRPC+TLS), a `CaClient` of the
  *   cache room; `CaCallError` (the status says unreachable or refused); `parseCaResponse`.
+ * - `CaForwarder`: the Istio CA front's forward of a caller's CSR to the CA, over the lean
+ *   node:http2 client (src/grpc/h2-unary-channel.ts), answers checked by `checkForwardedChain`.
  * - `TokenSource` (the broker's own CA token, refreshed before it expires) and its fetchers:
  *   `tokenRequestFetcher` (TokenRequest bound to the broker's pod), `projectedTokenFileFetcher`.
  * - Kubernetes: `NodePodWatch` (this node's pods into `NodePods`), `kubePodLookup` / `podFacts`,
@@ -31,4 +33,5 @@ export {
 } from './registration-server.js';
 export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHARED_SOCKET_MODE } from './unix-socket.js';
 export { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
+export { CaForwarder, type CaForwarderOptions } from './ca-forwarder.js';
 export { tokenReviewCallerAuthenticator, type CallerAuthenticatorAdapter, type CallerTokenReviewOptions } from './caller-token-review.js';

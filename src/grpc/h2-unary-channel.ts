@@ -1,0 +1,255 @@
+/**
+ * A lean gRPC client for unary calls over TLS on node:http2 (nghttp2 does the HTTP/2; no grpc-js
+ * on the call path): one kept session to one server, re-opened on the next call after the server
+ * sent GOAWAY, the session closed or failed, or a call on it hit its deadline (a connection that
+ * died silently looks like that); the TLS certificate verified against the given roots for the
+ * given name; a deadline per call (`grpc-timeout` sent, and enforced here); cancellation through
+ * an AbortSignal (RST_STREAM CANCEL). A call resolves with the gRPC status and the one response
+ * message; transport failures are statuses too (UNAVAILABLE, DEADLINE_EXCEEDED, ...), as grpc-js
+ * reports them. The caller encodes and decodes the messages.
+ */
+import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
+import { isIP } from 'node:net';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { frame, grpcTimeoutHeader, parseGrpcMessage } from './wire-format.js';
+
+export interface H2UnaryChannelOptions {
+  /** `host:port`, `[v6]:port` (a `dns:///` prefix is accepted, as grpc-js does). */
+  readonly address: string;
+  /** PEM roots the server's certificate must chain to. */
+  readonly rootsPem: string;
+  /** The name verified in the server's certificate (and sent as SNI and :authority), when not the address host. */
+  readonly serverName?: string;
+  /** A TLS handshake that takes longer is abandoned (its calls: UNAVAILABLE). */
+  readonly handshakeTimeoutMs: number;
+  /** Largest response message accepted (default 4 MiB, as grpc-js). */
+  readonly maxResponseBytes?: number;
+}
+
+export interface UnaryCallOptions {
+  readonly path: string;
+  /** Call metadata (lower-case keys; no pseudo-headers). */
+  readonly metadata: Readonly<Record<string, string>>;
+  /** The request message, encoded. */
+  readonly message: Uint8Array;
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+}
+
+/** How a call ended: `code` 0 with the response message, or another gRPC status and its message. */
+export interface UnaryResult {
+  readonly code: GrpcStatus;
+  readonly details: string;
+  readonly message?: Buffer;
+}
+
+/** `host` and `port` of a gRPC target (`host:port`, `[v6]:port`, `dns:///host:port`); undefined when it is not one. */
+export function parseTarget(address: string): { readonly host: string; readonly port: number } | undefined {
+  const bare = address.replace(/^dns:(\/\/[^/]*\/)?/u, '');
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]/]+)):(\d{1,5})$/u.exec(bare);
+  if (!m) return undefined;
+  const port = Number(m[3]);
+  if (port < 1 || port > 65_535) return undefined;
+  return { host: m[1] ?? m[2]!, port };
+}
+
+/** The gRPC status for an HTTP status other than 200 (http-grpc-status-mapping.md). */
+function statusOfHttp(status: number): GrpcStatus {
+  switch (status) {
+    case 400:
+      return GrpcStatus.INTERNAL;
+    case 401:
+      return GrpcStatus.UNAUTHENTICATED;
+    case 403:
+      return GrpcStatus.PERMISSION_DENIED;
+    case 404:
+      return GrpcStatus.UNIMPLEMENTED;
+    case 429:
+    case 502:
+    case 503:
+    case 504:
+      return GrpcStatus.UNAVAILABLE;
+    default:
+      return GrpcStatus.UNKNOWN;
+  }
+}
+
+/** The gRPC status for a stream reset without a status (as grpc-js maps RST_STREAM codes). */
+function statusOfReset(rstCode: number): GrpcStatus {
+  if (rstCode === h2.NGHTTP2_REFUSED_STREAM) return GrpcStatus.UNAVAILABLE;
+  if (rstCode === h2.NGHTTP2_CANCEL) return GrpcStatus.CANCELLED;
+  if (rstCode === h2.NGHTTP2_ENHANCE_YOUR_CALM) return GrpcStatus.RESOURCE_EXHAUSTED;
+  if (rstCode === h2.NGHTTP2_INADEQUATE_SECURITY) return GrpcStatus.PERMISSION_DENIED;
+  return GrpcStatus.INTERNAL;
+}
+
+const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
+
+export class H2UnaryChannel {
+  readonly #o: H2UnaryChannelOptions;
+  readonly #url: string;
+  readonly #authority: string;
+  readonly #target: { readonly host: string; readonly port: number } | undefined;
+  #session: ClientHttp2Session | undefined;
+  #closed = false;
+  /** Why a session failed (TLS verification, refused connection), for the calls it ends. */
+  readonly #failures = new WeakMap<ClientHttp2Session, Error>();
+  /** Sessions that emitted 'close'. */
+  readonly #ended = new WeakSet<ClientHttp2Session>();
+
+  constructor(options: H2UnaryChannelOptions) {
+    this.#o = options;
+    this.#target = parseTarget(options.address);
+    const host = this.#target?.host ?? '';
+    const hostPart = isIP(host) === 6 ? `[${host}]` : host;
+    this.#url = `https://${hostPart}:${this.#target?.port ?? 0}`;
+    this.#authority = options.serverName ? `${options.serverName}:${this.#target?.port ?? 0}` : `${hostPart}:${this.#target?.port ?? 0}`;
+  }
+
+  /** One unary call; never rejects but with `signal`'s reason once it aborted. */
+  call(c: UnaryCallOptions): Promise<UnaryResult> {
+    if (c.signal.aborted) return Promise.reject(c.signal.reason);
+    if (this.#closed) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: 'channel closed' });
+    if (!this.#target) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `address ${JSON.stringify(this.#o.address)} is not host:port` });
+    const headers: OutgoingHttpHeaders = {
+      ...c.metadata,
+      [h2.HTTP2_HEADER_METHOD]: 'POST',
+      [h2.HTTP2_HEADER_PATH]: c.path,
+      [h2.HTTP2_HEADER_AUTHORITY]: this.#authority,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      'grpc-timeout': grpcTimeoutHeader(c.timeoutMs),
+    };
+    let session: ClientHttp2Session;
+    let stream: ClientHttp2Stream;
+    try {
+      session = this.#current();
+      stream = session.request(headers, { endStream: false });
+    } catch (err) {
+      // The session was closing or out of stream ids: the next call opens another one.
+      this.#drop(this.#session);
+      return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `cannot start a call: ${(err as Error).message}` });
+    }
+    return new Promise<UnaryResult>((resolve, reject) => {
+      const maxBytes = this.#o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
+      let settled = false;
+      let status: GrpcStatus | undefined;
+      let details = '';
+      let httpStatus = 0;
+      let first: Buffer | undefined;
+      let more: Buffer[] | undefined;
+      let size = 0;
+      const finish = (r: UnaryResult | { readonly aborted: unknown }) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(deadline);
+        c.signal.removeEventListener('abort', onAbort);
+        if (!stream.closed) stream.close(h2.NGHTTP2_CANCEL);
+        if ('aborted' in r) reject(r.aborted);
+        else resolve(r);
+      };
+      const onAbort = () => finish({ aborted: c.signal.reason });
+      c.signal.addEventListener('abort', onAbort, { once: true });
+      const deadline = setTimeout(() => {
+        // A silently dead connection looks like this too: later calls get a new one.
+        this.#retire(session);
+        finish({ code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+      }, c.timeoutMs);
+      const readStatus = (h: IncomingHttpHeaders) => {
+        const raw = h['grpc-status'];
+        if (raw === undefined) return;
+        const n = Number(raw);
+        status = Number.isInteger(n) && n >= 0 && n <= 16 ? n : GrpcStatus.UNKNOWN;
+        details = parseGrpcMessage(h['grpc-message']);
+      };
+      stream.on('response', (h) => {
+        httpStatus = Number(h[h2.HTTP2_HEADER_STATUS]);
+        readStatus(h);
+      });
+      stream.on('trailers', readStatus);
+      stream.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > maxBytes + 5) {
+          finish({ code: GrpcStatus.RESOURCE_EXHAUSTED, details: `response message larger than ${maxBytes} bytes` });
+          return;
+        }
+        if (first === undefined) first = chunk;
+        else (more ??= [first]).push(chunk);
+      });
+      stream.on('error', () => undefined); // the outcome is read on 'close'
+      stream.once('close', () => {
+        if (settled) return;
+        if (httpStatus !== 200 && httpStatus !== 0) return finish({ code: statusOfHttp(httpStatus), details: `HTTP status ${httpStatus}` });
+        if (status === undefined) {
+          if (session.destroyed) {
+            // The connection failed or went away (TLS refused, handshake abandoned, reset):
+            // UNAVAILABLE, with the session's error, which node emits after its streams closed.
+            const unavailable = () => {
+              const failure = this.#failures.get(session);
+              finish({ code: GrpcStatus.UNAVAILABLE, details: failure ? `connection failed: ${failure.message}` : 'connection closed' });
+            };
+            if (this.#ended.has(session)) unavailable();
+            else session.once('close', unavailable);
+            return;
+          }
+          const code = stream.rstCode;
+          if (code !== undefined && code !== h2.NGHTTP2_NO_ERROR) return finish({ code: statusOfReset(code), details: `stream reset (code ${code})` });
+          return finish({ code: GrpcStatus.UNAVAILABLE, details: 'call ended without a status' });
+        }
+        if (status !== GrpcStatus.OK) return finish({ code: status, details });
+        const body = more ? Buffer.concat(more) : first;
+        if (body === undefined || body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return finish({ code: GrpcStatus.INTERNAL, details: 'response is not exactly one gRPC message' });
+        if (body[0] !== 0) return finish({ code: GrpcStatus.INTERNAL, details: 'response message is compressed (none was accepted)' });
+        finish({ code: GrpcStatus.OK, details: '', message: body.subarray(5) });
+      });
+      stream.end(frame(c.message));
+    });
+  }
+
+  /** Closes the session (calls in progress end UNAVAILABLE) and refuses new calls. */
+  close(): void {
+    this.#closed = true;
+    this.#session?.destroy();
+    this.#session = undefined;
+  }
+
+  /** The kept session, or a new one when there is none usable. */
+  #current(): ClientHttp2Session {
+    const s = this.#session;
+    if (s && !s.closed && !s.destroyed) return s;
+    const session = connect(this.#url, {
+      ca: this.#o.rootsPem,
+      ALPNProtocols: ['h2'],
+      // SNI and the verified name: the server name, else the host (SNI is not sent for an IP).
+      ...(this.#o.serverName ? { servername: this.#o.serverName } : isIP(this.#target!.host) ? {} : { servername: this.#target!.host }),
+    });
+    const handshake = setTimeout(() => session.destroy(new Error(`TLS handshake did not complete within ${this.#o.handshakeTimeoutMs} ms`)), this.#o.handshakeTimeoutMs);
+    session.once('connect', () => clearTimeout(handshake));
+    session.once('close', () => {
+      this.#ended.add(session);
+      clearTimeout(handshake);
+      this.#drop(session);
+    });
+    // New calls go to a new session; calls the server accepted finish on this one.
+    session.once('goaway', () => this.#drop(session));
+    session.on('error', (err) => {
+      this.#failures.set(session, err);
+      this.#drop(session);
+    });
+    // The session does not keep the process alive between calls.
+    session.unref();
+    this.#session = session;
+    return session;
+  }
+
+  /** Forgets `session` (its open calls carry on). */
+  #drop(session: ClientHttp2Session | undefined): void {
+    if (session !== undefined && this.#session === session) this.#session = undefined;
+  }
+
+  /** Forgets `session` and closes it gracefully (GOAWAY: its other calls finish). */
+  #retire(session: ClientHttp2Session): void {
+    this.#drop(session);
+    if (!session.closed && !session.destroyed) session.close();
+  }
+}

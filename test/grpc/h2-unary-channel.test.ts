@@ -1,0 +1,187 @@
+/**
+ * The lean node:http2 unary client (src/grpc/h2-unary-channel.ts) against a real TLS HTTP/2
+ * server on loopback: one kept session, metadata and grpc-timeout on the wire, statuses with
+ * percent-encoded messages, a new session after GOAWAY, after the server dropped the connection
+ * and after a deadline, cancellation that resets the stream, TLS verified for the given name,
+ * and an abandoned handshake.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { constants as h2, createSecureServer, type Http2SecureServer, type Http2Session, type ServerHttp2Stream } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { frame, grpcMessage, H2UnaryChannel, parseTarget, type H2UnaryChannelOptions } from '../../src/grpc/index.js';
+import { silentTlsMaterial, startHungServer, type TlsMaterial } from '../support/hung-server.js';
+
+interface Seen {
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: Buffer;
+}
+
+describe('H2UnaryChannel', () => {
+  let material: TlsMaterial;
+  let server: Http2SecureServer;
+  let port: number;
+  const sessions: Http2Session[] = [];
+  const seen: Seen[] = [];
+  /** rstCode of each '/t/hang' stream once it closed. */
+  const hangResets: number[] = [];
+
+  before(async () => {
+    material = await silentTlsMaterial();
+    server = createSecureServer({ cert: material.certPem, key: material.keyPem, allowHTTP1: false });
+    server.on('session', (s) => sessions.push(s));
+    server.on('stream', (stream: ServerHttp2Stream, headers) => {
+      const path = String(headers[':path']);
+      const chunks: Buffer[] = [];
+      stream.on('data', (c: Buffer) => chunks.push(c));
+      if (path === '/t/hang') {
+        stream.on('close', () => hangResets.push(stream.rstCode));
+        return;
+      }
+      stream.on('end', () => {
+        const plain: Record<string, string> = {};
+        for (const [k, v] of Object.entries(headers)) if (typeof v === 'string') plain[k] = v;
+        seen.push({ path, headers: plain, body: Buffer.concat(chunks) });
+        if (path === '/t/status') {
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': GrpcStatus.PERMISSION_DENIED, 'grpc-message': grpcMessage('no — 100% not') }, { endStream: true });
+          return;
+        }
+        if (path === '/t/http') {
+          stream.respond({ ':status': 503 }, { endStream: true });
+          return;
+        }
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => {
+          stream.sendTrailers({ 'grpc-status': '0' });
+          if (path === '/t/goaway') stream.session?.close();
+          const session = stream.session;
+          if (path === '/t/drop') stream.once('close', () => session?.destroy());
+        });
+        // The request message back, reversed, as the one response message.
+        stream.end(frame(Buffer.concat(chunks).subarray(5).reverse()));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+
+  after(async () => {
+    for (const s of sessions) s.destroy();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  const channel = (over: Partial<H2UnaryChannelOptions> = {}) =>
+    new H2UnaryChannel({ address: `127.0.0.1:${port}`, rootsPem: material.caCertPem, serverName: 'localhost', handshakeTimeoutMs: 5000, ...over });
+  const call = (ch: H2UnaryChannel, path: string, over: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
+    ch.call({ path, metadata: { authorization: 'Bearer t0ken', clusterid: 'Kubernetes' }, message: Buffer.from('abc'), timeoutMs: over.timeoutMs ?? 10_000, signal: over.signal ?? new AbortController().signal });
+
+  it('keeps one session; sends the metadata, te, grpc-timeout and the name as :authority; returns the one message', async () => {
+    const ch = channel();
+    const before = sessions.length;
+    const a = await call(ch, '/t/echo');
+    const b = await call(ch, '/t/echo', { timeoutMs: 2500 });
+    ch.close();
+    assert.deepEqual([a.code, a.message?.toString()], [GrpcStatus.OK, 'cba']);
+    assert.equal(b.code, GrpcStatus.OK);
+    assert.equal(sessions.length - before, 1, 'one TLS session for both calls');
+    const last = seen.at(-1)!;
+    assert.equal(last.headers.authorization, 'Bearer t0ken');
+    assert.equal(last.headers.clusterid, 'Kubernetes');
+    assert.equal(last.headers.te, 'trailers');
+    assert.equal(last.headers['content-type'], 'application/grpc');
+    assert.equal(last.headers['grpc-timeout'], '2500m');
+    assert.equal(last.headers[':authority'], `localhost:${port}`);
+    assert.deepEqual(last.body, frame(Buffer.from('abc')));
+  });
+
+  it('a status (trailers-only) comes back with its message percent-decoded; a non-200 HTTP status maps as gRPC says', async () => {
+    const ch = channel();
+    assert.deepEqual(await call(ch, '/t/status'), { code: GrpcStatus.PERMISSION_DENIED, details: 'no — 100% not' });
+    assert.equal((await call(ch, '/t/http')).code, GrpcStatus.UNAVAILABLE);
+    ch.close();
+  });
+
+  it('after the server sent GOAWAY, and after it dropped the connection, the next call opens a new session', async () => {
+    const ch = channel();
+    const before = sessions.length;
+    assert.equal((await call(ch, '/t/goaway')).code, GrpcStatus.OK);
+    assert.equal((await call(ch, '/t/drop')).code, GrpcStatus.OK);
+    // The server's side is gone; give the client's socket the moment to see the FIN.
+    await waitUntil(() => sessions.at(-1)!.destroyed);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK);
+    ch.close();
+    assert.equal(sessions.length - before, 3, 'GOAWAY -> a second session, dropped -> a third');
+  });
+
+  it('past its deadline a call is DEADLINE_EXCEEDED and its stream reset; the next call uses a new session', async () => {
+    const ch = channel();
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK);
+    const before = sessions.length;
+    const resets = hangResets.length;
+    assert.deepEqual(await call(ch, '/t/hang', { timeoutMs: 50 }), { code: GrpcStatus.DEADLINE_EXCEEDED, details: 'deadline exceeded' });
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK);
+    ch.close();
+    assert.equal(sessions.length - before, 1, 'a new session after the deadline');
+    await waitUntil(() => hangResets.length > resets);
+    assert.equal(hangResets.at(-1), h2.NGHTTP2_CANCEL);
+  });
+
+  it('an aborted signal rejects the call with its reason and resets the stream', async () => {
+    const ch = channel();
+    const ac = new AbortController();
+    const resets = hangResets.length;
+    const pending = call(ch, '/t/hang', { signal: ac.signal });
+    setTimeout(() => ac.abort(new Error('caller left')), 20);
+    await assert.rejects(pending, /caller left/);
+    await waitUntil(() => hangResets.length > resets);
+    assert.equal(hangResets.at(-1), h2.NGHTTP2_CANCEL);
+    await assert.rejects(call(ch, '/t/echo', { signal: ac.signal }), /caller left/, 'an already aborted signal');
+    ch.close();
+  });
+
+  it('TLS is verified: another name or other roots -> UNAVAILABLE naming the failure; nothing reaches the server', async () => {
+    const count = seen.length;
+    const wrongName = channel({ serverName: 'not-this.example' });
+    const r1 = await call(wrongName, '/t/echo');
+    wrongName.close();
+    assert.equal(r1.code, GrpcStatus.UNAVAILABLE);
+    assert.match(r1.details, /connection failed: .*(altnames|Hostname)/u);
+    const other = await silentTlsMaterial();
+    const wrongRoots = channel({ rootsPem: other.caCertPem });
+    const r2 = await call(wrongRoots, '/t/echo');
+    wrongRoots.close();
+    assert.equal(r2.code, GrpcStatus.UNAVAILABLE);
+    assert.match(r2.details, /connection failed: .*(certificate|issuer)/iu);
+    assert.equal(seen.length, count);
+  });
+
+  it('a handshake that never completes is abandoned: UNAVAILABLE; a closed channel refuses calls', async () => {
+    const hung = await startHungServer();
+    try {
+      const ch = channel({ address: hung.address, handshakeTimeoutMs: 100 });
+      const r = await call(ch, '/t/echo');
+      assert.equal(r.code, GrpcStatus.UNAVAILABLE);
+      assert.match(r.details, /TLS handshake did not complete within 100 ms/u);
+      ch.close();
+      assert.deepEqual(await call(ch, '/t/echo'), { code: GrpcStatus.UNAVAILABLE, details: 'channel closed' });
+    } finally {
+      await hung.close();
+    }
+  });
+
+  it('parseTarget: host:port, [v6]:port, dns:///; anything else is not a target', () => {
+    assert.deepEqual(parseTarget('127.0.0.1:15012'), { host: '127.0.0.1', port: 15012 });
+    assert.deepEqual(parseTarget('istiod.istio-system.svc:15012'), { host: 'istiod.istio-system.svc', port: 15012 });
+    assert.deepEqual(parseTarget('[::1]:443'), { host: '::1', port: 443 });
+    assert.deepEqual(parseTarget('dns:///ca.example:8443'), { host: 'ca.example', port: 8443 });
+    for (const bad of ['ca.example', ':15012', 'ca:0', 'ca:70000', '::1:443', 'https://ca:443', 'unix:///x.sock']) assert.equal(parseTarget(bad), undefined, bad);
+  });
+});
+
+async function waitUntil(probe: () => boolean): Promise<void> {
+  for (let i = 0; i < 500 && !probe(); i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(probe(), 'condition not reached');
+}
