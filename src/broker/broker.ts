@@ -31,7 +31,7 @@ import { OwnToken } from './own-token.js';
 import { BrokerReadiness } from './readiness.js';
 import { Shutdown } from './shutdown.js';
 import { startWorkloadApi } from './workload-api-wiring.js';
-import { caClients, workloadCertManager } from './workload-certs.js';
+import { caClients, caTrustFollowsBundle, workloadCertManager } from './workload-certs.js';
 import { istioCaFrontOf, type IstioCaFrontPart } from './istio-ca-front-part.js';
 
 export interface Broker {
@@ -75,9 +75,15 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const logger = config.logger.child({ component: 'broker', node: config.nodeName });
   const lifetime = new AbortController();
   const shutdown = new Shutdown(logger);
-  const bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, { logger });
-  const built: { certs?: CertManager; own?: OwnIdentity } = {};
-  const metrics = new BrokerMetrics(() => built.certs, () => built.own?.svid() ?? MISSING_SVID, { processMetrics: config.ops !== undefined });
+  const built: { certs?: CertManager; own?: OwnIdentity; bundle?: TrustBundle } = {};
+  const metrics = new BrokerMetrics(() => built.certs, () => built.own?.svid() ?? MISSING_SVID, { processMetrics: config.ops !== undefined, bundle: () => built.bundle });
+  // A dropped root goes once re-issued leaves had one update window to reach every stream.
+  const bundle = (built.bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, {
+    logger,
+    clock,
+    settleMs: config.updateJitterMs,
+    observer: metrics.trustBundle.observer(),
+  }));
 
   const token = new OwnToken(config, { clock, rng, logger, onFetch: (outcome) => metrics.tokenRefreshes.inc({ outcome }) });
   shutdown.add('intake', 'own token', () => token.stop());
@@ -85,6 +91,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const ca = caClients(config, token.source);
   const certs = (built.certs = workloadCertManager(config, { ca: ca.workloads, clock, rng, logger, metrics }));
   bundle.follow(certs);
+  caTrustFollowsBundle(bundle, config.ca.rootsPem, [ca.workloads, ca.own]);
   shutdown.add('work', 'workload certificates', () => {
     certs.stop();
     ca.workloads.close();

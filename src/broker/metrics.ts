@@ -3,7 +3,7 @@
  * pod certificate states), each identity's certificate expiry, the own SVID's state and expiry,
  * CA fetch latency and errors by code, queue depth and CA calls in flight, time from pod
  * registration to certificate ready, Broker API streams and first-message latency, CNI
- * registrations, token refreshes.
+ * registrations, token refreshes, the trust bundle (trust-bundle-metrics.ts).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { CertManager, CertManagerObserver } from './cache/cert-manager.js';
@@ -16,6 +16,8 @@ import { InformerMetrics } from '../kube/informer-metrics.js';
 import { collectProcessMetrics } from '../ops/process-metrics.js';
 import { WorkloadApiMetrics } from './workload-api-metrics.js';
 import { SvidStreamMetrics } from './svid-stream-metrics.js';
+import { TrustBundleMetrics } from './trust-bundle-metrics.js';
+import type { TrustBundle } from './cache/trust-bundle.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
@@ -32,6 +34,8 @@ export class BrokerMetrics {
   readonly informers: InformerMetrics;
   /** The Workload API front (`certbroker_broker_workload_api_*`). */
   readonly workloadApi: WorkloadApiMetrics;
+  /** The trust bundle and root rotations (`certbroker_broker_trust_bundle_*`, `certbroker_broker_rotation_*`). */
+  readonly trustBundle: TrustBundleMetrics;
 
   /**
    * `certs` and `ownSvid` are read at scrape time (the parts may not exist yet). With
@@ -41,9 +45,10 @@ export class BrokerMetrics {
   constructor(
     certs: () => CertManager | undefined,
     ownSvid: () => OwnSvid = () => ({ state: 'missing', notAfter: undefined }),
-    options: { readonly processMetrics?: boolean } = {},
+    options: { readonly processMetrics?: boolean; readonly bundle?: () => TrustBundle | undefined } = {},
   ) {
     const registers = [this.registry];
+    this.trustBundle = new TrustBundleMetrics(this.registry, options.bundle ?? (() => undefined));
     this.informers = new InformerMetrics(this.registry);
     this.workloadApi = new WorkloadApiMetrics(this.registry);
     if (options.processMetrics) collectProcessMetrics(this.registry);

@@ -125,3 +125,24 @@ export function parseResponseChain(certChain: readonly string[], nowMs: number):
   verifyChain({ leaf, intermediates, roots, nowMs });
   return { leaf, intermediates, roots };
 }
+
+/**
+ * Which of `rootsDer` the DER chain (leaf first, then intermediates, roots left out) reaches —
+ * its index — or -1 when it reaches none of them (`verifyChain`'s rules). Checked at `nowMs`,
+ * by default at the latest notBefore of all the certificates given (the moment all of them were
+ * valid, for a chain still in use), so the answer does not depend on the caller's clock (expiry
+ * is the caller's own business) nor on a root made moments before the leaf without backdating.
+ */
+export function chainAnchor(chainDer: readonly Uint8Array[], rootsDer: readonly Uint8Array[], nowMs?: number): number {
+  if (chainDer.length === 0 || rootsDer.length === 0) return -1;
+  try {
+    const chain = chainDer.map((d) => parseCertificate(new Uint8Array(d)));
+    const roots = rootsDer.map((d) => parseCertificate(new Uint8Array(d)));
+    const at = nowMs ?? Math.max(...[...chain, ...roots].map((c) => c.notBefore.getTime()));
+    const path = verifyChain({ leaf: chain[0]!, intermediates: chain.slice(1), roots, nowMs: at });
+    const top = Buffer.from(path[path.length - 1]!.rawData);
+    return rootsDer.findIndex((r) => top.equals(Buffer.from(r)));
+  } catch {
+    return -1; // unparseable, broken, untrusted: reaches none of them
+  }
+}

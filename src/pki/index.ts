@@ -104,7 +104,7 @@ export {
   type CaKeyMaterialInput,
 } from './ca-material.js';
 export { parseCertificate, toSigningCryptoKey, x509 } from './x509-lib.js';
-export { parseCertificates, parseResponseChain, verifyChain, type ResponseChain, type VerifyChainInput } from './chain.js';
+export { chainAnchor, parseCertificates, parseResponseChain, verifyChain, type ResponseChain, type VerifyChainInput } from './chain.js';
 export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle.js';
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';

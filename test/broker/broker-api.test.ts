@@ -50,35 +50,44 @@ class FakeCall extends EventEmitter {
 describe('BrokerApiService streams (fake clock)', () => {
   let ztunnelDer: Buffer;
   let webDer: Buffer;
+  /** The roots (DER): the one that signs, two more for bundle changes. */
+  let rootDer: Buffer;
+  let otherRoots: Buffer[];
+  /** A real leaf for `id` under `rootDer` (the front sends only leaves its bundle verifies). */
+  let workloadLeaf: (id: string) => Buffer;
 
   before(async () => {
     const root = await createRootCa({ subject: 'CN=test root', ttlSeconds: 86400 });
+    rootDer = root.der;
+    otherRoots = [(await createRootCa({ subject: 'CN=root 2', ttlSeconds: 86400 })).der, (await createRootCa({ subject: 'CN=root 3', ttlSeconds: 86400 })).der];
     const issuer = new FastLeafIssuer({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner });
     const leaf = async (id: string) => {
       const { privateKey } = await generateKeyPair();
       return Buffer.from(issuer.issue({ csr: createCsr({ privateKey, uri: id }).der, spiffeId: id, ttlSeconds: 3600 }).der);
     };
+    const workloadKey = (await generateKeyPair()).privateKey;
+    workloadLeaf = (id) => Buffer.from(issuer.issue({ csr: createCsr({ privateKey: workloadKey, uri: id }).der, spiffeId: id, ttlSeconds: 3600 }).der);
     ztunnelDer = await leaf(ZTUNNEL);
     webDer = await leaf('spiffe://cluster.local/ns/shop/sa/web');
   });
 
-  function setup() {
+  function setup(bundleRoots?: readonly Buffer[]) {
     const clock = new FakeClock();
     let serial = 0;
     const ca: CaClient = {
       fetchCertificate: async (identity): Promise<WorkloadCert> => ({
         identity,
-        chainDer: [Buffer.from(`leaf-${++serial}`)],
-        rootsDer: [Buffer.from('root')],
+        chainDer: [workloadLeaf(identity)],
+        rootsDer: [rootDer],
         privateKey: new Secret(Buffer.from('key')),
-        serial: String(serial),
+        serial: String(++serial),
         notBefore: clock.now(),
         notAfter: clock.now() + HOUR,
       }),
     };
     const certs = new CertManager({ ca, clock, rng: () => 0.5 });
     const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => clock.now() });
-    const bundle = new TrustBundle('cluster.local', [Buffer.from('root')]);
+    const bundle = new TrustBundle('cluster.local', bundleRoots ?? [rootDer]);
     const service = new BrokerApiService({
       pods, certs, bundle, allowedCallers: [ZTUNNEL], clock, rng: () => 0.25, logger: silentLogger, updateJitterMs: 1000,
     });
@@ -107,8 +116,8 @@ describe('BrokerApiService streams (fake clock)', () => {
     assert.deepEqual(calls.map((c) => c.written.length), [1, 1, 1, 1], 'first message at once');
     assert.equal(certs.caCalls, 2, 'two pods of one SA share one certificate');
 
-    bundle.update([Buffer.from('root'), Buffer.from('root-2')]);
-    bundle.update([Buffer.from('root-2')]); // a second change before the first update went out
+    bundle.update([rootDer, otherRoots[0]!]);
+    bundle.update([rootDer, ...otherRoots]); // a second change before the first update went out
     await flushMicrotasks();
     assert.deepEqual(calls.map((c) => c.written.length), [1, 1, 1, 1], 'nothing before the paced delay');
     await clock.advance(249); // rng 0.25 x 1000 ms
@@ -116,8 +125,23 @@ describe('BrokerApiService streams (fake clock)', () => {
     await clock.advance(1);
     assert.deepEqual(calls.map((c) => c.written.length), [2, 2, 2, 2], 'one update per stream, with the latest state');
     const last = calls[0]!.written.at(-1) as { svids: Array<{ bundle: Buffer; spiffe_id: string }> };
-    assert.equal(last.svids[0]!.bundle.toString(), 'root-2');
+    assert.deepEqual(last.svids[0]!.bundle, Buffer.concat([rootDer, ...otherRoots]));
     assert.equal(last.svids[0]!.spiffe_id, 'spiffe://cluster.local/ns/shop/sa/web');
+  });
+
+  it('never sends a leaf the bundle sent with it does not verify: withheld until a bundle that does', async () => {
+    const { clock, bundle, open, addPod } = setup([otherRoots[0]!]);
+    addPod(uid(1), 'web');
+    await flushMicrotasks();
+    const call = open(uid(1));
+    await flushMicrotasks();
+    await clock.advance(1000);
+    assert.equal(call.written.length, 0, 'the leaf chains to a root the bundle lacks: nothing sent');
+    bundle.update([otherRoots[0]!, rootDer]);
+    await clock.advance(1000);
+    assert.equal(call.written.length, 1, 'sent once the bundle verifies it');
+    const msg = call.written[0] as { svids: Array<{ bundle: Buffer }> };
+    assert.deepEqual(msg.svids[0]!.bundle, Buffer.concat([otherRoots[0]!, rootDer]));
   });
 
   it('ends the stream with NOT_FOUND when the pod is deleted', async () => {

@@ -16,6 +16,7 @@ import { stringStruct } from '../../grpc/struct-value.js';
 import { serviceDefinitionOf, typedMethod } from '../../grpc/typed-methods.js';
 import { createCsr } from '../../pki/csr.js';
 import { exportPkcs8Der, generateKeyPair, keyMatches } from '../../pki/keys.js';
+import { chainAnchor } from '../../pki/chain.js';
 import { parsePem } from '../../pki/pem.js';
 import type { ErrorStatus } from '../../core/errors.js';
 import type { Secret } from '../../core/secret.js';
@@ -113,9 +114,27 @@ export class IstioCaClient implements CaClient {
   readonly #o: IstioCaClientOptions;
   #client: Client | undefined;
   #credentials: BoundedChannelCredentials | undefined;
+  /** Credentials of channels replaced by `trustRoots`, destroyed by `close()`. */
+  readonly #retired: BoundedChannelCredentials[] = [];
+  #rootsPem: string;
 
   constructor(options: IstioCaClientOptions) {
     this.#o = options;
+    this.#rootsPem = options.caRootsPem;
+  }
+
+  /**
+   * Verifies the CA's serving certificate against `rootsPem` from the next call on (a root
+   * rotation: the CA's serving certificate moves to the new root, which the broker learnt from
+   * the CA's answers). Calls running finish on the channel they started on.
+   */
+  trustRoots(rootsPem: string): void {
+    if (rootsPem === this.#rootsPem) return;
+    this.#rootsPem = rootsPem;
+    this.#client?.close();
+    this.#client = undefined;
+    if (this.#credentials) this.#retired.push(this.#credentials);
+    this.#credentials = undefined;
   }
 
   async fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert> {
@@ -177,6 +196,7 @@ export class IstioCaClient implements CaClient {
   close(): void {
     this.#client?.close();
     this.#credentials?.destroyAll();
+    for (const c of this.#retired.splice(0)) c.destroyAll();
     this.#client = undefined;
     this.#credentials = undefined;
   }
@@ -225,7 +245,7 @@ export class IstioCaClient implements CaClient {
     if (this.#client) return this.#client;
     // One set of credentials for every channel this client makes (a dropped channel's too), so
     // close() destroys whatever connection any of them still holds.
-    const credentials = (this.#credentials ??= new BoundedChannelCredentials(ChannelCredentials.createSsl(Buffer.from(this.#o.caRootsPem)), {
+    const credentials = (this.#credentials ??= new BoundedChannelCredentials(ChannelCredentials.createSsl(Buffer.from(this.#rootsPem)), {
       ...(this.#o.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: this.#o.handshakeTimeoutMs } : {}),
     }));
     // A pool of its own: from grpc-js's global pool a new channel to the same address would get
@@ -264,8 +284,8 @@ export interface ParsedCaResponse {
  * Splits an Istio `cert_chain` (leaf, intermediates one per element, root bundle last) into the
  * chain and the roots, and checks the leaf carries exactly one URI SAN equal to `identity`, obeys
  * the X509-SVID leaf rules (CA:FALSE, keyUsage critical with digitalSignature and without
- * keyCertSign/cRLSign, EKU serverAuth+clientAuth when present) and is signed by the next
- * certificate. Throws ERR_CA_BAD_RESPONSE, ERR_CA_SAN_MISMATCH or ERR_CA_LEAF_NOT_SVID; such an
+ * keyCertSign/cRLSign, EKU serverAuth+clientAuth when present), is signed by the next
+ * certificate and chains up to one of the roots in the last element. Throws ERR_CA_BAD_RESPONSE, ERR_CA_SAN_MISMATCH or ERR_CA_LEAF_NOT_SVID; such an
  * answer is a failed fetch (a still-valid certificate keeps being served).
  */
 export function parseCaResponse(response: CaResponse, identity: string): ParsedCaResponse {
@@ -311,5 +331,8 @@ export function parseCaResponse(response: CaResponse, identity: string): ParsedC
   const issuer = certs[1] ?? new X509Certificate(rootsDer[0]!);
   const signedBy = certs[1] ? [issuer] : rootsDer.map((d) => new X509Certificate(d));
   if (!signedBy.some((c) => leaf.verify(c.publicKey))) throw bad('the leaf is not signed by the next certificate');
+  // The whole chain, up to one of the roots that came with it: the bundle follows those roots,
+  // so a leaf that does not reach them would be served with a bundle that cannot verify it.
+  if (chainAnchor(chainDer, rootsDer) < 0) throw bad('the chain does not verify up to a root of the bundle sent with it');
   return { leaf, chainDer, rootsDer };
 }

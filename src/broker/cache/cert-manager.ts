@@ -159,6 +159,17 @@ export class CertManager {
     return waiting;
   }
 
+  /**
+   * Fetches `identity` again soon instead of at its refresh time (the trust bundle asks when the
+   * held certificate chains to a root the CA dropped), at background priority. A fetch running,
+   * queued or backing off is left to bring the new certificate; unknown identities are ignored.
+   */
+  refreshNow(identity: string): void {
+    const entry = this.#entries.get(identity);
+    if (entry === undefined || this.#stopped) return;
+    this.#want(entry, 'background');
+  }
+
   /** Calls `listener` on every new certificate for `identity` and when it is forgotten. */
   subscribe(identity: string, listener: CertListener): () => void {
     const entry = this.#entries.get(identity);

@@ -51,7 +51,7 @@ export {
   type PodGoneReason,
   type TrackedPod,
 } from './node-pods.js';
-export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleOptions } from './trust-bundle.js';
+export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleObserver, type TrustBundleOptions } from './trust-bundle.js';
 export { describeCert, isUsable, svidMaterial, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
 export { Waiters } from './waiters.js';
 export { firstCertificate, pacedUpdates } from './stream-feed.js';

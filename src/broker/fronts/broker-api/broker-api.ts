@@ -254,16 +254,20 @@ export class BrokerApiService {
 
     const current = (): StreamResponse | undefined => {
       if (rpc === 'x509bundles') return x509BundlesResponse(bundle);
+      // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next change).
       const cert = certs.current(pod.identity);
-      return cert ? x509SvidResponse(cert, bundle) : undefined;
+      return cert && bundle.servable(cert) ? x509SvidResponse(cert, bundle) : undefined;
     };
     let firstSent = false;
+    let firstWithheld = false;
     const paced = pacedUpdates({ clock, rng, windowMs: this.#o.updateJitterMs, signal: ac.signal }, () => {
       const msg = current();
-      if (!finished && msg !== undefined) call.write(msg);
+      if (finished || msg === undefined) return;
+      if (firstSent) call.write(msg);
+      else sendFirst(msg);
     });
     const scheduleUpdate = () => {
-      if (!finished && firstSent) paced();
+      if (!finished && (firstSent || firstWithheld)) paced();
     };
     cleanups.push(bundle.onChange(scheduleUpdate));
     if (rpc === 'x509svid') {
@@ -292,7 +296,12 @@ export class BrokerApiService {
       sendFirst(x509BundlesResponse(bundle));
       return;
     }
-    void firstCertificate(certs, pod.identity, { signal: ac.signal, log, send: (cert) => sendFirst(x509SvidResponse(cert, bundle)), fail: finish });
+    const first = () => {
+      const msg = current();
+      if (msg === undefined) firstWithheld = true;
+      else sendFirst(msg);
+    };
+    void firstCertificate(certs, pod.identity, { signal: ac.signal, log, send: first, fail: finish });
   }
 
   #reject(rpc: string, err: unknown, call: ServerSurfaceCall): ReturnType<typeof toGrpcError> {

@@ -47,6 +47,8 @@ export class WorkloadStream {
   #caller: WorkloadCaller;
   #finished = false;
   #firstSent = false;
+  /** The first message was due but its leaf was withheld: the next change sends it. */
+  #firstWithheld = false;
   readonly #paced: () => void;
 
   constructor(rpc: WorkloadRpc, call: ServerWritableStream<unknown, WorkloadResponse>, caller: WorkloadCaller, deps: WorkloadStreamDeps) {
@@ -55,7 +57,7 @@ export class WorkloadStream {
     this.#caller = caller;
     this.#d = deps;
     const { pod, process } = caller;
-    this.#paced = pacedUpdates({ clock: deps.clock, rng: deps.rng, windowMs: deps.updateJitterMs, signal: this.#ac.signal }, () => this.#send(false));
+    this.#paced = pacedUpdates({ clock: deps.clock, rng: deps.rng, windowMs: deps.updateJitterMs, signal: this.#ac.signal }, () => this.#send(!this.#firstSent));
     this.#log = deps.logger.child({ rpc, pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, pid: process.pid, identity: pod.identity });
   }
 
@@ -93,8 +95,9 @@ export class WorkloadStream {
 
   #current(): WorkloadResponse | undefined {
     if (this.#rpc === 'x509bundles') return x509BundlesResponse(this.#d.bundle);
+    // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next change).
     const cert = this.#d.certs.current(this.#caller.pod.identity);
-    return cert ? x509SvidResponse(cert, this.#d.bundle) : undefined;
+    return cert && this.#d.bundle.servable(cert) ? x509SvidResponse(cert, this.#d.bundle) : undefined;
   }
 
   /** Re-checks the caller, then writes the full state. */
@@ -108,7 +111,10 @@ export class WorkloadStream {
       return;
     }
     const msg = this.#current();
-    if (msg === undefined) return;
+    if (msg === undefined) {
+      if (first) this.#firstWithheld = true;
+      return;
+    }
     this.#call.write(msg);
     this.#firstSent = true;
     this.#d.sent(first);
@@ -116,7 +122,7 @@ export class WorkloadStream {
 
   /** One pending update at a time, after a random share of the window; it sends whatever is current then. */
   #scheduleUpdate(): void {
-    if (!this.#finished && this.#firstSent) this.#paced();
+    if (!this.#finished && (this.#firstSent || this.#firstWithheld)) this.#paced();
   }
 
   #teardown(): boolean {
