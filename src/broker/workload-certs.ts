@@ -34,7 +34,7 @@ export function caClientBase(config: BrokerConfig, tokens: TokenProvider): Omit<
  * at the CA does not cut the broker off when the CA's serving certificate moves to the new root.
  * Returns the unsubscription.
  */
-export function caTrustFollowsBundle(bundle: TrustBundle, configuredRootsPem: string, clients: readonly IstioCaClient[]): () => void {
+export function caTrustFollowsBundle(bundle: TrustBundle, configuredRootsPem: string, clients: readonly { trustRoots(rootsPem: string): void }[]): () => void {
   const apply = () => {
     const pem = unionPem(configuredRootsPem, bundle.pem);
     for (const c of clients) c.trustRoots(pem);

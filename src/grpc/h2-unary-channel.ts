@@ -92,6 +92,7 @@ export class H2UnaryChannel {
   readonly #target: { readonly host: string; readonly port: number } | undefined;
   #session: ClientHttp2Session | undefined;
   #closed = false;
+  #rootsPem: string;
   /** Why a session failed (TLS verification, refused connection), for the calls it ends. */
   readonly #failures = new WeakMap<ClientHttp2Session, Error>();
   /** Sessions that emitted 'close'. */
@@ -99,6 +100,7 @@ export class H2UnaryChannel {
 
   constructor(options: H2UnaryChannelOptions) {
     this.#o = options;
+    this.#rootsPem = options.rootsPem;
     this.#target = parseTarget(options.address);
     const host = this.#target?.host ?? '';
     const hostPart = isIP(host) === 6 ? `[${host}]` : host;
@@ -206,6 +208,16 @@ export class H2UnaryChannel {
     });
   }
 
+  /**
+   * Verifies the server against `rootsPem` from the next session on (a CA root rotation); the
+   * kept session is retired gracefully (its calls finish on it).
+   */
+  trustRoots(rootsPem: string): void {
+    if (rootsPem === this.#rootsPem) return;
+    this.#rootsPem = rootsPem;
+    if (this.#session) this.#retire(this.#session);
+  }
+
   /** Closes the session (calls in progress end UNAVAILABLE) and refuses new calls. */
   close(): void {
     this.#closed = true;
@@ -218,7 +230,7 @@ export class H2UnaryChannel {
     const s = this.#session;
     if (s && !s.closed && !s.destroyed) return s;
     const session = connect(this.#url, {
-      ca: this.#o.rootsPem,
+      ca: this.#rootsPem,
       ALPNProtocols: ['h2'],
       // SNI and the verified name: the server name, else the host (SNI is not sent for an IP).
       ...(this.#o.serverName ? { servername: this.#o.serverName } : isIP(this.#target!.host) ? {} : { servername: this.#target!.host }),

@@ -86,6 +86,11 @@ export class CaForwarder {
     return checkForwardedChain(response, request.identity);
   }
 
+  /** Verifies the CA against `rootsPem` from the next session on (see `IstioCaClient.trustRoots`). */
+  trustRoots(rootsPem: string): void {
+    this.#channel.trustRoots(rootsPem);
+  }
+
   /** Closes the session. */
   close(): void {
     this.#channel.close();
