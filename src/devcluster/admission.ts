@@ -10,6 +10,7 @@ import type { KubeObject, ObjectMeta } from './store.js';
 import { apiVersionOf, type ResourceType } from './resources.js';
 import { badRequest, conflict, invalid, MODIFIED_MESSAGE, type StatusCause } from './status.js';
 import { checkLease, requireResourceVersion } from './lease-rules.js';
+import { checkClusterTrustBundle, isClusterTrustBundle } from './trust-bundle-rules.js';
 
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -33,6 +34,7 @@ function nameCauses(t: ResourceType, name: string): StatusCause[] {
     }
     return [];
   }
+  if (isClusterTrustBundle(t)) return []; // its name depends on spec.signerName: trust-bundle-rules.ts
   if (t.plural === 'namespaces') {
     if (!LABEL.test(name) || name.length > 63) return [{ field: 'metadata.name', message: `Invalid value: "${name}": ${LABEL_MSG}` }];
     return [];
@@ -203,13 +205,17 @@ function defaultKind(t: ResourceType, obj: KubeObject, ctx: CreateContext): void
     case 'coordination.k8s.io/leases':
       checkLease(obj);
       break;
+    case 'certificates.k8s.io/clustertrustbundles':
+      checkClusterTrustBundle(obj);
+      break;
     default:
       if (t.subresources?.includes('status') && obj.status === undefined) obj.status = {};
   }
 }
 
 /** Kinds whose strategy refuses an update without a resourceVersion, and their extra checks. */
-function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, name: string): void {
+function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, name: string, current: KubeObject): void {
+  if (isClusterTrustBundle(t)) checkClusterTrustBundle({ ...next, metadata: { ...next.metadata, name } }, current);
   if (t.group === 'coordination.k8s.io' && t.plural === 'leases') {
     requireResourceVersion(name, input.metadata.resourceVersion);
     checkLease(next);
@@ -275,7 +281,7 @@ export function admitUpdate(t: ResourceType, current: KubeObject, input: unknown
       delete next.stringData;
     }
   }
-  admitKindUpdate(t, next, obj, ctx.nameFromUrl);
+  admitKindUpdate(t, next, obj, ctx.nameFromUrl, current);
   // Identity fields always come from the stored object.
   next.metadata.name = current.metadata.name;
   if (t.namespaced) next.metadata.namespace = current.metadata.namespace;

@@ -17,7 +17,8 @@ import { TokenIssuer } from './tokens.js';
 import { Authenticator } from './authn.js';
 import { RbacAuthorizer } from './rbac.js';
 import { makeEscalationCheck } from './rbac-escalation.js';
-import { RestStorage } from './rest.js';
+import { RestStorage, type RestOptions } from './rest.js';
+import { makeAttestCheck } from './trust-bundle-rules.js';
 import { Reviews } from './reviews.js';
 import { FaultInjector, type Faults } from './faults.js';
 import { SimulatedKubelet } from './kubelet.js';
@@ -31,6 +32,16 @@ import { ApiError, badRequest } from './status.js';
 import { createWatchHub } from './watch.js';
 import { RequestLog } from './request-log.js';
 import { listenTcp } from '../ops/listen.js';
+
+
+type ObjectCheck = NonNullable<RestOptions['authorizeObject']>;
+
+/** The write checks RBAC alone does not make (escalation prevention, attest), in order. */
+function objectChecks(...checks: readonly ObjectCheck[]): ObjectCheck {
+  return (t, obj, user, prev) => {
+    for (const check of checks) check(t, obj, user, prev);
+  };
+}
 
 export const DEFAULT_ISSUER = 'https://kubernetes.default.svc.cluster.local';
 
@@ -107,7 +118,7 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
     gracefulPodDeletion: () => kubelet.enabled,
     rootCaPem: material.caCertPem,
     requireServiceAccounts: options.requireServiceAccounts ?? false,
-    authorizeObject: makeEscalationCheck({ store, rbac }),
+    authorizeObject: objectChecks(makeEscalationCheck({ store, rbac }), makeAttestCheck(rbac)),
   });
   const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
   const hub = createWatchHub(options.bookmarkIntervalMs ?? 1000);

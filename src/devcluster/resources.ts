@@ -50,6 +50,7 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
   rt({ group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterroles', singular: 'clusterrole', kind: 'ClusterRole', namespaced: false, verbs: RW_VERBS }),
   rt({ group: 'rbac.authorization.k8s.io', version: 'v1', plural: 'clusterrolebindings', singular: 'clusterrolebinding', kind: 'ClusterRoleBinding', namespaced: false, verbs: RW_VERBS }),
   rt({ group: 'certificates.k8s.io', version: 'v1', plural: 'certificatesigningrequests', singular: 'certificatesigningrequest', kind: 'CertificateSigningRequest', namespaced: false, verbs: RW_VERBS, shortNames: ['csr'], subresources: ['approval', 'status'], fields: ['spec.signerName'] }),
+  rt({ group: 'certificates.k8s.io', version: 'v1beta1', plural: 'clustertrustbundles', singular: 'clustertrustbundle', kind: 'ClusterTrustBundle', namespaced: false, verbs: RW_VERBS, fields: ['spec.signerName'] }),
   rt({ group: 'apps', version: 'v1', plural: 'daemonsets', singular: 'daemonset', kind: 'DaemonSet', namespaced: true, verbs: RW_VERBS, shortNames: ['ds'], subresources: ['status'] }),
   rt({ group: 'apps', version: 'v1', plural: 'deployments', singular: 'deployment', kind: 'Deployment', namespaced: true, verbs: RW_VERBS, shortNames: ['deploy'], subresources: ['status'] }),
   rt({ group: 'policy', version: 'v1', plural: 'poddisruptionbudgets', singular: 'poddisruptionbudget', kind: 'PodDisruptionBudget', namespaced: true, verbs: RW_VERBS, shortNames: ['pdb'], subresources: ['status'] }),

@@ -25,8 +25,8 @@ export interface RestOptions {
   readonly rootCaPem: string;
   /** ServiceAccount admission: pods naming a missing service account are rejected (403). */
   readonly requireServiceAccounts?: boolean;
-  /** Checks a caller may store this object (RBAC escalation prevention); throws a Status error. */
-  readonly authorizeObject?: (t: ResourceType, obj: KubeObject, user: NonNullable<CreateContext['user']>) => void;
+  /** Checks a caller may store this object (RBAC escalation prevention, ClusterTrustBundle attest; `prev` on update); throws a Status error. */
+  readonly authorizeObject?: (t: ResourceType, obj: KubeObject, user: NonNullable<CreateContext['user']>, prev?: KubeObject) => void;
 }
 
 export interface Outcome {
@@ -144,7 +144,7 @@ export class RestStorage {
     const current = this.#o.store.get(t, ns, name);
     if (!current) throw notFound(t.plural, t.group, name);
     const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub });
-    if (user) this.#o.authorizeObject?.(t, next, user);
+    if (user) this.#o.authorizeObject?.(t, next, user, current);
     if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, next) };
     const stored = this.#o.store.update(t, next);
     return { code: 200, body: withTypeMeta(t, stored) };

@@ -77,6 +77,9 @@ function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, 
       row: (o, now) => [o.metadata.name, 'Ready', '<none>', age(o, now), 'v1.32.0-devcluster'],
     };
   }
+  if (t.group === 'certificates.k8s.io' && t.plural === 'clustertrustbundles') {
+    return { columns: [name, col('SignerName', 'string')], row: (o) => [o.metadata.name, String((o.spec as { signerName?: string } | undefined)?.signerName || '<none>')] };
+  }
   return { columns: [name, col('Age', 'string')], row: (o, now) => [o.metadata.name, age(o, now)] };
 }
 
