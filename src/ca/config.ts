@@ -10,6 +10,7 @@ import { ConfigError, ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
 import { servingNameProblem } from '../pki/serving-names.js';
+import { signerNameProblem } from '../core/signer-name.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
@@ -37,6 +38,10 @@ export const ENV = Object.freeze({
   CA_NAMESPACE: 'CA_NAMESPACE',
   SELF_SIGNED_KEY: 'CA_SELF_SIGNED_KEY',
   SELF_SIGNED_TTL_SECONDS: 'CA_SELF_SIGNED_ROOT_TTL_SECONDS',
+  K8S_SIGNER_NAME: 'CA_K8S_SIGNER_NAME',
+  K8S_CSR_AUTO_APPROVE: 'CA_K8S_CSR_AUTO_APPROVE',
+  K8S_CSR_ROOTS_FILE: 'CA_K8S_CSR_ROOTS_FILE',
+  K8S_CSR_TIMEOUT_SECONDS: 'CA_K8S_CSR_TIMEOUT_SECONDS',
   TOKEN_CACHE_SECONDS: 'CA_TOKEN_CACHE_SECONDS',
   OIDC_ISSUER: 'CA_OIDC_ISSUER',
   OIDC_JWKS_URI: 'CA_OIDC_JWKS_URI',
@@ -108,6 +113,17 @@ export type SignerConfig =
       readonly rootTtlSeconds: number;
     }
   | { readonly kind: 'cacerts'; readonly dir: string; readonly pollIntervalMs?: number }
+  | {
+      /** The Kubernetes CSR API is the signer (signers/kubernetes-csr-signer.ts), in the default cluster. */
+      readonly kind: 'kubernetes-csr';
+      readonly signerName: string;
+      /** Approve the CSRs it creates (needs `approve` on `signers/<signerName>`). */
+      readonly autoApprove: boolean;
+      /** PEM roots the signer's certificates chain to (what clients trust). */
+      readonly rootsPem: string;
+      /** How long to wait for a certificate (default 30 s). */
+      readonly timeoutMs?: number;
+    }
   | { readonly kind: 'custom'; readonly signer: Signer };
 
 export interface CaServerConfig {
@@ -163,6 +179,9 @@ export interface CaCliFlags {
   readonly cacertsDir?: string;
   readonly kubeconfig?: string;
   readonly clusterId?: string;
+  readonly k8sSignerName?: string;
+  readonly k8sCsrAutoApprove?: string;
+  readonly k8sCsrRootsFile?: string;
 }
 
 /** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
@@ -175,8 +194,10 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly oidc?: { readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
   /** `id=kubeconfigPath` entries for remote clusters. */
   readonly remoteClusters: readonly { readonly id: string; readonly kubeconfigPath: string }[];
-  readonly signerKind: 'self-signed' | 'cacerts';
+  readonly signerKind: 'self-signed' | 'cacerts' | 'kubernetes-csr';
   readonly cacertsDir: string;
+  /** kubernetes-csr: the signerName, self-approval, the roots file and the wait for a certificate. */
+  readonly k8sCsr: { readonly signerName: string; readonly autoApprove: boolean; readonly rootsFile: string; readonly timeoutMs: number } | undefined;
   readonly caNamespace: string;
   readonly selfSignedKey: 'ec' | 'rsa';
   readonly selfSignedRootTtlSeconds: number;
@@ -249,6 +270,23 @@ function readLimits(r: ConfigReader): CaLimits {
   });
 }
 
+/** The kubernetes-csr settings (read always, so a stray one is still checked; required only for that signer). */
+function readK8sCsr(r: ConfigReader, flags: CaCliFlags, wanted: boolean): CaEnvConfig['k8sCsr'] {
+  const signerName = r.optionalString(ENV.K8S_SIGNER_NAME, flags.k8sSignerName);
+  const rootsFile = r.optionalString(ENV.K8S_CSR_ROOTS_FILE, flags.k8sCsrRootsFile);
+  const autoApprove = r.bool(ENV.K8S_CSR_AUTO_APPROVE, false, flags.k8sCsrAutoApprove);
+  const timeoutMs = r.int(ENV.K8S_CSR_TIMEOUT_SECONDS, 30, { min: 1, max: 600 }) * 1000;
+  const problem = signerName === undefined ? undefined : signerNameProblem(signerName);
+  if (problem !== undefined) r.problem(`${ENV.K8S_SIGNER_NAME} (--k8s-signer-name) ${JSON.stringify(signerName)}: ${problem}`);
+  if (!wanted) {
+    if (signerName !== undefined || rootsFile !== undefined) r.problem(`${ENV.K8S_SIGNER_NAME}/${ENV.K8S_CSR_ROOTS_FILE} are for ${ENV.SIGNER}=kubernetes-csr only`);
+    return undefined;
+  }
+  if (signerName === undefined) r.problem(`${ENV.SIGNER}=kubernetes-csr needs ${ENV.K8S_SIGNER_NAME} (--k8s-signer-name)`);
+  if (rootsFile === undefined) r.problem(`${ENV.SIGNER}=kubernetes-csr needs ${ENV.K8S_CSR_ROOTS_FILE} (--k8s-csr-roots-file): the roots its certificates chain to`);
+  return { signerName: signerName ?? '', autoApprove, rootsFile: rootsFile ?? '', timeoutMs };
+}
+
 export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, string | undefined>> = process.env): CaEnvConfig {
   const r = new ConfigReader(env);
   const grpc = splitHostPort(r.string(ENV.GRPC_ADDRESS, '0.0.0.0:15012', flags.grpcAddress), ENV.GRPC_ADDRESS, r);
@@ -263,7 +301,8 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     const problem = servingNameProblem(n);
     if (problem !== undefined) r.problem(`${ENV.GRANTABLE_SERVING_NAMES} entry ${problem}`);
   }
-  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts'] as const, 'self-signed', flags.signer);
+  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts', 'kubernetes-csr'] as const, 'self-signed', flags.signer);
+  const k8sCsr = readK8sCsr(r, flags, signerKind === 'kubernetes-csr');
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
   const issuer = r.optionalString(ENV.OIDC_ISSUER);
   const algorithms = r.list(ENV.JWT_ALGORITHMS, DEFAULT_JWT_ALGORITHMS);
@@ -311,6 +350,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     remoteClusters,
     signerKind,
     cacertsDir,
+    k8sCsr,
     caNamespace: r.string(ENV.CA_NAMESPACE, 'istio-system'),
     selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
     selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),

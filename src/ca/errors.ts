@@ -46,7 +46,21 @@ export type CaErrorCode =
   | 'ERR_CA_METADATA_INVALID'
   | 'ERR_CA_SIGNER_NOT_READY'
   | 'ERR_CA_SIGNING_FAILED'
-  | 'ERR_CA_SIGNER_MATERIAL_INVALID';
+  | 'ERR_CA_SIGNER_MATERIAL_INVALID'
+  /** kubernetes-csr backend: the CSR's SANs are not exactly the identity the caller was authorized for. */
+  | 'ERR_CA_CSR_IDENTITY_MISMATCH'
+  /** kubernetes-csr backend: serving names asked of a signer that issues SPIFFE-only leaves. */
+  | 'ERR_CA_SERVING_NAMES_UNSUPPORTED'
+  /** kubernetes-csr backend: an approver denied the CertificateSigningRequest. */
+  | 'ERR_CA_CSR_DENIED'
+  /** kubernetes-csr backend: the signer refused the request (Failed condition). */
+  | 'ERR_CA_CSR_FAILED'
+  /** kubernetes-csr backend: no certificate (nor a denial) within the deadline. */
+  | 'ERR_CA_CSR_TIMEOUT'
+  /** kubernetes-csr backend: the API server refused or did not answer a CSR call (create, approve). */
+  | 'ERR_CA_CSR_API'
+  /** kubernetes-csr backend: the issued certificate is not a valid X509-SVID for the request, or does not chain to the configured roots. */
+  | 'ERR_CA_CSR_BAD_CERTIFICATE';
 
 export class CaError extends CertbrokerError<CaErrorCode> {}
 

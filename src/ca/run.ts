@@ -56,7 +56,9 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
   const signer: CaServerConfig['signer'] =
     env.signerKind === 'cacerts'
       ? { kind: 'cacerts', dir: env.cacertsDir }
-      : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
+      : env.signerKind === 'kubernetes-csr' && env.k8sCsr
+        ? { kind: 'kubernetes-csr', signerName: env.k8sCsr.signerName, autoApprove: env.k8sCsr.autoApprove, rootsPem: await readFile(env.k8sCsr.rootsFile, 'utf8'), timeoutMs: env.k8sCsr.timeoutMs }
+        : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
   let ca;
   try {
     ca = await startCaServer({ ...env, clusters, signer, logger }, { signal: controller.signal });

@@ -11,11 +11,14 @@ export function command(): Command {
     .option('--plaintext', 'serve gRPC without TLS: loopback development only (CA_PLAINTEXT)')
     .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics address (CA_OPS_ADDRESS, default 0.0.0.0:15014)')
     .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
-    .option('--signer <kind>', 'self-signed | cacerts (CA_SIGNER)')
+    .option('--signer <kind>', 'self-signed | cacerts | kubernetes-csr (CA_SIGNER)')
+    .option('--k8s-signer-name <name>', 'kubernetes-csr: the signerName of the CSRs it creates (CA_K8S_SIGNER_NAME)')
+    .option('--k8s-csr-auto-approve', 'kubernetes-csr: approve the CSRs it creates (CA_K8S_CSR_AUTO_APPROVE; needs approve on signers/<name>)')
+    .option('--k8s-csr-roots-file <file>', 'kubernetes-csr: PEM roots the issued certificates must chain to (CA_K8S_CSR_ROOTS_FILE)')
     .option('--cacerts-dir <dir>', 'plug-in CA directory (CA_CACERTS_DIR, default /etc/cacerts)')
     .option('--kubeconfig <path>', 'kubeconfig of the local cluster (KUBECONFIG; default in-cluster)')
     .option('--cluster-id <id>', 'id of the local cluster (CLUSTER_ID, default Kubernetes)')
-    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string }) => {
+    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string; k8sSignerName?: string; k8sCsrAutoApprove?: boolean; k8sCsrRootsFile?: string }) => {
       const { runCa } = await import('../ca/run.js');
       await runCa({
         ...(opts.grpcAddress !== undefined ? { grpcAddress: opts.grpcAddress } : {}),
@@ -26,6 +29,9 @@ export function command(): Command {
         ...(opts.cacertsDir !== undefined ? { cacertsDir: opts.cacertsDir } : {}),
         ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
         ...(opts.clusterId !== undefined ? { clusterId: opts.clusterId } : {}),
+        ...(opts.k8sSignerName !== undefined ? { k8sSignerName: opts.k8sSignerName } : {}),
+        ...(opts.k8sCsrAutoApprove ? { k8sCsrAutoApprove: 'true' } : {}),
+        ...(opts.k8sCsrRootsFile !== undefined ? { k8sCsrRootsFile: opts.k8sCsrRootsFile } : {}),
       });
     });
 }

@@ -1,7 +1,7 @@
 /**
  * Request bodies in `application/vnd.kubernetes.protobuf`, which kubectl's typed commands send
  * (`kubectl create namespace|serviceaccount|token|secret|configmap|role|rolebinding`,
- * `kubectl auth can-i`). The envelope is the 4-byte magic `k8s\0` and a runtime.Unknown
+ * `kubectl auth can-i`, `kubectl certificate approve|deny`). The envelope is the 4-byte magic `k8s\0` and a runtime.Unknown
  * {typeMeta, raw}; `raw` is decoded with a small hand-written schema for the kinds kubectl
  * creates this way and turned into the same JSON shape the rest of the server handles.
  * Responses always go back as JSON (clients accept it and decode by Content-Type).
@@ -44,6 +44,14 @@ const SCHEMA: Readonly<Record<string, Message>> = {
     4: ['groups', 's', true], 5: ['extra', 'map:m:ExtraValue'], 6: ['uid', 's'],
   },
   ExtraValue: { 1: ['items', 's', true] },
+  // certificates.k8s.io/v1 (kubectl certificate approve|deny PUTs /approval in protobuf).
+  CertificateSigningRequest: { 1: ['metadata', 'm:ObjectMeta'], 2: ['spec', 'm:CertificateSigningRequestSpec'], 3: ['status', 'm:CertificateSigningRequestStatus'] },
+  CertificateSigningRequestSpec: {
+    1: ['request', 'y'], 2: ['username', 's'], 3: ['uid', 's'], 4: ['groups', 's', true], 5: ['usages', 's', true],
+    6: ['extra', 'map:m:ExtraValue'], 7: ['signerName', 's'], 8: ['expirationSeconds', 'i'],
+  },
+  CertificateSigningRequestStatus: { 1: ['conditions', 'm:CertificateSigningRequestCondition', true], 2: ['certificate', 'y'] },
+  CertificateSigningRequestCondition: { 1: ['type', 's'], 6: ['status', 's'], 2: ['reason', 's'], 3: ['message', 's'], 4: ['lastUpdateTime', 't'], 5: ['lastTransitionTime', 't'] },
   ResourceAttributes: { 1: ['namespace', 's'], 2: ['verb', 's'], 3: ['group', 's'], 4: ['version', 's'], 5: ['resource', 's'], 6: ['subresource', 's'], 7: ['name', 's'] },
   NonResourceAttributes: { 1: ['path', 's'], 2: ['verb', 's'] },
   SelfSubjectRulesReview: { 1: ['metadata', 'm:ObjectMeta'], 2: ['spec', 'm:SelfSubjectRulesReviewSpec'] },

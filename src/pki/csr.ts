@@ -29,6 +29,7 @@ import {
 import { PkiError } from './errors.js';
 import { exportSpkiDer, keySpecOf, type KeySpec } from './keys.js';
 import { pemEncode } from './pem.js';
+import { encodeServingNames } from './serving-names.js';
 
 export const CSR_PEM_TYPES: readonly string[] = ['CERTIFICATE REQUEST', 'NEW CERTIFICATE REQUEST'];
 /** Upper bound on a CSR we are willing to parse (RSA 4096 CSRs are ~1.7 KB). */
@@ -40,8 +41,10 @@ const P256_SPKI_PREFIX = Buffer.from('3059301306072a8648ce3d020106082a8648ce3d03
 
 export interface CreateCsrOptions {
   readonly privateKey: KeyObject;
-  /** The URI SAN to request, normally a SPIFFE ID. */
-  readonly uri: string;
+  /** The URI SAN to request, normally a SPIFFE ID; absent: a CSR for `servingNames` only. */
+  readonly uri?: string;
+  /** DNS names and IP literals to request (serving-names.ts encoding, before the URI). */
+  readonly servingNames?: readonly string[];
 }
 
 export interface Csr {
@@ -49,12 +52,14 @@ export interface Csr {
   readonly pem: string;
 }
 
-/** Builds and signs a ztunnel-style CSR (empty subject, one critical URI SAN). */
+/** Builds and signs a ztunnel-style CSR (empty subject, one critical subjectAltName: the serving names, then the URI). */
 export function createCsr(options: CreateCsrOptions): Csr {
   const spec = keySpecOf(options.privateKey);
   const alg = signatureAlgorithmForKey(spec);
   const spki = exportSpkiDer(options.privateKey);
-  const sanValue = tlv(TAG_SEQUENCE, tlv(0x86, Buffer.from(options.uri, 'utf8')));
+  const names = [encodeServingNames(options.servingNames ?? [])];
+  if (options.uri !== undefined) names.push(tlv(0x86, Buffer.from(options.uri, 'utf8')));
+  const sanValue = tlv(TAG_SEQUENCE, ...names);
   const sanExt = tlv(TAG_SEQUENCE, OID_SAN, Buffer.from([TAG_BOOLEAN, 1, 0xff]), tlv(TAG_OCTET_STRING, sanValue));
   const attr = tlv(TAG_SEQUENCE, OID_EXTENSION_REQUEST, tlv(TAG_SET, tlv(TAG_SEQUENCE, sanExt)));
   const info = tlv(

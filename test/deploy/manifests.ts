@@ -3,8 +3,11 @@
  * (real kubectl with its built-in kustomize). Rendered once per process.
  */
 import { execFile } from 'node:child_process';
+import { symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseAllDocuments } from 'yaml';
+import { removeTempDirSync, tempDirSync } from '../support/scratch.js';
 
 export const REPO_ROOT = fileURLToPath(new URL('../../../', import.meta.url));
 
@@ -34,6 +37,29 @@ export function renderDeploy(): Promise<K8sObject[]> {
     });
   });
   return rendered;
+}
+
+/**
+ * deploy/ with kustomize components enabled (e.g. `components/kubernetes-csr`), rendered as an
+ * operator's overlay would: a scratch kustomization next to a link to deploy/.
+ */
+export async function renderDeployWith(components: readonly string[]): Promise<K8sObject[]> {
+  const dir = tempDirSync('kustomize-');
+  try {
+    symlinkSync(join(REPO_ROOT, 'deploy'), join(dir, 'deploy'));
+    writeFileSync(join(dir, 'kustomization.yaml'), `resources:\n  - deploy\ncomponents:\n${components.map((c) => `  - deploy/${c}\n`).join('')}`);
+    const stdout = await new Promise<string>((resolve, reject) => {
+      execFile('kubectl', ['kustomize', dir], { maxBuffer: 16 << 20, timeout: 30_000 }, (err, out, stderr) => (err ? reject(new Error(`kubectl kustomize failed: ${stderr || err.message}`)) : resolve(out)));
+    });
+    return parseAllDocuments(stdout).map((d) => d.toJS() as K8sObject).filter((o) => o !== null);
+  } finally {
+    removeTempDirSync(dir);
+  }
+}
+
+/** The identity objects (namespace, service accounts, RBAC) of `objects`. */
+export function identityObjectsOf(objects: readonly K8sObject[]): K8sObject[] {
+  return objects.filter((o) => o.kind === 'Namespace' || o.kind === 'ServiceAccount' || RBAC_KINDS.has(o.kind));
 }
 
 const RBAC_KINDS = new Set(['ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);

@@ -30,9 +30,21 @@ test('our CSR passes openssl req -verify and has the ztunnel shape', { skip: ope
     assert.match(r.stdout, /X509v3 Subject Alternative Name: critical\s*\n\s*URI:spiffe:\/\/cluster\.local\/ns\/default\/sa\/sleep/);
     const parsed = parseCsr(csr.pem);
     assert.deepEqual(parsed.keySpec, spec ?? { kind: 'ec', curve: 'P-256' });
-    assert.deepEqual(readCsrDetails(csr.der), { subject: '', uris: [ID], sanCritical: true });
+    assert.deepEqual(readCsrDetails(csr.der), { subject: '', uris: [ID], sanCritical: true, dnsNames: [], ipAddresses: [], emails: [], otherSans: 0 });
     assert.equal(await verifyCsrReference(csr.pem), true);
   }
+});
+
+test('a CSR with serving names (the CA asking a Kubernetes signer for its TLS certificate) passes openssl and reads back', { skip: opensslMissing() }, async (t) => {
+  const scratch = Scratch.forTest(t);
+  const { privateKey } = await generateKeyPair();
+  const csr = createCsr({ privateKey, servingNames: ['localhost', '127.0.0.1', '::1'] });
+  const r = await openssl(['req', '-in', await scratch.write('named.csr', csr.pem), '-verify', '-noout', '-text']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /X509v3 Subject Alternative Name: critical\s*\n\s*DNS:localhost, IP Address:127\.0\.0\.1, IP Address:0:0:0:0:0:0:0:1/);
+  assert.deepEqual(readCsrDetails(csr.der), { subject: '', uris: [], sanCritical: true, dnsNames: ['localhost'], ipAddresses: ['127.0.0.1', '::1'], emails: [], otherSans: 0 });
+  const both = createCsr({ privateKey, uri: ID, servingNames: ['sleep.default.svc'] });
+  assert.deepEqual({ ...readCsrDetails(both.der), subject: undefined }, { subject: undefined, uris: [ID], sanCritical: true, dnsNames: ['sleep.default.svc'], ipAddresses: [], emails: [], otherSans: 0 });
 });
 
 test('CSRs made by openssl parse and verify (P-256, P-384, RSA 2048/3072/4096)', { skip: opensslMissing() }, async () => {

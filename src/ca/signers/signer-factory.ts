@@ -1,14 +1,16 @@
 /**
  * Configuration -> `Signer`: the one place that knows every kind of signer the CA can run.
  * Each kind is one case below building the signer and saying how it starts; a new backend
- * (kubernetes-csr, step-ca, an upstream Istio CA, a module) is one more `SignerConfig` variant
+ * (step-ca, an upstream Istio CA, a module) is one more `SignerConfig` variant
  * and one more case. `custom` takes a signer built by the caller (src/index.ts: integrators).
  */
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/log.js';
 import type { ClusterConfig, SignerConfig } from '../config.js';
 import type { Signer } from '../signer.js';
+import type { InformerSettings } from '../../kube/index.js';
 import { kubeCaSecretStore } from './ca-secret-store.js';
+import { KubernetesCsrSigner } from './kubernetes-csr-signer.js';
 import { CacertsSigner } from './cacerts-signer.js';
 import type { MaterialSignerOptions } from './material-signer.js';
 import { poolIssuerFactory } from './pool-issuer.js';
@@ -24,6 +26,8 @@ export interface SignerContext {
   readonly signingWorkers: number;
   /** The default cluster (where the self-signed root's Secret lives), when there is one. */
   readonly defaultCluster: ClusterConfig | undefined;
+  /** The informers' watchdog and page size (the kubernetes-csr signer's CSR watch). */
+  readonly informer?: InformerSettings | undefined;
 }
 
 /** A signer and how to start it: resolves once it is loaded, or (cacerts) has tried once and keeps watching. */
@@ -56,6 +60,20 @@ export function createSigner(config: SignerConfig, ctx: SignerContext): Startabl
     }
     case 'cacerts': {
       const signer = new CacertsSigner({ ...materialOptions(ctx), dir: config.dir, ...(config.pollIntervalMs !== undefined ? { pollIntervalMs: config.pollIntervalMs } : {}) });
+      return { signer, start: () => signer.start() };
+    }
+    case 'kubernetes-csr': {
+      if (!ctx.defaultCluster) throw new Error('the kubernetes-csr signer needs a cluster to create its CertificateSigningRequests in');
+      const signer = new KubernetesCsrSigner({
+        kubeConfig: ctx.defaultCluster.kubeConfig,
+        signerName: config.signerName,
+        autoApprove: config.autoApprove,
+        rootsPem: config.rootsPem,
+        ...(config.timeoutMs !== undefined ? { timeoutMs: config.timeoutMs } : {}),
+        ...(ctx.informer ? { informer: ctx.informer } : {}),
+        clock: ctx.clock,
+        logger: ctx.logger,
+      });
       return { signer, start: () => signer.start() };
     }
     case 'custom':

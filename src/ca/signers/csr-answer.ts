@@ -1,0 +1,69 @@
+/**
+ * The check of what a Kubernetes signer put into `status.certificate` before the CA hands it
+ * out (the signer is outside the CA's trust: it may be misconfigured or another signer's): the
+ * PEM holds the leaf first, then intermediates; the leaf chains to one of the CA's configured
+ * roots, holds the CSR's key, and is a valid X509-SVID for exactly the identity asked for (a
+ * serving certificate instead carries every asked DNS/IP name). The answer is the Istio CA
+ * response shape: leaf, the intermediates on the verified path (one per element), the roots.
+ */
+import { X509Certificate } from 'node:crypto';
+import { canonicalServingName, certificateToPem, parseCertificates, verifyChain, x509 } from '../../pki/index.js';
+import { x509SvidProblems } from '../../spiffe/index.js';
+import { CaError } from '../errors.js';
+import type { SignedChain } from '../signer.js';
+
+export interface CsrAnswerInput {
+  readonly certificatePem: string;
+  readonly roots: readonly x509.X509Certificate[];
+  /** The roots as the response's last element. */
+  readonly rootsPem: string;
+  /** SubjectPublicKeyInfo DER of the CSR's key. */
+  readonly csrSpki: Buffer;
+  readonly nowMs: number;
+  /** What was asked: an SVID for `spiffeId`, or a serving certificate for `servingNames`. */
+  readonly expect: { readonly spiffeId: string } | { readonly servingNames: readonly string[] };
+  /** The CSR's name, for messages. */
+  readonly csrName: string;
+}
+
+function bad(input: CsrAnswerInput, why: string, cause?: unknown): CaError {
+  return new CaError('ERR_CA_CSR_BAD_CERTIFICATE', `certificate issued for CSR ${input.csrName}: ${why}`, {
+    status: 'internal',
+    publicMessage: 'the signer issued an unusable certificate',
+    cause,
+  });
+}
+
+export function chainFromCsrAnswer(input: CsrAnswerInput): SignedChain {
+  let certs: x509.X509Certificate[];
+  try {
+    certs = parseCertificates(input.certificatePem, 'issued certificate');
+  } catch (err) {
+    throw bad(input, 'status.certificate is not PEM certificates', err);
+  }
+  const leaf = certs[0];
+  if (leaf === undefined) throw bad(input, 'status.certificate holds no certificate');
+  let path: x509.X509Certificate[];
+  try {
+    path = verifyChain({ leaf, intermediates: certs.slice(1), roots: input.roots, nowMs: input.nowMs });
+  } catch (err) {
+    throw bad(input, `does not chain to the configured roots (${(err as { code?: string }).code ?? 'error'})`, err);
+  }
+  const node = new X509Certificate(Buffer.from(leaf.rawData));
+  if (!node.publicKey.export({ type: 'spki', format: 'der' }).equals(input.csrSpki)) throw bad(input, "the leaf does not hold the CSR's key");
+  const { spiffeId, problems } = x509SvidProblems(leaf, { role: 'leaf' });
+  if (problems.length > 0) throw bad(input, `the leaf is not a valid X509-SVID: ${problems.map((p) => p.code).join(', ')}`);
+  if ('spiffeId' in input.expect) {
+    if (spiffeId?.id !== input.expect.spiffeId) throw bad(input, `the leaf is for ${spiffeId?.id ?? "(no SPIFFE ID)"}, asked for ${input.expect.spiffeId}`);
+  } else {
+    const san = leaf.getExtension(x509.SubjectAlternativeNameExtension);
+    const have = new Set((san?.names.items ?? []).filter((n) => n.type === 'dns' || n.type === 'ip').map((n) => canonicalServingName(n.value)));
+    const missing = input.expect.servingNames.filter((n) => !have.has(canonicalServingName(n)));
+    if (missing.length > 0) throw bad(input, `the serving certificate lacks ${missing.join(', ')}`);
+  }
+  return {
+    certChain: [certificateToPem(new Uint8Array(leaf.rawData)), ...path.slice(1, -1).map((c) => certificateToPem(new Uint8Array(c.rawData))), input.rootsPem],
+    serialHex: leaf.serialNumber,
+    notAfterMs: leaf.notAfter.getTime(),
+  };
+}

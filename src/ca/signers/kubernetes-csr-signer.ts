@@ -1,0 +1,262 @@
+/**
+ * The kubernetes-csr signer (istiod's `EXTERNAL_CA=ISTIOD_RA_KUBERNETES_API` role): the CA is a
+ * registration authority and the Kubernetes CSR API its signer. Per request, after the CA has
+ * authenticated and authorized the caller: check that the CSR asks for exactly that identity
+ * (the Kubernetes signer signs what the CSR says), create a `certificates.k8s.io/v1`
+ * CertificateSigningRequest for `signerName` (usages digital signature, key encipherment,
+ * server auth, client auth; `expirationSeconds` from the TTL, at least the API's 600), approve
+ * it when `autoApprove` (needs `approve` on `signers/<name>`), wait for the outcome through one
+ * shared informer over the CA's own CSRs (label `app.kubernetes.io/managed-by=certbroker-ca`)
+ * with a deadline, verify the certificate (csr-answer.ts), and delete the CSR — whatever the
+ * outcome. Denied, Failed, a timeout and API refusals are distinct CaError codes.
+ *
+ * The CA's own TLS serving certificate comes the same way: a CSR with the DNS/IP names only
+ * (the k8s-signer signs those for its configured serving requesters, adding their SPIFFE ID).
+ */
+import { randomBytes } from 'node:crypto';
+import type { KubeConfig } from '@kubernetes/client-node';
+import type { Clock } from '../../core/clock.js';
+import { deadline } from '../../core/deadline.js';
+import { describeError } from '../../core/errors.js';
+import type { Logger } from '../../core/log.js';
+import {
+  createCsrInformer,
+  csrCertificatePem,
+  csrState,
+  CsrClient,
+  CSR_MIN_EXPIRATION_SECONDS,
+  trueCondition,
+  USAGE_CLIENT_AUTH,
+  USAGE_DIGITAL_SIGNATURE,
+  USAGE_KEY_ENCIPHERMENT,
+  USAGE_SERVER_AUTH,
+  type CsrObject,
+  type Informer,
+  type InformerSettings,
+} from '../../kube/index.js';
+import { certificateToPem, createCsr, csrPublicKeyInfo, exportPkcs8Pem, generateKeyPair, parseCertificates, readCsrDetails, x509 } from '../../pki/index.js';
+import { CaError } from '../errors.js';
+import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
+import { chainFromCsrAnswer } from './csr-answer.js';
+
+export const CSR_MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
+export const CSR_MANAGED_BY = 'certbroker-ca';
+/** How long the CA waits for a certificate by default. */
+export const DEFAULT_CSR_TIMEOUT_MS = 30_000;
+/** Deadline of each API call (create, approve, delete). */
+export const CSR_CALL_TIMEOUT_MS = 10_000;
+export const WORKLOAD_USAGES = [USAGE_DIGITAL_SIGNATURE, USAGE_KEY_ENCIPHERMENT, USAGE_SERVER_AUTH, USAGE_CLIENT_AUTH];
+export const SERVING_USAGES = [USAGE_DIGITAL_SIGNATURE, USAGE_KEY_ENCIPHERMENT, USAGE_SERVER_AUTH];
+
+export interface KubernetesCsrSignerOptions {
+  readonly kubeConfig: KubeConfig;
+  readonly signerName: string;
+  /** Approve each CSR it creates (the CA has authorized the caller already). */
+  readonly autoApprove: boolean;
+  /** PEM roots the issued chains must reach (the Kubernetes signer's roots). */
+  readonly rootsPem: string;
+  readonly timeoutMs?: number;
+  readonly informer?: InformerSettings;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+interface Waiter {
+  readonly resolve: (csr: CsrObject) => void;
+}
+
+export class KubernetesCsrSigner implements Signer {
+  readonly description: string;
+  readonly #o: KubernetesCsrSignerOptions;
+  readonly #client: CsrClient;
+  readonly #informer: Informer<CsrObject>;
+  readonly #waiters = new Map<string, Waiter>();
+  readonly #listeners = new Set<() => void>();
+  readonly #roots: readonly x509.X509Certificate[];
+  readonly #rootsPem: string;
+  #closed = false;
+
+  constructor(options: KubernetesCsrSignerOptions) {
+    this.#o = options;
+    this.description = `kubernetes-csr:${options.signerName}`;
+    this.#client = new CsrClient(options.kubeConfig);
+    this.#roots = parseCertificates(options.rootsPem, 'kubernetes-csr roots');
+    this.#rootsPem = this.#roots.map((r) => certificateToPem(new Uint8Array(r.rawData))).join('');
+    const settle = (csr: CsrObject) => {
+      const waiter = this.#waiters.get(csr.metadata?.name ?? '');
+      if (waiter && csrState(csr) !== 'pending' && csrState(csr) !== 'approved') waiter.resolve(csr);
+    };
+    this.#informer = createCsrInformer({
+      kubeConfig: options.kubeConfig,
+      signerName: options.signerName,
+      labelSelector: `${CSR_MANAGED_BY_LABEL}=${CSR_MANAGED_BY}`,
+      ...(options.informer ?? {}),
+      clock: options.clock,
+      logger: options.logger,
+      onAdd: settle,
+      onUpdate: settle,
+    });
+    this.#informer.onHealthChange(() => this.#changed());
+  }
+
+  get ready(): boolean {
+    return this.notReadyReason === undefined;
+  }
+
+  get notReadyReason(): string | undefined {
+    if (this.#closed) return 'signer closed';
+    const p = this.#informer.problem();
+    return p === undefined ? undefined : `CSR watch: ${p}`;
+  }
+
+  roots(): readonly string[] {
+    return [this.#rootsPem];
+  }
+
+  /** Starts the CSR watch; resolves once it has listed. */
+  async start(): Promise<void> {
+    await this.#informer.start();
+    await this.#informer.waitForSync();
+  }
+
+  onChange(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
+  /** Readiness changed: tell the listeners (a throwing one is logged, the others still run). */
+  #changed(): void {
+    for (const l of this.#listeners) {
+      try {
+        l();
+      } catch (err) {
+        this.#o.logger.error('signer change listener threw', { err: describeError(err) });
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#informer.stop();
+    this.#changed();
+  }
+
+  async sign(request: SignRequest): Promise<SignedChain> {
+    if (request.servingNames && request.servingNames.length > 0) {
+      throw new CaError('ERR_CA_SERVING_NAMES_UNSUPPORTED', `the kubernetes-csr signer ${this.#o.signerName} issues SPIFFE-only leaves; serving names ${request.servingNames.join(', ')} cannot be added`, {
+        status: 'failed-precondition',
+        publicMessage: 'this CA cannot add serving names',
+      });
+    }
+    const details = readCsrDetails(request.csrPem);
+    const others = details.dnsNames.length + details.ipAddresses.length + details.emails.length + details.otherSans;
+    if (details.uris.length !== 1 || details.uris[0] !== request.spiffeId || others > 0) {
+      throw new CaError('ERR_CA_CSR_IDENTITY_MISMATCH', `CSR asks for URIs ${JSON.stringify(details.uris)} and ${others} other SANs; the caller is authorized for ${request.spiffeId} only`, {
+        status: 'invalid-argument',
+        publicMessage: `the CSR must carry exactly one URI SAN, ${request.spiffeId}`,
+      });
+    }
+    const issued = await this.#roundTrip(request.csrPem, WORKLOAD_USAGES, request.ttlSeconds, request.spiffeId);
+    return chainFromCsrAnswer({ ...this.#answerBase(issued, request.csrPem), expect: { spiffeId: request.spiffeId } });
+  }
+
+  async issueServingCertificate(request: { readonly dnsNames: readonly string[]; readonly ttlSeconds: number }): Promise<ServingCertificate> {
+    const { privateKey } = await generateKeyPair();
+    const csrPem = createCsr({ privateKey, servingNames: request.dnsNames }).pem;
+    const issued = await this.#roundTrip(csrPem, SERVING_USAGES, request.ttlSeconds, `serving certificate for ${request.dnsNames.join(', ')}`);
+    const chain = chainFromCsrAnswer({ ...this.#answerBase(issued, csrPem), expect: { servingNames: request.dnsNames } });
+    return { certChainPem: chain.certChain.slice(0, -1).join(''), privateKeyPem: exportPkcs8Pem(privateKey), notAfterMs: chain.notAfterMs };
+  }
+
+  #answerBase(issued: { readonly name: string; readonly certificatePem: string }, csrPem: string) {
+    return { certificatePem: issued.certificatePem, roots: this.#roots, rootsPem: this.#rootsPem, csrSpki: csrPublicKeyInfo(csrPem), nowMs: this.#o.clock.now(), csrName: issued.name };
+  }
+
+  /** Create (+ approve), wait, delete. Resolves with the issued PEM; throws the outcome's CaError otherwise. */
+  async #roundTrip(csrPem: string, usages: readonly string[], ttlSeconds: number, what: string): Promise<{ name: string; certificatePem: string }> {
+    if (!this.ready) throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.notReadyReason}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
+    const name = `certbroker-${randomBytes(12).toString('hex')}`;
+    const timeoutMs = this.#o.timeoutMs ?? DEFAULT_CSR_TIMEOUT_MS;
+    const wait = deadline(timeoutMs, { what: `certificate for CSR ${name}`, clock: this.#o.clock });
+    let settled: (csr: CsrObject) => void = () => undefined;
+    const outcome = new Promise<CsrObject | undefined>((resolve) => {
+      settled = resolve;
+      wait.signal.addEventListener('abort', () => resolve(undefined), { once: true });
+    });
+    this.#waiters.set(name, { resolve: settled });
+    let created = false;
+    try {
+      const body: CsrObject = {
+        metadata: { name, labels: { [CSR_MANAGED_BY_LABEL]: CSR_MANAGED_BY } },
+        spec: { request: Buffer.from(csrPem).toString('base64'), signerName: this.#o.signerName, usages: [...usages], expirationSeconds: Math.max(CSR_MIN_EXPIRATION_SECONDS, ttlSeconds) },
+      };
+      const csr = await this.#call('create', (signal) => this.#client.create(body, signal));
+      created = true;
+      if (this.#o.autoApprove) {
+        await this.#call('approve', (signal) =>
+          this.#client.addApprovalCondition(csr, { type: 'Approved', status: 'True', reason: 'AutoApproved', message: `approved by certbroker-ca for an authorized caller (${what})`, lastUpdateTime: new Date(this.#o.clock.now()).toISOString() }, signal),
+        );
+      }
+      const cached = this.#informer.get(undefined, name);
+      if (cached && csrState(cached) !== 'pending' && csrState(cached) !== 'approved') settled(cached);
+      const final = await outcome;
+      if (final === undefined) {
+        throw new CaError('ERR_CA_CSR_TIMEOUT', `no certificate for CSR ${name} (${what}) from signer ${this.#o.signerName} within ${timeoutMs} ms${this.#o.autoApprove ? '' : ' (approved by no one?)'}`, {
+          status: 'deadline-exceeded',
+          publicMessage: 'the signer did not issue a certificate in time',
+        });
+      }
+      return { name, certificatePem: this.#outcome(final, what) };
+    } finally {
+      wait.dispose();
+      this.#waiters.delete(name);
+      if (created) void this.#delete(name);
+    }
+  }
+
+  /** The issued PEM, or the CaError of a Denied or Failed request. */
+  #outcome(csr: CsrObject, what: string): string {
+    const name = csr.metadata?.name ?? '';
+    const pem = csrCertificatePem(csr);
+    if (pem !== undefined) return pem;
+    const denied = trueCondition(csr, 'Denied');
+    if (denied) {
+      throw new CaError('ERR_CA_CSR_DENIED', `CSR ${name} (${what}) denied: ${denied.reason ?? ''} ${denied.message ?? ''}`.trim(), {
+        status: 'permission-denied',
+        publicMessage: `the certificate request was denied${denied.reason ? ` (${denied.reason})` : ''}`,
+      });
+    }
+    const failed = trueCondition(csr, 'Failed');
+    throw new CaError('ERR_CA_CSR_FAILED', `CSR ${name} (${what}) failed: ${failed?.reason ?? ''} ${failed?.message ?? ''}`.trim(), {
+      status: 'failed-precondition',
+      publicMessage: `the signer refused the certificate request${failed?.reason ? ` (${failed.reason}: ${failed.message ?? ''})` : ''}`,
+    });
+  }
+
+  async #call<T>(what: 'create' | 'approve', run: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const d = deadline(CSR_CALL_TIMEOUT_MS, { what: `CSR ${what}`, clock: this.#o.clock });
+    try {
+      return await run(d.signal);
+    } catch (err) {
+      const httpStatus = (err as { code?: unknown }).code;
+      throw new CaError('ERR_CA_CSR_API', `CSR ${what} for signer ${this.#o.signerName} failed: ${typeof httpStatus === 'number' ? `HTTP ${httpStatus}: ` : ''}${describeError(err).slice(0, 300)}`, {
+        status: 'unavailable',
+        publicMessage: 'the CA could not submit the certificate request',
+        cause: err,
+      });
+    } finally {
+      d.dispose();
+    }
+  }
+
+  async #delete(name: string): Promise<void> {
+    const d = deadline(CSR_CALL_TIMEOUT_MS, { what: `CSR delete ${name}`, clock: this.#o.clock });
+    try {
+      await this.#client.delete(name, d.signal);
+    } catch (err) {
+      this.#o.logger.warn('could not delete a finished CSR', { csr: name, err: describeError(err).slice(0, 300) });
+    } finally {
+      d.dispose();
+    }
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * The Kubernetes CSR API as the CA's signer, end to end against the devcluster with the RBAC of
+ * deploy/ + components/kubernetes-csr enforced: the CA (its own service account) creates,
+ * approves, waits for and deletes CSRs; `certbroker k8s-signer` (its own service account) signs
+ * them with a plug-in CA. Failure paths: a CSR for another identity, a signer name the CA may not
+ * approve, an account without `approve`, a signer without `sign` (the CA times out), a denied
+ * CSR (kubectl certificate deny), SANs the signer refuses (Failed condition). Python grpcio gets
+ * a certificate through the CA on this backend.
+ */
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { CertificatesV1Api, KubeConfig } from '@kubernetes/client-node';
+import type { CaServer } from '../../src/ca/index.js';
+import { protoRootFor } from '../../src/grpc/index.js';
+import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../../src/k8s-signer/index.js';
+import { createCsr, generateKeyPair } from '../../src/pki/index.js';
+import { checkX509Svid } from '../../src/spiffe/index.js';
+import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from '../ca/support/ca-env.js';
+import { makePluginCa, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
+import { identityObjectsOf, renderDeployWith } from '../deploy/manifests.js';
+import { kubectl } from '../support/cluster.js';
+import { grpcToolsProtoInclude, kubectlMissing, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
+
+const run = promisify(execFile);
+const SIGNER = 'certbroker.io/spiffe';
+const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
+const skip = kubectlMissing();
+
+let env: CaEnv;
+let plugin: PluginCa;
+let work: { path: string; remove: () => Promise<void> };
+let signer: K8sSigner;
+let ca: CaServer;
+const stops: Array<() => Promise<void>> = [];
+
+async function csrFor(uri: string): Promise<string> {
+  const { privateKey } = await generateKeyPair();
+  return createCsr({ privateKey, uri }).pem;
+}
+
+function csrApi(): CertificatesV1Api {
+  return env.admin.makeApiClient(CertificatesV1Api);
+}
+
+async function csrNames(): Promise<string[]> {
+  return (await csrApi().listCertificateSigningRequest()).items.map((c) => c.metadata!.name!);
+}
+
+/** Polls (the API, not a timer for logic) until `pred` holds. */
+async function eventually<T>(what: string, get: () => Promise<T>, pred: (v: T) => boolean): Promise<T> {
+  for (let i = 0; i < 200; i++) {
+    const v = await get();
+    if (pred(v)) return v;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`never: ${what}`);
+}
+
+async function kubeConfigAs(sa: string, ns = 'istio-system'): Promise<KubeConfig> {
+  const token = await env.token({ namespace: ns, serviceAccount: sa, audiences: [env.cluster.issuer], expirationSeconds: 3600 });
+  const kc = new KubeConfig();
+  kc.loadFromString(env.cluster.kubeconfigYaml({ token }));
+  return kc;
+}
+
+async function startSigner(signerName: string): Promise<K8sSigner> {
+  const s = await startK8sSigner({
+    config: readK8sSignerConfig({ signerName, cacertsDir: join(work.path, 'cacerts'), opsAddress: '127.0.0.1:0' }, {}),
+    kubeConfig: await kubeConfigAs('certbroker-k8s-signer'),
+    logger: env.logger,
+  });
+  stops.push(() => s.stop());
+  return s;
+}
+
+/** A plaintext CA on the CSR backend (no serving certificate needed), as `kubeConfig`'s account. */
+async function plaintextCa(o: { signerName: string; autoApprove: boolean; timeoutMs?: number; kubeConfig?: KubeConfig }): Promise<CaServer> {
+  const c = await env.startCa({
+    plaintext: true,
+    ...(o.kubeConfig ? { clusters: [env.clusterConfig('Kubernetes', { kubeConfig: o.kubeConfig })] } : {}),
+    signer: { kind: 'kubernetes-csr', signerName: o.signerName, autoApprove: o.autoApprove, rootsPem: plugin.root.pem, ...(o.timeoutMs ? { timeoutMs: o.timeoutMs } : {}) },
+  });
+  await waitForIndex(c, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  return c;
+}
+
+async function ztunnelToken(): Promise<string> {
+  return env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+}
+
+before(async () => {
+  if (skip) return;
+  work = await tempDir('csr-backend-');
+  env = await startCaEnv();
+  await env.cluster.apply(identityObjectsOf(await renderDeployWith(['components/kubernetes-csr'])));
+  await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
+  await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
+  plugin = await makePluginCa('CSR-API');
+  const { mkdir } = await import('node:fs/promises');
+  await mkdir(join(work.path, 'cacerts'));
+  await writeCacerts(join(work.path, 'cacerts'), plugin);
+  signer = await startSigner(SIGNER);
+  // TLS: the CA's own serving certificate comes through the CSR API too.
+  ca = await env.startCa({ signer: { kind: 'kubernetes-csr', signerName: SIGNER, autoApprove: true, rootsPem: plugin.root.pem } });
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+});
+
+after(async () => {
+  for (const s of stops.reverse()) await s();
+  await env?.close();
+  await work?.remove();
+});
+
+test('CreateCertificate through the CSR API: leaf, intermediate, root; an X509-SVID of the asked identity; the CSR is deleted', { skip: skip ?? opensslMissing() }, async () => {
+  const client = caClient(ca.port, plugin.root.pem);
+  try {
+    const res = await client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP, ttlSeconds: 3600 });
+    assert.ok(res.chain, JSON.stringify(res));
+    assert.equal(res.chain.length, 3);
+    assert.equal(checkX509Svid(res.chain[0]!)?.id, SLEEP);
+    assert.equal(res.chain[1], plugin.intermediate.pem);
+    assert.equal(new X509Certificate(res.chain[2]!).fingerprint256, new X509Certificate(plugin.root.pem).fingerprint256);
+    const leaf = new X509Certificate(res.chain[0]!);
+    assert.equal(Date.parse(leaf.validTo) - Date.parse(leaf.validFrom), 3600_000 + 120_000, 'expirationSeconds from the TTL (plus the backdate)');
+    assert.match(await opensslVerifyChain(res.chain), /OK/);
+    await eventually('the CSRs are deleted', csrNames, (names) => names.length === 0);
+  } finally {
+    client.close();
+  }
+});
+
+test("a CSR for another identity than the authorized one is refused by the CA (the signer would sign the CSR's SANs)", { skip }, async () => {
+  const client = caClient(ca.port, plugin.root.pem);
+  try {
+    const res = await client.create({ token: await ztunnelToken(), csr: await csrFor(`spiffe://${TD}/ns/default/sa/other`), impersonate: SLEEP });
+    assert.equal(res.code, 3, JSON.stringify(res));
+    assert.equal(res.errorCode, 'ERR_CA_CSR_IDENTITY_MISMATCH');
+    assert.deepEqual(await csrNames(), []);
+  } finally {
+    client.close();
+  }
+});
+
+test('a signer name the deploy/ RBAC does not let the CA approve: UNAVAILABLE with ERR_CA_CSR_API, and the CSR is deleted', { skip }, async () => {
+  const other = await plaintextCa({ signerName: 'example.com/other', autoApprove: true });
+  const client = caClient(other.port, undefined);
+  try {
+    const res = await client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP });
+    assert.equal(res.code, 14, JSON.stringify(res));
+    assert.equal(res.errorCode, 'ERR_CA_CSR_API');
+    assert.ok(env.logs.some((l) => l.includes('HTTP 403')), 'the approval was forbidden');
+    await eventually('the CSR is deleted', csrNames, (names) => names.length === 0);
+  } finally {
+    client.close();
+  }
+});
+
+test('an account without approve on the signer (only certbroker-ca-csr bound) cannot auto-approve: ERR_CA_CSR_API', { skip }, async () => {
+  await env.ensureServiceAccount('istio-system', 'ca-no-approve');
+  await env.cluster.apply(
+    ['certbroker-ca', 'certbroker-ca-csr'].map((role) => ({
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: `ca-no-approve-${role}` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'ServiceAccount', name: 'ca-no-approve', namespace: 'istio-system' }],
+    })),
+  );
+  const limited = await plaintextCa({ signerName: SIGNER, autoApprove: true, kubeConfig: await kubeConfigAs('ca-no-approve') });
+  const client = caClient(limited.port, undefined);
+  try {
+    const res = await client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP });
+    assert.equal(res.errorCode, 'ERR_CA_CSR_API', JSON.stringify(res));
+    await eventually('the CSR is deleted', csrNames, (names) => names.length === 0);
+  } finally {
+    client.close();
+  }
+});
+
+/** Runs a CreateCertificate on `c` and, once its CSR exists, `kubectl certificate <verb>`s it. */
+async function createAndDecide(c: CaServer, verb: 'approve' | 'deny'): Promise<{ result: Awaited<ReturnType<ReturnType<typeof caClient>['create']>>; name: string }> {
+  const client = caClient(c.port, undefined);
+  try {
+    const pending = client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP });
+    const [name] = await eventually('the CA created its CSR', csrNames, (names) => names.length === 1);
+    const decided = await kubectl(env.cluster, ['certificate', verb, name!]);
+    assert.equal(decided.code, 0, decided.stderr);
+    assert.match(decided.stdout, new RegExp(`certificatesigningrequest.certificates.k8s.io/${name} ${verb === 'approve' ? 'approved' : 'denied'}`));
+    return { result: await pending, name: name! };
+  } finally {
+    client.close();
+  }
+}
+
+test('a CSR denied with kubectl certificate deny: PERMISSION_DENIED with ERR_CA_CSR_DENIED', { skip }, async () => {
+  const manual = await plaintextCa({ signerName: SIGNER, autoApprove: false });
+  const { result } = await createAndDecide(manual, 'deny');
+  assert.equal(result.code, 7, JSON.stringify(result));
+  assert.equal(result.errorCode, 'ERR_CA_CSR_DENIED');
+  await eventually('the CSR is deleted', csrNames, (names) => names.length === 0);
+});
+
+test('a signer without sign permission on its signerName cannot issue: the CA times out with DEADLINE_EXCEEDED (ERR_CA_CSR_TIMEOUT)', { skip }, async () => {
+  const unsigned = 'certbroker.io/not-granted';
+  const powerless = await startSigner(unsigned);
+  const waiting = await plaintextCa({ signerName: unsigned, autoApprove: false, timeoutMs: 1500 });
+  const { result } = await createAndDecide(waiting, 'approve');
+  assert.equal(result.code, 4, JSON.stringify(result));
+  assert.equal(result.errorCode, 'ERR_CA_CSR_TIMEOUT');
+  const metrics = await powerless.registry.getSingleMetricAsString('certbroker_k8s_signer_requests_total');
+  assert.match(metrics, /outcome="retried"/, 'the signer tried and was forbidden');
+  await eventually('the CSR is deleted', csrNames, (names) => names.length === 0);
+});
+
+for (const [what, make, reason] of [
+  ['a DNS name from a requester that may not have serving certificates', () => generateKeyPair().then(({ privateKey }) => createCsr({ privateKey, servingNames: ['evil.example.com'] }).pem), 'SANNotAllowed'],
+  ['a SPIFFE ID of another trust domain', () => csrFor('spiffe://elsewhere.example/ns/default/sa/sleep'), 'SPIFFEIDNotAllowed'],
+  ['a URI and a DNS name', () => generateKeyPair().then(({ privateKey }) => createCsr({ privateKey, uri: SLEEP, servingNames: ['sleep.default.svc'] }).pem), 'SANNotAllowed'],
+] as const) {
+  test(`the k8s-signer refuses ${what} with a Failed condition (${reason})`, { skip }, async () => {
+    const name = `bad-${reason.toLowerCase()}-${Math.random().toString(16).slice(2, 8)}`;
+    await csrApi().createCertificateSigningRequest({
+      body: { metadata: { name }, spec: { request: Buffer.from(await make()).toString('base64'), signerName: SIGNER, usages: ['digital signature', 'client auth'], expirationSeconds: 3600 } },
+    });
+    const approved = await kubectl(env.cluster, ['certificate', 'approve', name]);
+    assert.equal(approved.code, 0, approved.stderr);
+    const failed = await eventually('a Failed condition', () => csrApi().readCertificateSigningRequest({ name }), (c) => (c.status?.conditions ?? []).some((x) => x.type === 'Failed'));
+    const condition = failed.status!.conditions!.find((x) => x.type === 'Failed')!;
+    assert.equal(condition.status, 'True');
+    assert.equal(condition.reason, reason);
+    assert.equal(failed.status?.certificate, undefined, 'no certificate');
+    await csrApi().deleteCertificateSigningRequest({ name });
+  });
+}
+
+test('Python grpcio gets a certificate through the CA on the CSR backend', { skip: skip ?? pythonGrpcMissing() }, async () => {
+  const stubs = join(work.path, 'py');
+  const { mkdir } = await import('node:fs/promises');
+  await mkdir(stubs);
+  const protoRoot = protoRootFor('istio/v1/auth/ca.proto');
+  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRoot, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
+  const client = [fileURLToPath(new URL('../ca/support/interop_client.py', import.meta.url)), fileURLToPath(new URL('../../../test/ca/support/interop_client.py', import.meta.url))].find((p) => existsSync(p))!;
+  await writeFile(join(work.path, 'roots.pem'), ca.rootsPem());
+  await writeFile(join(work.path, 'csr.pem'), await csrFor(SLEEP));
+  await writeFile(join(work.path, 'token'), await ztunnelToken());
+  const { stdout } = await run(TEST_PYTHON, [client, stubs, `127.0.0.1:${ca.port}`, join(work.path, 'roots.pem'), join(work.path, 'csr.pem'), join(work.path, 'token'), SLEEP, '7200']);
+  const res = JSON.parse(stdout) as { cert_chain?: string[] };
+  assert.ok(res.cert_chain, stdout);
+  assert.equal(res.cert_chain.length, 3);
+  assert.equal(checkX509Svid(res.cert_chain[0]!)?.id, SLEEP);
+  assert.equal(res.cert_chain[2], ca.rootsPem());
+});
