@@ -17,6 +17,7 @@ import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifi
 import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
 import type { Signer } from './signer.js';
+import { readStepCaSettings, type StepCaFlags, type StepCaSettings } from './signers/step-ca-config.js';
 
 export { DEFAULT_GRANTABLE_SERVING_NAMES };
 
@@ -124,7 +125,8 @@ export type SignerConfig =
       /** How long to wait for a certificate (default 30 s). */
       readonly timeoutMs?: number;
     }
-  | { readonly kind: 'custom'; readonly signer: Signer };
+  | { readonly kind: 'custom'; readonly signer: Signer }
+  | ({ readonly kind: 'step-ca' } & StepCaSettings);
 
 export interface CaServerConfig {
   /** host:port for gRPC; port 0 picks a free port. */
@@ -170,7 +172,7 @@ export interface CaServerConfig {
 }
 
 /** Options the CLI passes (flags win over env). */
-export interface CaCliFlags {
+export interface CaCliFlags extends StepCaFlags {
   readonly grpcAddress?: string;
   readonly plaintext?: string;
   readonly opsAddress?: string;
@@ -194,7 +196,9 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly oidc?: { readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
   /** `id=kubeconfigPath` entries for remote clusters. */
   readonly remoteClusters: readonly { readonly id: string; readonly kubeconfigPath: string }[];
-  readonly signerKind: 'self-signed' | 'cacerts' | 'kubernetes-csr';
+  readonly signerKind: 'self-signed' | 'cacerts' | 'kubernetes-csr' | 'step-ca';
+  /** The step-ca signer's settings (signerKind 'step-ca'). */
+  readonly stepCa?: StepCaSettings;
   readonly cacertsDir: string;
   /** kubernetes-csr: the signerName, self-approval, the roots file and the wait for a certificate. */
   readonly k8sCsr: { readonly signerName: string; readonly autoApprove: boolean; readonly rootsFile: string; readonly timeoutMs: number } | undefined;
@@ -301,8 +305,9 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     const problem = servingNameProblem(n);
     if (problem !== undefined) r.problem(`${ENV.GRANTABLE_SERVING_NAMES} entry ${problem}`);
   }
-  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts', 'kubernetes-csr'] as const, 'self-signed', flags.signer);
+  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts', 'kubernetes-csr', 'step-ca'] as const, 'self-signed', flags.signer);
   const k8sCsr = readK8sCsr(r, flags, signerKind === 'kubernetes-csr');
+  const stepCa = signerKind === 'step-ca' ? readStepCaSettings(r, flags) : undefined;
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
   const issuer = r.optionalString(ENV.OIDC_ISSUER);
   const algorithms = r.list(ENV.JWT_ALGORITHMS, DEFAULT_JWT_ALGORITHMS);
@@ -349,6 +354,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
       : {}),
     remoteClusters,
     signerKind,
+    ...(stepCa ? { stepCa } : {}),
     cacertsDir,
     k8sCsr,
     caNamespace: r.string(ENV.CA_NAMESPACE, 'istio-system'),

@@ -60,7 +60,24 @@ export type CaErrorCode =
   /** kubernetes-csr backend: the API server refused or did not answer a CSR call (create, approve). */
   | 'ERR_CA_CSR_API'
   /** kubernetes-csr backend: the issued certificate is not a valid X509-SVID for the request, or does not chain to the configured roots. */
-  | 'ERR_CA_CSR_BAD_CERTIFICATE';
+  | 'ERR_CA_CSR_BAD_CERTIFICATE'
+  | StepCaErrorCode;
+
+/**
+ * step-ca's answers (signers/step-ca-client.ts): 400 -> BAD_REQUEST (invalid-argument), 401 ->
+ * UNAUTHORIZED (the CA's provisioner token refused: failed-precondition, never UNAUTHENTICATED,
+ * which would blame the caller), 403 -> REFUSED (its policy refused this leaf: permission-denied),
+ * 5xx and other statuses -> UNAVAILABLE, no connection or TLS -> UNREACHABLE, no answer within the
+ * deadline -> TIMEOUT (all three unavailable), a 2xx that is not a SignResponse -> BAD_ANSWER.
+ */
+export type StepCaErrorCode =
+  | 'ERR_CA_STEP_CA_BAD_REQUEST'
+  | 'ERR_CA_STEP_CA_UNAUTHORIZED'
+  | 'ERR_CA_STEP_CA_REFUSED'
+  | 'ERR_CA_STEP_CA_UNAVAILABLE'
+  | 'ERR_CA_STEP_CA_UNREACHABLE'
+  | 'ERR_CA_STEP_CA_TIMEOUT'
+  | 'ERR_CA_STEP_CA_BAD_ANSWER';
 
 export class CaError extends CertbrokerError<CaErrorCode> {}
 

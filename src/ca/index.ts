@@ -31,7 +31,8 @@
  *
  * Parts (`startCaServer` only wires them): `createSigner` (signers/signer-factory.ts) builds the
  * `Signer` (signer.ts) — `SelfSignedSigner` (istio-ca-secret), `CacertsSigner` (plug-in cacerts
- * dir) or one given; `assembleClusters` (cluster-auth.ts) the per-cluster `AuthenticatorChain`
+ * dir), `StepCaSigner` (a smallstep step-ca over its HTTP API) or one given; `assembleClusters`
+ * (cluster-auth.ts) the per-cluster `AuthenticatorChain`
  * (`TokenReviewAuthenticator`, `JwtAuthenticator`) and `NodeAuthorizer` over a `PodIndex`;
  * `ServingIdentity` the TLS certificate; `ReadinessGate` the event-driven readiness;
  * `startTransport` (transports.ts) the http2 or grpc-js transport; TTL rules in ttl.ts; errors in
@@ -62,6 +63,10 @@ export {
 export type { Signer, SignRequest, SignedChain, ServingCertificate } from './signer.js';
 export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
 export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
+export { StepCaSigner, STEP_CA_SERVING_TTL_SECONDS, type StepCaSignerOptions } from './signers/step-ca-signer.js';
+export { StepCaClient, codeForStatus, parseSignAnswer, DEFAULT_STEP_CA_TIMEOUT_MS, STEP_CA_SIGN_PATH, type StepCaChain } from './signers/step-ca-client.js';
+export { readProvisionerKey, signToken, STEP_CA_TOKEN_TTL_SECONDS, type ProvisionerKey } from './signers/step-ca-token.js';
+export { STEP_CA_ENV, readStepCaSettings, stepCaUrlProblem, type StepCaSettings, type StepCaFlags } from './signers/step-ca-config.js';
 export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend, type MaterialSignerOptions } from './signers/material-signer.js';
 export { issueServingCertificate } from './serving-cert.js';
 export { ServingIdentity, SERVING_CERT_TTL_SECONDS, type ServingIdentityOptions, type ServingEvent } from './serving-identity.js';
@@ -83,7 +88,7 @@ export { RefusalCache, type Refusal } from './authn/refusal-cache.js';
 export { jwtShapeProblem, MAX_TOKEN_BYTES } from './authn/token-shape.js';
 export { DEFAULT_CA_LIMITS, resolveLimits, type CaLimits } from './limits.js';
 export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
-export { CaError, authnError, type CaErrorCode, type CaAuthnCode } from './errors.js';
+export { CaError, authnError, type CaErrorCode, type CaAuthnCode, type StepCaErrorCode } from './errors.js';
 export type { Caller } from './caller.js';
 export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type TransportStats } from './metrics.js';
 export { ReadinessGate, caReadinessConditions, healthPublisher, type ReadinessCondition } from './readiness.js';

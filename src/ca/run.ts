@@ -54,10 +54,12 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
   // SIGTERM ends the process within the drain grace (+3 s), also while the CA is still starting.
   const controller = signalController(logger, { hardExitAfterMs: env.shutdownGraceMs + HARD_EXIT_MARGIN_MS });
   const signer: CaServerConfig['signer'] =
-    env.signerKind === 'cacerts'
-      ? { kind: 'cacerts', dir: env.cacertsDir }
-      : env.signerKind === 'kubernetes-csr' && env.k8sCsr
-        ? { kind: 'kubernetes-csr', signerName: env.k8sCsr.signerName, autoApprove: env.k8sCsr.autoApprove, rootsPem: await readFile(env.k8sCsr.rootsFile, 'utf8'), timeoutMs: env.k8sCsr.timeoutMs }
+    env.signerKind === 'step-ca' && env.stepCa
+      ? { kind: 'step-ca', ...env.stepCa }
+      : env.signerKind === 'cacerts'
+        ? { kind: 'cacerts', dir: env.cacertsDir }
+        : env.signerKind === 'kubernetes-csr' && env.k8sCsr
+          ? { kind: 'kubernetes-csr', signerName: env.k8sCsr.signerName, autoApprove: env.k8sCsr.autoApprove, rootsPem: await readFile(env.k8sCsr.rootsFile, 'utf8'), timeoutMs: env.k8sCsr.timeoutMs }
         : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
   let ca;
   try {

@@ -3,6 +3,13 @@
  * docs/ca.md); flags override the most common settings for local runs.
  */
 import { Command } from 'commander';
+import type { StepCaFlags } from '../ca/signers/step-ca-config.js';
+
+/** The step-ca signer's flags that were given. */
+function stepCaFlags(opts: StepCaFlags): StepCaFlags {
+  const keys = ['stepCaUrl', 'stepCaRoot', 'provisioner', 'provisionerKeyFile', 'provisionerKeyPasswordFile'] as const;
+  return Object.fromEntries(keys.filter((k) => opts[k] !== undefined).map((k) => [k, opts[k]]));
+}
 
 export function command(): Command {
   return new Command('ca')
@@ -11,14 +18,19 @@ export function command(): Command {
     .option('--plaintext', 'serve gRPC without TLS: loopback development only (CA_PLAINTEXT)')
     .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics address (CA_OPS_ADDRESS, default 0.0.0.0:15014)')
     .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
-    .option('--signer <kind>', 'self-signed | cacerts | kubernetes-csr (CA_SIGNER)')
+    .option('--signer <kind>', 'self-signed | cacerts | kubernetes-csr | step-ca (CA_SIGNER)')
     .option('--k8s-signer-name <name>', 'kubernetes-csr: the signerName of the CSRs it creates (CA_K8S_SIGNER_NAME)')
     .option('--k8s-csr-auto-approve', 'kubernetes-csr: approve the CSRs it creates (CA_K8S_CSR_AUTO_APPROVE; needs approve on signers/<name>)')
     .option('--k8s-csr-roots-file <file>', 'kubernetes-csr: PEM roots the issued certificates must chain to (CA_K8S_CSR_ROOTS_FILE)')
+    .option('--step-ca-url <url>', 'step-ca: https:// address of step-ca (CA_STEP_CA_URL)')
+    .option('--step-ca-root <file>', 'step-ca: PEM roots step-ca and its leaves chain to (CA_STEP_CA_ROOT)')
+    .option('--provisioner <name>', 'step-ca: JWK provisioner name (CA_STEP_CA_PROVISIONER)')
+    .option('--provisioner-key-file <file>', 'step-ca: the provisioner\'s private JWK, or its JWE (CA_STEP_CA_PROVISIONER_KEY_FILE)')
+    .option('--provisioner-key-password-file <file>', 'step-ca: password of an encrypted provisioner key (CA_STEP_CA_PROVISIONER_KEY_PASSWORD_FILE)')
     .option('--cacerts-dir <dir>', 'plug-in CA directory (CA_CACERTS_DIR, default /etc/cacerts)')
     .option('--kubeconfig <path>', 'kubeconfig of the local cluster (KUBECONFIG; default in-cluster)')
     .option('--cluster-id <id>', 'id of the local cluster (CLUSTER_ID, default Kubernetes)')
-    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string; k8sSignerName?: string; k8sCsrAutoApprove?: boolean; k8sCsrRootsFile?: string }) => {
+    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string; k8sSignerName?: string; k8sCsrAutoApprove?: boolean; k8sCsrRootsFile?: string } & StepCaFlags) => {
       const { runCa } = await import('../ca/run.js');
       await runCa({
         ...(opts.grpcAddress !== undefined ? { grpcAddress: opts.grpcAddress } : {}),
@@ -32,6 +44,7 @@ export function command(): Command {
         ...(opts.k8sSignerName !== undefined ? { k8sSignerName: opts.k8sSignerName } : {}),
         ...(opts.k8sCsrAutoApprove ? { k8sCsrAutoApprove: 'true' } : {}),
         ...(opts.k8sCsrRootsFile !== undefined ? { k8sCsrRootsFile: opts.k8sCsrRootsFile } : {}),
+        ...stepCaFlags(opts),
       });
     });
 }

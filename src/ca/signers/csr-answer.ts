@@ -1,10 +1,12 @@
 /**
- * The check of what a Kubernetes signer put into `status.certificate` before the CA hands it
- * out (the signer is outside the CA's trust: it may be misconfigured or another signer's): the
- * PEM holds the leaf first, then intermediates; the leaf chains to one of the CA's configured
- * roots, holds the CSR's key, and is a valid X509-SVID for exactly the identity asked for (a
- * serving certificate instead carries every asked DNS/IP name). The answer is the Istio CA
- * response shape: leaf, the intermediates on the verified path (one per element), the roots.
+ * The check of a certificate an external backend issued before the CA hands it out (the backend
+ * is outside the CA's trust: it may be misconfigured or another signer's) — what a Kubernetes
+ * signer put into `status.certificate`, what step-ca's `/1.0/sign` answered: the PEM holds the
+ * leaf first, then intermediates; the leaf chains to one of the CA's configured roots, holds the
+ * CSR's key, and is a valid X509-SVID for exactly the identity asked for (with every serving name
+ * asked, for a node agent's); a serving certificate (DNS/IP names, no SPIFFE ID) instead carries
+ * every asked name. The answer is the Istio CA response shape: leaf, the intermediates on the
+ * verified path (one per element), the roots.
  */
 import { X509Certificate } from 'node:crypto';
 import { canonicalServingName, certificateToPem, parseCertificates, verifyChain, x509 } from '../../pki/index.js';
@@ -20,9 +22,9 @@ export interface CsrAnswerInput {
   /** SubjectPublicKeyInfo DER of the CSR's key. */
   readonly csrSpki: Buffer;
   readonly nowMs: number;
-  /** What was asked: an SVID for `spiffeId`, or a serving certificate for `servingNames`. */
-  readonly expect: { readonly spiffeId: string } | { readonly servingNames: readonly string[] };
-  /** The CSR's name, for messages. */
+  /** What was asked: an SVID for `spiffeId` (and its serving names, if any), or a serving certificate for `servingNames`. */
+  readonly expect: { readonly spiffeId: string; readonly servingNames?: readonly string[] } | { readonly servingNames: readonly string[] };
+  /** The CSR's name (or what it was sent to), for messages. */
   readonly csrName: string;
 }
 
@@ -51,16 +53,16 @@ export function chainFromCsrAnswer(input: CsrAnswerInput): SignedChain {
   }
   const node = new X509Certificate(Buffer.from(leaf.rawData));
   if (!node.publicKey.export({ type: 'spki', format: 'der' }).equals(input.csrSpki)) throw bad(input, "the leaf does not hold the CSR's key");
-  const { spiffeId, problems } = x509SvidProblems(leaf, { role: 'leaf' });
-  if (problems.length > 0) throw bad(input, `the leaf is not a valid X509-SVID: ${problems.map((p) => p.code).join(', ')}`);
+  // A serving certificate has no SPIFFE ID, so the X509-SVID rules are for SVIDs only.
   if ('spiffeId' in input.expect) {
+    const { spiffeId, problems } = x509SvidProblems(leaf, { role: 'leaf' });
+    if (problems.length > 0) throw bad(input, `the leaf is not a valid X509-SVID: ${problems.map((p) => p.code).join(', ')}`);
     if (spiffeId?.id !== input.expect.spiffeId) throw bad(input, `the leaf is for ${spiffeId?.id ?? "(no SPIFFE ID)"}, asked for ${input.expect.spiffeId}`);
-  } else {
-    const san = leaf.getExtension(x509.SubjectAlternativeNameExtension);
-    const have = new Set((san?.names.items ?? []).filter((n) => n.type === 'dns' || n.type === 'ip').map((n) => canonicalServingName(n.value)));
-    const missing = input.expect.servingNames.filter((n) => !have.has(canonicalServingName(n)));
-    if (missing.length > 0) throw bad(input, `the serving certificate lacks ${missing.join(', ')}`);
   }
+  const san = leaf.getExtension(x509.SubjectAlternativeNameExtension);
+  const have = new Set((san?.names.items ?? []).filter((n) => n.type === 'dns' || n.type === 'ip').map((n) => canonicalServingName(n.value)));
+  const missing = (input.expect.servingNames ?? []).filter((n) => !have.has(canonicalServingName(n)));
+  if (missing.length > 0) throw bad(input, `the certificate lacks the serving names ${missing.join(', ')}`);
   return {
     certChain: [certificateToPem(new Uint8Array(leaf.rawData)), ...path.slice(1, -1).map((c) => certificateToPem(new Uint8Array(c.rawData))), input.rootsPem],
     serialHex: leaf.serialNumber,

@@ -15,6 +15,7 @@ import { CacertsSigner } from './cacerts-signer.js';
 import type { MaterialSignerOptions } from './material-signer.js';
 import { poolIssuerFactory } from './pool-issuer.js';
 import { SelfSignedSigner } from './self-signed-signer.js';
+import { StepCaSigner } from './step-ca-signer.js';
 
 /** What building a signer may need from the rest of the CA's configuration. */
 export interface SignerContext {
@@ -78,6 +79,11 @@ export function createSigner(config: SignerConfig, ctx: SignerContext): Startabl
     }
     case 'custom':
       return { signer: config.signer, start: async () => undefined };
+    case 'step-ca': {
+      const { kind: _kind, ...settings } = config;
+      const signer = new StepCaSigner({ ...settings, clock: ctx.clock, logger: ctx.logger });
+      return { signer, start: () => signer.start() };
+    }
     default: {
       const unknown: never = config;
       throw new Error(`unknown signer kind ${JSON.stringify((unknown as { kind?: unknown }).kind)}`);
