@@ -112,6 +112,8 @@ export type SignerConfig =
       readonly secretName: string;
       readonly keyType: 'ec' | 'rsa';
       readonly rootTtlSeconds: number;
+      /** How often the Secret is read again for a rotation (default 30 s: SELF_SIGNED_POLL_MS). */
+      readonly pollIntervalMs?: number;
     }
   | { readonly kind: 'cacerts'; readonly dir: string; readonly pollIntervalMs?: number }
   | {

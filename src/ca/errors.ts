@@ -61,6 +61,8 @@ export type CaErrorCode =
   | 'ERR_CA_CSR_API'
   /** kubernetes-csr backend: the issued certificate is not a valid X509-SVID for the request, or does not chain to the configured roots. */
   | 'ERR_CA_CSR_BAD_CERTIFICATE'
+  /** A `rotate-root` step that does not apply to the stored CA's phase, or a Secret that moved meanwhile. */
+  | 'ERR_CA_ROTATION_STEP'
   | StepCaErrorCode;
 
 /**

@@ -71,7 +71,19 @@ export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type Lea
 export { issueServingCertificate } from './serving-cert.js';
 export { ServingIdentity, SERVING_CERT_TTL_SECONDS, type ServingIdentityOptions, type ServingEvent } from './serving-identity.js';
 export { poolIssuerFactory } from './signers/pool-issuer.js';
-export { kubeCaSecretStore, CA_CERT_KEY, CA_KEY_KEY, CA_SECRET_TYPE, type CaSecretStore, type StoredCa } from './signers/ca-secret-store.js';
+export {
+  kubeCaSecretStore,
+  CA_CERT_KEY,
+  CA_KEY_KEY,
+  CA_SECRET_TYPE,
+  NEXT_CA_CERT_KEY,
+  NEXT_CA_KEY_KEY,
+  ROOT_CERT_KEY,
+  type CaSecretStore,
+  type StoredCa,
+} from './signers/ca-secret-store.js';
+export { applyRotationStep, describeStoredCa, rotationPhase, trustedRootsDer, ROTATION_STEPS, type RotationPhase, type RotationStep } from './signers/root-rotation.js';
+export { rotateStoredRoot } from './rotate-root.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
 export { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer, toPodInfo } from './pod-informer.js';

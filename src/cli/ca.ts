@@ -46,5 +46,28 @@ export function command(): Command {
         ...(opts.k8sCsrRootsFile !== undefined ? { k8sCsrRootsFile: opts.k8sCsrRootsFile } : {}),
         ...stepCaFlags(opts),
       });
+    })
+    .addCommand(rotateRootCommand());
+}
+
+/**
+ * `certbroker ca rotate-root <prepare|activate|finish|rollback|status>`: one step of the
+ * self-signed CA's root rotation on its Secret (docs/operations.md, "Rotating the root").
+ */
+function rotateRootCommand(): Command {
+  return new Command('rotate-root')
+    .description('one step of the self-signed CA root rotation (prepare, activate, finish, rollback) or its status, on the istio-ca-secret Secret')
+    .argument('<step>', 'prepare | activate | finish | rollback | status')
+    .option('--kubeconfig <path>', 'kubeconfig (KUBECONFIG; default in-cluster)')
+    .option('--namespace <ns>', 'namespace of the Secret (CA_NAMESPACE, default istio-system)')
+    .option('--secret <name>', 'name of the Secret (default istio-ca-secret)')
+    .option('--trust-domain <td>', 'trust domain, the new root\'s O= (TRUST_DOMAIN, default cluster.local)')
+    .option('--key-type <ec|rsa>', 'key of the new root (CA_SELF_SIGNED_KEY, default ec)')
+    .option('--root-ttl-seconds <n>', 'lifetime of the new root (CA_SELF_SIGNED_ROOT_TTL_SECONDS, default 10 years)')
+    .action(async (step: string, _opts: unknown, cmd: Command) => {
+      // --kubeconfig and --trust-domain are the parent's options too: commander gives them to `ca`.
+      const opts = cmd.optsWithGlobals<{ kubeconfig?: string; namespace?: string; secret?: string; trustDomain?: string; keyType?: string; rootTtlSeconds?: string }>();
+      const { runRotateRoot } = await import('../ca/rotate-root-cli.js');
+      await runRotateRoot(step, opts);
     });
 }

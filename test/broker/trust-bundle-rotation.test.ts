@@ -23,6 +23,7 @@ import {
   type CaCertificate,
   type CaKeyMaterial,
 } from '../../src/pki/index.js';
+import { chainVerifies } from '../support/chain-verify.js';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 
 const TD = 'cluster.local';
@@ -66,16 +67,7 @@ class SwitchableCa implements CaClient {
 }
 
 /** True when `cert` chains (signatures, node:crypto) to one of `roots`. */
-function verifies(cert: WorkloadCert, roots: readonly Buffer[]): boolean {
-  const chain = cert.chainDer.map((d) => new X509Certificate(d));
-  const anchors = roots.map((r) => new X509Certificate(r));
-  let current = chain[0]!;
-  for (const next of chain.slice(1)) {
-    if (!current.verify(next.publicKey)) return false;
-    current = next;
-  }
-  return anchors.some((a) => current.checkIssued(a) && current.verify(a.publicKey));
-}
+const verifies = (cert: WorkloadCert, roots: readonly Buffer[]): boolean => chainVerifies(cert.chainDer, roots);
 
 const signing = (ca: CaCertificate, roots: readonly CaCertificate[], chain: readonly CaCertificate[] = []): CaKeyMaterial =>
   caKeyMaterial({ cert: ca.cert, keyObject: ca.privateKey, chain: chain.map((c) => c.cert), roots: roots.map((r) => r.cert) });

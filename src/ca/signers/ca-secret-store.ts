@@ -12,11 +12,23 @@ import { abortableApi } from '../../kube/abortable-http.js';
 
 export const CA_CERT_KEY = 'ca-cert.pem';
 export const CA_KEY_KEY = 'ca-key.pem';
+/** Every root the CA trusts (several during a root rotation); absent or empty: ca-cert.pem alone. */
+export const ROOT_CERT_KEY = 'root-cert.pem';
+/** A root made by `certbroker ca rotate-root prepare`, trusted but not signing yet (certbroker's own keys). */
+export const NEXT_CA_CERT_KEY = 'next-ca-cert.pem';
+export const NEXT_CA_KEY_KEY = 'next-ca-key.pem';
 export const CA_SECRET_TYPE = 'istio.io/ca-root';
 
 export interface StoredCa {
+  /** The signing root. */
   readonly certPem: string;
   readonly keyPem: Secret<string>;
+  /** root-cert.pem: every trusted root (absent: `certPem` alone). */
+  readonly rootsPem?: string;
+  /** The root a rotation will switch to (prepared, not signing yet). */
+  readonly next?: { readonly certPem: string; readonly keyPem: Secret<string> };
+  /** The Secret's resourceVersion as read (a replace is refused when it moved). */
+  readonly resourceVersion?: string;
 }
 
 export interface CaSecretStore {
@@ -25,6 +37,27 @@ export interface CaSecretStore {
   read(signal?: AbortSignal): Promise<StoredCa | undefined>;
   /** Creates the Secret; 'exists' when another writer created it first (409). */
   create(ca: StoredCa, signal?: AbortSignal): Promise<'created' | 'exists'>;
+  /**
+   * Replaces the Secret's CA keys with `ca` if it is still at `ca.resourceVersion` (the one
+   * writer of a rotation step wins; 'conflict' when someone wrote in between: read again).
+   */
+  replace?(ca: StoredCa, signal?: AbortSignal): Promise<'replaced' | 'conflict'>;
+}
+
+const b64 = (text: string): string => Buffer.from(text).toString('base64');
+const text = (data: Record<string, string> | undefined, key: string): string | undefined => {
+  const v = data?.[key];
+  return v === undefined ? undefined : Buffer.from(v, 'base64').toString('utf8');
+};
+
+/** The Secret's data for `ca` (the rotation keys only when present). */
+function secretData(ca: StoredCa): Record<string, string> {
+  return {
+    [CA_CERT_KEY]: b64(ca.certPem),
+    [CA_KEY_KEY]: b64(ca.keyPem.reveal()),
+    ...(ca.rootsPem !== undefined ? { [ROOT_CERT_KEY]: b64(ca.rootsPem) } : {}),
+    ...(ca.next ? { [NEXT_CA_CERT_KEY]: b64(ca.next.certPem), [NEXT_CA_KEY_KEY]: b64(ca.next.keyPem.reveal()) } : {}),
+  };
 }
 
 /** Default bound of one Secret read or create. */
@@ -52,14 +85,20 @@ export function kubeCaSecretStore(options: {
     async read(signal) {
       try {
         const s = await call('read', signal, (api) => api.readNamespacedSecret({ name, namespace }));
-        const cert = s.data?.[CA_CERT_KEY];
-        const key = s.data?.[CA_KEY_KEY];
+        const cert = text(s.data, CA_CERT_KEY);
+        const key = text(s.data, CA_KEY_KEY);
         if (cert === undefined || key === undefined) {
           throw new Error(`secret ${namespace}/${name} lacks ${CA_CERT_KEY} or ${CA_KEY_KEY}`);
         }
+        const roots = text(s.data, ROOT_CERT_KEY);
+        const nextCert = text(s.data, NEXT_CA_CERT_KEY);
+        const nextKey = text(s.data, NEXT_CA_KEY_KEY);
         return {
-          certPem: Buffer.from(cert, 'base64').toString('utf8'),
-          keyPem: new Secret(Buffer.from(key, 'base64').toString('utf8')),
+          certPem: cert,
+          keyPem: new Secret(key),
+          ...(roots !== undefined && roots.trim() !== '' ? { rootsPem: roots } : {}),
+          ...(nextCert !== undefined && nextKey !== undefined ? { next: { certPem: nextCert, keyPem: new Secret(nextKey) } } : {}),
+          ...(s.metadata?.resourceVersion ? { resourceVersion: s.metadata.resourceVersion } : {}),
         };
       } catch (err) {
         if (httpCode(err) === 404) return undefined;
@@ -75,15 +114,27 @@ export function kubeCaSecretStore(options: {
             kind: 'Secret',
             metadata: { name, namespace },
             type: CA_SECRET_TYPE,
-            data: {
-              [CA_CERT_KEY]: Buffer.from(ca.certPem).toString('base64'),
-              [CA_KEY_KEY]: Buffer.from(ca.keyPem.reveal()).toString('base64'),
-            },
+            data: secretData(ca),
           },
         }));
         return 'created';
       } catch (err) {
         if (httpCode(err) === 409) return 'exists';
+        throw err;
+      }
+    },
+    async replace(ca, signal) {
+      if (ca.resourceVersion === undefined) throw new Error(`replace ${location}: the CA was not read from the Secret (no resourceVersion)`);
+      try {
+        // Optimistic concurrency: the apiserver refuses (409) a resourceVersion that moved.
+        await call('replace', signal, (api) => api.replaceNamespacedSecret({
+          name,
+          namespace,
+          body: { apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace, resourceVersion: ca.resourceVersion }, type: CA_SECRET_TYPE, data: secretData(ca) },
+        }));
+        return 'replaced';
+      } catch (err) {
+        if (httpCode(err) === 409) return 'conflict';
         throw err;
       }
     },

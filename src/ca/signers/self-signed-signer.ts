@@ -8,9 +8,27 @@
  * valid now, self-signed, key matches). One that fails is never installed and never overwritten:
  * the signer stays not ready, saying which Secret and what is wrong, and keeps re-reading it with
  * backoff, so deleting the Secret (or replacing it with a valid root) recovers without a restart.
+ *
+ * Once loaded, the Secret is read again every `pollIntervalMs` (default 30 s): a change (a
+ * `certbroker ca rotate-root` step, root-rotation.ts: root-cert.pem with several roots, a new
+ * signing root) is checked the same way and installed, so every replica follows a rotation
+ * without a restart; a change that fails the checks is logged and the material in use is kept.
+ * The CA only reads after creating: the rotation's writer is the CLI, one step at a time.
  */
+import { createHash } from 'node:crypto';
 import { describeError } from '../../core/errors.js';
-import { createRootCa, exportPkcs8Pem, parsePrivateKeyPem, parseCertificate, rootCaKeyMaterial, type CaKeyMaterial } from '../../pki/index.js';
+import {
+  caKeyMaterial,
+  certificateFields,
+  checkSigningCa,
+  createRootCa,
+  exportPkcs8Pem,
+  parseCertificates,
+  parsePrivateKeyPem,
+  parseCertificate,
+  rootCaKeyMaterial,
+  type CaKeyMaterial,
+} from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { CaSecretStore, StoredCa } from './ca-secret-store.js';
 import { MaterialSigner, type MaterialSignerOptions } from './material-signer.js';
@@ -20,7 +38,12 @@ export interface SelfSignedSignerOptions extends MaterialSignerOptions {
   readonly trustDomain: string;
   readonly keyType: 'ec' | 'rsa';
   readonly rootTtlSeconds: number;
+  /** How often the Secret is read again for a rotation; default 30 000. */
+  readonly pollIntervalMs?: number;
 }
+
+/** Default interval between reads of the stored root once loaded. */
+export const SELF_SIGNED_POLL_MS = 30_000;
 
 export class SelfSignedSigner extends MaterialSigner {
   readonly description: string;
@@ -28,6 +51,10 @@ export class SelfSignedSigner extends MaterialSigner {
   readonly #stop = new AbortController();
   /** 'created' when this process created the root, 'loaded' when it read an existing one. */
   origin: 'created' | 'loaded' | undefined;
+  /** Fingerprint of the stored texts installed (to see a change). */
+  #installed = '';
+  /** Successful installs (tests observe reloads through it). */
+  loads = 0;
 
   constructor(options: SelfSignedSignerOptions) {
     super(options);
@@ -55,7 +82,48 @@ export class SelfSignedSigner extends MaterialSigner {
         this.options.logger.info('another replica created the root first; using it', { location: this.#o.store.location });
       }
     }
-    this.install(this.#materialFrom(stored));
+    this.#install(stored);
+  }
+
+  #install(stored: StoredCa): void {
+    const material = this.#materialFrom(stored);
+    this.#installed = fingerprintOf(stored);
+    this.loads++;
+    this.install(material);
+  }
+
+  /** Reads the Secret once and installs what changed; a bad change is logged and the material kept. */
+  async reload(): Promise<void> {
+    let stored: StoredCa | undefined;
+    try {
+      stored = await this.#o.store.read(this.#stop.signal);
+    } catch (err) {
+      if (!this.#stop.signal.aborted) this.options.logger.warn('self-signed CA Secret not read; keeping the root in use', { location: this.#o.store.location, err: describeError(err) });
+      return;
+    }
+    if (stored === undefined) {
+      this.options.logger.warn('self-signed CA Secret is gone; keeping the root in use', { location: this.#o.store.location });
+      return;
+    }
+    if (fingerprintOf(stored) === this.#installed) return;
+    try {
+      this.#install(stored);
+      this.options.logger.info('self-signed CA Secret changed; new material installed', { location: this.#o.store.location });
+    } catch (err) {
+      this.options.logger.error('self-signed CA Secret changed but is unusable; keeping the root in use', { reason: describeError(err) });
+    }
+  }
+
+  async #poll(): Promise<void> {
+    const interval = this.#o.pollIntervalMs ?? SELF_SIGNED_POLL_MS;
+    while (!this.#stop.signal.aborted) {
+      try {
+        await this.options.clock.sleep(interval, this.#stop.signal);
+      } catch {
+        return;
+      }
+      await this.reload();
+    }
   }
 
   /** Keeps trying `load()` with capped backoff until it works or `close()`. */
@@ -64,6 +132,7 @@ export class SelfSignedSigner extends MaterialSigner {
     while (!this.#stop.signal.aborted) {
       try {
         await this.load();
+        void this.#poll();
         return;
       } catch (err) {
         if (this.#stop.signal.aborted) return;
@@ -100,9 +169,20 @@ export class SelfSignedSigner extends MaterialSigner {
   /** Parses and checks a stored root; ERR_CA_SIGNER_MATERIAL_INVALID naming the Secret and the problem. */
   #materialFrom(stored: StoredCa): CaKeyMaterial {
     try {
+      const now = this.options.clock.now();
       const cert = parseCertificate(stored.certPem.trim());
       const keyObject = parsePrivateKeyPem(stored.keyPem.reveal());
-      return rootCaKeyMaterial({ cert, keyObject }, this.options.clock.now(), 'ca-cert.pem');
+      const signing = rootCaKeyMaterial({ cert, keyObject }, now, 'ca-cert.pem');
+      if (stored.rootsPem === undefined) return signing;
+      // root-cert.pem: every root trusted during a rotation; each a CA root valid now, the signing one among them.
+      const roots = parseCertificates(stored.rootsPem, 'certificate in root-cert.pem');
+      for (const r of roots) {
+        checkSigningCa(r, now, `root-cert.pem (${r.subject})`);
+        const f = certificateFields(new Uint8Array(r.rawData));
+        if (!f.subjectDer.equals(f.issuerDer)) throw new Error(`root-cert.pem holds a certificate that is not self-signed (${r.subject})`);
+      }
+      if (!roots.some((r) => Buffer.from(r.rawData).equals(signing.certDer))) throw new Error('root-cert.pem does not hold ca-cert.pem, the signing root');
+      return caKeyMaterial({ cert, keyObject, roots });
     } catch (err) {
       const where = this.#o.store.location;
       throw new CaError('ERR_CA_SIGNER_MATERIAL_INVALID', `${where} holds an unusable CA root (${describeError(err)}); left as it is: delete it to have a new root created`, {
@@ -111,4 +191,15 @@ export class SelfSignedSigner extends MaterialSigner {
       });
     }
   }
+}
+
+/** Hash of what the Secret holds (key included; only the hash is kept). */
+function fingerprintOf(stored: StoredCa): string {
+  return createHash('sha256')
+    .update(stored.certPem)
+    .update('\0')
+    .update(stored.keyPem.reveal())
+    .update('\0')
+    .update(stored.rootsPem ?? '')
+    .digest('hex');
 }

@@ -56,6 +56,7 @@ export function createSigner(config: SignerConfig, ctx: SignerContext): Startabl
         trustDomain: ctx.trustDomain,
         keyType: config.keyType,
         rootTtlSeconds: config.rootTtlSeconds,
+        ...(config.pollIntervalMs !== undefined ? { pollIntervalMs: config.pollIntervalMs } : {}),
       });
       return { signer, start: () => signer.start() };
     }

@@ -6,7 +6,7 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { startCaServer, type CaServer } from '../../../src/ca/index.js';
+import { startCaServer, type CaServer, type SignerConfig } from '../../../src/ca/index.js';
 import { silentLogger, type Logger } from '../../../src/core/log.js';
 import { Secret } from '../../../src/core/secret.js';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
@@ -27,6 +27,20 @@ export interface PodSpec {
   readonly serviceAccount: string;
   readonly nodeName: string;
   readonly hostNetwork?: boolean;
+}
+
+export interface StackOptions {
+  readonly tmpPrefix: string;
+  readonly namespaces: readonly string[];
+  readonly serviceAccounts: readonly string[];
+  readonly bookmarkIntervalMs?: number;
+  /** The CA's clock and signer (default: real time, self-signed in istio-system/istio-ca-secret). */
+  readonly ca?: CaOptions;
+}
+
+export interface CaOptions {
+  readonly clock?: Clock;
+  readonly signer?: SignerConfig;
 }
 
 export interface Svid {
@@ -68,7 +82,7 @@ export class Stack {
    * Starts the stack in a fresh temporary directory (`tmpPrefix`…), which `close()` removes. The
    * brokers' sockets go there; tests put their own files in `dir` too.
    */
-  static async start(options: { tmpPrefix: string; namespaces: readonly string[]; serviceAccounts: readonly string[]; bookmarkIntervalMs?: number }): Promise<Stack> {
+  static async start(options: StackOptions): Promise<Stack> {
     const dir = tempDirSync(options.tmpPrefix);
     try {
       return await Stack.#startIn(dir, options);
@@ -78,7 +92,7 @@ export class Stack {
     }
   }
 
-  static async #startIn(dir: string, options: { namespaces: readonly string[]; serviceAccounts: readonly string[]; bookmarkIntervalMs?: number }): Promise<Stack> {
+  static async #startIn(dir: string, options: Omit<StackOptions, 'tmpPrefix'>): Promise<Stack> {
     const dc = await startDevCluster({ simulateKubelet: true, ...(options.bookmarkIntervalMs !== undefined ? { bookmarkIntervalMs: options.bookmarkIntervalMs } : {}) });
     const admin = kubeConfigFor(dc, dc.adminToken);
     const core = admin.makeApiClient(CoreV1Api);
@@ -102,7 +116,7 @@ export class Stack {
     // The broker's own API credentials: a token for its service account (as the kubelet would mount).
     const apiToken = await tokenFor(core, BROKER_NS, BROKER_SA, { audience: dc.issuer, expirationSeconds: 48 * 3600 });
     const brokerKubeConfig = kubeConfigFor(dc, apiToken.reveal());
-    const ca = await startCa(dc, admin, 0);
+    const ca = await startCa(dc, admin, 0, options.ca);
     return new Stack({ dc, admin, ca, brokerPod, brokerKubeConfig, dir });
   }
 
@@ -273,7 +287,7 @@ export async function tokenFor(
   return new Secret(res.status!.token);
 }
 
-async function startCa(dc: DevCluster, admin: KubeConfig, port: number): Promise<CaServer> {
+async function startCa(dc: DevCluster, admin: KubeConfig, port: number, options: CaOptions = {}): Promise<CaServer> {
   const ca = await startCaServer({
     grpcHost: '127.0.0.1',
     grpcPort: port,
@@ -285,7 +299,8 @@ async function startCa(dc: DevCluster, admin: KubeConfig, port: number): Promise
     trustedNodeAccounts: [`${BROKER_NS}/${BROKER_SA}`],
     clusters: [{ id: 'Kubernetes', kubeConfig: admin, audiences: ['istio-ca'], tokenReview: true }],
     defaultClusterId: 'Kubernetes',
-    signer: { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
+    signer: options.signer ?? { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
+    ...(options.clock ? { clock: options.clock } : {}),
     tokenCacheSeconds: 60,
     signingWorkers: 1,
     shutdownGraceMs: 500,
