@@ -11,6 +11,7 @@ import { apiVersionOf, type ResourceType } from './resources.js';
 import { badRequest, conflict, invalid, MODIFIED_MESSAGE, type StatusCause } from './status.js';
 import { checkLease, requireResourceVersion } from './lease-rules.js';
 import { checkClusterTrustBundle, isClusterTrustBundle } from './trust-bundle-rules.js';
+import { admitCsrCreate, admitCsrUpdate, isCsr } from './csr-rules.js';
 
 const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -186,22 +187,9 @@ function defaultKind(t: ResourceType, obj: KubeObject, ctx: CreateContext): void
       delete obj.stringData;
       break;
     }
-    case 'certificates.k8s.io/certificatesigningrequests': {
-      const spec = (obj.spec ?? {}) as Record<string, unknown>;
-      if (ctx.user) {
-        spec.username = ctx.user.username;
-        if (ctx.user.uid) spec.uid = ctx.user.uid;
-        spec.groups = [...ctx.user.groups];
-        if (ctx.user.extra) spec.extra = structuredClone(ctx.user.extra);
-      }
-      const causes: StatusCause[] = [];
-      if (typeof spec.request !== 'string' || spec.request === '') causes.push({ field: 'spec.request', message: 'Required value', reason: 'FieldValueRequired' });
-      if (typeof spec.signerName !== 'string' || spec.signerName === '') causes.push({ field: 'spec.signerName', message: 'Required value', reason: 'FieldValueRequired' });
-      if (causes.length > 0) throw invalid(t.kind, t.group, obj.metadata.name!, causes);
-      obj.spec = spec;
-      obj.status = {};
+    case 'certificates.k8s.io/certificatesigningrequests':
+      admitCsrCreate(obj, ctx.user);
       break;
-    }
     case 'coordination.k8s.io/leases':
       checkLease(obj);
       break;
@@ -214,8 +202,9 @@ function defaultKind(t: ResourceType, obj: KubeObject, ctx: CreateContext): void
 }
 
 /** Kinds whose strategy refuses an update without a resourceVersion, and their extra checks. */
-function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, name: string, current: KubeObject): void {
+function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, name: string, current: KubeObject, subresource?: string, nowMs = Date.now()): void {
   if (isClusterTrustBundle(t)) checkClusterTrustBundle({ ...next, metadata: { ...next.metadata, name } }, current);
+  if (isCsr(t)) admitCsrUpdate(next, current, input, subresource, nowMs);
   if (t.group === 'coordination.k8s.io' && t.plural === 'leases') {
     requireResourceVersion(name, input.metadata.resourceVersion);
     checkLease(next);
@@ -225,6 +214,8 @@ function admitKindUpdate(t: ResourceType, next: KubeObject, input: KubeObject, n
 export interface UpdateContext {
   readonly nameFromUrl: string;
   readonly subresource: string | undefined;
+  /** Now, for condition timestamps (CSRs); default the wall clock. */
+  readonly nowMs?: number;
 }
 
 /** Merges an update onto the stored object under the real server's rules. */
@@ -281,7 +272,7 @@ export function admitUpdate(t: ResourceType, current: KubeObject, input: unknown
       delete next.stringData;
     }
   }
-  admitKindUpdate(t, next, obj, ctx.nameFromUrl, current);
+  admitKindUpdate(t, next, obj, ctx.nameFromUrl, current, ctx.subresource, ctx.nowMs);
   // Identity fields always come from the stored object.
   next.metadata.name = current.metadata.name;
   if (t.namespaced) next.metadata.namespace = current.metadata.namespace;

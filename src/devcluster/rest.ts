@@ -143,7 +143,7 @@ export class RestStorage {
   update(t: ResourceType, ns: string | undefined, name: string, input: unknown, sub: string | undefined, q: URLSearchParams, user?: CreateContext['user']): Outcome {
     const current = this.#o.store.get(t, ns, name);
     if (!current) throw notFound(t.plural, t.group, name);
-    const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub });
+    const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub, nowMs: this.#o.now() });
     if (user) this.#o.authorizeObject?.(t, next, user, current);
     if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, next) };
     const stored = this.#o.store.update(t, next);

@@ -2,7 +2,8 @@
  * Server-side printing: when a client asks for `application/json;as=Table;g=meta.k8s.io;v=v1`
  * (kubectl get does), lists, single objects and watch events come back as meta.k8s.io/v1 Tables
  * with the columns kubectl users know (pods: READY, STATUS, RESTARTS, AGE, IP, NODE; namespaces:
- * STATUS; nodes: STATUS, ROLES, VERSION; everything else NAME and AGE).
+ * STATUS; nodes: STATUS, ROLES, VERSION; CSRs: SIGNERNAME, REQUESTOR, REQUESTEDDURATION,
+ * CONDITION; everything else NAME and AGE).
  */
 import type { IncomingMessage } from 'node:http';
 import type { KubeObject } from './store.js';
@@ -60,6 +61,16 @@ function podRow(o: KubeObject, nowMs: number): unknown[] {
   return [o.metadata.name, `${ready}/${(spec.containers ?? []).length}`, phase, restarts, age(o, nowMs), status?.podIP ?? '<none>', spec.nodeName || '<none>', '<none>', '<none>'];
 }
 
+/** kubectl's CSR CONDITION column: Denied or Approved (or Pending), then ",Failed", then ",Issued". */
+function csrCondition(status: Status): string {
+  const conditions = ((status?.conditions as Array<{ type?: string; status?: string }> | undefined) ?? []).filter((c) => c.status !== 'False');
+  const has = (type: string) => conditions.some((c) => c.type === type);
+  let out = has('Denied') ? 'Denied' : has('Approved') ? 'Approved' : 'Pending';
+  if (has('Failed')) out += ',Failed';
+  if (typeof status?.certificate === 'string' && status.certificate !== '') out += ',Issued';
+  return out;
+}
+
 function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, nowMs: number) => unknown[] } {
   const name = { ...col('Name', 'string', 0, 'name') };
   if (t.group === '' && t.plural === 'pods') {
@@ -75,6 +86,16 @@ function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, 
     return {
       columns: [name, col('Status', 'string'), col('Roles', 'string'), col('Age', 'string'), col('Version', 'string')],
       row: (o, now) => [o.metadata.name, 'Ready', '<none>', age(o, now), 'v1.32.0-devcluster'],
+    };
+  }
+  if (t.group === 'certificates.k8s.io' && t.plural === 'certificatesigningrequests') {
+    return {
+      columns: [name, col('Age', 'string'), col('SignerName', 'string'), col('Requestor', 'string'), col('RequestedDuration', 'string'), col('Condition', 'string')],
+      row: (o, now) => {
+        const spec = (o.spec ?? {}) as { signerName?: string; username?: string; expirationSeconds?: number };
+        const duration = typeof spec.expirationSeconds === 'number' ? humanAge(spec.expirationSeconds * 1000) : '<none>';
+        return [o.metadata.name, age(o, now), spec.signerName || '<none>', spec.username ?? '', duration, csrCondition(o.status as Status)];
+      },
     };
   }
   if (t.group === 'certificates.k8s.io' && t.plural === 'clustertrustbundles') {

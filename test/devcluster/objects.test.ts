@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import { setHeaderOptions, PatchStrategy } from '@kubernetes/client-node';
 import { parseManifest } from '../../src/devcluster/index.js';
+import { createCsr, createRootCa, generateKeyPair } from '../../src/pki/index.js';
 import { startCluster, adminClient, kubectl, clientsFor, kubeConfigFor, createServiceAccount, serviceAccountToken, type DevCluster } from '../support/cluster.js';
 import { kubectlMissing } from '../support/tools.js';
 
@@ -39,10 +40,23 @@ test('the deploy/ manifests load in kustomization order and are served back', { 
   assert.match(out.stdout, /flowschema/);
 });
 
+/** A real PEM CSR (the API server parses spec.request), base64 as the API carries it. */
+async function csrB64(): Promise<string> {
+  const { privateKey } = await generateKeyPair();
+  return Buffer.from(createCsr({ privateKey, uri: 'spiffe://cluster.local/ns/default/sa/sleep' }).pem).toString('base64');
+}
+
+let cert: Promise<string> | undefined;
+/** PEM certificate blocks for status.certificate (one per process). */
+function certB64(): Promise<string> {
+  cert ??= createRootCa({ subject: 'CN=objects-test', ttlSeconds: 3600 }).then((c) => Buffer.from(c.pem).toString('base64'));
+  return cert;
+}
+
 test('CertificateSigningRequests: create records the requester, /approval adds conditions, /status takes the certificate', async () => {
   const { certs } = adminClient(cluster);
   const csr = await certs.createCertificateSigningRequest({
-    body: { metadata: { name: 'node-csr' }, spec: { request: Buffer.from('-----BEGIN CERTIFICATE REQUEST-----\n').toString('base64'), signerName: 'example.com/signer', usages: ['client auth'] } },
+    body: { metadata: { name: 'node-csr' }, spec: { request: await csrB64(), signerName: 'example.com/signer', usages: ['client auth'] } },
   });
   assert.equal(csr.spec.username, 'devcluster-admin');
   assert.equal(csr.status?.conditions, undefined);
@@ -53,9 +67,9 @@ test('CertificateSigningRequests: create records the requester, /approval adds c
   assert.equal(approved.status?.conditions?.[0]?.type, 'Approved');
   const issued = await certs.replaceCertificateSigningRequestStatus({
     name: 'node-csr',
-    body: { ...approved, status: { ...approved.status, certificate: Buffer.from('cert').toString('base64') } },
+    body: { ...approved, status: { ...approved.status, certificate: await certB64() } },
   });
-  assert.equal(issued.status?.certificate, Buffer.from('cert').toString('base64'));
+  assert.equal(issued.status?.certificate, await certB64());
   assert.equal(issued.status?.conditions?.[0]?.type, 'Approved');
   const bySigner = await certs.listCertificateSigningRequest({ fieldSelector: 'spec.signerName=example.com/signer' });
   assert.equal(bySigner.items.length, 1);
@@ -153,7 +167,7 @@ test('approving or signing a CSR needs approve/sign on its signer, besides the s
   const { certs, rbac } = adminClient(cluster);
   await createServiceAccount(cluster, { namespace: 'csr-ns', name: 'approver' });
   const approver = clientsFor(kubeConfigFor(cluster, await serviceAccountToken(cluster, { namespace: 'csr-ns', serviceAccountName: 'approver' }))).certs;
-  const csr = await certs.createCertificateSigningRequest({ body: { metadata: { name: 'to-approve' }, spec: { request: Buffer.from('x').toString('base64'), signerName: 'example.com/mesh' } } });
+  const csr = await certs.createCertificateSigningRequest({ body: { metadata: { name: 'to-approve' }, spec: { request: await csrB64(), signerName: 'example.com/mesh', usages: ['client auth'] } } });
   await rbac.createClusterRole({ body: { metadata: { name: 'csr-approval' }, rules: [{ apiGroups: ['certificates.k8s.io'], resources: ['certificatesigningrequests/approval'], verbs: ['update'] }] } });
   await rbac.createClusterRoleBinding({ body: { metadata: { name: 'csr-approval' }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'csr-approval' }, subjects: [{ kind: 'ServiceAccount', name: 'approver', namespace: 'csr-ns' }] } });
   const approve = () => approver.replaceCertificateSigningRequestApproval({ name: 'to-approve', body: { ...csr, status: { conditions: [{ type: 'Approved', status: 'True', reason: 'R', message: 'm' }] } } });
