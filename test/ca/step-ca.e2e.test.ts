@@ -41,10 +41,15 @@ function stepSigner(overrides: Partial<Extract<SignerConfig, { kind: 'step-ca' }
   return { kind: 'step-ca', url: step.url, rootFile: step.rootFile, provisioner: p.name, provisionerKeyFile: p.keyFile, timeoutMs: 3000, ...overrides };
 }
 
-/** A CA on `signer` served in plaintext (it starts without a serving certificate from step-ca). */
+/**
+ * A CA on `signer` served in plaintext (it starts without a serving certificate from step-ca),
+ * once its signer has loaded (plaintext starts it in the background; decrypting a PBES2 key takes a while).
+ */
 async function plaintextCa(signer: SignerConfig): Promise<{ ca: CaServer; client: CaClient }> {
   const c = await env.startCa({ plaintext: true, signer });
   await waitForIndex(c, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  for (let i = 0; i < 1000 && !c.ready; i++) await new Promise((r) => setTimeout(r, 10));
+  assert.ok(c.ready, 'the CA became ready');
   const cl = caClient(c.port, undefined);
   return { ca: c, client: cl };
 }

@@ -121,6 +121,8 @@ export interface StepCa {
   readonly output: string[];
   /** Requests to `/1.0/sign` step-ca has logged. */
   signRequests(): number;
+  /** The running process's pid (throws when stopped). */
+  pid(): number;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -233,6 +235,10 @@ export async function startStepCa(dir: string, options: { readonly provisioners:
     provisioners,
     output,
     signRequests: () => (output.join('').match(/path=\/1\.0\/sign\b/g) ?? []).length,
+    pid: () => {
+      if (child?.pid === undefined) throw new Error('step-ca is not running');
+      return child.pid;
+    },
     start,
     stop,
   };
