@@ -12,9 +12,12 @@
  * - **direct**: to the CA, with the broker pod's token (what the front forwards);
  * - **front**: to the front on localhost, with a ztunnel pod's token (what released ztunnel does):
  *   the front reviews the token (cached), authorizes on the node, verifies the CSR and forwards;
- * - **relay** (the floor of any front in its place): a bare grpc-js relay in a child process that
- *   forwards the request bytes and metadata to the CA and the answer back, checking nothing, with
- *   the broker token — what a second TLS gRPC hop costs by itself.
+ * - **relay**: a bare grpc-js relay in a child process that forwards the request bytes and
+ *   metadata to the CA and the answer back, checking nothing, with the broker token — what a
+ *   second TLS gRPC hop costs by itself on grpc-js;
+ * - **h2 relay** (the floor of the front, which runs on the same transports): the same relay on
+ *   node:http2 in and out (a node:http2 server, `H2UnaryChannel` to the CA), checking nothing —
+ *   what the extra process hop costs by itself.
  *
  * CSRs (P-256, as ztunnel makes them) are made before the clock starts and shared by both sides.
  * 1. Latency: one call at a time, the two sides interleaved, p50/p99 and the ratio.
@@ -44,14 +47,15 @@ async function waitFor(what: string, probe: () => boolean, timeoutMs = 60_000): 
   }
 }
 
-type Side = 'direct' | 'relay' | 'front';
-const SIDES: readonly Side[] = ['direct', 'relay', 'front'];
+type Side = 'direct' | 'relay' | 'h2relay' | 'front';
+type Middle = Exclude<Side, 'direct'>;
+const SIDES: readonly Side[] = ['direct', 'relay', 'h2relay', 'front'];
 
 interface Result {
   readonly latency: Readonly<Record<Side, number[]>>;
   readonly throughput: Array<{ readonly side: Side; readonly perSecond: number }>;
   /** CPU (user + system) the middle process spent per call during its throughput rounds, ms. */
-  readonly cpuPerCall: { readonly relay: number; readonly front: number };
+  readonly cpuPerCall: Readonly<Record<Middle, number>>;
 }
 
 /** User + system CPU of process `pid` so far, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks). */
@@ -84,13 +88,49 @@ async function relay(args: readonly string[]): Promise<void> {
   process.stdin.on('end', () => process.exit(0));
 }
 
+/** `--h2-relay CA_PORT CERT KEY ROOTS`: the bare node:http2 relay (a child process), prints its port. */
+async function h2Relay(args: readonly string[]): Promise<void> {
+  const [caPort, certFile, keyFile, rootsFile] = args;
+  const { readFileSync } = await import('node:fs');
+  const { createSecureServer } = await import('node:http2');
+  const { H2UnaryChannel, frame, grpcMessage } = await import('../src/grpc/index.js');
+  const upstream = new H2UnaryChannel({ address: `127.0.0.1:${caPort}`, rootsPem: readFileSync(rootsFile!, 'utf8'), serverName: 'localhost', handshakeTimeoutMs: 10_000 });
+  const server = createSecureServer({ cert: readFileSync(certFile!), key: readFileSync(keyFile!), allowHTTP1: false });
+  server.on('stream', (stream, headers) => {
+    const chunks: Buffer[] = [];
+    stream.on('data', (c: Buffer) => chunks.push(c));
+    stream.on('end', () => {
+      const metadata = { authorization: String(headers.authorization), clusterid: String(headers.clusterid) };
+      void upstream.call({ path: String(headers[':path']), metadata, message: Buffer.concat(chunks).subarray(5), timeoutMs: 10_000, signal: new AbortController().signal }).then((r) => {
+        if (r.code !== 0) return stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': r.code, 'grpc-message': grpcMessage(r.details) }, { endStream: true });
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(frame(r.message!));
+      });
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  process.stdout.write(`relay ${(server.address() as import('node:net').AddressInfo).port}\n`);
+  process.stdin.resume();
+  process.stdin.on('end', () => process.exit(0));
+}
+
+/** Starts `bench --<flag> ...` as a child process and resolves with it and the port it printed. */
+async function startRelay(flag: string, args: readonly string[]): Promise<{ readonly proc: ChildProcess; readonly port: number }> {
+  const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), flag, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
+  let out = '';
+  proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  await waitFor(`the ${flag} relay`, () => /relay \d+/.test(out));
+  return { proc, port: Number(/relay (\d+)/.exec(out)![1]) };
+}
+
 async function measure(): Promise<Result> {
   const { Stack, TD, NODE, BROKER_NS, BROKER_SA } = await import('../test/broker/support/stack.js');
   const { IstioCaClient } = await import('../src/broker/index.js');
   const { createCsr, generateKeyPair } = await import('../src/pki/index.js');
   const stack = await Stack.start({ tmpPrefix: 'bench-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart'] });
   let child: ChildProcess | undefined;
-  let relayChild: ChildProcess | undefined;
+  const relays: ChildProcess[] = [];
   let caChild: ChildProcess | undefined;
   try {
     await stack.createPod({ namespace: BROKER_NS, name: 'ztunnel-bench', serviceAccount: 'ztunnel', nodeName: NODE });
@@ -143,18 +183,18 @@ async function measure(): Promise<Result> {
     const serving = await stack.ca.signer.issueServingCertificate({ dnsNames: ['localhost'], ttlSeconds: 3600 });
     await writeFile(join(stack.dir, 'relay-cert.pem'), serving.certChainPem);
     await writeFile(join(stack.dir, 'relay-key.pem'), serving.privateKeyPem.reveal(), { mode: 0o600 });
-    const relayProc = spawn(process.execPath, [fileURLToPath(import.meta.url), '--relay', String(caPort), join(stack.dir, 'relay-cert.pem'), join(stack.dir, 'relay-key.pem'), rootFile], { stdio: ['pipe', 'pipe', 'inherit'] });
-    relayChild = relayProc;
-    let relayOut = '';
-    relayProc.stdout!.on('data', (c: Buffer) => (relayOut += c.toString()));
-    await waitFor('the relay', () => /relay \d+/.test(relayOut));
-    const relayPort = Number(/relay (\d+)/.exec(relayOut)![1]);
+    const relayArgs = [String(caPort), join(stack.dir, 'relay-cert.pem'), join(stack.dir, 'relay-key.pem'), rootFile];
+    const grpcRelay = await startRelay('--relay', relayArgs);
+    relays.push(grpcRelay.proc);
+    const h2 = await startRelay('--h2-relay', relayArgs);
+    relays.push(h2.proc);
 
     const identity = `spiffe://${TD}/ns/shop/sa/cart`;
     const brokerToken = await stack.podToken(BROKER_NS, BROKER_SA, stack.brokerPod.name);
     const tokens: Record<Side, Awaited<ReturnType<typeof stack.podToken>>> = {
       direct: brokerToken,
       relay: brokerToken,
+      h2relay: brokerToken,
       front: await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-bench'),
     };
     const clientFor = (address: string, side: Side) =>
@@ -169,7 +209,8 @@ async function measure(): Promise<Result> {
       });
     const clients: Record<Side, InstanceType<typeof IstioCaClient>> = {
       direct: clientFor(`127.0.0.1:${caPort}`, 'direct'),
-      relay: clientFor(`127.0.0.1:${relayPort}`, 'relay'),
+      relay: clientFor(`127.0.0.1:${grpcRelay.port}`, 'relay'),
+      h2relay: clientFor(`127.0.0.1:${h2.port}`, 'h2relay'),
       front: clientFor(`127.0.0.1:${frontPort}`, 'front'),
     };
     const csrs: string[] = [];
@@ -179,7 +220,7 @@ async function measure(): Promise<Result> {
       clients[side].forwardCsr({ csrPem: csrs[next++ % CSRS]!, identity, ttlSeconds: 86_400 }, AbortSignal.timeout(30_000));
 
     for (let i = 0; i < 50; i++) for (const side of SIDES) await call(side);
-    const latency: Record<Side, number[]> = { direct: [], relay: [], front: [] };
+    const latency: Record<Side, number[]> = { direct: [], relay: [], h2relay: [], front: [] };
     for (let i = 0; i < SAMPLES; i++) {
       // Rotate which side goes first, so none always follows another.
       for (let k = 0; k < SIDES.length; k++) {
@@ -190,8 +231,8 @@ async function measure(): Promise<Result> {
       }
     }
     const throughput: Result['throughput'] = [];
-    const middle: Partial<Record<Side, number>> = { relay: relayProc.pid!, front: proc.pid! };
-    const cpu: Record<'relay' | 'front', number> = { relay: 0, front: 0 };
+    const middle: Partial<Record<Side, number>> = { relay: grpcRelay.proc.pid!, h2relay: h2.proc.pid!, front: proc.pid! };
+    const cpu: Record<Middle, number> = { relay: 0, h2relay: 0, front: 0 };
     for (let round = 0; round < ROUNDS; round++) {
       for (const side of SIDES) {
         let started = 0;
@@ -214,7 +255,7 @@ async function measure(): Promise<Result> {
     for (const side of SIDES) latency[side].sort((a, b) => a - b);
     return { latency, throughput, cpuPerCall: cpu };
   } finally {
-    relayChild?.stdin?.end();
+    for (const r of relays) r.stdin?.end();
     for (const c of [child, caChild]) {
       if (c && c.exitCode === null) {
         const exited = new Promise((r) => c.once('exit', r));
@@ -230,22 +271,27 @@ function render(r: Result): string {
   const l = r.latency;
   const rate = (side: Side) => median(r.throughput.filter((t) => t.side === side).map((t) => t.perSecond));
   const ms = (x: number) => `${x.toFixed(2)} ms`;
-  const lat = (p: number) => `| latency p${p} | ${ms(pct(l.direct, p))} | ${ms(pct(l.relay, p))} | ${ms(pct(l.front, p))} | ${(pct(l.front, p) / pct(l.direct, p)).toFixed(2)}x | ${(pct(l.relay, p) / pct(l.direct, p)).toFixed(2)}x |`;
-  const rates = `| throughput, ${CONCURRENCY} in flight | ${rate('direct').toFixed(0)} calls/s | ${rate('relay').toFixed(0)} calls/s | ${rate('front').toFixed(0)} calls/s | ${(rate('direct') / rate('front')).toFixed(2)}x | ${(rate('direct') / rate('relay')).toFixed(2)}x |`;
+  const ratio = (a: number, b: number) => `${(a / b).toFixed(2)}x`;
+  const lat = (p: number) =>
+    `| latency p${p} | ${ms(pct(l.direct, p))} | ${ms(pct(l.relay, p))} | ${ms(pct(l.h2relay, p))} | ${ms(pct(l.front, p))} | **${ratio(pct(l.front, p), pct(l.direct, p))}** | ${ratio(pct(l.h2relay, p), pct(l.direct, p))} | ${ratio(pct(l.relay, p), pct(l.direct, p))} |`;
+  const rates = `| throughput, ${CONCURRENCY} in flight | ${rate('direct').toFixed(0)} calls/s | ${rate('relay').toFixed(0)} calls/s | ${rate('h2relay').toFixed(0)} calls/s | ${rate('front').toFixed(0)} calls/s | **${ratio(rate('direct'), rate('front'))}** | ${ratio(rate('direct'), rate('h2relay'))} | ${ratio(rate('direct'), rate('relay'))} |`;
+  const cpu = (side: Middle) => `${r.cpuPerCall[side].toFixed(2)} ms`;
   return [
-    `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:broker-front\` (2 cores shared with other work: indicative). The devcluster and the client in the bench process; the CA as \`certbroker ca\` (http2 transport, 1 signing worker), the broker as \`certbroker broker\` and a bare grpc-js relay (no checks) each in a child process. One client (\`IstioCaClient.forwardCsr\`, kept channels) asks for the same impersonated identity directly (broker token), through the relay (broker token) and through the front (ztunnel token). Latency: ${l.direct.length} calls per side, one at a time, interleaved. Throughput: ${CONCURRENCY} in flight, ${BATCH} calls, median of ${ROUNDS} rounds. Goal: front <= 1.3x direct.`,
+    `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:broker-front\` (2 cores shared with other work: indicative). The devcluster and the client in the bench process; the CA as \`certbroker ca\` (http2 transport, 1 signing worker), the broker as \`certbroker broker\` and two bare relays (no checks: grpc-js in and out; node:http2 in and out) each in a child process. One client (\`IstioCaClient.forwardCsr\`, kept channels) asks for the same impersonated identity directly (broker token), through each relay (broker token) and through the front (ztunnel token). Latency: ${l.direct.length} calls per side, one at a time, interleaved. Throughput: ${CONCURRENCY} in flight, ${BATCH} calls, median of ${ROUNDS} rounds. Goal: front <= 1.3x direct.`,
     '',
-    '| | CA directly | bare relay | through the front | front / direct | relay / direct |',
-    '|---|---|---|---|---|---|',
+    '| | CA directly | grpc-js relay | node:http2 relay | through the front | front / direct | h2 relay / direct | grpc-js relay / direct |',
+    '|---|---|---|---|---|---|---|---|',
     lat(50),
     lat(99),
     rates,
-    `| CPU of the middle process per call | — | ${r.cpuPerCall.relay.toFixed(2)} ms | ${r.cpuPerCall.front.toFixed(2)} ms | | |`,
+    `| CPU of the middle process per call | — | ${cpu('relay')} | ${cpu('h2relay')} | ${cpu('front')} | | | |`,
   ].join('\n');
 }
 
 if (process.argv[2] === '--relay') {
   await relay(process.argv.slice(3));
+} else if (process.argv[2] === '--h2-relay') {
+  await h2Relay(process.argv.slice(3));
 } else {
   const body = render(await measure());
   process.stdout.write(`${body}\n`);

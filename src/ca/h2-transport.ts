@@ -129,11 +129,15 @@ interface MethodContext {
 }
 
 function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly handler: CreateCertificateHandler }): void {
-  // A cancellable handler hears of a call that ended before its answer (reset, deadline).
+  // A cancellable handler hears of a call that ended before its answer (reset, deadline); one
+  // answered is not aborted (an abort builds a DOMException, measurable per call).
   let cancel: AbortController | undefined;
+  let answered = false;
   if (c.handler.cancellable) {
     const ac = (cancel = new AbortController());
-    stream.once('close', () => ac.abort());
+    stream.once('close', () => {
+      if (!answered) ac.abort();
+    });
   }
   // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
   // that arrives later is dropped (the stream is no longer open by then).
@@ -159,10 +163,12 @@ function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttp
     }
     c.handler.createCertificate(request, metadataFrom(headers), cancel?.signal).then(
       (res) => {
+        answered = true;
         clearTimeout(deadline);
         sendFrame(stream, certChainFrame(res.cert_chain));
       },
       (e: unknown) => {
+        answered = true;
         clearTimeout(deadline);
         sendStatus(stream, c.handler.rejection(e, peerOf(stream)));
       },

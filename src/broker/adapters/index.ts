@@ -33,5 +33,5 @@ export {
 } from './registration-server.js';
 export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHARED_SOCKET_MODE } from './unix-socket.js';
 export { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
-export { CaForwarder, type CaForwarderOptions } from './ca-forwarder.js';
+export { CaForwarder, forwardRequestBytes, type CaForwarderOptions } from './ca-forwarder.js';
 export { tokenReviewCallerAuthenticator, type CallerAuthenticatorAdapter, type CallerTokenReviewOptions } from './caller-token-review.js';

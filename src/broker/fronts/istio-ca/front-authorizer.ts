@@ -53,6 +53,9 @@ export interface FrontGrant {
 /** Caller pods that are on the node and may ask although they get no identity of their own. */
 const CALLER_INELIGIBILITY_OK: ReadonlySet<IneligiblePod['eligibility']> = new Set(['host-network', 'terminating']);
 
+/** Canonical spellings remembered at most (see `FrontAuthorizer.#canonical`). */
+const MAX_CANONICAL = 256;
+
 function denied(code: BrokerErrorCode, message: string): BrokerError {
   return new BrokerError(code, message, { status: 'unauthenticated' });
 }
@@ -60,6 +63,12 @@ function denied(code: BrokerErrorCode, message: string): BrokerError {
 export class FrontAuthorizer {
   readonly #o: FrontAuthorizerOptions;
   readonly #allowed: ReadonlySet<string>;
+  /**
+   * The canonical identity of each well-formed `ImpersonatedIdentity` and caller account seen
+   * (parsing and checking the names costs ~15 µs a call; a node asks for a few identities). Only
+   * the spelling is cached: whether a pod holds it is read from the pods every call.
+   */
+  readonly #canonical = new Map<string, string>();
 
   constructor(options: FrontAuthorizerOptions) {
     this.#o = options;
@@ -74,7 +83,7 @@ export class FrontAuthorizer {
     const podName = caller.podName ?? '';
     if (podUid === '' || podName === '') throw denied('ERR_FRONT_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
     this.#requireCallerPod(caller, { uid: podUid, name: podName, account: callerAccount });
-    const identity = impersonated === undefined || impersonated === '' ? kubernetesIdentity(this.#o.trustDomain, caller.namespace, caller.serviceAccount) : this.#impersonable(impersonated);
+    const identity = impersonated === undefined || impersonated === '' ? this.#own(caller, callerAccount) : this.#impersonable(impersonated);
     return { identity, callerPodUid: podUid, callerAccount };
   }
 
@@ -94,7 +103,30 @@ export class FrontAuthorizer {
     }
   }
 
+  #own(caller: FrontCaller, account: string): string {
+    return this.#remember(`account ${account}`, () => kubernetesIdentity(this.#o.trustDomain, caller.namespace, caller.serviceAccount));
+  }
+
+  /** `make()` once per key (bounded: the map is emptied when full); a throw is not remembered. */
+  #remember(key: string, make: () => string): string {
+    const hit = this.#canonical.get(key);
+    if (hit !== undefined) return hit;
+    const value = make();
+    if (this.#canonical.size >= MAX_CANONICAL) this.#canonical.clear();
+    this.#canonical.set(key, value);
+    return value;
+  }
+
   #impersonable(requested: string): string {
+    const identity = this.#remember(`id ${requested}`, () => this.#canonicalOf(requested));
+    if (this.#o.pods.podsOf(identity).length === 0) {
+      const { namespace, serviceAccount } = parseKubernetesIdentity(identity);
+      throw denied('ERR_FRONT_NO_POD_ON_NODE', `no pod of ${namespace}/${serviceAccount} that gets an identity runs on this node`);
+    }
+    return identity;
+  }
+
+  #canonicalOf(requested: string): string {
     let parsed;
     try {
       parsed = parseKubernetesIdentity(requested);
@@ -103,10 +135,6 @@ export class FrontAuthorizer {
     }
     if (parsed.trustDomain !== this.#o.trustDomain) throw denied('ERR_FRONT_IDENTITY_INVALID', `requested trust domain ${parsed.trustDomain} is not the broker's`);
     // The canonical spelling, which is what NodePods keys identities by.
-    const identity = kubernetesIdentity(parsed.trustDomain, parsed.namespace, parsed.serviceAccount);
-    if (this.#o.pods.podsOf(identity).length === 0) {
-      throw denied('ERR_FRONT_NO_POD_ON_NODE', `no pod of ${parsed.namespace}/${parsed.serviceAccount} that gets an identity runs on this node`);
-    }
-    return identity;
+    return kubernetesIdentity(parsed.trustDomain, parsed.namespace, parsed.serviceAccount);
   }
 }
