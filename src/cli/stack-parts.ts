@@ -1,7 +1,9 @@
 /**
  * The parts of the local stack, each started on the devcluster: the sample objects, the CA, the
- * node broker (with its own pod and least-privilege token), the sample pods registered through
- * the CNI socket, and the consumer subscribed to every `node-1` pod.
+ * node broker (with its own pod and least-privilege token, its three fronts: the Broker API, the
+ * Workload API and the Istio CA front), the sample pods registered through the CNI socket (and
+ * ztunnel's pod), and the Broker API's sample client (the consumer) subscribed to every `node-1`
+ * pod. The other fronts' sample clients are stack-clients.ts.
  */
 import { X509Certificate } from 'node:crypto';
 import { join } from 'node:path';
@@ -15,11 +17,13 @@ import { BrokerClient } from '../broker/client/broker-client.js';
 import { IstioCaClient } from '../broker/adapters/ca-client.js';
 import { brokerRbacObjects } from '../broker/adapters/rbac.js';
 import { workloadCertPem } from '../broker/cache/workload-cert.js';
+import { ISTIO_CA_FRONT_DEFAULTS } from '../broker/istio-ca-front-config.js';
 import { splitDerCertificates } from '../pki/x509-fields.js';
 import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
 import { CNI_EVENT_SOCKET_NAME } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import type { SubscribeToX509SVIDResponse } from '../protocol/spiffe-broker.js';
+import { emptyView, received, type SampleView } from './stack-clients.js';
 
 export const TD = 'cluster.local';
 export const SYSTEM_NS = 'istio-system';
@@ -43,13 +47,8 @@ export const SAMPLE_PODS: readonly SamplePod[] = [
   { namespace: 'bank', name: 'teller-0', serviceAccount: 'teller', nodeName: 'node-2' },
 ];
 
-/** What the consumer's subscription for one pod has received. */
-export interface ConsumerView {
-  serial: string;
-  notAfter: number;
-  messages: number;
-  ended: string | undefined;
-}
+/** ztunnel's pod on node-1: the Istio CA front's sample client's token is bound to it. */
+export const ZTUNNEL_POD: SamplePod = { namespace: SYSTEM_NS, name: 'ztunnel-node-1', serviceAccount: CONSUMER_SA, nodeName: NODE };
 
 export function kubeConfigFor(yaml: string): KubeConfig {
   const kc = new KubeConfig();
@@ -126,6 +125,8 @@ export async function startStackBroker(i: StackBrokerInputs): Promise<Broker> {
     forgetGraceMs: 30_000,
     brokerSocketPath: join(i.dir, 'broker', 'broker.sock'),
     cniEventSocketPath: join(i.dir, 'broker', CNI_EVENT_SOCKET_NAME),
+    workloadApiSocketPath: join(i.dir, 'workload-api', 'socket'),
+    istioCaFront: { ...ISTIO_CA_FRONT_DEFAULTS, host: '127.0.0.1', port: 0 },
     allowedCallers: [`spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`],
     updateJitterMs: 500,
     ops: { host: '127.0.0.1', port: 0 },
@@ -135,9 +136,14 @@ export async function startStackBroker(i: StackBrokerInputs): Promise<Broker> {
   });
 }
 
-/** Creates the sample pods; the node-1 ones are registered through the CNI socket as the plugin would. Returns their uids. */
+/** Creates the sample pods and ztunnel's; the node-1 sample pods are registered through the CNI socket as the plugin would. Returns their uids. */
 export async function createSamplePods(core: CoreV1Api, broker: Broker): Promise<Map<string, string>> {
   const uids = new Map<string, string>();
+  const ztunnel = await core.createNamespacedPod({
+    namespace: ZTUNNEL_POD.namespace,
+    body: { metadata: { name: ZTUNNEL_POD.name, namespace: ZTUNNEL_POD.namespace }, spec: { nodeName: NODE, serviceAccountName: ZTUNNEL_POD.serviceAccount, containers: [{ name: 'istio-proxy', image: 'ztunnel' }] } },
+  });
+  uids.set(`${ZTUNNEL_POD.namespace}/${ZTUNNEL_POD.name}`, ztunnel.metadata!.uid!);
   for (const p of SAMPLE_PODS) {
     const pod = await core.createNamespacedPod({
       namespace: p.namespace,
@@ -153,7 +159,10 @@ export async function createSamplePods(core: CoreV1Api, broker: Broker): Promise
 
 export interface StackConsumer {
   /** What each node-1 pod's subscription received, by `namespace/name`. */
-  readonly views: ReadonlyMap<string, ConsumerView>;
+  readonly views: ReadonlyMap<string, SampleView>;
+  /** Its own SVID (from the CA directly): the client certificate of its mTLS connection. */
+  readonly identity: string;
+  readonly notAfter: number;
   /** Cancels the subscriptions and closes the client. */
   close(): void;
 }
@@ -168,7 +177,7 @@ export async function subscribeConsumer(core: CoreV1Api, ca: CaServer, broker: B
   const own = await caClient.fetchCertificate(`spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`, signal);
   caClient.close();
   const client = new BrokerClient({ socketPath: broker.brokerSocketPath, rootsPem: ca.rootsPem(), ...workloadCertPem(own), trustDomain: TD });
-  const views = new Map<string, ConsumerView>();
+  const views = new Map<string, SampleView>();
   const streams: Array<{ cancel(): void }> = [];
   const close = () => {
     // The streams are cancelled before the client closes.
@@ -181,22 +190,20 @@ export async function subscribeConsumer(core: CoreV1Api, ca: CaServer, broker: B
     close();
     throw err;
   }
-  return { views, close };
+  return { views, close, identity: own.identity, notAfter: own.notAfter };
 }
 
-function subscribeAll(client: BrokerClient, uids: ReadonlyMap<string, string>, views: Map<string, ConsumerView>, streams: Array<{ cancel(): void }>): void {
+function subscribeAll(client: BrokerClient, uids: ReadonlyMap<string, string>, views: Map<string, SampleView>, streams: Array<{ cancel(): void }>): void {
   for (const p of SAMPLE_PODS.filter((x) => x.nodeName === NODE)) {
     const key = `${p.namespace}/${p.name}`;
-    const view: ConsumerView = { serial: '', notAfter: 0, messages: 0, ended: undefined };
+    const view = emptyView();
     views.set(key, view);
     const stream = client.subscribeX509Svid({ uid: uids.get(key)! });
     stream.on('data', (m: SubscribeToX509SVIDResponse) => {
       const leaf = new X509Certificate(splitDerCertificates(m.svids[0]!.x509_svid)[0]!);
-      view.serial = leaf.serialNumber.toLowerCase();
-      view.notAfter = Date.parse(leaf.validTo);
-      view.messages++;
+      received(view, leaf.serialNumber.toLowerCase(), Date.parse(leaf.validTo), Date.now());
     });
-    stream.on('error', (e: { details?: string }) => (view.ended = e.details ?? 'error'));
+    stream.on('error', (e: { details?: string }) => (view.problem = `ended: ${e.details ?? 'error'}`));
     streams.push(stream);
   }
 }

@@ -1,6 +1,11 @@
-/** The live view of `certbroker start`: the broker's certificates and what the consumer receives. */
+/**
+ * The live view of `certbroker start`: the broker's certificates, its three fronts (Broker API,
+ * Workload API, Istio CA front) and what a sample client of each holds — identity, serial,
+ * expiry, last rotation — as received on the front's real socket.
+ */
 import type { Broker } from '../broker/broker.js';
-import { CONSUMER_SA, NODE, SYSTEM_NS, TD, type ConsumerView } from './stack-parts.js';
+import type { IstioCaSample, SampleView, WorkloadSample } from './stack-clients.js';
+import { NODE, TD, type StackConsumer } from './stack-parts.js';
 
 function fmtIn(ms: number | undefined, now: number): string {
   if (ms === undefined) return '-';
@@ -13,25 +18,55 @@ function pad(s: string, n: number): string {
   return s.length >= n ? s.slice(0, n) : s + ' '.repeat(n - s.length);
 }
 
-export function renderStackView(broker: Broker, consumers: ReadonlyMap<string, ConsumerView>, startedAt: number, info: string[]): string {
-  const now = Date.now();
-  const lines: string[] = [];
-  lines.push(`certbroker local stack — up ${fmtIn(startedAt, now).replace(' ago', '')} — ${new Date(now).toISOString()}`);
-  lines.push(...info, '');
-  lines.push(`node broker for ${NODE} (own identity ${broker.ownIdentity}), ready=${broker.ready}`);
-  lines.push(
-    `${pad('IDENTITY', 42)} ${pad('STATE', 7)} ${pad('SERIAL', 10)} ${pad('EXPIRES IN', 10)} ${pad('NEXT FETCH', 10)} PODS`,
-  );
-  for (const s of broker.snapshot().sort((a, b) => a.identity.localeCompare(b.identity))) {
+const short = (id: string) => id.replace(`spiffe://${TD}`, '');
+
+export interface StackViewInputs {
+  readonly broker: Broker;
+  /** The Broker API's sample client. */
+  readonly consumer: StackConsumer;
+  readonly workload: WorkloadSample;
+  readonly istioCa: IstioCaSample;
+  readonly startedAt: number;
+  readonly info: readonly string[];
+}
+
+/** One table of a sample client: a row per key (pod or identity) with what it holds. */
+function sampleRows(first: string, views: ReadonlyMap<string, SampleView>, now: number, count: string): string[] {
+  const lines = [`  ${pad(first, 30)} ${pad('SERIAL', 10)} ${pad('EXPIRES IN', 10)} ${pad('LAST ROTATION', 13)} ${count}`];
+  for (const [key, v] of [...views].sort(([a], [b]) => a.localeCompare(b))) {
     lines.push(
-      `${pad(s.identity.replace(`spiffe://${TD}`, ''), 42)} ${pad(s.state, 7)} ${pad((s.serial ?? '-').slice(0, 8), 10)} ${pad(fmtIn(s.notAfter, now), 10)} ${pad(fmtIn(s.nextAttemptAt, now), 10)} ${s.pods.map((p) => `${p.namespace}/${p.name}`).join(', ') || '(none: forgetting)'}`,
+      `  ${pad(short(key), 30)} ${pad(v.serial.slice(0, 8) || '-', 10)} ${pad(fmtIn(v.notAfter || undefined, now), 10)} ${pad(fmtIn(v.lastRotationAt, now), 13)} ${v.messages}${v.problem ? `  (${v.problem})` : ''}`,
     );
   }
-  lines.push('', `consumer ${`spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`} subscribed over the Broker API:`);
-  lines.push(`${pad('POD', 16)} ${pad('SERIAL', 10)} ${pad('EXPIRES IN', 10)} MESSAGES`);
-  for (const [pod, v] of [...consumers].sort()) {
-    lines.push(`${pad(pod, 16)} ${pad(v.serial.slice(0, 8) || '-', 10)} ${pad(fmtIn(v.notAfter || undefined, now), 10)} ${v.messages}${v.ended ? `  (ended: ${v.ended})` : ''}`);
+  return lines;
+}
+
+export function renderStackView(v: StackViewInputs): string {
+  const { broker } = v;
+  const now = Date.now();
+  const lines: string[] = [];
+  lines.push(`certbroker local stack — up ${fmtIn(v.startedAt, now).replace(' ago', '')} — ${new Date(now).toISOString()}`);
+  lines.push(...v.info, '');
+  lines.push(`node broker for ${NODE} (own identity ${broker.ownIdentity}), ready=${broker.ready}`);
+  lines.push(`${pad('IDENTITY', 42)} ${pad('STATE', 7)} ${pad('SERIAL', 10)} ${pad('EXPIRES IN', 10)} ${pad('NEXT FETCH', 10)} PODS`);
+  for (const s of broker.snapshot().sort((a, b) => a.identity.localeCompare(b.identity))) {
+    lines.push(
+      `${pad(short(s.identity), 42)} ${pad(s.state, 7)} ${pad((s.serial ?? '-').slice(0, 8), 10)} ${pad(fmtIn(s.notAfter, now), 10)} ${pad(fmtIn(s.nextAttemptAt, now), 10)} ${s.pods.map((p) => `${p.namespace}/${p.name}`).join(', ') || '(none: forgetting)'}`,
+    );
   }
+  const serving = broker.istioCaFrontCerts?.current(broker.ownIdentity);
+  lines.push('', 'fronts:');
+  lines.push(`  Broker API      unix://${broker.brokerSocketPath} (mTLS; SubscribeToX509SVID for node pods)`);
+  lines.push(`  Workload API    ${broker.workloadApiSocketPath ? `unix://${broker.workloadApiSocketPath} (callers attested from the kernel: PID -> cgroup -> pod)` : 'off'}`);
+  lines.push(
+    `  Istio CA front  ${broker.istioCaFrontPort ? `https://127.0.0.1:${broker.istioCaFrontPort} (TLS as localhost; serving cert ${serving ? `${serving.serial.slice(0, 8)}, expires in ${fmtIn(serving.notAfter, now)}` : 'none yet'})` : 'off'}`,
+  );
+  lines.push('', `Broker API client ${short(v.consumer.identity)} (mTLS with its SVID from the CA, expires in ${fmtIn(v.consumer.notAfter, now)}), one stream per ${NODE} pod:`);
+  lines.push(...sampleRows('POD', v.consumer.views, now, 'MESSAGES'));
+  lines.push('', `Workload API client, FetchX509SVID: ${v.workload.status}`);
+  if (v.workload.running) lines.push(...sampleRows('IDENTITY', v.workload.views, now, 'MESSAGES'));
+  lines.push('', `Istio CA client like ztunnel, CreateCertificate through the front as ${v.istioCa.caller}:`);
+  lines.push(...sampleRows('IDENTITY', v.istioCa.views, now, 'ISSUED'));
   const m = broker.certs;
   lines.push('', `CA calls ${m.caCalls}, in flight ${m.inFlight}, queued ${m.queued}. Pods on node-2 get nothing from this broker. Ctrl-C stops everything.`);
   return lines.join('\n');

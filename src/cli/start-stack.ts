@@ -2,9 +2,12 @@
  * `npm start` / `certbroker start`: the whole system on one machine — a devcluster (HTTPS,
  * RBAC), the CA over TLS, a node broker for `node-1` with its own least-privilege RBAC, sample
  * namespaces, service accounts and pods (some on `node-2`), the `node-1` pods registered through
- * the broker's CNI socket with the CNI plugin's client, and a consumer (ztunnel's identity)
- * subscribed to every `node-1` pod over the Broker API. Short certificate lifetimes make
- * rotation visible within minutes. Logs (warnings) go to stderr; stdout shows the live view.
+ * the broker's CNI socket with the CNI plugin's client, and a sample client of each of the broker's
+ * three fronts on its real socket: a consumer (ztunnel's identity) subscribed to every `node-1`
+ * pod over the Broker API (UDS + mTLS), a FetchX509SVID stream on the Workload API socket from a
+ * process in pod shop/cart-0's cgroup (root only; otherwise the view says why), and ztunnel's
+ * CreateCertificate calls through the Istio CA front. Short certificate lifetimes make rotation
+ * visible within minutes. Logs (warnings) go to stderr; stdout shows the live view.
  */
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -14,7 +17,8 @@ import { createLogger, parseLogLevel, type Logger } from '../core/log.js';
 import { aborted, signalController } from '../ops/lifecycle.js';
 import { startDevCluster } from '../devcluster/index.js';
 import { PRIVATE_DIR_MODE } from '../ops/private-dir.js';
-import { applySampleObjects, createSamplePods, kubeConfigFor, startStackBroker, startStackCa, subscribeConsumer } from './stack-parts.js';
+import { startIstioCaSample, startWorkloadSample } from './stack-clients.js';
+import { applySampleObjects, CONSUMER_SA, createSamplePods, kubeConfigFor, startStackBroker, startStackCa, subscribeConsumer, SYSTEM_NS, TD, ZTUNNEL_POD } from './stack-parts.js';
 import { renderStackView, viewPrinter } from './stack-view.js';
 
 export interface StartOptions {
@@ -90,15 +94,29 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
     const uids = await createSamplePods(core, broker);
     const consumer = await subscribeConsumer(core, ca, broker, uids, signal);
     cleanups.push(async () => consumer.close());
+    const workload = await startWorkloadSample(broker.workloadApiSocketPath!, { key: 'shop/cart-0', uid: uids.get('shop/cart-0')! }, logger);
+    cleanups.push(() => workload.close());
+    const ztunnelKey = `${ZTUNNEL_POD.namespace}/${ZTUNNEL_POD.name}`;
+    const istioCa = startIstioCaSample({
+      core,
+      ca,
+      broker,
+      ztunnelPod: { ...ZTUNNEL_POD, uid: uids.get(ztunnelKey)! },
+      ownIdentity: `spiffe://${TD}/ns/${SYSTEM_NS}/sa/${CONSUMER_SA}`,
+      impersonated: `spiffe://${TD}/ns/shop/sa/cart`,
+      certTtlSeconds: options.certTtlSeconds,
+      logger,
+    });
+    cleanups.push(async () => istioCa.close());
 
     const info = [
       `devcluster ${dc.url} (kubectl --kubeconfig ${kubeconfigPath} get pods -A)`,
       `CA 127.0.0.1:${ca.port} (TLS), workload certificate TTL ${options.certTtlSeconds}s`,
-      `Broker API unix://${broker.brokerSocketPath}, CNI socket ${broker.cniEventSocketPath}, ops http://127.0.0.1:${broker.opsPort}/metrics`,
+      `broker: CNI socket ${broker.cniEventSocketPath}, ops http://127.0.0.1:${broker.opsPort}/metrics`,
     ];
     const startedAt = Date.now();
     const tty = process.stdout.isTTY === true && options.print === undefined;
-    const tick = viewPrinter(print, tty, () => renderStackView(broker, consumer.views, startedAt, info));
+    const tick = viewPrinter(print, tty, () => renderStackView({ broker, consumer, workload, istioCa, startedAt, info }));
     tick();
     const timer = setInterval(tick, options.intervalMs);
     cleanups.push(async () => clearInterval(timer));

@@ -8,7 +8,7 @@ import { runLocalStack } from '../../src/cli/start-stack.js';
 
 const served = (view: string): boolean =>
   ['/ns/shop/sa/cart', '/ns/shop/sa/web', '/ns/bank/sa/ledger'].every((id) => new RegExp(`^${id} +ready +[0-9a-f]{8}`, 'm').test(view)) &&
-  ['shop/cart-0', 'shop/cart-1', 'shop/web-0', 'bank/ledger-0'].every((pod) => new RegExp(`^${pod} +[0-9a-f]{8} +\\S+ +[1-9]`, 'm').test(view));
+  ['shop/cart-0', 'shop/cart-1', 'shop/web-0', 'bank/ledger-0'].every((pod) => new RegExp(`^ *${pod} +[0-9a-f]{8} +\\S+ +(-|\\S+ ago) +[1-9]`, 'm').test(view));
 
 describe('local stack (npm start)', () => {
   it('serves the node-1 pods to the consumer and stops cleanly', async () => {
