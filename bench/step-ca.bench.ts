@@ -116,7 +116,7 @@ async function main(): Promise<void> {
       return `| ${side.name} | ${fmt(pct(l, 50))} | ${fmt(pct(l, 99))} | ${Math.round(median(rates[s]!))} | ${s === stepIndex ? '1.00x' : `${fmt(ratio(s))}x`} |`;
     });
     const body = [
-      `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:step-ca\` (2 cores shared with other work: indicative). The devcluster, both CAs (TLS, http2 transport) and the grpc-js client in the bench process; step-ca 0.19 (Debian's sources) in its own process, the same P-256 intermediate as the local signer. Latency: ${SAMPLES} calls per side, one at a time, interleaved. Throughput: ${INFLIGHT} in flight for ${SECONDS} s per side, median of ${ROUNDS} rounds alternating the order; the ratio is the median per-round ratio to step-ca.`,
+      `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:step-ca\` (2 cores shared with other work: indicative). The devcluster, the three CAs (TLS, http2 transport) and the grpc-js client in the bench process; step-ca 0.19 (Debian's sources) in its own process, the same P-256 intermediate as the local signer. Latency: ${SAMPLES} calls per side, one at a time, interleaved. Throughput: ${INFLIGHT} in flight for ${SECONDS} s per side, median of ${ROUNDS} rounds alternating the order; the ratio is the median per-round ratio to step-ca.`,
       '',
       '| signer | latency p50 (ms) | latency p99 (ms) | certificates/s | throughput vs step-ca |',
       '|---|---|---|---|---|',
