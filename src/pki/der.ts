@@ -114,3 +114,16 @@ export function encodeTime(ms: number): Buffer {
   if (y >= 1950 && y < 2050) return tlv(TAG_UTC_TIME, Buffer.from(`${two(y % 100)}${rest}`, 'latin1'));
   return tlv(TAG_GENERALIZED_TIME, Buffer.from(`${String(y).padStart(4, '0')}${rest}`, 'latin1'));
 }
+
+/** The instant of an RFC 5280 Time element (`encodeTime`'s inverse; whole seconds, `Z` only). */
+export function decodeTime(buf: Uint8Array, t: Tlv): number {
+  const text = Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength).toString('latin1', t.contentStart, t.end);
+  const m = t.tag === TAG_UTC_TIME ? /^(\d\d)(\d{10})Z$/.exec(text) : t.tag === TAG_GENERALIZED_TIME ? /^(\d{4})(\d{10})Z$/.exec(text) : null;
+  if (!m) throw bad('not a UTCTime or GeneralizedTime ending in Z');
+  let year = Number(m[1]);
+  if (t.tag === TAG_UTC_TIME) year += year < 50 ? 2000 : 1900;
+  const r = m[2]!;
+  const ms = Date.UTC(year, Number(r.slice(0, 2)) - 1, Number(r.slice(2, 4)), Number(r.slice(4, 6)), Number(r.slice(6, 8)), Number(r.slice(8, 10)));
+  if (!Number.isFinite(ms)) throw bad('time out of range');
+  return ms;
+}

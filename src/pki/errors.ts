@@ -26,6 +26,12 @@ export type PkiErrorCode =
   | 'ERR_PKI_CHAIN_NOT_CA'
   | 'ERR_PKI_CHAIN_PATHLEN'
   | 'ERR_PKI_CHAIN_UNTRUSTED'
+  /** A CA answer (answer-chain.ts) that is not leaf ... root, not certificates, or not signed by the next one. */
+  | 'ERR_PKI_ANSWER_INVALID'
+  /** A CA answer whose leaf does not carry exactly the identity asked for. */
+  | 'ERR_PKI_ANSWER_SAN_MISMATCH'
+  /** A CA answer whose leaf is a CA. */
+  | 'ERR_PKI_ANSWER_LEAF_CA'
   | 'ERR_PKI_CACERTS_MISSING'
   | 'ERR_PKI_CACERTS_KEY_MISMATCH'
   | 'ERR_PKI_CACERTS_INCONSISTENT'
@@ -41,6 +47,10 @@ const STATUS: Partial<Record<PkiErrorCode, ErrorStatus>> = {
   ERR_PKI_CACERTS_INCONSISTENT: 'failed-precondition',
   ERR_PKI_POOL_CLOSED: 'unavailable',
   ERR_PKI_POOL_WORKER: 'internal',
+  // A CA's answer is not the caller's input: the relay that checks it was served badly.
+  ERR_PKI_ANSWER_INVALID: 'unavailable',
+  ERR_PKI_ANSWER_SAN_MISMATCH: 'unavailable',
+  ERR_PKI_ANSWER_LEAF_CA: 'unavailable',
 };
 
 export class PkiError extends CertbrokerError<PkiErrorCode> {

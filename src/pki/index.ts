@@ -109,6 +109,7 @@ export { CACERTS_FILES, validateCaBundle, type CaBundleTexts } from './ca-bundle
 export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';
 export { leafFacts, verifyLeafSignature, type LeafFacts } from './leaf-facts.js';
+export { checkAnswerChain, elementKeys, type AnswerChain } from './answer-chain.js';
 export {
   MAX_SERVING_NAMES,
   canonicalServingName,

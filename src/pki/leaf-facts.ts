@@ -7,7 +7,7 @@
  */
 import { verify, type KeyObject } from 'node:crypto';
 import { findSignatureAlgorithm, type SignatureAlgorithm } from './algorithms.js';
-import { expectTlv, readTlv, TAG_BIT_STRING, TAG_BOOLEAN, TAG_OCTET_STRING, TAG_OID, TAG_SEQUENCE, type Tlv } from './der.js';
+import { decodeTime, expectTlv, readTlv, TAG_BIT_STRING, TAG_BOOLEAN, TAG_INTEGER, TAG_OCTET_STRING, TAG_OID, TAG_SEQUENCE, type Tlv } from './der.js';
 import { PkiError } from './errors.js';
 
 export interface LeafFacts {
@@ -16,6 +16,10 @@ export interface LeafFacts {
   readonly isCa: boolean;
   /** SubjectPublicKeyInfo DER. */
   readonly spki: Buffer;
+  /** Serial number in lower-case hex, as X509Certificate's `serialNumber` lower-cased. */
+  readonly serialHex: string;
+  readonly notBeforeMs: number;
+  readonly notAfterMs: number;
   readonly tbs: Buffer;
   readonly signatureAlgorithm: SignatureAlgorithm;
   readonly signature: Buffer;
@@ -76,7 +80,13 @@ export function leafFacts(der: Uint8Array): LeafFacts {
     const fields = children(buf, tbs);
     // [0] version, serial, signature, issuer, validity, subject, spki, then [1] [2] [3].
     const at = fields[0]?.tag === 0xa0 ? 1 : 0;
+    const serial = fields[at];
+    const validity = fields[at + 3];
     const spki = fields[at + 5];
+    if (!serial || serial.tag !== TAG_INTEGER) throw new Error('no serial number');
+    if (!validity || validity.tag !== TAG_SEQUENCE) throw new Error('no validity');
+    const [notBefore, notAfter] = children(buf, validity);
+    if (!notBefore || !notAfter) throw new Error('validity without notBefore and notAfter');
     if (!spki || spki.tag !== TAG_SEQUENCE) throw new Error('no subjectPublicKeyInfo');
     const extensions = fields.slice(at + 6).find((f) => f.tag === TAG_EXTENSIONS);
     const { uriSans, isCa } = extensions ? readExtensions(buf, extensions) : { uriSans: [], isCa: false };
@@ -84,6 +94,10 @@ export function leafFacts(der: Uint8Array): LeafFacts {
       uriSans,
       isCa,
       spki: buf.subarray(spki.start, spki.end),
+      // A positive INTEGER whose top bit is set has a leading zero octet, which X509Certificate drops.
+      serialHex: buf.toString('hex', serial.end - serial.contentStart > 1 && buf[serial.contentStart] === 0 ? serial.contentStart + 1 : serial.contentStart, serial.end),
+      notBeforeMs: decodeTime(buf, notBefore),
+      notAfterMs: decodeTime(buf, notAfter),
       tbs: buf.subarray(tbs.start, tbs.end),
       signatureAlgorithm,
       // BIT STRING content: the unused-bits octet (0), then the signature.

@@ -35,6 +35,9 @@ test('leafFacts reads what X509Certificate reads, for P-256, P-384 and RSA signe
       assert.deepEqual(facts.uriSans, [ID]);
       assert.equal(facts.isCa, x.ca);
       assert.ok(facts.spki.equals(x.publicKey.export({ type: 'spki', format: 'der' })));
+      assert.equal(facts.serialHex, x.serialNumber.toLowerCase());
+      assert.equal(facts.notBeforeMs, Date.parse(x.validFrom));
+      assert.equal(facts.notAfterMs, Date.parse(x.validTo));
       assert.equal(verifyLeafSignature(facts, new X509Certificate(root.der).publicKey), true, 'signed by its issuer');
       assert.equal(verifyLeafSignature(facts, new X509Certificate(other.der).publicKey), false, 'not by another key');
       assert.equal(verifyLeafSignature(facts, key.publicKey), false, 'a key of another kind or curve is a plain no');
@@ -44,6 +47,10 @@ test('leafFacts reads what X509Certificate reads, for P-256, P-384 and RSA signe
     assert.equal(ca.isCa, true, 'a CA certificate says so');
     assert.equal(verifyLeafSignature(ca, new X509Certificate(root.der).publicKey), true);
   }
+  // Past 2049 validity is a GeneralizedTime.
+  const far = await createRootCa({ subject: 'CN=far root', ttlSeconds: 40 * 365 * 86400 });
+  assert.equal(leafFacts(far.der).notAfterMs, Date.parse(new X509Certificate(far.der).validTo));
+  assert.ok(leafFacts(far.der).notAfterMs > Date.UTC(2050, 0, 1));
 });
 
 test('leafFacts refuses what is not a certificate, with ERR_PKI_CERT_INVALID', async () => {

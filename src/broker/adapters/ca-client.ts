@@ -6,32 +6,21 @@
  * exactly the requested SPIFFE ID and the key we generated; the roots travel with the result.
  *
  * Reconnection: the certificate manager alone decides when to try the CA again; every try is a
- * real connection attempt (see `#dropChannelAfter`), so a CA that answers again is used by the
- * next try, never refused with a stale error.
+ * real connection attempt (the channel, `src/grpc/istio-ca-channel.ts`, is replaced after
+ * UNAVAILABLE or DEADLINE_EXCEEDED), so a CA that answers again is used by the next try, never
+ * refused with a stale error.
  */
 import { X509Certificate } from 'node:crypto';
-import { ChannelCredentials, Client, Metadata, status as GrpcStatus, type MethodDefinition } from '@grpc/grpc-js';
-import { BoundedChannelCredentials } from '../../grpc/bounded-credentials.js';
+import { status as GrpcStatus } from '@grpc/grpc-js';
+import { IstioCaChannel, type IstioCaAnswer } from '../../grpc/istio-ca-channel.js';
 import { stringStruct } from '../../grpc/struct-value.js';
-import { serviceDefinitionOf, typedMethod } from '../../grpc/typed-methods.js';
 import { createCsr } from '../../pki/csr.js';
 import { exportPkcs8Der, generateKeyPair, keyMatches } from '../../pki/keys.js';
 import { chainAnchor } from '../../pki/chain.js';
 import { parsePem } from '../../pki/pem.js';
 import type { ErrorStatus } from '../../core/errors.js';
 import type { Secret } from '../../core/secret.js';
-import {
-  AUTHORIZATION_METADATA,
-  bearerAuthorization,
-  CA_PROTO,
-  CA_SERVICE,
-  CLUSTER_ID_METADATA,
-  CREATE_CERTIFICATE_METHOD,
-  IMPERSONATED_IDENTITY_KEY,
-  SERVING_NAMES_KEY,
-  type IstioCertificateRequest,
-  type IstioCertificateResponse,
-} from '../../protocol/istio-ca.js';
+import { IMPERSONATED_IDENTITY_KEY, SERVING_NAMES_KEY, type IstioCertificateRequest } from '../../protocol/istio-ca.js';
 import { x509SvidProblems } from '../../spiffe/x509-svid.js';
 import { BrokerError } from '../errors.js';
 import type { CaClient, WorkloadCert } from '../cache/workload-cert.js';
@@ -101,26 +90,22 @@ export class CaCallError extends BrokerError {
 }
 
 /** A CA answer as the client reads it (a missing chain is a bad response, not a crash). */
-type CaResponse = Partial<IstioCertificateResponse>;
-
-let createCertificate: MethodDefinition<IstioCertificateRequest, IstioCertificateResponse> | undefined;
-
-function createCertificateMethod(): MethodDefinition<IstioCertificateRequest, IstioCertificateResponse> {
-  createCertificate ??= typedMethod(serviceDefinitionOf([CA_PROTO], CA_SERVICE), CREATE_CERTIFICATE_METHOD);
-  return createCertificate;
-}
+type CaResponse = IstioCaAnswer;
 
 export class IstioCaClient implements CaClient {
   readonly #o: IstioCaClientOptions;
-  #client: Client | undefined;
-  #credentials: BoundedChannelCredentials | undefined;
-  /** Credentials of channels replaced by `trustRoots`, destroyed by `close()`. */
-  readonly #retired: BoundedChannelCredentials[] = [];
-  #rootsPem: string;
+  readonly #channel: IstioCaChannel;
 
   constructor(options: IstioCaClientOptions) {
     this.#o = options;
-    this.#rootsPem = options.caRootsPem;
+    this.#channel = new IstioCaChannel({
+      address: options.address,
+      rootsPem: options.caRootsPem,
+      ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
+      ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
+      ...(options.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: options.handshakeTimeoutMs } : {}),
+      failure: (code, details, cause) => CaCallError.fromStatus(code, details, cause),
+    });
   }
 
   /**
@@ -129,21 +114,13 @@ export class IstioCaClient implements CaClient {
    * the CA's answers). Calls running finish on the channel they started on.
    */
   trustRoots(rootsPem: string): void {
-    if (rootsPem === this.#rootsPem) return;
-    this.#rootsPem = rootsPem;
-    this.#client?.close();
-    this.#client = undefined;
-    if (this.#credentials) this.#retired.push(this.#credentials);
-    this.#credentials = undefined;
+    this.#channel.trustRoots(rootsPem);
   }
 
   async fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert> {
     const { privateKey } = await generateKeyPair();
     const csr = createCsr({ privateKey, uri: identity });
     const token = await this.#o.tokens.token(signal);
-    const metadata = new Metadata();
-    metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
-    metadata.set(CLUSTER_ID_METADATA, this.#o.clusterId);
     const fields: Record<string, string> = {};
     if (this.#o.impersonate) fields[IMPERSONATED_IDENTITY_KEY] = identity;
     else if (this.#o.servingNames && this.#o.servingNames.length > 0) fields[SERVING_NAMES_KEY] = this.#o.servingNames.join(',');
@@ -152,7 +129,7 @@ export class IstioCaClient implements CaClient {
       validity_duration: this.#o.certTtlSeconds,
       ...(Object.keys(fields).length > 0 ? { metadata: stringStruct(fields) } : {}),
     };
-    const response = await this.#call(request, metadata, signal);
+    const response = await this.#call(request, token, signal);
     const cert = parseCaResponse(response, identity);
     if (!this.#o.impersonate && this.#o.servingNames) requireServingNames(cert.leaf, identity, this.#o.servingNames);
     if (!keyMatches(privateKey, cert.leaf.publicKey.export({ type: 'spki', format: 'der' }))) {
@@ -181,12 +158,9 @@ export class IstioCaClient implements CaClient {
    */
   async forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<ForwardedChain> {
     const token = await this.#o.tokens.token(signal);
-    const metadata = new Metadata();
-    metadata.set(AUTHORIZATION_METADATA, bearerAuthorization(token.reveal()));
-    metadata.set(CLUSTER_ID_METADATA, this.#o.clusterId);
     const response = await this.#call(
       { csr: request.csrPem, validity_duration: request.ttlSeconds, metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: request.identity }) },
-      metadata,
+      token,
       signal,
     );
     return checkForwardedChain(response, request.identity);
@@ -194,70 +168,11 @@ export class IstioCaClient implements CaClient {
 
   /** Closes the channel and destroys its connections (a CA that never answers keeps none alive). */
   close(): void {
-    this.#client?.close();
-    this.#credentials?.destroyAll();
-    for (const c of this.#retired.splice(0)) c.destroyAll();
-    this.#client = undefined;
-    this.#credentials = undefined;
+    this.#channel.close();
   }
 
-  #call(request: IstioCertificateRequest, metadata: Metadata, signal: AbortSignal): Promise<CaResponse> {
-    const client = this.#getClient();
-    const { path, requestSerialize, responseDeserialize } = createCertificateMethod();
-    return new Promise<CaResponse>((resolve, reject) => {
-      if (signal.aborted) {
-        reject(signal.reason);
-        return;
-      }
-      const deadline = new Date(Date.now() + (this.#o.callTimeoutMs ?? 10_000));
-      const onAbort = () => call.cancel();
-      const call = client.makeUnaryRequest(path, requestSerialize, responseDeserialize, request, metadata, { deadline }, (err, response) => {
-        signal.removeEventListener('abort', onAbort);
-        if (err) this.#dropChannelAfter(client, err.code);
-        if (signal.aborted) reject(signal.reason);
-        else if (err) reject(CaCallError.fromStatus(err.code, err.details || err.message, err));
-        else resolve(response ?? {});
-      });
-      signal.addEventListener('abort', onAbort, { once: true });
-    });
-  }
-
-  /**
-   * After UNAVAILABLE or DEADLINE_EXCEEDED the channel is closed and the next call builds a new
-   * one, which dials at once. Kept, a grpc-js channel whose connection attempt failed sits in
-   * TRANSIENT_FAILURE for its own exponential reconnect backoff (1 s growing to 120 s) and fails
-   * every call in that window immediately with the old error (a stale ECONNREFUSED): stacked on
-   * the certificate manager's backoff, that kept a CA that was back unused for minutes. Tuning
-   * `grpc.initial/max_reconnect_backoff_ms` would only shorten the stale window, and
-   * `waitForReady` would park every call until the channel's own next attempt (or the deadline).
-   * A connection that died silently (the CA's host gone without a RST) shows as DEADLINE_EXCEEDED
-   * on a channel that still looks READY: it is replaced the same way. Calls already running on
-   * the old channel finish on it (grpc-js closes its HTTP/2 session gracefully).
-   */
-  #dropChannelAfter(client: Client, code: GrpcStatus): void {
-    if (code !== GrpcStatus.UNAVAILABLE && code !== GrpcStatus.DEADLINE_EXCEEDED) return;
-    if (this.#client !== client) return; // already replaced by a concurrent failure
-    this.#client = undefined;
-    client.close();
-  }
-
-  #getClient(): Client {
-    if (this.#client) return this.#client;
-    // One set of credentials for every channel this client makes (a dropped channel's too), so
-    // close() destroys whatever connection any of them still holds.
-    const credentials = (this.#credentials ??= new BoundedChannelCredentials(ChannelCredentials.createSsl(Buffer.from(this.#rootsPem)), {
-      ...(this.#o.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: this.#o.handshakeTimeoutMs } : {}),
-    }));
-    // A pool of its own: from grpc-js's global pool a new channel to the same address would get
-    // the old, backing-off subchannel back (the broker's two CA clients share address,
-    // credentials and options, so closing one channel does not release it).
-    const options: Record<string, string | number> = { 'grpc.use_local_subchannel_pool': 1 };
-    if (this.#o.tlsServerName) {
-      options['grpc.ssl_target_name_override'] = this.#o.tlsServerName;
-      options['grpc.default_authority'] = this.#o.tlsServerName;
-    }
-    this.#client = new Client(this.#o.address, credentials, options);
-    return this.#client;
+  #call(request: IstioCertificateRequest, token: Secret<string>, signal: AbortSignal): Promise<CaResponse> {
+    return this.#channel.createCertificate(request, { token: token.reveal(), clusterId: this.#o.clusterId }, signal);
   }
 }
 
