@@ -5,6 +5,9 @@
  * - Run the CA in your own process: `readCaConfig` (flags/env -> settings), `startCaServer`, with
  *   a signer of yours (`{ kind: 'custom', signer }`) implementing `Signer`.
  * - Run the node broker: `readBrokerConfig`, `startBroker`.
+ * - Write a signer module (`--signer module:<path-or-package>`): a default export implementing
+ *   `SignerModule` — given a validated identity, key and TTL, return the chain; throw
+ *   `SignerRefusal` to refuse. The CA checks the result. See docs/ca.md, "Signer modules".
  * - Write a `Signer`: the request/result types, `CaError` to refuse, and the PKI helpers that
  *   build a chain the way the built-in signers do (`createRootCa`, `createIntermediateCa`,
  *   `caKeyMaterial`, `FastLeafIssuer`, `responseChainPems`, `issueServingCertificate`) — or extend
@@ -27,6 +30,10 @@ export type { CaServer, CaServerConfig, CaEnvConfig, CaCliFlags, ClusterConfig, 
 export type { Signer, SignRequest, SignedChain, ServingCertificate } from './ca/index.js';
 export { MaterialSigner, SelfSignedSigner, CacertsSigner, issueServingCertificate } from './ca/index.js';
 export type { SelfSignedSignerOptions, CacertsSignerOptions } from './ca/index.js';
+
+// Signer modules (`certbroker ca --signer module:<path-or-package>`): what the module's default export implements.
+export { SignerRefusal, loadSignerModule } from './ca/index.js';
+export type { SignerModule, SignerModuleRequest, SignerModuleResult, SignerModuleContext, CertificateData } from './ca/index.js';
 
 // The node broker.
 export { startBroker, readBrokerConfig, ENV as BROKER_ENV } from './broker/index.js';

@@ -184,7 +184,9 @@ export class CertificateService {
     const outcome = outcomeFor(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';
     o.metrics.requests.inc({ outcome, reason });
-    if (err instanceof CertbrokerError && err.status === 'unauthenticated') {
+    // The caller's own authn/authz failures all look alike; an upstream CA's refusal of this CA
+    // (istio-upstream signer) is not about the caller's credentials and keeps its code.
+    if (err instanceof CertbrokerError && err.status === 'unauthenticated' && err.code !== 'ERR_CA_UPSTREAM_REFUSED') {
       o.logger.warn('CreateCertificate denied', { reason, detail: err.message, peer });
       return grpcStatusFor(publicAuthError(), o.logger);
     }

@@ -33,6 +33,7 @@ const MAX_REFUSALS = 10_000;
 export interface ClusterAuthSettings {
   readonly trustDomain: string;
   readonly trustedNodeAccounts: readonly string[];
+  readonly trustedRegistrationAuthorities?: readonly string[];
   readonly tokenCacheSeconds: number;
   readonly tokenNegativeCacheSeconds: number;
   readonly informer?: InformerSettings;
@@ -73,7 +74,7 @@ export function assembleClusters(clusters: readonly ClusterConfig[], settings: C
     auth.set(c.id, {
       id: c.id,
       authn: new AuthenticatorChain(authenticators(c, settings), settings.logger),
-      authorizer: new NodeAuthorizer({ trustedNodeAccounts: settings.trustedNodeAccounts, trustDomains: [settings.trustDomain], pods: informer }),
+      authorizer: new NodeAuthorizer({ trustedNodeAccounts: settings.trustedNodeAccounts, trustedRegistrationAuthorities: settings.trustedRegistrationAuthorities ?? [], trustDomains: [settings.trustDomain], pods: informer }),
     });
   }
   return {

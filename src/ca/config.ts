@@ -18,6 +18,9 @@ import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
 import type { Signer } from './signer.js';
 import { readStepCaSettings, type StepCaFlags, type StepCaSettings } from './signers/step-ca-config.js';
+import { EXTERNAL_SIGNER_ENV, readExternalSigner, type ExternalSignerEnv } from './signers/external-signer-config.js';
+import type { ModuleSignerSettings } from './signers/module-signer.js';
+import type { UpstreamSignerSettings } from './signers/upstream-signer.js';
 
 export { DEFAULT_GRANTABLE_SERVING_NAMES };
 
@@ -30,6 +33,7 @@ export const ENV = Object.freeze({
   DEFAULT_TTL_SECONDS: 'DEFAULT_WORKLOAD_CERT_TTL_SECONDS',
   MAX_TTL_SECONDS: 'MAX_WORKLOAD_CERT_TTL_SECONDS',
   TRUSTED_NODE_ACCOUNTS: 'CA_TRUSTED_NODE_ACCOUNTS',
+  TRUSTED_REGISTRATION_AUTHORITIES: 'CA_TRUSTED_REGISTRATION_AUTHORITIES',
   GRANTABLE_SERVING_NAMES: 'CA_GRANTABLE_SERVING_NAMES',
   AUDIENCES: 'CA_TOKEN_AUDIENCES',
   CLUSTER_ID: 'CLUSTER_ID',
@@ -63,6 +67,7 @@ export const ENV = Object.freeze({
   MAX_STREAMS: 'CA_MAX_STREAMS',
   MAX_HEADER_LIST_BYTES: 'CA_MAX_HEADER_LIST_BYTES',
   LOG_LEVEL: 'LOG_LEVEL',
+  ...EXTERNAL_SIGNER_ENV,
 });
 
 export const DEFAULT_TTL_SECONDS = 24 * 3600;
@@ -128,7 +133,12 @@ export type SignerConfig =
       readonly timeoutMs?: number;
     }
   | { readonly kind: 'custom'; readonly signer: Signer }
-  | ({ readonly kind: 'step-ca' } & StepCaSettings);
+  | ({ readonly kind: 'step-ca' } & StepCaSettings)
+
+  /** A registration authority: CSRs forwarded to an upstream IstioCertificateService (signers/upstream-signer.ts). */
+  | ({ readonly kind: 'istio-upstream' } & UpstreamSignerSettings)
+  /** An integrator's ES module (signer-module.ts), loaded with `loadSignerModule` (signers/module-signer.ts). */
+  | ({ readonly kind: 'module' } & ModuleSignerSettings);
 
 export interface CaServerConfig {
   /** host:port for gRPC; port 0 picks a free port. */
@@ -144,6 +154,12 @@ export interface CaServerConfig {
   readonly defaultTtlSeconds: number;
   readonly maxTtlSeconds: number;
   readonly trustedNodeAccounts: readonly string[];
+  /**
+   * `ns/sa` of registration authorities (certbroker CAs with `--signer istio-upstream` pointed at
+   * this CA): they may ask for any identity of the trust domain, with their token bound to their
+   * own existing pod, without the node check (node-authorizer.ts). Default none.
+   */
+  readonly trustedRegistrationAuthorities?: readonly string[];
   /**
    * DNS names and IP literals a trusted node agent may have on its own SVID (the node broker's
    * Istio CA front serves TLS with it: serving-names.ts). Default DEFAULT_GRANTABLE_SERVING_NAMES
@@ -186,10 +202,14 @@ export interface CaCliFlags extends StepCaFlags {
   readonly k8sSignerName?: string;
   readonly k8sCsrAutoApprove?: string;
   readonly k8sCsrRootsFile?: string;
+  readonly upstreamAddress?: string;
+  readonly upstreamRootCertFile?: string;
+  readonly upstreamTokenFile?: string;
+  readonly upstreamClusterId?: string;
 }
 
 /** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
-export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds'> {
+export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds'>, ExternalSignerEnv {
   readonly limits: CaLimits;
   readonly tokenNegativeCacheSeconds: number;
   readonly kubeconfigPath: string | undefined;
@@ -198,7 +218,7 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly oidc?: { readonly issuer: string; readonly discoveryUrl?: string; readonly jwksUri?: string; readonly caFile?: string; readonly algorithms: readonly string[] };
   /** `id=kubeconfigPath` entries for remote clusters. */
   readonly remoteClusters: readonly { readonly id: string; readonly kubeconfigPath: string }[];
-  readonly signerKind: 'self-signed' | 'cacerts' | 'kubernetes-csr' | 'step-ca';
+  readonly signerKind: 'self-signed' | 'cacerts' | 'kubernetes-csr' | 'step-ca' | 'istio-upstream' | 'module';
   /** The step-ca signer's settings (signerKind 'step-ca'). */
   readonly stepCa?: StepCaSettings;
   readonly cacertsDir: string;
@@ -302,12 +322,14 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const maxTtlSeconds = r.int(ENV.MAX_TTL_SECONDS, DEFAULT_MAX_TTL_SECONDS, { min: 60 });
   if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${ENV.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${ENV.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
   const trusted = r.accountList(ENV.TRUSTED_NODE_ACCOUNTS, DEFAULT_TRUSTED_NODE_ACCOUNTS);
+  const trustedRegistrationAuthorities = r.accountList(ENV.TRUSTED_REGISTRATION_AUTHORITIES, []);
   const grantableServingNames = r.list(ENV.GRANTABLE_SERVING_NAMES, DEFAULT_GRANTABLE_SERVING_NAMES);
   for (const n of grantableServingNames) {
     const problem = servingNameProblem(n);
     if (problem !== undefined) r.problem(`${ENV.GRANTABLE_SERVING_NAMES} entry ${problem}`);
   }
-  const signerKind = r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts', 'kubernetes-csr', 'step-ca'] as const, 'self-signed', flags.signer);
+  const external = readExternalSigner(r, ENV.SIGNER, flags);
+  const signerKind = external.externalSigner?.kind ?? r.oneOf(ENV.SIGNER, ['self-signed', 'cacerts', 'kubernetes-csr', 'step-ca'] as const, 'self-signed', flags.signer);
   const k8sCsr = readK8sCsr(r, flags, signerKind === 'kubernetes-csr');
   const stepCa = signerKind === 'step-ca' ? readStepCaSettings(r, flags) : undefined;
   const cacertsDir = r.string(ENV.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir);
@@ -340,6 +362,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultTtlSeconds,
     maxTtlSeconds,
     trustedNodeAccounts: trusted,
+    trustedRegistrationAuthorities,
     grantableServingNames,
     defaultClusterId: r.string(ENV.CLUSTER_ID, DEFAULT_CLUSTER_ID, flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
@@ -357,6 +380,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     remoteClusters,
     signerKind,
     ...(stepCa ? { stepCa } : {}),
+    ...external,
     cacertsDir,
     k8sCsr,
     caNamespace: r.string(ENV.CA_NAMESPACE, 'istio-system'),

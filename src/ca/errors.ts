@@ -63,7 +63,9 @@ export type CaErrorCode =
   | 'ERR_CA_CSR_BAD_CERTIFICATE'
   /** A `rotate-root` step that does not apply to the stored CA's phase, or a Secret that moved meanwhile. */
   | 'ERR_CA_ROTATION_STEP'
-  | StepCaErrorCode;
+  | StepCaErrorCode
+  | UpstreamCode
+  | ModuleCode;
 
 /**
  * step-ca's answers (signers/step-ca-client.ts): 400 -> BAD_REQUEST (invalid-argument), 401 ->
@@ -80,6 +82,33 @@ export type StepCaErrorCode =
   | 'ERR_CA_STEP_CA_UNREACHABLE'
   | 'ERR_CA_STEP_CA_TIMEOUT'
   | 'ERR_CA_STEP_CA_BAD_ANSWER';
+
+
+/** The `istio-upstream` signer (registration-authority mode): what the upstream CA did. */
+export type UpstreamCode =
+  /** The upstream answered UNAUTHENTICATED, PERMISSION_DENIED or INVALID_ARGUMENT: relayed with that status. */
+  | 'ERR_CA_UPSTREAM_REFUSED'
+  /** The upstream could not be reached, or failed (UNAVAILABLE, INTERNAL, a transport error, ...). */
+  | 'ERR_CA_UPSTREAM_UNAVAILABLE'
+  /** The upstream did not answer within CA_SIGNER_TIMEOUT_SECONDS. */
+  | 'ERR_CA_UPSTREAM_TIMEOUT'
+  /** The upstream's certificate is not for the asked identity and key, or does not chain to the upstream roots. */
+  | 'ERR_CA_UPSTREAM_BAD_RESPONSE'
+  /** The RA's own credential (the upstream token file) cannot be read, or is empty. */
+  | 'ERR_CA_UPSTREAM_CREDENTIALS';
+
+/** The `module:` signer: what the integrator's module did. */
+export type ModuleCode =
+  /** The module could not be imported, or exports no usable signer. */
+  | 'ERR_CA_MODULE_LOAD'
+  /** The module refused the request (it threw a `SignerRefusal`). */
+  | 'ERR_CA_MODULE_REFUSED'
+  /** The module threw anything else (an outage, a bug). */
+  | 'ERR_CA_MODULE_FAILED'
+  /** The module did not answer within CA_SIGNER_TIMEOUT_SECONDS (its AbortSignal fired). */
+  | 'ERR_CA_MODULE_TIMEOUT'
+  /** The module's chain is not an X509-SVID for the asked identity and key, or does not chain to its roots. */
+  | 'ERR_CA_MODULE_BAD_RESULT';
 
 export class CaError extends CertbrokerError<CaErrorCode> {}
 

@@ -31,7 +31,9 @@
  *
  * Parts (`startCaServer` only wires them): `createSigner` (signers/signer-factory.ts) builds the
  * `Signer` (signer.ts) — `SelfSignedSigner` (istio-ca-secret), `CacertsSigner` (plug-in cacerts
- * dir), `StepCaSigner` (a smallstep step-ca over its HTTP API) or one given; `assembleClusters`
+ * dir), `StepCaSigner` (a smallstep step-ca over its HTTP API), `IstioUpstreamSigner` (a
+ * registration authority in front of an upstream Istio CA), `ModuleSigner` (an integrator's
+ * `SignerModule`, signer-module.ts) or one given; `assembleClusters`
  * (cluster-auth.ts) the per-cluster `AuthenticatorChain`
  * (`TokenReviewAuthenticator`, `JwtAuthenticator`) and `NodeAuthorizer` over a `PodIndex`;
  * `ServingIdentity` the TLS certificate; `ReadinessGate` the event-driven readiness;
@@ -67,6 +69,19 @@ export { StepCaSigner, STEP_CA_SERVING_TTL_SECONDS, type StepCaSignerOptions } f
 export { StepCaClient, codeForStatus, parseSignAnswer, DEFAULT_STEP_CA_TIMEOUT_MS, STEP_CA_SIGN_PATH, type StepCaChain } from './signers/step-ca-client.js';
 export { readProvisionerKey, signToken, STEP_CA_TOKEN_TTL_SECONDS, type ProvisionerKey } from './signers/step-ca-token.js';
 export { STEP_CA_ENV, readStepCaSettings, stepCaUrlProblem, type StepCaSettings, type StepCaFlags } from './signers/step-ca-config.js';
+export { IstioUpstreamSigner, upstreamFailure, type UpstreamSignerOptions, type UpstreamSignerSettings } from './signers/upstream-signer.js';
+export { ModuleSigner, type ModuleSignerOptions, type ModuleSignerSettings } from './signers/module-signer.js';
+export { loadSignerModule, moduleImportTarget } from './signers/module-loader.js';
+export { DEFAULT_SIGNER_TIMEOUT_SECONDS, EXTERNAL_SIGNER_ENV, MODULE_SIGNER_PREFIX, type ExternalSigner } from './signers/external-signer-config.js';
+export {
+  SignerRefusal,
+  isSignerRefusal,
+  type CertificateData,
+  type SignerModule,
+  type SignerModuleContext,
+  type SignerModuleRequest,
+  type SignerModuleResult,
+} from './signer-module.js';
 export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend, type MaterialSignerOptions } from './signers/material-signer.js';
 export { issueServingCertificate } from './serving-cert.js';
 export { ServingIdentity, SERVING_CERT_TTL_SECONDS, type ServingIdentityOptions, type ServingEvent } from './serving-identity.js';

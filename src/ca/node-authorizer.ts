@@ -10,6 +10,11 @@
  * 4. at least one non-failed pod of the requested service account is scheduled on the caller
  *    pod's node.
  *
+ * A registration authority (another certbroker CA in `istio-upstream` mode, which authorized its
+ * own callers against their nodes first) is trusted for the whole trust domain instead: a caller
+ * whose account is in `trustedRegistrationAuthorities` passes with checks 2 and 3 alone (its
+ * token is bound to its own, existing pod), without check 4 — it serves workloads of every node.
+ *
  * Pure: plain data in, the requested identity out, or a coded CaError (status unauthenticated).
  */
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
@@ -22,6 +27,8 @@ const PARSED_IDENTITY_CACHE = 4096;
 export interface NodeAuthorizerOptions {
   /** `namespace/serviceaccount` entries; empty = nobody may impersonate. */
   readonly trustedNodeAccounts: readonly string[];
+  /** `namespace/serviceaccount` entries of registration authorities, trusted for any identity of the trust domain (default none). */
+  readonly trustedRegistrationAuthorities?: readonly string[];
   /** Trust domains accepted in the requested identity (the first is ours; the rest aliases). */
   readonly trustDomains: readonly string[];
   readonly pods: PodIndex;
@@ -29,6 +36,7 @@ export interface NodeAuthorizerOptions {
 
 export class NodeAuthorizer {
   readonly #trusted: ReadonlySet<string>;
+  readonly #authorities: ReadonlySet<string>;
   readonly #trustDomains: ReadonlySet<string>;
   readonly #pods: PodIndex;
   /** Parsed requested identities (not secret, few distinct per node agent); bounded. */
@@ -36,6 +44,7 @@ export class NodeAuthorizer {
 
   constructor(options: NodeAuthorizerOptions) {
     this.#trusted = new Set(options.trustedNodeAccounts);
+    this.#authorities = new Set(options.trustedRegistrationAuthorities ?? []);
     this.#trustDomains = new Set(options.trustDomains);
     this.#pods = options.pods;
   }
@@ -45,6 +54,7 @@ export class NodeAuthorizer {
     const callerAccount = this.#trustedAccount(caller);
     const requested = this.#requested(requestedIdentity);
     const callerPod = this.#callerPod(caller, callerAccount);
+    if (this.#authorities.has(callerAccount)) return requested;
     const nodeName = callerPod.nodeName;
     const candidates = nodeName === ''
       ? []
@@ -59,8 +69,8 @@ export class NodeAuthorizer {
   }
 
   /**
-   * Steps 1 and 3 alone: `caller` is a trusted node agent whose token is bound to its own,
-   * existing pod. Returns that pod; throws the same CaErrors as `authorize`. For grants to the
+   * Steps 1 and 3 alone: `caller` is a trusted node agent (or registration authority) whose
+   * token is bound to its own, existing pod. Returns that pod; throws the same CaErrors as `authorize`. For grants to the
    * node agent itself (serving names on its own SVID, serving-names.ts).
    */
   authorizeNodeAgent(caller: Caller): PodInfo {
@@ -69,7 +79,7 @@ export class NodeAuthorizer {
 
   #trustedAccount(caller: Caller): string {
     const callerAccount = `${caller.namespace}/${caller.serviceAccount}`;
-    if (!this.#trusted.has(callerAccount)) {
+    if (!this.#trusted.has(callerAccount) && !this.#authorities.has(callerAccount)) {
       throw authzError('ERR_CA_NODE_NOT_TRUSTED', `caller ${callerAccount} is not a trusted node agent`);
     }
     return callerAccount;

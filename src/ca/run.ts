@@ -8,7 +8,8 @@ import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { aborted, HARD_EXIT_MARGIN_MS, signalController } from '../ops/lifecycle.js';
 import { kubeCredentialsAllowedForOidc } from './authn/oidc-discovery.js';
 import { startCaServer } from './ca-server.js';
-import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type CaServerConfig, type ClusterConfig } from './config.js';
+import { readCaConfig, SELF_SIGNED_SECRET_NAME, type CaCliFlags, type CaEnvConfig, type CaServerConfig, type ClusterConfig } from './config.js';
+import { loadSignerModule } from './signers/module-loader.js';
 
 export async function runCa(flags: CaCliFlags): Promise<void> {
   const env = readCaConfig(flags);
@@ -53,14 +54,7 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
   const clusters = [clusterFrom(env.defaultClusterId, env.kubeconfigPath), ...env.remoteClusters.map((r) => clusterFrom(r.id, r.kubeconfigPath))];
   // SIGTERM ends the process within the drain grace (+3 s), also while the CA is still starting.
   const controller = signalController(logger, { hardExitAfterMs: env.shutdownGraceMs + HARD_EXIT_MARGIN_MS });
-  const signer: CaServerConfig['signer'] =
-    env.signerKind === 'step-ca' && env.stepCa
-      ? { kind: 'step-ca', ...env.stepCa }
-      : env.signerKind === 'cacerts'
-        ? { kind: 'cacerts', dir: env.cacertsDir }
-        : env.signerKind === 'kubernetes-csr' && env.k8sCsr
-          ? { kind: 'kubernetes-csr', signerName: env.k8sCsr.signerName, autoApprove: env.k8sCsr.autoApprove, rootsPem: await readFile(env.k8sCsr.rootsFile, 'utf8'), timeoutMs: env.k8sCsr.timeoutMs }
-        : { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
+  const signer = await signerConfig(env);
   let ca;
   try {
     ca = await startCaServer({ ...env, clusters, signer, logger }, { signal: controller.signal });
@@ -71,4 +65,18 @@ export async function runCa(flags: CaCliFlags): Promise<void> {
   }
   await aborted(controller.signal);
   await ca.stop();
+}
+
+/** The signer `env` names; a `module:` signer's module is imported here, so a broken one stops the start. */
+async function signerConfig(env: CaEnvConfig): Promise<CaServerConfig['signer']> {
+  const external = env.externalSigner;
+  if (external?.kind === 'module') return { kind: 'module', module: await loadSignerModule(external.specifier), specifier: external.specifier, timeoutMs: external.timeoutMs };
+  if (external) return external;
+  if (env.signerKind === 'step-ca' && env.stepCa) return { kind: 'step-ca', ...env.stepCa };
+  if (env.signerKind === 'cacerts') return { kind: 'cacerts', dir: env.cacertsDir };
+  if (env.signerKind === 'kubernetes-csr' && env.k8sCsr) {
+    const { signerName, autoApprove, rootsFile, timeoutMs } = env.k8sCsr;
+    return { kind: 'kubernetes-csr', signerName, autoApprove, rootsPem: await readFile(rootsFile, 'utf8'), timeoutMs };
+  }
+  return { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
 }

@@ -11,6 +11,24 @@ function stepCaFlags(opts: StepCaFlags): StepCaFlags {
   return Object.fromEntries(keys.filter((k) => opts[k] !== undefined).map((k) => [k, opts[k]]));
 }
 
+interface CaOptions {
+  grpcAddress?: string;
+  plaintext?: boolean;
+  opsAddress?: string;
+  trustDomain?: string;
+  signer?: string;
+  cacertsDir?: string;
+  kubeconfig?: string;
+  clusterId?: string;
+  k8sSignerName?: string;
+  k8sCsrAutoApprove?: boolean;
+  k8sCsrRootsFile?: string;
+  upstreamAddress?: string;
+  upstreamRootCertFile?: string;
+  upstreamTokenFile?: string;
+  upstreamClusterId?: string;
+}
+
 export function command(): Command {
   return new Command('ca')
     .description('run the CA server: Istio-compatible IstioCertificateService with node authorization')
@@ -18,7 +36,7 @@ export function command(): Command {
     .option('--plaintext', 'serve gRPC without TLS: loopback development only (CA_PLAINTEXT)')
     .option('--ops-address <host:port|off>', '/healthz, /readyz, /metrics address (CA_OPS_ADDRESS, default 0.0.0.0:15014)')
     .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
-    .option('--signer <kind>', 'self-signed | cacerts | kubernetes-csr | step-ca (CA_SIGNER)')
+    .option('--signer <kind>', 'self-signed | cacerts | kubernetes-csr | step-ca | istio-upstream | module:<path-or-package> (CA_SIGNER)')
     .option('--k8s-signer-name <name>', 'kubernetes-csr: the signerName of the CSRs it creates (CA_K8S_SIGNER_NAME)')
     .option('--k8s-csr-auto-approve', 'kubernetes-csr: approve the CSRs it creates (CA_K8S_CSR_AUTO_APPROVE; needs approve on signers/<name>)')
     .option('--k8s-csr-roots-file <file>', 'kubernetes-csr: PEM roots the issued certificates must chain to (CA_K8S_CSR_ROOTS_FILE)')
@@ -30,7 +48,11 @@ export function command(): Command {
     .option('--cacerts-dir <dir>', 'plug-in CA directory (CA_CACERTS_DIR, default /etc/cacerts)')
     .option('--kubeconfig <path>', 'kubeconfig of the local cluster (KUBECONFIG; default in-cluster)')
     .option('--cluster-id <id>', 'id of the local cluster (CLUSTER_ID, default Kubernetes)')
-    .action(async (opts: { grpcAddress?: string; plaintext?: boolean; opsAddress?: string; trustDomain?: string; signer?: string; cacertsDir?: string; kubeconfig?: string; clusterId?: string; k8sSignerName?: string; k8sCsrAutoApprove?: boolean; k8sCsrRootsFile?: string } & StepCaFlags) => {
+    .option('--upstream-address <host:port>', 'istio-upstream: the upstream IstioCertificateService (CA_UPSTREAM_ADDRESS)')
+    .option('--upstream-root-cert-file <pem>', 'istio-upstream: roots the upstream and its answers must chain to (CA_UPSTREAM_ROOT_CERT_FILE)')
+    .option('--upstream-token-file <file>', 'istio-upstream: this CA\'s bearer token for the upstream, re-read on change (CA_UPSTREAM_TOKEN_FILE)')
+    .option('--upstream-cluster-id <id>', 'istio-upstream: clusterid sent upstream (CA_UPSTREAM_CLUSTER_ID, default Kubernetes)')
+    .action(async (opts: CaOptions & StepCaFlags) => {
       const { runCa } = await import('../ca/run.js');
       await runCa({
         ...(opts.grpcAddress !== undefined ? { grpcAddress: opts.grpcAddress } : {}),
@@ -45,6 +67,10 @@ export function command(): Command {
         ...(opts.k8sCsrAutoApprove ? { k8sCsrAutoApprove: 'true' } : {}),
         ...(opts.k8sCsrRootsFile !== undefined ? { k8sCsrRootsFile: opts.k8sCsrRootsFile } : {}),
         ...stepCaFlags(opts),
+        ...(opts.upstreamAddress !== undefined ? { upstreamAddress: opts.upstreamAddress } : {}),
+        ...(opts.upstreamRootCertFile !== undefined ? { upstreamRootCertFile: opts.upstreamRootCertFile } : {}),
+        ...(opts.upstreamTokenFile !== undefined ? { upstreamTokenFile: opts.upstreamTokenFile } : {}),
+        ...(opts.upstreamClusterId !== undefined ? { upstreamClusterId: opts.upstreamClusterId } : {}),
       });
     })
     .addCommand(rotateRootCommand());

@@ -110,6 +110,7 @@ export { loadCaCertsDir } from './cacerts-dir.js';
 export { LeafIssuerPool, type LeafIssuerPoolOptions } from './leaf-pool.js';
 export { leafFacts, verifyLeafSignature, type LeafFacts } from './leaf-facts.js';
 export { checkAnswerChain, elementKeys, type AnswerChain } from './answer-chain.js';
+export { AnchoredTails } from './anchored-tails.js';
 export {
   MAX_SERVING_NAMES,
   canonicalServingName,

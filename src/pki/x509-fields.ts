@@ -27,6 +27,12 @@ export function servingNameSans(cert: X509Certificate): string[] {
     .map(canonicalServingName);
 }
 
+/** The names of `names` that `cert` does not carry as a DNS or IP SAN (compared canonically). */
+export function missingServingNames(cert: X509Certificate, names: readonly string[]): string[] {
+  const held = new Set(servingNameSans(cert));
+  return names.filter((n) => !held.has(canonicalServingName(n)));
+}
+
 /** Splits a concatenated DER sequence of certificates (the Broker API chain/bundle fields). */
 export function splitDerCertificates(buf: Buffer): Buffer[] {
   const out: Buffer[] = [];

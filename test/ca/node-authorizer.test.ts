@@ -104,3 +104,23 @@ test('untrusted caller of another namespace with the same SA name is not trusted
   const { authz, caller } = setup();
   assert.equal(thrownCode(() => authz.authorize({ ...caller, namespace: 'default' }, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED');
 });
+
+test('a trusted registration authority may have any identity of the trust domain without the node check, still pod-bound to its own existing pod', () => {
+  const pods = new InMemoryPodIndex();
+  pods.upsert(pod({ namespace: 'istio-system', name: 'ra-0', serviceAccountName: 'certbroker-ra', nodeName: 'node-z' }));
+  pods.upsert(pod({ namespace: 'default', name: 'sleep-b', serviceAccountName: 'sleep', nodeName: 'node-b' }));
+  const ra: Caller = { namespace: 'istio-system', serviceAccount: 'certbroker-ra', podName: 'ra-0', podUid: 'ra-0-uid', clusterId: 'Kubernetes', authenticator: 'tokenreview' };
+  const plain = new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: [TD], pods });
+  assert.equal(thrownCode(() => plain.authorize(ra, SLEEP)), 'ERR_CA_NODE_NOT_TRUSTED', 'not listed: refused');
+  const asNodeAgent = new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/certbroker-ra'], trustDomains: [TD], pods });
+  assert.equal(thrownCode(() => asNodeAgent.authorize(ra, SLEEP)), 'ERR_CA_NO_POD_ON_NODE', 'as a node agent it is tied to its node');
+  const authz = new NodeAuthorizer({ trustedNodeAccounts: [], trustedRegistrationAuthorities: ['istio-system/certbroker-ra'], trustDomains: [TD], pods });
+  assert.equal(authz.authorize(ra, SLEEP).id, SLEEP, 'a pod of sleep on another node than the RA');
+  assert.equal(authz.authorize(ra, `spiffe://${TD}/ns/nowhere/sa/nobody`).id, `spiffe://${TD}/ns/nowhere/sa/nobody`, 'the RA authorized its caller; no pod needed here');
+  assert.equal(thrownCode(() => authz.authorize(ra, 'spiffe://other.td/ns/default/sa/sleep')), 'ERR_CA_IDENTITY_INVALID', 'our trust domain only');
+  assert.equal(thrownCode(() => authz.authorize({ ...ra, podName: undefined, podUid: undefined }, SLEEP)), 'ERR_CA_CALLER_NOT_POD_BOUND');
+  assert.equal(thrownCode(() => authz.authorize({ ...ra, podUid: 'old-uid' }, SLEEP)), 'ERR_CA_CALLER_POD_UID_MISMATCH');
+  assert.equal(authz.authorizeNodeAgent(ra).name, 'ra-0', 'its own SVID may carry serving names');
+  pods.remove({ namespace: 'istio-system', name: 'ra-0' });
+  assert.equal(thrownCode(() => authz.authorize(ra, SLEEP)), 'ERR_CA_CALLER_POD_MISSING', 'an RA whose pod is gone is refused');
+});

@@ -24,9 +24,8 @@ import { IMPERSONATED_IDENTITY_KEY, SERVING_NAMES_KEY, type IstioCertificateRequ
 import { x509SvidProblems } from '../../spiffe/x509-svid.js';
 import { BrokerError } from '../errors.js';
 import type { CaClient, WorkloadCert } from '../cache/workload-cert.js';
-import { servingNameSans, uriSans } from '../../pki/x509-fields.js';
+import { missingServingNames, uriSans } from '../../pki/x509-fields.js';
 import { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
-import { canonicalServingName } from '../../pki/serving-names.js';
 
 /** Supplies the broker's current bearer token for the CA. */
 export interface TokenProvider {
@@ -178,8 +177,7 @@ export class IstioCaClient implements CaClient {
 
 /** Throws ERR_CA_BAD_RESPONSE unless `leaf` carries every one of `names` as a DNS or IP SAN. */
 function requireServingNames(leaf: X509Certificate, identity: string, names: readonly string[]): void {
-  const held = new Set(servingNameSans(leaf));
-  const missing = names.filter((n) => !held.has(canonicalServingName(n)));
+  const missing = missingServingNames(leaf, names);
   if (missing.length > 0) {
     throw new BrokerError(
       'ERR_CA_BAD_RESPONSE',

@@ -16,6 +16,8 @@ import type { MaterialSignerOptions } from './material-signer.js';
 import { poolIssuerFactory } from './pool-issuer.js';
 import { SelfSignedSigner } from './self-signed-signer.js';
 import { StepCaSigner } from './step-ca-signer.js';
+import { ModuleSigner } from './module-signer.js';
+import { IstioUpstreamSigner } from './upstream-signer.js';
 
 /** What building a signer may need from the rest of the CA's configuration. */
 export interface SignerContext {
@@ -83,6 +85,16 @@ export function createSigner(config: SignerConfig, ctx: SignerContext): Startabl
     case 'step-ca': {
       const { kind: _kind, ...settings } = config;
       const signer = new StepCaSigner({ ...settings, clock: ctx.clock, logger: ctx.logger });
+      return { signer, start: () => signer.start() };
+    }
+    case 'istio-upstream': {
+      const { kind: _, ...settings } = config;
+      const signer = new IstioUpstreamSigner({ ...settings, clock: ctx.clock, logger: ctx.logger });
+      return { signer, start: () => signer.start() };
+    }
+    case 'module': {
+      const { kind: _, ...settings } = config;
+      const signer = new ModuleSigner({ ...settings, clock: ctx.clock, logger: ctx.logger });
       return { signer, start: () => signer.start() };
     }
     default: {

@@ -73,3 +73,35 @@ export function watchLog(child: ChildProcess): ChildLog {
     },
   };
 }
+
+export interface CaProcess {
+  readonly child: ChildProcess;
+  readonly log: ChildLog;
+  /** The gRPC port from its `CA listening` line. */
+  readonly port: number;
+  /** SIGTERM, then the exit code. */
+  stop(): Promise<number | null>;
+}
+
+/**
+ * `certbroker ca <args>` as a child process (launcher in `dir`), resolved once it logs `CA
+ * listening`; env is the test process's plus `env`. Killed if it never gets there.
+ */
+export async function startCaProcess(dir: string, args: readonly string[], env: Readonly<Record<string, string>>): Promise<CaProcess> {
+  const { spawn } = await import('node:child_process');
+  const launcher = await writeCaLauncher(dir);
+  const child = spawn(process.execPath, [launcher, ...args], { env: { ...process.env, LOG_LEVEL: 'info', CA_SHUTDOWN_GRACE_SECONDS: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const log = watchLog(child);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    return exited;
+  };
+  try {
+    const listening = await log.waitFor((r) => r.msg === 'CA listening');
+    return { child, log, port: Number(listening.port), stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
