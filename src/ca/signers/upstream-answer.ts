@@ -13,6 +13,7 @@ import { checkAnswerChain } from '../../pki/answer-chain.js';
 import { exportSpkiDer } from '../../pki/keys.js';
 import type { LeafFacts } from '../../pki/leaf-facts.js';
 import { uriSans, missingServingNames } from '../../pki/x509-fields.js';
+import { SERVING_NAMES_KEY } from '../../protocol/istio-ca.js';
 import { CaError } from '../errors.js';
 
 function badAnswer(why: string, cause?: unknown): CaError {
@@ -71,7 +72,7 @@ export function checkServingAnswer(answer: IstioCaAnswer, want: ServingAnswerExp
   if (!facts.spki.equals(exportSpkiDer(want.privateKey))) throw badAnswer('the serving certificate does not hold the requested key');
   const missing = missingServingNames(leaf, want.dnsNames);
   if (missing.length > 0) {
-    throw badAnswer(`the serving certificate (${identity}) lacks ${JSON.stringify(missing)}: the upstream must grant them (certbroker: CA_GRANTABLE_SERVING_NAMES and a trusted node account; istiod ignores certbroker.io/serving-names)`);
+    throw badAnswer(`the serving certificate (${identity}) lacks ${JSON.stringify(missing)}: the upstream must grant them (certbroker: CA_GRANTABLE_SERVING_NAMES and a trusted node account; istiod ignores ${SERVING_NAMES_KEY})`);
   }
   if (facts.notAfterMs <= want.nowMs) throw badAnswer('the serving certificate is expired');
   anchor(chain, facts, want);

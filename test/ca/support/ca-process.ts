@@ -87,10 +87,10 @@ export interface CaProcess {
  * `certbroker ca <args>` as a child process (launcher in `dir`), resolved once it logs `CA
  * listening`; env is the test process's plus `env`. Killed if it never gets there.
  */
-export async function startCaProcess(dir: string, args: readonly string[], env: Readonly<Record<string, string>>): Promise<CaProcess> {
+export async function startCaProcess(dir: string, args: readonly string[], env: Readonly<Record<string, string>>, options: { readonly cwd?: string } = {}): Promise<CaProcess> {
   const { spawn } = await import('node:child_process');
   const launcher = await writeCaLauncher(dir);
-  const child = spawn(process.execPath, [launcher, ...args], { env: { ...process.env, LOG_LEVEL: 'info', CA_SHUTDOWN_GRACE_SECONDS: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [launcher, ...args], { env: { ...process.env, LOG_LEVEL: 'info', CA_SHUTDOWN_GRACE_SECONDS: '1', ...env }, stdio: ['ignore', 'ignore', 'pipe'], ...(options.cwd ? { cwd: options.cwd } : {}) });
   const log = watchLog(child);
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const stop = async () => {
