@@ -2,17 +2,17 @@
  * The check of a certificate an external backend issued before the CA hands it out (the backend
  * is outside the CA's trust: it may be misconfigured or another signer's) — what a Kubernetes
  * signer put into `status.certificate`, what step-ca's `/1.0/sign` answered: the PEM holds the
- * leaf first, then intermediates; the leaf chains to one of the CA's configured roots, holds the
- * CSR's key, and is a valid X509-SVID for exactly the identity asked for (with every serving name
- * asked, for a node agent's); a serving certificate (DNS/IP names, no SPIFFE ID) instead carries
- * every asked name. The answer is the Istio CA response shape: leaf, the intermediates on the
- * verified path (one per element), the roots.
+ * leaf first, then intermediates; issued-chain.ts (shared with the signer modules) checks that
+ * the leaf chains to one of the CA's configured roots, holds the CSR's key, and is a valid
+ * X509-SVID for exactly the identity asked for (with every serving name asked, for a node
+ * agent's); a serving certificate (DNS/IP names, no SPIFFE ID) instead carries every asked name.
+ * The answer is the Istio CA response shape: leaf, the intermediates on the verified path (one
+ * per element), the roots.
  */
-import { X509Certificate } from 'node:crypto';
-import { canonicalServingName, certificateToPem, parseCertificates, verifyChain, x509 } from '../../pki/index.js';
-import { x509SvidProblems } from '../../spiffe/index.js';
+import { parseCertificates, type x509 } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { SignedChain } from '../signer.js';
+import { checkIssuedChain } from './issued-chain.js';
 
 export interface CsrAnswerInput {
   readonly certificatePem: string;
@@ -45,27 +45,8 @@ export function chainFromCsrAnswer(input: CsrAnswerInput): SignedChain {
   }
   const leaf = certs[0];
   if (leaf === undefined) throw bad(input, 'status.certificate holds no certificate');
-  let path: x509.X509Certificate[];
-  try {
-    path = verifyChain({ leaf, intermediates: certs.slice(1), roots: input.roots, nowMs: input.nowMs });
-  } catch (err) {
-    throw bad(input, `does not chain to the configured roots (${(err as { code?: string }).code ?? 'error'})`, err);
-  }
-  const node = new X509Certificate(Buffer.from(leaf.rawData));
-  if (!node.publicKey.export({ type: 'spki', format: 'der' }).equals(input.csrSpki)) throw bad(input, "the leaf does not hold the CSR's key");
+  const spiffeId = 'spiffeId' in input.expect ? input.expect.spiffeId : undefined;
   // A serving certificate has no SPIFFE ID, so the X509-SVID rules are for SVIDs only.
-  if ('spiffeId' in input.expect) {
-    const { spiffeId, problems } = x509SvidProblems(leaf, { role: 'leaf' });
-    if (problems.length > 0) throw bad(input, `the leaf is not a valid X509-SVID: ${problems.map((p) => p.code).join(', ')}`);
-    if (spiffeId?.id !== input.expect.spiffeId) throw bad(input, `the leaf is for ${spiffeId?.id ?? "(no SPIFFE ID)"}, asked for ${input.expect.spiffeId}`);
-  }
-  const san = leaf.getExtension(x509.SubjectAlternativeNameExtension);
-  const have = new Set((san?.names.items ?? []).filter((n) => n.type === 'dns' || n.type === 'ip').map((n) => canonicalServingName(n.value)));
-  const missing = (input.expect.servingNames ?? []).filter((n) => !have.has(canonicalServingName(n)));
-  if (missing.length > 0) throw bad(input, `the certificate lacks the serving names ${missing.join(', ')}`);
-  return {
-    certChain: [certificateToPem(new Uint8Array(leaf.rawData)), ...path.slice(1, -1).map((c) => certificateToPem(new Uint8Array(c.rawData))), input.rootsPem],
-    serialHex: leaf.serialNumber,
-    notAfterMs: leaf.notAfter.getTime(),
-  };
+  const want = { spki: input.csrSpki, spiffeId, names: input.expect.servingNames ?? [], svid: spiffeId !== undefined };
+  return checkIssuedChain({ leaf, intermediates: certs.slice(1), roots: input.roots, rootsPem: input.rootsPem }, want, input.nowMs, (why, cause) => bad(input, why, cause));
 }

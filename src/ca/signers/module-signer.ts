@@ -19,7 +19,7 @@ import { pemEncode } from '../../pki/pem.js';
 import { CaError } from '../errors.js';
 import { isSignerRefusal, type SignerModule, type SignerModuleRequest, type SignerModuleResult } from '../signer-module.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
-import { badResult, certificateDers, checkModuleResult, type CheckedModuleChain } from './module-result.js';
+import { badResult, certificateDers, checkModuleResult } from './module-result.js';
 
 export interface ModuleSignerSettings {
   /** The loaded module's default export. */
@@ -138,7 +138,7 @@ export class ModuleSigner implements Signer {
   }
 
   /** One module call under the deadline; its result checked against the request. */
-  async #call(fields: Omit<SignerModuleRequest, 'signal'>): Promise<CheckedModuleChain> {
+  async #call(fields: Omit<SignerModuleRequest, 'signal'>): Promise<SignedChain> {
     const reason = this.notReadyReason;
     if (reason !== undefined) throw notReady(reason);
     const limit = deadline(this.#o.timeoutMs, { what: `signer module ${this.#o.specifier}`, parent: this.#closing.signal, clock: this.#o.clock });

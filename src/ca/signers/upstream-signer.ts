@@ -204,18 +204,21 @@ export class IstioUpstreamSigner implements Signer {
     const pems = parsePem(text)
       .filter((b) => b.type === 'CERTIFICATE')
       .map((b) => pemEncode('CERTIFICATE', b.der));
-    this.#channel?.close();
-    this.#channel = new IstioCaChannel({
-      address: this.#o.address,
-      rootsPem: text,
-      callTimeoutMs: this.#o.timeoutMs,
-      ...(this.#o.tlsServerName ? { tlsServerName: this.#o.tlsServerName } : {}),
-      failure: (code, details, cause) => upstreamFailure(code, details, cause),
-    });
+    // The TLS trust follows the file: the next call verifies the upstream against the new roots.
+    if (this.#channel) this.#channel.trustRoots(text);
+    else {
+      this.#channel = new IstioCaChannel({
+        address: this.#o.address,
+        rootsPem: text,
+        callTimeoutMs: this.#o.timeoutMs,
+        ...(this.#o.tlsServerName ? { tlsServerName: this.#o.tlsServerName } : {}),
+        failure: (code, details, cause) => upstreamFailure(code, details, cause),
+      });
+    }
     const first = this.#roots === undefined;
     this.#roots = { pems, tails };
     if (!first) {
-      this.#o.logger.info('istio-upstream: root file changed; trusted roots and TLS channel replaced', { roots: pems.length });
+      this.#o.logger.info('istio-upstream: root file changed; answers and the upstream TLS certificate are checked against the new roots', { roots: pems.length });
       this.#emit();
     }
   }
