@@ -11,7 +11,7 @@ import { resolveRequest, type RequestInfo } from './request-info.js';
 import { decodeBody, mediaType, readBody, sendError, sendJson, BODY_TYPES, PATCH_TYPES } from './http-io.js';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, versionInfo } from './discovery.js';
 import { serviceAccountUser, type Authenticator, type UserInfo } from './authn.js';
-import { forbiddenMessage, type Attributes, type RbacAuthorizer } from './rbac.js';
+import { forbiddenMessage, isAuthorizedForSignerName, type Attributes, type RbacAuthorizer } from './rbac.js';
 import type { RestStorage } from './rest.js';
 import type { Reviews } from './reviews.js';
 import type { TokenIssuer } from './tokens.js';
@@ -318,9 +318,7 @@ export class ApiServer {
     if (!csr) return; // the handler answers 404
     const signer = String((csr.spec as { signerName?: string } | undefined)?.signerName ?? '');
     const verb = info.subresource === 'approval' ? 'approve' : 'sign';
-    const names = [signer, `${signer.split('/')[0]}/*`];
-    const allowed = names.some((name) => this.#p.rbac.authorize({ user, resourceRequest: true, verb, apiGroup: 'certificates.k8s.io', resource: 'signers', name }).allowed);
-    if (!allowed) {
+    if (!isAuthorizedForSignerName(this.#p.rbac, user, verb, signer)) {
       throw forbidden(`certificatesigningrequests.certificates.k8s.io "${info.name}" is forbidden: user not permitted to ${verb} requests with signerName "${signer}"`, {
         name: info.name ?? '', group: 'certificates.k8s.io', kind: 'certificatesigningrequests',
       });

@@ -15,20 +15,25 @@ import { silentLogger, type Logger } from '../core/log.js';
 import { ObjectStore } from './store.js';
 import { TokenIssuer } from './tokens.js';
 import { Authenticator } from './authn.js';
-import { RbacAuthorizer } from './rbac.js';
+import { RbacAuthorizer, forbiddenMessage, isAuthorizedForSignerName } from './rbac.js';
+import type { KubeObject } from './store.js';
 import { makeEscalationCheck } from './rbac-escalation.js';
 import { RestStorage, type RestOptions } from './rest.js';
 import { makeAttestCheck } from './trust-bundle-rules.js';
 import { Reviews } from './reviews.js';
 import { FaultInjector, type Faults } from './faults.js';
 import { SimulatedKubelet } from './kubelet.js';
+import { PodCertificateManager } from './pod-certificates.js';
+import { PCR } from './pcr-admission.js';
+import { systemRng, type Rng } from '../core/rng.js';
+import type { UserInfo } from './authn.js';
 import { ApiServer } from './api-server.js';
 import { makeServingMaterial } from './serving-cert.js';
 import { bootstrapObjects } from './bootstrap.js';
 import { kubeconfigYaml } from './kubeconfig.js';
 import { findByKind } from './resources.js';
 import { DEFAULT_MAX_BODY_BYTES } from './http-io.js';
-import { ApiError, badRequest } from './status.js';
+import { ApiError, badRequest, forbidden } from './status.js';
 import { createWatchHub } from './watch.js';
 import { RequestLog } from './request-log.js';
 import { listenTcp } from '../ops/listen.js';
@@ -68,6 +73,13 @@ export interface DevClusterOptions {
   readonly requireServiceAccounts?: boolean;
   /** Static admin bearer token (default: 32 random bytes, hex). */
   readonly adminToken?: string;
+  /**
+   * Where the simulated kubelet lays out pod volumes (`<dir>/<pod UID>/volumes/...`): the files
+   * of podCertificate projected volumes go there. Unset: requests are still made, no files written.
+   */
+  readonly podsDir?: string;
+  /** Randomness of the simulated kubelet (pod certificate refresh jitter); default Math.random. */
+  readonly rng?: Rng;
   /** Aborting it stops the cluster as `stop()` does. */
   readonly signal?: AbortSignal;
 }
@@ -89,6 +101,8 @@ export interface DevCluster extends Stoppable {
   readonly requestLog: RequestLog;
   /** Current store resourceVersion (for tests that reason about watches). */
   readonly resourceVersion: number;
+  /** The simulated kubelet's podCertificate projections of a pod and the state of each (initial, wait, fresh, wait-refresh, denied, failed). */
+  podCertificateStates(podUid: string): ReturnType<PodCertificateManager['states']>;
   /** Turns the pod-starting kubelet simulation on or off at runtime. */
   setSimulateKubelet(on: boolean): void;
   /** TCP connections open to the API server right now (tests check that clients leak none). */
@@ -111,15 +125,22 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
   const issuer = await TokenIssuer.create({ issuer: issuerUrl, clock });
   const authn = new Authenticator({ adminToken, issuer, store, apiAudiences: [issuerUrl] });
   const rbac = new RbacAuthorizer(store);
-  const kubelet = new SimulatedKubelet({ store, now });
+  let kubelet: SimulatedKubelet | undefined;
   const rest = new RestStorage({
     store,
     now,
-    gracefulPodDeletion: () => kubelet.enabled,
+    gracefulPodDeletion: () => kubelet?.enabled ?? false,
     rootCaPem: material.caCertPem,
     requireServiceAccounts: options.requireServiceAccounts ?? false,
     authorizeObject: objectChecks(makeEscalationCheck({ store, rbac }), makeAttestCheck(rbac)),
+    maySign: (user, signerName) => isAuthorizedForSignerName(rbac, user, 'sign', signerName),
   });
+  const podCertificates = new PodCertificateManager({
+    store, clock, logger, rng: options.rng ?? systemRng, podsDir: options.podsDir,
+    createPcr: nodeRequestCreator(rbac, rest),
+    onIssued: (ns, name) => kubelet?.retry(ns, name),
+  });
+  kubelet = new SimulatedKubelet({ store, now, podCertificates });
   const reviews = new Reviews({ store, issuer, authn, rbac, now, maxTokenSeconds: options.maxTokenSeconds ?? 48 * 3600 });
   const hub = createWatchHub(options.bookmarkIntervalMs ?? 1000);
   const faults = new FaultInjector({ store, watches: hub });
@@ -131,7 +152,17 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
     serverAddress: address,
     publicUrl: () => `https://${address()}`,
   });
-  return { host, logger, issuerUrl, material, store, kubelet, rest, hub, faults, requestLog, api };
+  return { host, logger, issuerUrl, material, store, kubelet, podCertificates, rest, hub, faults, requestLog, api };
+}
+
+/** How the simulated kubelet creates a PodCertificateRequest: as its node, through authorization and admission. */
+function nodeRequestCreator(rbac: RbacAuthorizer, rest: RestStorage): (node: string, ns: string, body: Record<string, unknown>) => KubeObject {
+  return (node, ns, body) => {
+    const user: UserInfo = { username: `system:node:${node}`, groups: ['system:nodes', 'system:authenticated'] };
+    const attrs = { user, resourceRequest: true, verb: 'create', apiGroup: PCR.group, resource: PCR.plural, namespace: ns } as const;
+    if (!rbac.authorize(attrs).allowed) throw forbidden(forbiddenMessage(attrs), { group: PCR.group, kind: PCR.plural });
+    return rest.create(PCR, ns, body, new URLSearchParams(), user).body as KubeObject;
+  };
 }
 
 /** Create-or-replace of one object as the admin (the bootstrap objects, `apply`). */
@@ -183,7 +214,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
   const clock = options.clock ?? systemClock;
   const adminToken = options.adminToken ?? randomBytes(32).toString('hex');
   let address = '';
-  const { host, logger, issuerUrl, material, store, kubelet, rest, hub, faults, requestLog, api } = await assemble(options, clock, adminToken, () => address);
+  const { host, logger, issuerUrl, material, store, kubelet, podCertificates, rest, hub, faults, requestLog, api } = await assemble(options, clock, adminToken, () => address);
   const applyOne = adminApplier(store, rest);
   for (const o of bootstrapObjects()) applyOne(o);
   if (options.simulateKubelet) kubelet.start();
@@ -234,6 +265,7 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     get openConnections() {
       return server.openConnections;
     },
+    podCertificateStates: (podUid) => podCertificates.states(podUid),
     setSimulateKubelet(on) {
       if (on) kubelet.start();
       else kubelet.stop();

@@ -2,11 +2,14 @@
  * A stand-in for the kubelets of a cluster, for local runs: a pod bound to a node
  * (`spec.nodeName`) moves from Pending to Running on the next turn, with a pod IP from
  * 10.244.0.0/16 (the node's IP for hostNetwork pods), host IP, start time, Ready conditions and
- * container statuses. Nothing else: no containers, no probes.
+ * container statuses. Nothing else: no containers, no probes. A pod with podCertificate
+ * projected volumes starts only once each has its credentials (pod-certificates.ts), as a
+ * kubelet holds a pod in ContainerCreating until its volumes are set up.
  */
 import type { ObjectStore, KubeObject } from './store.js';
 import { findResource } from './resources.js';
 import { isoSeconds } from './admission.js';
+import type { PodCertificateManager } from './pod-certificates.js';
 
 const POD = findResource('', 'v1', 'pods')!;
 const NODE = findResource('', 'v1', 'nodes')!;
@@ -18,10 +21,12 @@ export class SimulatedKubelet {
   readonly #nodeIps = new Map<string, string>();
   #unsubscribe: (() => void) | undefined;
   #enabled = false;
+  readonly #certificates: PodCertificateManager | undefined;
 
-  constructor(options: { store: ObjectStore; now: () => number }) {
+  constructor(options: { store: ObjectStore; now: () => number; podCertificates?: PodCertificateManager }) {
     this.#store = options.store;
     this.#now = options.now;
+    this.#certificates = options.podCertificates;
   }
 
   get enabled(): boolean {
@@ -41,11 +46,19 @@ export class SimulatedKubelet {
     for (const p of this.#store.list(POD)) {
       if (this.#wantsStart(p)) setImmediate(() => this.#run(p.metadata.namespace, p.metadata.name!, p.metadata.uid!));
     }
+    this.#certificates?.start();
   }
 
   stop(): void {
     this.#unsubscribe?.();
+    this.#certificates?.stop();
     this.#enabled = false;
+  }
+
+  /** Tries to start a pod again (its pod certificates were just issued). */
+  retry(namespace: string, name: string): void {
+    const p = this.#store.get(POD, namespace, name);
+    if (p && this.#wantsStart(p)) setImmediate(() => this.#run(namespace, name, p.metadata.uid!));
   }
 
   #wantsStart(p: KubeObject): boolean {
@@ -76,6 +89,7 @@ export class SimulatedKubelet {
     if (!this.#enabled) return;
     const pod = this.#store.get(POD, namespace, name);
     if (!pod || pod.metadata.uid !== uid || !this.#wantsStart(pod)) return;
+    if (this.#certificates && !this.#certificates.ready(pod)) return;
     const spec = pod.spec as { nodeName: string; hostNetwork?: boolean; containers?: Array<{ name?: string; image?: string }> };
     const hostIp = this.nodeIp(spec.nodeName);
     const podIp = spec.hostNetwork ? hostIp : this.#allocatePodIp();

@@ -7,6 +7,7 @@
 import type { ObjectStore, KubeObject } from './store.js';
 import { findResource } from './resources.js';
 import type { UserInfo } from './authn.js';
+import { nodeAuthorizerAllows } from './node-authorizer.js';
 
 export interface Attributes {
   readonly user: UserInfo;
@@ -141,6 +142,7 @@ export class RbacAuthorizer {
 
   authorize(a: Attributes): Decision {
     if (a.user.groups.includes('system:masters')) return { allowed: true, reason: '' };
+    if (nodeAuthorizerAllows(a)) return { allowed: true, reason: 'Node authorizer' };
     for (const g of this.#grants(a.user, a.resourceRequest ? a.namespace : undefined)) {
       if (g.rules.some((r) => ruleAllows(r, a))) return { allowed: true, reason: `RBAC: allowed by ${g.describe}` };
     }
@@ -172,6 +174,15 @@ export class RbacAuthorizer {
     }
     return { resourceRules, nonResourceRules };
   }
+}
+
+/**
+ * certauthorization.IsAuthorizedForSignerName: `verb` (approve, sign) on `signers` named after
+ * the signer name, or its `<domain>/*` wildcard.
+ */
+export function isAuthorizedForSignerName(rbac: RbacAuthorizer, user: UserInfo, verb: string, signerName: string): boolean {
+  const names = [signerName, `${signerName.split('/')[0]}/*`];
+  return names.some((name) => rbac.authorize({ user, resourceRequest: true, verb, apiGroup: 'certificates.k8s.io', resource: 'signers', name }).allowed);
 }
 
 /** The message the real API server puts in a 403 Status. */

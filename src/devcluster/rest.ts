@@ -11,6 +11,8 @@ import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } 
 import { jsonPatch, mergePatch, strategicMergePatch } from './patch.js';
 import { alreadyExists, badRequest, conflict, expired, forbidden, notFound } from './status.js';
 import { parse as parseYaml } from 'yaml';
+import { PCR, admitPcrCreate, admitPcrUpdate } from './pcr-admission.js';
+import type { UserInfo } from './authn.js';
 
 const NAMESPACES = findResource('', 'v1', 'namespaces')!;
 const SERVICE_ACCOUNTS = findResource('', 'v1', 'serviceaccounts')!;
@@ -27,6 +29,8 @@ export interface RestOptions {
   readonly requireServiceAccounts?: boolean;
   /** Checks a caller may store this object (RBAC escalation prevention, ClusterTrustBundle attest; `prev` on update); throws a Status error. */
   readonly authorizeObject?: (t: ResourceType, obj: KubeObject, user: NonNullable<CreateContext['user']>, prev?: KubeObject) => void;
+  /** RBAC `sign` for a signer name (PodCertificateRequest `/status`); default: nobody but the in-process admin. */
+  readonly maySign?: (user: UserInfo, signerName: string) => boolean;
 }
 
 export interface Outcome {
@@ -52,6 +56,10 @@ export class RestStorage {
 
   constructor(options: RestOptions) {
     this.#o = options;
+  }
+
+  #pcrAdmission() {
+    return { store: this.#o.store, nowMs: this.#o.now(), maySign: this.#o.maySign ?? (() => false) };
   }
 
   get(t: ResourceType, ns: string | undefined, name: string): Outcome {
@@ -112,6 +120,7 @@ export class RestStorage {
       if (nsObj?.metadata.deletionTimestamp) throw badRequest(`unable to create new content in namespace ${ns} because it is being terminated`);
     }
     const obj = admitCreate(t, input, { nowMs: this.#o.now(), namespace: ns, ...(user ? { user } : {}) });
+    if (t === PCR) admitPcrCreate(obj, user, this.#pcrAdmission());
     if (this.#o.requireServiceAccounts && t.group === '' && t.plural === 'pods') {
       const sa = String((obj.spec as { serviceAccountName?: string }).serviceAccountName);
       if (!this.#o.store.get(SERVICE_ACCOUNTS, ns, sa)) {
@@ -144,6 +153,7 @@ export class RestStorage {
     const current = this.#o.store.get(t, ns, name);
     if (!current) throw notFound(t.plural, t.group, name);
     const next = admitUpdate(t, current, input, { nameFromUrl: name, subresource: sub, nowMs: this.#o.now() });
+    admitPcrUpdate(t, current, next, sub, user, this.#pcrAdmission());
     if (user) this.#o.authorizeObject?.(t, next, user, current);
     if (isDryRun(q)) return { code: 200, body: withTypeMeta(t, next) };
     const stored = this.#o.store.update(t, next);

@@ -3,7 +3,8 @@
  * (kubectl get does), lists, single objects and watch events come back as meta.k8s.io/v1 Tables
  * with the columns kubectl users know (pods: READY, STATUS, RESTARTS, AGE, IP, NODE; namespaces:
  * STATUS; nodes: STATUS, ROLES, VERSION; CSRs: SIGNERNAME, REQUESTOR, REQUESTEDDURATION,
- * CONDITION; everything else NAME and AGE).
+ * CONDITION; podcertificaterequests: SIGNERNAME, POD, SERVICEACCOUNT, NODE, STATE; everything
+ * else NAME and AGE).
  */
 import type { IncomingMessage } from 'node:http';
 import type { KubeObject } from './store.js';
@@ -101,7 +102,21 @@ function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, 
   if (t.group === 'certificates.k8s.io' && t.plural === 'clustertrustbundles') {
     return { columns: [name, col('SignerName', 'string')], row: (o) => [o.metadata.name, String((o.spec as { signerName?: string } | undefined)?.signerName || '<none>')] };
   }
+  if (t.group === 'certificates.k8s.io' && t.plural === 'podcertificaterequests') {
+    return {
+      columns: [name, col('SignerName', 'string'), col('Pod', 'string'), col('ServiceAccount', 'string'), col('Node', 'string', 1), col('State', 'string'), col('Age', 'string')],
+      row: pcrRow,
+    };
+  }
   return { columns: [name, col('Age', 'string')], row: (o, now) => [o.metadata.name, age(o, now)] };
+}
+
+/** A request's state: its terminal condition (Issued, Denied, Failed), else Pending. */
+function pcrRow(o: KubeObject, nowMs: number): unknown[] {
+  const spec = (o.spec ?? {}) as { signerName?: string; podName?: string; serviceAccountName?: string; nodeName?: string };
+  const conditions = ((o.status as Status)?.conditions as Array<{ type?: string; status?: string }> | undefined) ?? [];
+  const state = conditions.find((c) => c.status === 'True' && (c.type === 'Issued' || c.type === 'Denied' || c.type === 'Failed'))?.type ?? 'Pending';
+  return [o.metadata.name, spec.signerName ?? '', spec.podName ?? '', spec.serviceAccountName ?? '', spec.nodeName ?? '', state, age(o, nowMs)];
 }
 
 export type IncludeObject = 'None' | 'Metadata' | 'Object';

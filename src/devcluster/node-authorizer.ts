@@ -1,0 +1,22 @@
+/**
+ * The part of kube-apiserver's Node authorizer the devcluster needs: a kubelet
+ * (`system:node:<name>` in `system:nodes`) may read pods, nodes and service accounts, write
+ * events, and create and follow PodCertificateRequests. Simpler than the real graph-based
+ * authorizer (which limits reads to objects related to the node's pods); what a node may ask
+ * for in a PodCertificateRequest is limited by NodeRestriction (pcr-admission.ts).
+ */
+import type { Attributes, PolicyRule } from './rbac.js';
+import { ruleAllows } from './rbac.js';
+
+const NODE_RULES: readonly PolicyRule[] = [
+  { verbs: ['get', 'list', 'watch'], apiGroups: [''], resources: ['pods', 'nodes'] },
+  { verbs: ['get'], apiGroups: [''], resources: ['serviceaccounts'] },
+  { verbs: ['create', 'patch', 'update'], apiGroups: ['', 'events.k8s.io'], resources: ['events'] },
+  { verbs: ['create', 'get', 'list', 'watch'], apiGroups: ['certificates.k8s.io'], resources: ['podcertificaterequests'] },
+];
+
+/** True when the request comes from a node and the Node authorizer allows it. */
+export function nodeAuthorizerAllows(a: Attributes): boolean {
+  if (!a.user.username.startsWith('system:node:') || !a.user.groups.includes('system:nodes')) return false;
+  return NODE_RULES.some((r) => ruleAllows(r, a));
+}
