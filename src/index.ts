@@ -27,7 +27,7 @@ export { CA_PROTO, CA_SERVICE } from './protocol/istio-ca.js';
 export type { CaServer, CaServerConfig, CaEnvConfig, CaCliFlags, ClusterConfig, SignerConfig } from './ca/index.js';
 
 // Signers: the interface, the built-in implementations and what a custom signer needs.
-export type { Signer, SignRequest, SignedChain, ServingCertificate } from './ca/index.js';
+export type { Signer, SignRequest, PublicKeySignRequest, SignedChain, ServingCertificate } from './ca/index.js';
 export { MaterialSigner, SelfSignedSigner, CacertsSigner, issueServingCertificate } from './ca/index.js';
 export type { SelfSignedSignerOptions, CacertsSignerOptions } from './ca/index.js';
 

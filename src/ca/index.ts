@@ -62,7 +62,7 @@ export {
   type ClusterConfig,
   type SignerConfig,
 } from './config.js';
-export type { Signer, SignRequest, SignedChain, ServingCertificate } from './signer.js';
+export type { Signer, SignRequest, PublicKeySignRequest, SignedChain, ServingCertificate } from './signer.js';
 export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
 export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
 export { StepCaSigner, STEP_CA_SERVING_TTL_SECONDS, type StepCaSignerOptions } from './signers/step-ca-signer.js';

@@ -22,6 +22,14 @@ export interface SignRequest {
   readonly servingNames?: readonly string[];
 }
 
+/** A leaf for a bare public key (no CSR): a Kubernetes PodCertificateRequest's. */
+export interface PublicKeySignRequest {
+  /** SubjectPublicKeyInfo DER. Possession was proven to someone the caller trusts (the API server). */
+  readonly spkiDer: Uint8Array;
+  readonly spiffeId: string;
+  readonly ttlSeconds: number;
+}
+
 export interface SignedChain {
   /** Leaf first, then each intermediate one per element, root bundle last (may hold several roots). */
   readonly certChain: readonly string[];
@@ -49,6 +57,13 @@ export interface Signer {
    * unavailable when not ready, internal when signing fails.
    */
   sign(request: SignRequest): Promise<SignedChain>;
+  /**
+   * Issues a leaf for a bare public key, for `certbroker k8s-signer`'s PodCertificateRequests
+   * (their pkixPublicKey). Optional: without it such requests fail with a reason; requests that
+   * carry a stub CSR go through `sign`. Unsupported keys throw invalid-argument
+   * (ERR_PKI_CSR_UNSUPPORTED_KEY).
+   */
+  signPublicKey?(request: PublicKeySignRequest): Promise<SignedChain>;
   /**
    * Issues a serving certificate for the CA itself (DNS SANs, no SPIFFE ID), with its own key.
    * Returns the chain (leaf first, intermediates, no roots) and the PEM key.

@@ -9,7 +9,8 @@
  * Messages are upstream's, so clients see what a real server says.
  */
 import { createPublicKey, verify, constants, type KeyObject } from 'node:crypto';
-import { parseCsr, parseCertificates, PkiError } from '../pki/index.js';
+import { parseCsr, PkiError } from '../pki/index.js';
+import { signerNameProblem } from '../core/signer-name.js';
 import type { KubeObject } from './store.js';
 import type { StatusCause } from './status.js';
 
@@ -74,17 +75,11 @@ function bytesOf(v: unknown): Buffer {
   return typeof v === 'string' ? Buffer.from(v, 'base64') : Buffer.alloc(0);
 }
 
-/** apivalidation.ValidateSignerName: `<domain>/<path>`, the domain a DNS subdomain. */
+/** apivalidation.ValidateSignerName (core/signer-name.ts). */
 function signerNameCauses(name: string): StatusCause[] {
-  const field = 'spec.signerName';
-  if (name === '') return [{ field, reason: 'FieldValueRequired', message: 'Required value' }];
-  const slash = name.indexOf('/');
-  if (slash <= 0 || slash === name.length - 1) {
-    return [{ field, message: `Invalid value: "${name}": must be a fully qualified domain and path of the form 'example.com/signer-name'` }];
-  }
-  const domain = name.slice(0, slash);
-  if (!SUBDOMAIN.test(domain) || domain.length > 253) return [{ field, message: `Invalid value: "${domain}": ${SUBDOMAIN_MSG}` }];
-  return [];
+  const problem = signerNameProblem(name);
+  if (problem === undefined) return [];
+  return [name === '' ? { field: 'spec.signerName', reason: 'FieldValueRequired', message: problem } : { field: 'spec.signerName', message: `Invalid value: "${name}": ${problem}` }];
 }
 
 function nameCauses(field: string, v: unknown): StatusCause[] {
@@ -233,11 +228,3 @@ export function requestedSpki(spec: PcrSpec): Buffer {
 
 export const MAX_PCR_CHAIN_BYTES = MAX_CHAIN_BYTES;
 
-/** The PEM blocks of a chain, each a parsed certificate; undefined when any block is not one. */
-export function chainCertificates(pem: string): ReturnType<typeof parseCertificates> | undefined {
-  try {
-    return parseCertificates(pem);
-  } catch {
-    return undefined;
-  }
-}

@@ -22,7 +22,7 @@ export const K8S_SIGNER_ENV = Object.freeze({
 });
 
 /** The controllers there are (k8s-signer.ts's CONTROLLERS has one factory per name). */
-export const CONTROLLER_NAMES = ['csr'] as const;
+export const CONTROLLER_NAMES = ['csr', 'pcr'] as const;
 export type ControllerName = (typeof CONTROLLER_NAMES)[number];
 
 export const DEFAULT_K8S_SIGNER_TTL_SECONDS = 24 * 3600;

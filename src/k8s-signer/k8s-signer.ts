@@ -17,10 +17,12 @@ import { collectProcessMetrics } from '../ops/process-metrics.js';
 import type { ControllerName, K8sSignerConfig } from './config.js';
 import type { SignerController, SignerControllerFactory } from './controller.js';
 import { csrController } from './csr-controller.js';
+import { pcrController } from './pcr-controller.js';
 
 /** One factory per controller name. */
 export const CONTROLLERS: Readonly<Record<ControllerName, SignerControllerFactory>> = Object.freeze({
   csr: csrController,
+  pcr: pcrController,
 });
 
 export interface K8sSignerOptions {

@@ -77,19 +77,37 @@ export interface KubeGetOptions {
   readonly signal: AbortSignal;
   /** For Retry-After given as a date. */
   readonly nowMs: number;
-  /** How the request is named in errors (default `GET <path>`). */
+  /** How the request is named in errors (default `<method> <path>`). */
   readonly what?: string;
 }
 
+export interface KubeRequestOptions extends KubeGetOptions {
+  /** Default GET. */
+  readonly method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Sent as JSON (`content-type: application/json`). */
+  readonly body?: unknown;
+}
+
 /** A GET on the current cluster; resolves with the 2xx response (its body unread). */
-export async function kubeGet(kubeConfig: KubeConfig, path: string, query: Query, options: KubeGetOptions): Promise<IncomingMessage> {
+export function kubeGet(kubeConfig: KubeConfig, path: string, query: Query, options: KubeGetOptions): Promise<IncomingMessage> {
+  return kubeRequest(kubeConfig, path, query, options);
+}
+
+/**
+ * A request on the current cluster with the same transport, credentials and errors as
+ * `kubeGet`, for API groups client-node has no typed client for (PodCertificateRequests).
+ */
+export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Query, options: KubeRequestOptions): Promise<IncomingMessage> {
   const { signal } = options;
-  const what = options.what ?? `GET ${path}`;
+  const method = options.method ?? 'GET';
+  const what = options.what ?? `${method} ${path}`;
   if (signal.aborted) throw abortReason(signal);
   const url = apiUrl(kubeConfig, path, query);
   const fetchOptions = await kubeConfig.applyToFetchOptions({});
   if (signal.aborted) throw abortReason(signal);
   const headers: Record<string, string> = { accept: 'application/json' };
+  const body = options.body === undefined ? undefined : JSON.stringify(options.body);
+  if (body !== undefined) headers['content-type'] = 'application/json';
   (fetchOptions.headers as { forEach(fn: (value: string, key: string) => void): void } | undefined)?.forEach((value, key) => {
     headers[key] = value;
   });
@@ -103,7 +121,7 @@ export async function kubeGet(kubeConfig: KubeConfig, path: string, query: Query
       signal.removeEventListener('abort', onAbort);
       fn();
     };
-    const req = send(url, { method: 'GET', headers, ...(agent ? { agent } : {}) });
+    const req = send(url, { method, headers, ...(agent ? { agent } : {}) });
     // The agent is ours alone (client-node makes one per call): free its sockets with the request.
     req.on('close', () => agent?.destroy());
     // TCP keepalive, as client-node's Watch sets it: a peer that vanished is noticed by the kernel too.
@@ -140,7 +158,7 @@ export async function kubeGet(kubeConfig: KubeConfig, path: string, query: Query
         );
       });
     });
-    req.end();
+    req.end(body);
   });
 }
 

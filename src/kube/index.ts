@@ -38,3 +38,5 @@ export { LeaderMetrics } from './leader-metrics.js';
 export type { ObservedElector } from './leader-metrics.js';
 export { kubeLeaseClient, LEASE_REQUEST_TIMEOUT_MS } from './lease-client.js';
 export type { LeaseClient, LeaseRecord, StoredLease } from './lease-client.js';
+export { kubeRequest, readJson, type KubeRequestOptions } from './api-request.js';
+export { PCR_API_VERSION, PCR_COLLECTION_PATH, PcrClient, createPcrInformer, pcrState, type PcrCondition, type PcrConditionType, type PcrObject, type PcrState } from './pcr.js';

@@ -198,6 +198,16 @@ export function csrPublicKeyInfo(input: string | Uint8Array): Buffer {
 }
 
 /**
+ * A bare SubjectPublicKeyInfo (DER) imported as a CSR's key would be, for a leaf whose key
+ * possession was proven some other way (a PodCertificateRequest's, checked by the API server):
+ * ERR_PKI_CSR_UNSUPPORTED_KEY for anything but P-256, P-384 and RSA 2048/3072/4096.
+ */
+export function importSubjectKey(spki: Uint8Array): { spki: Buffer; publicKey: KeyObject; keySpec: KeySpec } {
+  const der = Buffer.from(spki);
+  return { spki: der, ...importCsrKey(der) };
+}
+
+/**
  * Parses a CSR (PEM or DER) and verifies its signature. Coded errors: ERR_PKI_PEM_* (not a CSR
  * PEM), ERR_PKI_CSR_MALFORMED (garbage), ERR_PKI_CSR_UNSUPPORTED_ALGORITHM,
  * ERR_PKI_CSR_UNSUPPORTED_KEY, ERR_PKI_CSR_SIGNATURE_INVALID.

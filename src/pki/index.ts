@@ -68,6 +68,7 @@ export {
   parseCsr,
   parseCsrAsync,
   csrPublicKeyInfo,
+  importSubjectKey,
   type Csr,
   type CreateCsrOptions,
   type VerifiedCsr,
@@ -88,6 +89,7 @@ export {
   LeafTemplate,
   type FastLeafIssuerOptions,
   type IssuedLeaf,
+  type KeyLeafRequest,
   type LeafRequest,
   type LeafSigner,
 } from './leaf-template.js';

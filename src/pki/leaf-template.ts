@@ -10,7 +10,7 @@ import { signatureAlgorithmForKey, type SignatureAlgorithm } from './algorithms.
 import { encodeOid, encodeTime, tlv, TAG_BIT_STRING, TAG_INTEGER, TAG_OCTET_STRING, TAG_SEQUENCE } from './der.js';
 import { PkiError } from './errors.js';
 import { keySpecOf, type KeySpec } from './keys.js';
-import { parseCsr, parseCsrAsync, type VerifiedCsr } from './csr.js';
+import { importSubjectKey, parseCsr, parseCsrAsync } from './csr.js';
 import { pemEncode } from './pem.js';
 import { encodeServingNames } from './serving-names.js';
 import {
@@ -197,6 +197,14 @@ export interface LeafRequest {
   readonly servingNames?: readonly string[];
 }
 
+/** A leaf for a bare public key whose possession was proven elsewhere (no CSR). */
+export interface KeyLeafRequest {
+  /** SubjectPublicKeyInfo DER: P-256, P-384 or RSA 2048/3072/4096 (else ERR_PKI_CSR_UNSUPPORTED_KEY). */
+  readonly spki: Uint8Array;
+  readonly spiffeId: string;
+  readonly ttlSeconds: number;
+}
+
 export interface IssuedLeaf {
   readonly der: Uint8Array;
   readonly pem: string;
@@ -241,7 +249,16 @@ export class FastLeafIssuer {
     return this.#build(request, await parseCsrAsync(request.csr));
   }
 
-  #build(request: LeafRequest, csr: VerifiedCsr): IssuedLeaf {
+  /**
+   * The same leaf for a bare public key (a PodCertificateRequest's pkixPublicKey, whose proof of
+   * possession the API server verified): the caller vouches for possession, not this method.
+   */
+  issueForKey(request: KeyLeafRequest): IssuedLeaf {
+    parseSpiffeId(request.spiffeId);
+    return this.#build(request, importSubjectKey(request.spki));
+  }
+
+  #build(request: Omit<LeafRequest, 'csr'>, csr: { readonly spki: Buffer }): IssuedLeaf {
     const plan = planLeaf({
       nowMs: this.#now(),
       ttlSeconds: request.ttlSeconds,

@@ -10,7 +10,7 @@ import type { Logger } from '../../core/log.js';
 import { certificateToPem, responseChainPems, type CaKeyMaterial, FastLeafIssuer } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import { issueServingCertificate } from '../serving-cert.js';
-import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
+import type { PublicKeySignRequest, ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 
 /** Issues a leaf PEM from material; the default runs on this thread, a pool may replace it. */
 export interface LeafIssuerBackend {
@@ -68,6 +68,8 @@ interface Loaded {
    * on this thread, so the pool's batch protocol stays the workload path alone.
    */
   readonly named: LeafIssuerBackend;
+  /** Leaves for bare public keys (PodCertificateRequests), on this thread. */
+  readonly keys: FastLeafIssuer;
 }
 
 export abstract class MaterialSigner implements Signer {
@@ -111,6 +113,15 @@ export abstract class MaterialSigner implements Signer {
       throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.#notReady}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
     }
     const leaf = await (request.servingNames && request.servingNames.length > 0 ? loaded.named : loaded.backend).issue(request);
+    return { certChain: [leaf.pem, ...loaded.tail], serialHex: leaf.serialHex, notAfterMs: leaf.notAfterMs };
+  }
+
+  async signPublicKey(request: PublicKeySignRequest): Promise<SignedChain> {
+    const loaded = this.#loaded;
+    if (!loaded) {
+      throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.#notReady}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
+    }
+    const leaf = loaded.keys.issueForKey({ spki: request.spkiDer, spiffeId: request.spiffeId, ttlSeconds: request.ttlSeconds });
     return { certChain: [leaf.pem, ...loaded.tail], serialHex: leaf.serialHex, notAfterMs: leaf.notAfterMs };
   }
 
@@ -160,6 +171,7 @@ export abstract class MaterialSigner implements Signer {
         onBroken: () => this.#loaded === loaded && this.#changed(),
       }),
       named: inThreadIssuerFactory(material, { clock: this.options.clock, maxTtlSeconds: this.options.maxTtlSeconds, logger: this.options.logger }),
+      keys: new FastLeafIssuer({ signer: material.leafSigner, now: () => this.options.clock.now(), maxTtlSeconds: this.options.maxTtlSeconds }),
     };
     this.#loaded = loaded;
     this.options.logger.info('signing material installed', {
