@@ -95,6 +95,8 @@ export function admitPcrUpdate(t: ResourceType, current: KubeObject, next: KubeO
     if (causes.length > 0) throw invalid(PCR.kind, PCR.group, name, causes);
     return;
   }
+  // metav1.ResetObjectMetaForStatus: a status write changes no metadata.
+  next.metadata = { ...structuredClone(current.metadata), resourceVersion: next.metadata.resourceVersion };
   const causes = pcrStatusCauses(current, next, a.nowMs);
   if (causes.length > 0) throw invalid(PCR.kind, PCR.group, name, causes);
   if (canonicalJson(next.status) === canonicalJson(current.status) || !user) return;

@@ -78,7 +78,7 @@ export class PcrClient {
   async writeStatus(pcr: PcrObject, status: NonNullable<PcrObject['status']>, signal: AbortSignal): Promise<PcrObject> {
     const m = pcr.metadata ?? {};
     const path = `/apis/certificates.k8s.io/v1beta1/namespaces/${encodeURIComponent(m.namespace ?? '')}/podcertificaterequests/${encodeURIComponent(m.name ?? '')}/status`;
-    const body = { apiVersion: PCR_API_VERSION, kind: 'PodCertificateRequest', metadata: { name: m.name, namespace: m.namespace, resourceVersion: m.resourceVersion, uid: m.uid }, spec: pcr.spec, status };
+    const body = { apiVersion: PCR_API_VERSION, kind: 'PodCertificateRequest', metadata: m, spec: pcr.spec, status };
     const res = await kubeRequest(this.#kubeConfig, path, {}, { method: 'PUT', body, signal, nowMs: this.#now() });
     return (await readJson(res, `PUT ${path}`, signal)) as PcrObject;
   }

@@ -232,7 +232,7 @@ export function rawRequest(
   cluster: DevCluster,
   method: string,
   path: string,
-  o: { token?: string | null; body?: string | Buffer; contentType?: string; agent?: Agent } = {},
+  o: { token?: string | null; body?: string | Buffer; contentType?: string; agent?: Agent; headers?: Readonly<Record<string, string>> } = {},
 ): Promise<RawReply> {
   const token = o.token === undefined ? cluster.adminToken : o.token;
   return new Promise((resolve, reject) => {
@@ -245,6 +245,7 @@ export function rawRequest(
           ...(token !== null ? { authorization: `Bearer ${token}` } : {}),
           ...(o.contentType ? { 'content-type': o.contentType } : {}),
           ...(o.body !== undefined ? { 'content-length': Buffer.byteLength(o.body) } : {}),
+          ...(o.headers ?? {}),
         },
       },
       (res) => {
