@@ -12,6 +12,7 @@ import { createPublicKey, verify, constants, type KeyObject } from 'node:crypto'
 import { parseCsr, PkiError } from '../pki/index.js';
 import { signerNameProblem } from '../core/signer-name.js';
 import type { KubeObject } from './store.js';
+import { SUBDOMAIN, SUBDOMAIN_MSG } from './admission.js';
 import type { StatusCause } from './status.js';
 
 export const PCR_DEFAULT_MAX_EXPIRATION_SECONDS = 86400;
@@ -25,10 +26,7 @@ const MAX_CHAIN_BYTES = 100 * 1024;
 const MAX_USER_ANNOTATIONS_BYTES = 256 * 1024;
 const MAX_UID = 128;
 
-const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const QUALIFIED_NAME = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
-const SUBDOMAIN_MSG =
-  "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 
 export interface PcrSpec {
   signerName?: unknown;
