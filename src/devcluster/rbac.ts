@@ -177,7 +177,7 @@ export class RbacAuthorizer {
 }
 
 /**
- * certauthorization.IsAuthorizedForSignerName: `verb` (approve, sign) on `signers` named after
+ * certauthorization.IsAuthorizedForSignerName: `verb` (approve, sign, attest) on `signers` named after
  * the signer name, or its `<domain>/*` wildcard.
  */
 export function isAuthorizedForSignerName(rbac: RbacAuthorizer, user: UserInfo, verb: string, signerName: string): boolean {

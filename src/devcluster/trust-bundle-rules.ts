@@ -15,7 +15,7 @@ import { isDeepStrictEqual } from 'node:util';
 import { signerNameProblem } from '../core/signer-name.js';
 import { parsePem } from '../pki/index.js';
 import type { UserInfo } from './authn.js';
-import type { RbacAuthorizer } from './rbac.js';
+import { isAuthorizedForSignerName, type RbacAuthorizer } from './rbac.js';
 import type { ResourceType } from './resources.js';
 import type { KubeObject } from './store.js';
 import { forbidden, invalid, type StatusCause } from './status.js';
@@ -104,8 +104,7 @@ export function makeAttestCheck(rbac: RbacAuthorizer): (t: ResourceType, obj: Ku
     const { signerName } = specOf(obj);
     if (signerName === '') return;
     if (prev !== undefined && isDeepStrictEqual(withoutGcFields(prev), withoutGcFields(obj))) return;
-    const names = [signerName, `${signerName.split('/')[0]}/*`];
-    if (names.some((name) => rbac.authorize({ user, resourceRequest: true, verb: 'attest', apiGroup: GROUP, resource: 'signers', name }).allowed)) return;
+    if (isAuthorizedForSignerName(rbac, user, 'attest', signerName)) return;
     throw forbidden(`clustertrustbundles.${GROUP} "${obj.metadata.name ?? ''}" is forbidden: user not permitted to attest for signerName "${signerName}"`, {
       name: obj.metadata.name ?? '', group: GROUP, kind: 'clustertrustbundles',
     });

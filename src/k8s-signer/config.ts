@@ -24,6 +24,12 @@ export const K8S_SIGNER_ENV = Object.freeze({
 /** The controllers there are (k8s-signer.ts's CONTROLLERS has one factory per name). */
 export const CONTROLLER_NAMES = ['csr', 'pcr'] as const;
 export type ControllerName = (typeof CONTROLLER_NAMES)[number];
+/**
+ * What runs unless K8S_SIGNER_CONTROLLERS says otherwise: CSRs only. PodCertificateRequests are
+ * beta and off by default in Kubernetes 1.35 (feature gate and v1beta1 API): a controller for
+ * an API the cluster does not serve would keep the signer not ready.
+ */
+export const DEFAULT_CONTROLLERS: readonly ControllerName[] = ['csr'];
 
 export const DEFAULT_K8S_SIGNER_TTL_SECONDS = 24 * 3600;
 export const DEFAULT_SERVING_REQUESTERS: readonly string[] = ['istio-system/certbroker-ca'];
@@ -59,7 +65,7 @@ export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<
   const signerName = r.string(E.SIGNER_NAME, '', flags.signerName);
   const nameProblem = signerNameProblem(signerName);
   if (nameProblem !== undefined) r.problem(`${E.SIGNER_NAME} (--signer-name) ${JSON.stringify(signerName)}: ${nameProblem}`);
-  const controllers = r.list(E.CONTROLLERS, CONTROLLER_NAMES);
+  const controllers = r.list(E.CONTROLLERS, DEFAULT_CONTROLLERS);
   const unknown = controllers.filter((c) => !(CONTROLLER_NAMES as readonly string[]).includes(c));
   if (unknown.length > 0) r.problem(`${E.CONTROLLERS} names unknown controllers ${JSON.stringify(unknown)} (known: ${CONTROLLER_NAMES.join(', ')})`);
   if (controllers.length === 0) r.problem(`${E.CONTROLLERS} names no controller`);

@@ -6,7 +6,7 @@
  * API (controller.ts says what a controller is and gets).
  */
 export { startK8sSigner, CONTROLLERS, K8S_SIGNER_STOP_DEADLINE_MS, type K8sSigner, type K8sSignerOptions } from './k8s-signer.js';
-export { readK8sSignerConfig, K8S_SIGNER_ENV, CONTROLLER_NAMES, DEFAULT_SERVING_REQUESTERS, type ControllerName, type K8sSignerConfig, type K8sSignerFlags } from './config.js';
+export { readK8sSignerConfig, K8S_SIGNER_ENV, CONTROLLER_NAMES, DEFAULT_CONTROLLERS, DEFAULT_SERVING_REQUESTERS, type ControllerName, type K8sSignerConfig, type K8sSignerFlags } from './config.js';
 export type { SignerController, SignerControllerContext, SignerControllerFactory } from './controller.js';
 export { CsrController, csrController, CSR_CONTROLLER } from './csr-controller.js';
 export { judgeCsr, SVID_USAGES, SERVING_USAGES, type CsrPolicy, type CsrRefusalReason, type CsrRequestFacts, type CsrVerdict } from './csr-policy.js';

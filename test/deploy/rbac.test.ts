@@ -97,7 +97,7 @@ after(() => cluster?.close());
 test('deploy/ renders with kubectl kustomize and holds every part', { skip }, async () => {
   const objs = await renderDeploy();
   const kinds = (k: string) => objs.filter((o) => o.kind === k).map((o) => o.metadata.name).sort();
-  assert.deepStrictEqual(kinds('ServiceAccount'), ['certbroker-ca', 'certbroker-k8s-signer', 'istio-cni', 'ztunnel']);
+  assert.deepStrictEqual(kinds('ServiceAccount'), ['certbroker-ca', 'istio-cni', 'ztunnel']);
   assert.deepStrictEqual(kinds('DaemonSet'), ['certbroker-node-broker', 'istio-cni-node']);
   assert.deepStrictEqual(kinds('Deployment'), ['certbroker-ca']);
   assert.deepStrictEqual(kinds('Service'), ['certbroker-ca', 'certbroker-istio-ca-front']);

@@ -18,7 +18,7 @@ import { seededRng } from '../support/seeded-rng.js';
 import { Scratch } from '../support/scratch.js';
 import { opensslMissing, kubectlMissing } from '../support/tools.js';
 import { adminClient, clientsFor, createNode, createServiceAccount, kubeConfigFor, kubectl, rawRequest, serviceAccountToken, startCluster, type DevCluster } from '../support/cluster.js';
-import { identityObjects } from '../deploy/manifests.js';
+import { identityObjectsOf, renderDeployWith } from '../deploy/manifests.js';
 import { makePluginCa, opensslVerifyChain, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../../src/k8s-signer/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
@@ -89,7 +89,7 @@ function pemBlocks(text: string): Array<{ type: string; pem: string }> {
 before(async () => {
   if (skip) return;
   cluster = await startCluster({ clock, podsDir: join(scratch.dir, 'pods'), rng: seededRng(7) });
-  await cluster.apply(await identityObjects());
+  await cluster.apply(identityObjectsOf(await renderDeployWith(['components/kubernetes-csr', 'components/pod-certificates'])));
   await createNode(cluster, { name: 'node-a' });
   await createNode(cluster, { name: 'node-b' });
   await adminClient(cluster).core.createNamespace({ body: { metadata: { name: NS } } });
@@ -238,4 +238,11 @@ test('deploy/ RBAC: the k8s-signer account follows requests, writes /status and 
   assert.equal(await can('sign', 'signers', { name: 'kubernetes.io/kube-apiserver-client-pod' }), false);
   assert.equal(await can('create', 'podcertificaterequests'), false, 'only nodes create requests');
   assert.equal(await can('update', 'podcertificaterequests'), false, 'the spec is not the signer\'s');
+  const deployment = (await renderDeployWith(['components/kubernetes-csr', 'components/pod-certificates'])).find((o) => o.kind === 'Deployment' && o.metadata.name === 'certbroker-k8s-signer') as unknown as {
+    spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value: string }> }> } } };
+  };
+  const env = Object.fromEntries(deployment.spec.template.spec.containers[0]!.env.map((e) => [e.name, e.value]));
+  const config = readK8sSignerConfig({ opsAddress: 'off' }, env);
+  assert.deepEqual(config.controllers, ['csr', 'pcr'], 'the component turns the PCR controller on');
+  assert.equal(config.signerName, SIGNER, 'for the signer name its RBAC may sign for');
 });
