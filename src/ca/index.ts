@@ -84,6 +84,7 @@ export {
 } from './signer-module.js';
 export { MaterialSigner, inThreadIssuerFactory, type LeafIssuerFactory, type LeafIssuerBackend, type MaterialSignerOptions } from './signers/material-signer.js';
 export { issueServingCertificate } from './serving-cert.js';
+export { chainFromCsrAnswer, type CsrAnswerInput } from './signers/csr-answer.js';
 export { ServingIdentity, SERVING_CERT_TTL_SECONDS, type ServingIdentityOptions, type ServingEvent } from './serving-identity.js';
 export { poolIssuerFactory } from './signers/pool-issuer.js';
 export {

@@ -1,13 +1,16 @@
 /**
  * The step-ca signer's pure parts: its settings (every problem listed with the CA's others), the
  * provisioner key file (JWK, PBES2 JWE with a password, what is refused), the one-time token's
- * claims as step-ca 0.19 reads them, step-ca's statuses and answers.
+ * claims as step-ca 0.19 reads them, step-ca's statuses and answers, and the answer check the
+ * step-ca signer shares with kubernetes-csr (csr-answer.ts) for what step-ca issues.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader, jwtVerify, importJWK } from 'jose';
 import { ConfigError } from '../../src/core/config.js';
 import {
+  chainFromCsrAnswer,
+  issueServingCertificate,
   codeForStatus,
   parseSignAnswer,
   readCaConfig,
@@ -16,7 +19,9 @@ import {
   STEP_CA_TOKEN_TTL_SECONDS,
   type CaCliFlags,
 } from '../../src/ca/index.js';
+import { caKeyMaterial, createCsr, exportSpkiDer, FastLeafIssuer, generateKeyPair, parsePrivateKeyPem } from '../../src/pki/index.js';
 import { encryptJwk, makeProvisionerKey } from '../support/step-ca.js';
+import { makePluginCa } from './support/pki-fixtures.js';
 import { rejectionCode, thrownCode } from './support/error-code.js';
 
 function problems(env: Record<string, string>, flags: CaCliFlags = {}): readonly string[] {
@@ -98,4 +103,22 @@ test('step-ca statuses map to closed codes; a SignResponse is read from certChai
   assert.deepEqual(parseSignAnswer('{"crt":"L","ca":"I"}', 'x'), { leafPem: 'L', intermediatePems: ['I'] });
   assert.equal(thrownCode(() => parseSignAnswer('<html>', 'x')), 'ERR_CA_STEP_CA_BAD_ANSWER');
   assert.equal(thrownCode(() => parseSignAnswer('{"certChain":[]}', 'x')), 'ERR_CA_STEP_CA_BAD_ANSWER');
+});
+
+test('the answer check (csr-answer, shared with kubernetes-csr): a DNS-only serving certificate passes without SVID rules; an SVID must carry the serving names asked', async () => {
+  const ca = await makePluginCa('Answer');
+  const material = caKeyMaterial({ cert: ca.intermediate.cert, keyObject: ca.intermediate.privateKey, chain: [ca.root.cert], roots: [ca.root.cert] });
+  const base = { roots: [ca.root.cert], rootsPem: ca.root.pem, nowMs: Date.now(), csrName: 'test' };
+  const serving = await issueServingCertificate(material, { dnsNames: ['localhost', '127.0.0.1'], ttlSeconds: 3600, nowMs: Date.now() });
+  const servingSpki = exportSpkiDer(parsePrivateKeyPem(serving.privateKeyPem.reveal()));
+  const chain = chainFromCsrAnswer({ ...base, certificatePem: serving.certChainPem, csrSpki: servingSpki, expect: { servingNames: ['localhost', '127.0.0.1'] } });
+  assert.equal(chain.certChain.length, 3, 'leaf, intermediate, roots');
+  assert.equal(thrownCode(() => chainFromCsrAnswer({ ...base, certificatePem: serving.certChainPem, csrSpki: servingSpki, expect: { servingNames: ['other.example'] } })), 'ERR_CA_CSR_BAD_CERTIFICATE');
+  const id = 'spiffe://cluster.local/ns/istio-system/sa/ztunnel';
+  const { privateKey } = await generateKeyPair();
+  const leaf = new FastLeafIssuer({ signer: material.leafSigner }).issue({ csr: createCsr({ privateKey, uri: id }).pem, spiffeId: id, ttlSeconds: 3600 });
+  const svid = { ...base, certificatePem: leaf.pem + ca.intermediate.pem, csrSpki: exportSpkiDer(privateKey) };
+  assert.equal(chainFromCsrAnswer({ ...svid, expect: { spiffeId: id } }).certChain.length, 3);
+  assert.equal(thrownCode(() => chainFromCsrAnswer({ ...svid, expect: { spiffeId: id, servingNames: ['localhost'] } })), 'ERR_CA_CSR_BAD_CERTIFICATE', 'a serving name asked is missing');
+  assert.equal(thrownCode(() => chainFromCsrAnswer({ ...svid, expect: { spiffeId: 'spiffe://cluster.local/ns/default/sa/other' } })), 'ERR_CA_CSR_BAD_CERTIFICATE');
 });

@@ -8,7 +8,7 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,6 +24,7 @@ import { encryptJwk, makeProvisionerKey, startStepCa, stepCaMissing, type StepCa
 import { grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
 import { caClient, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslText, opensslVerifyChain } from './support/pki-fixtures.js';
+import { watchLog, writeCaLauncher } from './support/ca-process.js';
 
 const run = promisify(execFile);
 const skip = stepCaMissing() ?? opensslMissing();
@@ -194,6 +195,45 @@ for (const kind of ['tcp', 'tls'] as const) {
     }
   });
 }
+
+test('certbroker ca --signer step-ca as a process: flags to a TLS CA whose serving certificate and leaves come from step-ca; the provisioner key never logged; exit 0 on SIGTERM', { skip }, async () => {
+  const p = step.provisioners.get('certbroker')!;
+  const kubeconfig = await scratch.write('ca.kubeconfig', env.caKubeConfig.exportConfig());
+  const launcher = await writeCaLauncher(scratch.dir);
+  const args = ['--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', 'off', '--signer', 'step-ca', '--step-ca-url', step.url, '--step-ca-root', step.rootFile, '--provisioner', p.name, '--provisioner-key-file', p.keyFile];
+  const child = spawn(process.execPath, [launcher, ...args], {
+    env: { ...process.env, CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1', LOG_LEVEL: 'debug', CA_SHUTDOWN_GRACE_SECONDS: '2' },
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const log = watchLog(child);
+  try {
+    const listening = await log.waitFor((r) => r.msg === 'CA listening');
+    assert.equal(listening.signer, `step-ca:${step.url}`);
+    const c = caClient(Number(listening.port), step.rootPem);
+    try {
+      for (let i = 0; i < 100; i++) {
+        const res = await c.create({ token: ztunnel, csr: await newCsr(SLEEP), impersonate: SLEEP });
+        if (res.chain) {
+          assert.equal(checkX509Svid(res.chain[0]!)?.id, SLEEP);
+          assert.match(await opensslVerifyChain(res.chain), /OK/);
+          break;
+        }
+        // The first serving certificate may still be on its way (a retry after a busy step-ca).
+        assert.equal(res.code, status.UNAVAILABLE, JSON.stringify(res));
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    } finally {
+      c.close();
+    }
+  } finally {
+    child.kill('SIGTERM');
+  }
+  const code = await new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (c) => resolve(c))));
+  assert.equal(code, 0, log.lines.join('\n'));
+  const text = log.lines.join('\n');
+  assert.ok(!text.includes(String(p.privateJwk.d)), 'the provisioner key is not logged');
+  assert.doesNotMatch(text, /eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+/, 'no token is logged');
+});
 
 const pySkip = skip ?? pythonGrpcMissing();
 // The Python client lives next to the CA tests' sources (test/ca/support/), found from dist/ too.
