@@ -7,7 +7,7 @@ import { Command } from 'commander';
 
 export function command(): Command {
   return new Command('start')
-    .description('run the whole system locally (devcluster + CA + node broker + sample pods + consumer) with a live view')
+    .description('run the whole system locally (devcluster + CA + node broker with its three fronts + sample pods + a sample client per front) with a live view')
     .option('--cert-ttl-seconds <n>', 'workload certificate lifetime (short, so rotation shows within minutes)', '300')
     .option('--duration-seconds <n>', 'stop by itself after this many seconds (0 = until Ctrl-C)', '0')
     .option('--interval-ms <n>', 'live view refresh period', '1000')
