@@ -10,6 +10,7 @@
  */
 import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { isIP } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { frame, grpcTimeoutHeader, parseGrpcMessage } from './wire-format.js';
 
@@ -229,11 +230,22 @@ export class H2UnaryChannel {
   #current(): ClientHttp2Session {
     const s = this.#session;
     if (s && !s.closed && !s.destroyed) return s;
-    const session = connect(this.#url, {
+    const { host, port } = this.#target!;
+    const tlsOptions = {
+      host,
+      port,
       ca: this.#rootsPem,
       ALPNProtocols: ['h2'],
       // SNI and the verified name: the server name, else the host (SNI is not sent for an IP).
-      ...(this.#o.serverName ? { servername: this.#o.serverName } : isIP(this.#target!.host) ? {} : { servername: this.#target!.host }),
+      ...(this.#o.serverName ? { servername: this.#o.serverName } : isIP(host) ? {} : { servername: host }),
+    };
+    const session = connect(this.#url, {
+      createConnection: () => {
+        const socket = tlsConnect(tlsOptions);
+        // A call is a few small frames each way: no Nagle delay between them (grpc-js does the same).
+        socket.setNoDelay(true);
+        return socket;
+      },
     });
     const handshake = setTimeout(() => session.destroy(new Error(`TLS handshake did not complete within ${this.#o.handshakeTimeoutMs} ms`)), this.#o.handshakeTimeoutMs);
     session.once('connect', () => clearTimeout(handshake));
