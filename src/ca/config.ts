@@ -129,6 +129,8 @@ export type SignerConfig =
       readonly autoApprove: boolean;
       /** PEM roots the signer's certificates chain to (what clients trust). */
       readonly rootsPem: string;
+      /** The file they came from, re-read for a root rotation (signers/roots-file.ts). */
+      readonly rootsFile?: string;
       /** How long to wait for a certificate (default 30 s). */
       readonly timeoutMs?: number;
     }

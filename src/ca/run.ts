@@ -76,7 +76,7 @@ async function signerConfig(env: CaEnvConfig): Promise<CaServerConfig['signer']>
   if (env.signerKind === 'cacerts') return { kind: 'cacerts', dir: env.cacertsDir };
   if (env.signerKind === 'kubernetes-csr' && env.k8sCsr) {
     const { signerName, autoApprove, rootsFile, timeoutMs } = env.k8sCsr;
-    return { kind: 'kubernetes-csr', signerName, autoApprove, rootsPem: await readFile(rootsFile, 'utf8'), timeoutMs };
+    return { kind: 'kubernetes-csr', signerName, autoApprove, rootsPem: await readFile(rootsFile, 'utf8'), rootsFile, timeoutMs };
   }
   return { kind: 'self-signed', namespace: env.caNamespace, secretName: SELF_SIGNED_SECRET_NAME, keyType: env.selfSignedKey, rootTtlSeconds: env.selfSignedRootTtlSeconds };
 }

@@ -38,6 +38,7 @@ import { certificateToPem, createCsr, csrPublicKeyInfo, exportPkcs8Pem, generate
 import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
+import { RootsFile } from './roots-file.js';
 
 export const CSR_MANAGED_BY_LABEL = 'app.kubernetes.io/managed-by';
 export const CSR_MANAGED_BY = 'certbroker-ca';
@@ -55,6 +56,12 @@ export interface KubernetesCsrSignerOptions {
   readonly autoApprove: boolean;
   /** PEM roots the issued chains must reach (the Kubernetes signer's roots). */
   readonly rootsPem: string;
+  /**
+   * The file `rootsPem` was read from: re-read every `rootsPollIntervalMs` (roots-file.ts) so a
+   * root rotation (both roots for the overlap, then the new one) reaches the answers without a restart.
+   */
+  readonly rootsFile?: string;
+  readonly rootsPollIntervalMs?: number;
   readonly timeoutMs?: number;
   readonly informer?: InformerSettings;
   readonly clock: Clock;
@@ -72,8 +79,9 @@ export class KubernetesCsrSigner implements Signer {
   readonly #informer: Informer<CsrObject>;
   readonly #waiters = new Map<string, Waiter>();
   readonly #listeners = new Set<() => void>();
-  readonly #roots: readonly x509.X509Certificate[];
-  readonly #rootsPem: string;
+  #roots: readonly x509.X509Certificate[];
+  #rootsPem: string;
+  #rootsFile: RootsFile | undefined;
   #closed = false;
 
   constructor(options: KubernetesCsrSignerOptions) {
@@ -117,6 +125,14 @@ export class KubernetesCsrSigner implements Signer {
   async start(): Promise<void> {
     await this.#informer.start();
     await this.#informer.waitForSync();
+    const o = this.#o;
+    if (o.rootsFile === undefined || this.#rootsFile) return;
+    this.#rootsFile = new RootsFile({ path: o.rootsFile, clock: o.clock, logger: o.logger, ...(o.rootsPollIntervalMs !== undefined ? { pollIntervalMs: o.rootsPollIntervalMs } : {}) }, o.rootsPem);
+    this.#rootsFile.watch((roots) => {
+      this.#roots = roots.certs;
+      this.#rootsPem = roots.pem;
+      this.#changed();
+    });
   }
 
   onChange(listener: () => void): () => void {
@@ -137,6 +153,7 @@ export class KubernetesCsrSigner implements Signer {
 
   async close(): Promise<void> {
     this.#closed = true;
+    this.#rootsFile?.close();
     await this.#informer.stop();
     this.#changed();
   }

@@ -73,6 +73,7 @@ export function createSigner(config: SignerConfig, ctx: SignerContext): Startabl
         signerName: config.signerName,
         autoApprove: config.autoApprove,
         rootsPem: config.rootsPem,
+        ...(config.rootsFile !== undefined ? { rootsFile: config.rootsFile } : {}),
         ...(config.timeoutMs !== undefined ? { timeoutMs: config.timeoutMs } : {}),
         ...(ctx.informer ? { informer: ctx.informer } : {}),
         clock: ctx.clock,

@@ -21,7 +21,8 @@ import { createCsr, exportPkcs8Pem, exportSpkiDer, generateKeyPair, parseCertifi
 import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
-import { StepCaClient, type StepCaChain } from './step-ca-client.js';
+import { RootsFile } from './roots-file.js';
+import { DEFAULT_STEP_CA_TIMEOUT_MS, StepCaClient, type StepCaChain } from './step-ca-client.js';
 import { readProvisionerKey, signToken, type ProvisionerKey } from './step-ca-token.js';
 
 /**
@@ -40,6 +41,8 @@ export interface StepCaSignerOptions {
   readonly provisionerKeyPasswordFile?: string;
   /** Per-request deadline (default DEFAULT_STEP_CA_TIMEOUT_MS). */
   readonly timeoutMs?: number;
+  /** How often `rootFile` is re-read for a root rotation (default ROOTS_FILE_POLL_MS, roots-file.ts). */
+  readonly rootsPollIntervalMs?: number;
   readonly clock: Clock;
   readonly logger: Logger;
 }
@@ -55,6 +58,7 @@ export class StepCaSigner implements Signer {
   readonly description: string;
   readonly #o: StepCaSignerOptions;
   #loaded: Loaded | undefined;
+  #rootsFile: RootsFile | undefined;
   #notReady = 'step-ca root and provisioner key not loaded yet';
   readonly #listeners = new Set<() => void>();
 
@@ -100,12 +104,21 @@ export class StepCaSigner implements Signer {
     }
     if (roots.length === 0) throw this.#unusable(`${o.rootFile} holds no certificate`);
     const key = await readProvisionerKey(o.provisioner, keyText, password);
-    const rootsPem = roots.map((r) => r.toString('pem') + '\n');
-    const client = new StepCaClient({ url: o.url, rootsPem: rootsPem.join(''), clock: o.clock, ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) });
-    this.#loaded = { client, key, roots, rootsPem };
+    const loaded = (this.#loaded = this.#withRoots(key, roots));
     o.logger.info('step-ca signer loaded', { url: o.url, provisioner: o.provisioner, kid: key.kid, roots: roots.length });
     this.#changed();
-    void client.health().then(
+    // A root rotation: both roots in the file for the overlap, then the new one alone; each
+    // change goes out as the answers' last element and is what step-ca's TLS is verified with.
+    this.#rootsFile = new RootsFile({ path: o.rootFile, clock: o.clock, logger: o.logger, ...(o.rootsPollIntervalMs !== undefined ? { pollIntervalMs: o.rootsPollIntervalMs } : {}) }, rootsText);
+    this.#rootsFile.watch((next) => {
+      const current = this.#loaded;
+      if (!current) return;
+      this.#loaded = this.#withRoots(current.key, next.certs);
+      // Requests already sent finish on the old connections (closed after one request deadline).
+      void o.clock.sleep(o.timeoutMs ?? DEFAULT_STEP_CA_TIMEOUT_MS).then(() => current.client.close());
+      this.#changed();
+    });
+    void loaded.client.health().then(
       () => o.logger.info('step-ca is healthy', { url: o.url }),
       (err: unknown) => o.logger.warn('step-ca does not answer yet; signing answers UNAVAILABLE until it does', { url: o.url, err: describeError(err) }),
     );
@@ -139,6 +152,7 @@ export class StepCaSigner implements Signer {
     const loaded = this.#loaded;
     this.#loaded = undefined;
     this.#notReady = 'signer closed';
+    this.#rootsFile?.close();
     loaded?.client.close();
     if (loaded) this.#changed();
   }
@@ -160,6 +174,13 @@ export class StepCaSigner implements Signer {
       expect,
       csrName: `sent to ${this.description}`,
     });
+  }
+
+  #withRoots(key: ProvisionerKey, roots: readonly x509.X509Certificate[]): Loaded {
+    const o = this.#o;
+    const rootsPem = roots.map((r) => r.toString('pem') + '\n');
+    const client = new StepCaClient({ url: o.url, rootsPem: rootsPem.join(''), clock: o.clock, ...(o.timeoutMs !== undefined ? { timeoutMs: o.timeoutMs } : {}) });
+    return { client, key, roots, rootsPem };
   }
 
   #require(): Loaded {
