@@ -1,16 +1,17 @@
 /**
  * A PEM file of roots an external signer's certificates chain to (step-ca's root file, the
- * kubernetes-csr signer's roots file), followed while the CA runs: re-read every
- * `pollIntervalMs` (default 5 s, on the injected Clock), and a content change that still parses
+ * kubernetes-csr signer's roots file), followed while the CA runs: looked at every
+ * `pollIntervalMs` (default 5 s, on the injected Clock; src/ops/reread-file.ts reads it again
+ * only when its stat moved, as the istio-upstream signer's root file), and a content change that still parses
  * to at least one certificate replaces the roots and tells the listener; one that does not is
  * logged and the roots in use are kept. This is how a root rotation reaches an external backend's
  * answers without a restart: the operator puts both roots in the file for the overlap
  * (docs/operations.md, "Rotating the CA"), and the CA's last chain element follows.
  */
-import { readFile } from 'node:fs/promises';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { RereadFile } from '../../ops/reread-file.js';
 import { certificateToPem, parseCertificates, type x509 } from '../../pki/index.js';
 
 /** Default interval between reads of a roots file. */
@@ -35,12 +36,14 @@ export function rootsOf(text: string, what: string): Roots {
 export class RootsFile {
   readonly #o: { readonly path: string; readonly clock: Clock; readonly logger: Logger; readonly pollIntervalMs?: number };
   readonly #stop = new AbortController();
+  readonly #file: RereadFile;
   #text: string;
   #roots: Roots;
 
   /** `text` is the file's content as first read (the signer's start validated it). */
   constructor(options: { readonly path: string; readonly clock: Clock; readonly logger: Logger; readonly pollIntervalMs?: number }, text: string) {
     this.#o = options;
+    this.#file = new RereadFile(options.path);
     this.#text = text;
     this.#roots = rootsOf(text, options.path);
   }
@@ -58,7 +61,7 @@ export class RootsFile {
   async check(): Promise<boolean> {
     let text: string;
     try {
-      text = await readFile(this.#o.path, 'utf8');
+      text = (await this.#file.read()).text;
     } catch (err) {
       this.#o.logger.warn('roots file not readable; keeping the roots in use', { path: this.#o.path, err: describeError(err) });
       return false;
