@@ -37,10 +37,21 @@ interface Node {
   readonly node: NodeX509;
 }
 
+/**
+ * Nodes by certificate object: a caller that verifies against the same roots and intermediates
+ * every time (a CA checking an external signer's answers) builds their node:crypto certificates
+ * once (~1 ms each on a busy core), not per call. Weak: it lives as long as the caller's objects.
+ */
+const nodes = new WeakMap<x509.X509Certificate, Node>();
+
 function toNode(cert: x509.X509Certificate): Node {
+  const known = nodes.get(cert);
+  if (known) return known;
   const der = Buffer.from(cert.rawData);
   const f = certificateFields(der);
-  return { cert, der, issuerDer: Buffer.from(f.issuerDer), subjectDer: Buffer.from(f.subjectDer), node: new NodeX509(der) };
+  const node: Node = { cert, der, issuerDer: Buffer.from(f.issuerDer), subjectDer: Buffer.from(f.subjectDer), node: new NodeX509(der) };
+  nodes.set(cert, node);
+  return node;
 }
 
 function describe(cert: x509.X509Certificate): string {
