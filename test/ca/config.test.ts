@@ -136,3 +136,21 @@ test('CA_GRANTABLE_SERVING_NAMES: loopback by default; a configured list replace
   assert.equal(listed.length, 2, listed.join('\n'));
   assert.match(listed.join('\n'), /CA_GRANTABLE_SERVING_NAMES entry "\*\.svc" is neither an IP address nor a DNS host name/);
 });
+
+test('CA_SIGNER=kubernetes-csr needs a signer name and a roots file; a bad name and the other problems are listed together', () => {
+  const listed = problems({ CA_SIGNER: 'kubernetes-csr', CA_K8S_SIGNER_NAME: 'no-domain', MAX_WORKLOAD_CERT_TTL_SECONDS: 'ten' });
+  assert.equal(listed.length, 3, listed.join('\n'));
+  assert.match(listed.join('\n'), /CA_K8S_SIGNER_NAME \(--k8s-signer-name\) "no-domain": must be a fully qualified domain and path/);
+  assert.match(listed.join('\n'), /needs CA_K8S_CSR_ROOTS_FILE/);
+  assert.match(listed.join('\n'), /MAX_WORKLOAD_CERT_TTL_SECONDS/);
+  assert.match(problems({ CA_SIGNER: 'kubernetes-csr' }).join('\n'), /needs CA_K8S_SIGNER_NAME[\s\S]*needs CA_K8S_CSR_ROOTS_FILE/);
+  assert.match(problems({ CA_K8S_SIGNER_NAME: 'example.com/spiffe' }).join('\n'), /are for CA_SIGNER=kubernetes-csr only/, 'a stray setting is not ignored');
+});
+
+test('CA_SIGNER=kubernetes-csr: flags and env reach the config (auto-approve off by default, 30 s wait)', () => {
+  const cfg = readCaConfig({ signer: 'kubernetes-csr', k8sSignerName: 'example.com/spiffe', k8sCsrRootsFile: '/etc/roots.pem' }, {});
+  assert.deepEqual(cfg.k8sCsr, { signerName: 'example.com/spiffe', autoApprove: false, rootsFile: '/etc/roots.pem', timeoutMs: 30_000 });
+  const env = readCaConfig({}, { CA_SIGNER: 'kubernetes-csr', CA_K8S_SIGNER_NAME: 'example.com/spiffe', CA_K8S_CSR_ROOTS_FILE: '/r.pem', CA_K8S_CSR_AUTO_APPROVE: 'true', CA_K8S_CSR_TIMEOUT_SECONDS: '5' });
+  assert.deepEqual(env.k8sCsr, { signerName: 'example.com/spiffe', autoApprove: true, rootsFile: '/r.pem', timeoutMs: 5000 });
+  assert.equal(readCaConfig({}, {}).k8sCsr, undefined);
+});
