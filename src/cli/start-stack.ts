@@ -20,9 +20,12 @@ import { PRIVATE_DIR_MODE } from '../ops/private-dir.js';
 import { startIstioCaSample, startWorkloadSample } from './stack-clients.js';
 import { applySampleObjects, CONSUMER_SA, createSamplePods, kubeConfigFor, startStackBroker, startStackCa, subscribeConsumer, SYSTEM_NS, TD, ZTUNNEL_POD } from './stack-parts.js';
 import { renderStackView, viewPrinter } from './stack-view.js';
+import { startCsrStack } from './stack-csr.js';
 
 export interface StartOptions {
   readonly certTtlSeconds: number;
+  /** The CA's signer: its self-signed root (default), or the Kubernetes CSR API signed by `certbroker k8s-signer`. */
+  readonly signer?: 'self-signed' | 'kubernetes-csr';
   /** Stop by itself after this many seconds (0 = run until Ctrl-C). */
   readonly durationSeconds: number;
   /** Refresh period of the live view. */
@@ -84,7 +87,9 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
     const core = admin.makeApiClient(CoreV1Api);
     await applySampleObjects(dc);
 
-    const ca = await startStackCa(admin, options.certTtlSeconds, logger);
+    const csr = options.signer === 'kubernetes-csr' ? await startCsrStack({ dc, core, dir, certTtlSeconds: options.certTtlSeconds, logger }) : undefined;
+    if (csr) cleanups.push(() => csr.signer.stop());
+    const ca = csr?.ca ?? (await startStackCa(admin, options.certTtlSeconds, logger));
     cleanups.push(() => ca.stop());
     const broker = await startStackBroker({ dc, core, ca, certTtlSeconds: options.certTtlSeconds, dir, logger });
     cleanups.push(() => broker.stop());
@@ -111,7 +116,7 @@ export async function runLocalStack(options: StartOptions): Promise<void> {
 
     const info = [
       `devcluster ${dc.url} (kubectl --kubeconfig ${kubeconfigPath} get pods -A)`,
-      `CA 127.0.0.1:${ca.port} (TLS), workload certificate TTL ${options.certTtlSeconds}s`,
+      `CA 127.0.0.1:${ca.port} (TLS, signer ${ca.signer.description}${csr ? ' signed by certbroker k8s-signer; CSRs last at least 600 s' : ''}), workload certificate TTL ${options.certTtlSeconds}s`,
       `broker: CNI socket ${broker.cniEventSocketPath}, ops http://127.0.0.1:${broker.opsPort}/metrics`,
     ];
     const startedAt = Date.now();
