@@ -141,7 +141,7 @@ export class CsrController implements SignerController {
     const ttlSeconds = Math.max(1, Math.min(asked, this.#ctx.maxTtlSeconds));
     let certificate: string;
     try {
-      const signed = await this.#ctx.ca.sign({ csrPem: pem, spiffeId: verdict.spiffeId, ttlSeconds, ...(verdict.kind === 'serving' ? { servingNames: verdict.names } : {}) });
+      const signed = await this.#ctx.ca.sign({ csrPem: pem, spiffeId: verdict.spiffeId, ttlSeconds, ...(verdict.names ? { servingNames: verdict.names } : {}) });
       // Leaf and intermediates; the last element is the root bundle, which is not part of the answer.
       certificate = signed.certChain.slice(0, -1).join('');
     } catch (err) {

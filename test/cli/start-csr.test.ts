@@ -14,6 +14,7 @@ test('start --signer kubernetes-csr: identities issued through CSRs reach the co
   const last = frames.filter((f) => f.includes('node broker for node-1')).at(-1) ?? '';
   assert.match(last, /signer kubernetes-csr:certbroker\.io\/spiffe signed by certbroker k8s-signer/);
   for (const identity of ['/ns/bank/sa/ledger', '/ns/shop/sa/cart', '/ns/shop/sa/web']) assert.match(last, new RegExp(`${identity}\\s+ready\\s+[0-9a-f]{8}`), last);
-  assert.match(last, /shop\/cart-0\s+[0-9a-f]{8}\s+\S+\s+1/, 'the consumer got it');
+  assert.match(last, /Broker API client[\s\S]*shop\/cart-0\s+[0-9a-f]{8}/, 'the consumer got it');
+  assert.match(last, /Istio CA front .*serving cert [0-9a-f]{8}/, "the broker's own SVID with serving names came through a CSR too");
   assert.equal(frames.at(-1), 'stopped: consumer, broker, CA and devcluster are down.');
 });

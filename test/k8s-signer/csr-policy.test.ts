@@ -15,7 +15,7 @@ test('one SPIFFE URI SAN of the trust domain with SVID usages is an SVID', () =>
 for (const [what, f, reason] of [
   ['no SAN', {}, 'SANNotAllowed'],
   ['two URIs', { uris: [SLEEP, 'spiffe://cluster.local/ns/a/sa/b'] }, 'SANNotAllowed'],
-  ['a URI and a DNS name', { uris: [SLEEP], dnsNames: ['sleep.default.svc'] }, 'SANNotAllowed'],
+  ['a URI and a DNS name from someone not on the serving list', { uris: [SLEEP], dnsNames: ['sleep.default.svc'], username: 'system:serviceaccount:default:sleep' }, 'SANNotAllowed'],
   ['an e-mail SAN', { uris: [SLEEP], emails: ['a@example.com'] }, 'SANNotAllowed'],
   ['an otherName SAN', { uris: [SLEEP], otherSans: 1 }, 'SANNotAllowed'],
   ['an https URI', { uris: ['https://example.com/x'] }, 'SPIFFEIDNotAllowed'],
@@ -38,4 +38,8 @@ test('DNS/IP names from a listed serving requester: a serving certificate with t
     spiffeId: 'spiffe://cluster.local/ns/istio-system/sa/certbroker-ca',
     names: ['localhost', '127.0.0.1'],
   });
+});
+
+test('a SPIFFE URI with DNS/IP names from a listed serving requester (the CA relaying a node agent it authorized): an SVID with those names', () => {
+  assert.deepEqual(judgeCsr(facts({ uris: [SLEEP], dnsNames: ['localhost'], ipAddresses: ['::1'] }), POLICY), { kind: 'svid', spiffeId: SLEEP, names: ['localhost', '::1'] });
 });

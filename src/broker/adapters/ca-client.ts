@@ -118,7 +118,10 @@ export class IstioCaClient implements CaClient {
 
   async fetchCertificate(identity: string, signal: AbortSignal): Promise<WorkloadCert> {
     const { privateKey } = await generateKeyPair();
-    const csr = createCsr({ privateKey, uri: identity });
+    // The serving names go into the CSR too: a CA whose signer signs what the CSR says (the
+    // Kubernetes CSR API) needs them there; the others take them from the metadata alone.
+    const named = !this.#o.impersonate && this.#o.servingNames && this.#o.servingNames.length > 0 ? { servingNames: this.#o.servingNames } : {};
+    const csr = createCsr({ privateKey, uri: identity, ...named });
     const token = await this.#o.tokens.token(signal);
     const fields: Record<string, string> = {};
     if (this.#o.impersonate) fields[IMPERSONATED_IDENTITY_KEY] = identity;

@@ -10,8 +10,10 @@
  * with a deadline, verify the certificate (csr-answer.ts), and delete the CSR — whatever the
  * outcome. Denied, Failed, a timeout and API refusals are distinct CaError codes.
  *
- * The CA's own TLS serving certificate comes the same way: a CSR with the DNS/IP names only
- * (the k8s-signer signs those for its configured serving requesters, adding their SPIFFE ID).
+ * Serving names (a node broker's own SVID for its Istio CA front) must be in the CSR as well,
+ * exactly those the CA granted. The CA's own TLS serving certificate comes the same way: a CSR
+ * with the DNS/IP names only (the k8s-signer signs names for its configured serving requesters,
+ * the CA's account, adding its SPIFFE ID to a names-only request).
  */
 import { randomBytes } from 'node:crypto';
 import type { KubeConfig } from '@kubernetes/client-node';
@@ -34,7 +36,7 @@ import {
   type Informer,
   type InformerSettings,
 } from '../../kube/index.js';
-import { certificateToPem, createCsr, csrPublicKeyInfo, exportPkcs8Pem, generateKeyPair, parseCertificates, readCsrDetails, x509 } from '../../pki/index.js';
+import { canonicalServingName, certificateToPem, createCsr, csrPublicKeyInfo, exportPkcs8Pem, generateKeyPair, parseCertificates, readCsrDetails, x509 } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
@@ -159,22 +161,19 @@ export class KubernetesCsrSigner implements Signer {
   }
 
   async sign(request: SignRequest): Promise<SignedChain> {
-    if (request.servingNames && request.servingNames.length > 0) {
-      throw new CaError('ERR_CA_SERVING_NAMES_UNSUPPORTED', `the kubernetes-csr signer ${this.#o.signerName} issues SPIFFE-only leaves; serving names ${request.servingNames.join(', ')} cannot be added`, {
-        status: 'failed-precondition',
-        publicMessage: 'this CA cannot add serving names',
-      });
-    }
+    // The Kubernetes signer signs what the CSR says: it must say exactly what the CA authorized.
     const details = readCsrDetails(request.csrPem);
-    const others = details.dnsNames.length + details.ipAddresses.length + details.emails.length + details.otherSans;
-    if (details.uris.length !== 1 || details.uris[0] !== request.spiffeId || others > 0) {
-      throw new CaError('ERR_CA_CSR_IDENTITY_MISMATCH', `CSR asks for URIs ${JSON.stringify(details.uris)} and ${others} other SANs; the caller is authorized for ${request.spiffeId} only`, {
+    const asked = new Set((request.servingNames ?? []).map(canonicalServingName));
+    const named = [...details.dnsNames, ...details.ipAddresses].map(canonicalServingName);
+    const namesMatch = named.length === asked.size && named.every((n) => asked.has(n));
+    if (details.uris.length !== 1 || details.uris[0] !== request.spiffeId || details.emails.length + details.otherSans > 0 || !namesMatch) {
+      throw new CaError('ERR_CA_CSR_IDENTITY_MISMATCH', `CSR asks for URIs ${JSON.stringify(details.uris)}, ${named.length} DNS/IP names and ${details.emails.length + details.otherSans} other SANs; the caller is authorized for ${request.spiffeId}${asked.size > 0 ? ` with ${[...(request.servingNames ?? [])].join(', ')}` : ' only'}`, {
         status: 'invalid-argument',
-        publicMessage: `the CSR must carry exactly one URI SAN, ${request.spiffeId}`,
+        publicMessage: `the CSR must carry exactly the URI SAN ${request.spiffeId}${asked.size > 0 ? ' and the granted serving names' : ''}`,
       });
     }
     const issued = await this.#roundTrip(request.csrPem, WORKLOAD_USAGES, request.ttlSeconds, request.spiffeId);
-    return chainFromCsrAnswer({ ...this.#answerBase(issued, request.csrPem), expect: { spiffeId: request.spiffeId } });
+    return chainFromCsrAnswer({ ...this.#answerBase(issued, request.csrPem), expect: { spiffeId: request.spiffeId, ...(asked.size > 0 ? { servingNames: request.servingNames } : {}) } });
   }
 
   async issueServingCertificate(request: { readonly dnsNames: readonly string[]; readonly ttlSeconds: number }): Promise<ServingCertificate> {
