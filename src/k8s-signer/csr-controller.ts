@@ -6,17 +6,18 @@
  * `/status`, guarded by the resourceVersion it read. A request the policy refuses, or whose CSR
  * does not parse or verify, gets a Failed condition with the reason. Transient trouble (CA not
  * ready, API errors, a conflict) retries with backoff; a conflict is also superseded by the watch
- * event of the newer version. Requests are handled up to CSR_WORKERS at a time, each name once.
+ * event of the newer version. Requests are handled up to CSR_WORKERS at a time, each name once
+ * (request-queue.ts, the work queue the PodCertificateRequest controller shares).
  */
 import { describeError, isCertbrokerError } from '../core/errors.js';
 import { deadline } from '../core/deadline.js';
 import { settleWithin, stopOnAbort } from '../core/long-lived.js';
-import { jitter } from '../core/rng.js';
 import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject, type Informer } from '../kube/index.js';
 import { readCsrDetails } from '../pki/index.js';
 import type { SignerController, SignerControllerContext, SignerControllerFactory } from './controller.js';
 import { judgeCsr, type CsrRefusalReason } from './csr-policy.js';
 import { SignerMetrics } from './metrics.js';
+import { RequestQueue, type HandleOutcome } from './request-queue.js';
 
 export const CSR_CONTROLLER = 'csr';
 /** Requests signed at the same time. */
@@ -27,7 +28,7 @@ export const CSR_WRITE_TIMEOUT_MS = 10_000;
 export const CSR_RETRY_INITIAL_MS = 500;
 export const CSR_RETRY_MAX_MS = 30_000;
 
-type Outcome = { readonly done: true } | { readonly done: false; readonly why: string };
+type Outcome = HandleOutcome;
 
 export class CsrController implements SignerController {
   readonly name = CSR_CONTROLLER;
@@ -35,20 +36,25 @@ export class CsrController implements SignerController {
   readonly #informer: Informer<CsrObject>;
   readonly #client: CsrClient;
   readonly #metrics: SignerMetrics;
-  readonly #stop = new AbortController();
-  /** Names waiting to be handled, in arrival order; `#active` those being handled now. */
-  readonly #queue = new Set<string>();
-  readonly #active = new Set<string>();
-  /** Failures in a row per name (backoff). */
-  readonly #failures = new Map<string, number>();
-  readonly #work = new Set<Promise<void>>();
+  readonly #queue: RequestQueue;
   readonly #unsubscribe: () => void;
 
   constructor(ctx: SignerControllerContext, metrics: SignerMetrics = new SignerMetrics(ctx.registry)) {
     this.#ctx = ctx;
     this.#metrics = metrics;
     this.#client = new CsrClient(ctx.kubeConfig);
-    const enqueue = (csr: CsrObject) => this.#enqueue(csr.metadata?.name ?? '');
+    this.#queue = new RequestQueue({
+      workers: CSR_WORKERS,
+      initialRetryMs: CSR_RETRY_INITIAL_MS,
+      maxRetryMs: CSR_RETRY_MAX_MS,
+      clock: ctx.clock,
+      rng: ctx.rng,
+      logger: ctx.logger,
+      what: 'csr',
+      handle: (name) => this.#handle(name),
+      onRetry: (_name, why) => this.#metrics.count(CSR_CONTROLLER, 'retried', why.split(':')[0]),
+    });
+    const enqueue = (csr: CsrObject) => this.#queue.add(csr.metadata?.name ?? '');
     this.#informer = createCsrInformer({
       kubeConfig: ctx.kubeConfig,
       signerName: ctx.signerName,
@@ -58,7 +64,7 @@ export class CsrController implements SignerController {
       logger: ctx.logger,
       onAdd: enqueue,
       onUpdate: enqueue,
-      onDelete: (csr) => this.#failures.delete(csr.metadata?.name ?? ''),
+      onDelete: (csr) => this.#queue.forget(csr.metadata?.name ?? ''),
     });
     // A CA that becomes ready (or rotates) may now sign what waited for it.
     this.#unsubscribe = ctx.ca.onChange(() => {
@@ -72,57 +78,22 @@ export class CsrController implements SignerController {
 
   async start(signal?: AbortSignal): Promise<void> {
     stopOnAbort(signal, () => this.stop());
-    await this.#informer.start(this.#stop.signal);
+    await this.#informer.start(this.#queue.signal);
   }
 
   async stop(deadlineMs = 5000): Promise<void> {
-    this.#stop.abort();
     this.#unsubscribe();
-    await settleWithin(Promise.all([this.#informer.stop(deadlineMs), ...this.#work]), deadlineMs);
+    const stopping = this.#queue.stop();
+    await settleWithin(Promise.all([this.#informer.stop(deadlineMs), stopping]), deadlineMs);
   }
 
-  #enqueue(name: string): void {
-    if (name === '' || this.#stop.signal.aborted) return;
-    this.#queue.add(name);
-    this.#pump();
-  }
-
-  #pump(): void {
-    while (this.#active.size < CSR_WORKERS && !this.#stop.signal.aborted) {
-      const name = [...this.#queue].find((n) => !this.#active.has(n));
-      if (name === undefined) return;
-      this.#queue.delete(name);
-      this.#active.add(name);
-      const run = this.#handle(name)
-        .catch((err: unknown) => this.#ctx.logger.error('CSR handling threw', { csr: name, err: describeError(err) }))
-        .finally(() => {
-          this.#active.delete(name);
-          this.#work.delete(run);
-          this.#pump();
-        });
-      this.#work.add(run);
-    }
-  }
-
-  async #handle(name: string): Promise<void> {
+  async #handle(name: string): Promise<Outcome> {
     const csr = this.#informer.get(undefined, name);
-    if (!csr || csrState(csr) !== 'approved') return;
+    if (!csr || csrState(csr) !== 'approved') return { done: true };
     const started = this.#ctx.clock.now();
     const outcome = await this.#sign(csr);
-    if (outcome.done) {
-      this.#failures.delete(name);
-      this.#metrics.observeIssue(CSR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
-      return;
-    }
-    this.#metrics.count(CSR_CONTROLLER, 'retried', outcome.why);
-    const n = (this.#failures.get(name) ?? 0) + 1;
-    this.#failures.set(name, n);
-    const delay = jitter(Math.min(CSR_RETRY_MAX_MS, CSR_RETRY_INITIAL_MS * 2 ** (n - 1)), 0.2, this.#ctx.rng);
-    this.#ctx.logger.warn('CSR not signed yet; retrying', { csr: name, why: outcome.why, retryInMs: Math.round(delay) });
-    void this.#ctx.clock.sleep(delay, this.#stop.signal).then(
-      () => this.#enqueue(name),
-      () => undefined,
-    );
+    if (outcome.done) this.#metrics.observeIssue(CSR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
+    return outcome;
   }
 
   async #sign(csr: CsrObject): Promise<Outcome> {
@@ -168,7 +139,7 @@ export class CsrController implements SignerController {
   }
 
   async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<Outcome> {
-    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.#stop.signal, clock: this.#ctx.clock });
+    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.#queue.signal, clock: this.#ctx.clock });
     try {
       await this.#client.writeStatus(csr, status, d.signal);
       return { done: true };

@@ -91,7 +91,7 @@ export class RequestQueue {
     this.#failures.set(key, n);
     const delay = jitter(Math.min(this.#o.maxRetryMs, this.#o.initialRetryMs * 2 ** (n - 1)), 0.2, this.#o.rng);
     this.#o.onRetry?.(key, outcome.why, delay);
-    this.#o.logger.warn(`${this.#o.what} not handled yet; retrying`, { [this.#o.what]: key, why: outcome.why, retryInMs: Math.round(delay) });
+    this.#o.logger.warn(`${this.#o.what} not done yet; retrying`, { [this.#o.what]: key, why: outcome.why, retryInMs: Math.round(delay) });
     void this.#o.clock.sleep(delay, this.#stop.signal).then(
       () => this.add(key),
       () => undefined,
