@@ -49,6 +49,10 @@ export type BrokerErrorCode =
   | 'ERR_CALLER_NOT_ATTESTED'
   /** The kernel's word about the caller could not be read (SO_PEERCRED helper failed, /proc unreadable). */
   | 'ERR_ATTESTATION_UNAVAILABLE'
+  /** The Workload API connection closed before the kernel's word about its caller was read (nothing to answer). */
+  | 'ERR_PEER_CLOSED'
+  /** A Workload API bound was reached: connections or streams of one caller, or of the whole socket. */
+  | 'ERR_WORKLOAD_API_LIMIT'
   /** A socket directory that others could write to (they could replace the broker's socket with theirs). */
   | 'ERR_SOCKET_DIR_UNSAFE'
   /** Istio CA front: no `authorization: Bearer` token in the call. */

@@ -3,8 +3,8 @@
  * latency (SO_PEERCRED + /proc, per connection), open streams and first-message latency per RPC,
  * refusals by RPC and code.
  */
-import { Counter, Histogram, type Registry } from 'prom-client';
-import type { ConnectionAttestorObserver } from './attestation/index.js';
+import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
+import type { ConnectionAttestorObserver, PeerCredentialsMode } from './attestation/index.js';
 import type { WorkloadApiObserver } from './fronts/index.js';
 import { SvidStreamMetrics } from './svid-stream-metrics.js';
 
@@ -15,6 +15,10 @@ const FIRST_MESSAGE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2
 export class WorkloadApiMetrics {
   readonly attestations: Counter<'outcome'>;
   readonly attestationSeconds: Histogram;
+  /** 1 for the way SO_PEERCRED is read (`helper`: one long-lived Perl; `batch`: a Perl start per batch). */
+  readonly peerCredentialsMode: Gauge<'mode'>;
+  readonly helperExits: Counter;
+  readonly fallbackReads: Counter;
   /** Open streams, first-message latency, refusals (`certbroker_broker_workload_api_*`). */
   readonly streams: SvidStreamMetrics;
 
@@ -32,6 +36,22 @@ export class WorkloadApiMetrics {
       buckets: ATTESTATION_BUCKETS,
       registers,
     });
+    this.peerCredentialsMode = new Gauge({
+      name: 'certbroker_broker_workload_api_peercred_mode',
+      help: 'How the Workload API reads its callers\' SO_PEERCRED: 1 for the mode in use (helper: one long-lived Perl given each descriptor; batch: a Perl start per batch of connections, the fallback).',
+      labelNames: ['mode'],
+      registers,
+    });
+    this.helperExits = new Counter({
+      name: 'certbroker_broker_workload_api_peercred_helper_exits_total',
+      help: 'Times the long-lived SO_PEERCRED helper ended or could not start (it is started again on the next connection).',
+      registers,
+    });
+    this.fallbackReads = new Counter({
+      name: 'certbroker_broker_workload_api_peercred_fallback_reads_total',
+      help: 'Connections whose SO_PEERCRED the helper failed (exited, timed out, restarting, queue full) and a Perl start per batch read instead.',
+      registers,
+    });
     this.streams = new SvidStreamMetrics(registry, {
       prefix: 'certbroker_broker_workload_api',
       api: 'Workload API',
@@ -47,6 +67,10 @@ export class WorkloadApiMetrics {
         this.attestationSeconds.observe(ms / 1000);
       },
     };
+  }
+
+  peerCredentialsModeIs(mode: PeerCredentialsMode): void {
+    for (const m of ['helper', 'batch'] as const) this.peerCredentialsMode.set({ mode: m }, m === mode ? 1 : 0);
   }
 
   apiObserver(): WorkloadApiObserver {

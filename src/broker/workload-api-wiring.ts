@@ -1,12 +1,23 @@
 /**
- * The Workload API front assembled (wiring): SO_PEERCRED through Perl, the real /proc anchored at
- * the node's cgroup root (learned from the broker's own cgroup), the attested connections, the
- * service over the broker's shared cache, the server on its socket.
+ * The Workload API front assembled (wiring): SO_PEERCRED through the long-lived Perl helper (the
+ * Perl-per-batch way as its fallback), the real /proc anchored at the node's cgroup root (learned
+ * from the broker's own cgroup), the attested connections, the service over the broker's shared
+ * cache, the server on its socket. The helper's mode, exits and fallbacks are logged and counted.
  */
 import type { Clock } from '../core/clock.js';
+import { LogThrottle } from '../core/log-throttle.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
-import { cgroupAnchors, ConnectionAttestor, ownCgroup, PerlPeerCredentials, ProcessAttestor, procfsReader } from './attestation/index.js';
+import {
+  cgroupAnchors,
+  ConnectionAttestor,
+  ownCgroup,
+  PeerCredentialsHelper,
+  PeerCredentialsWithFallback,
+  PerlPeerCredentials,
+  ProcessAttestor,
+  procfsReader,
+} from './attestation/index.js';
 import type { CertManager, NodePods, TrustBundle } from './cache/index.js';
 import { AttestedConnections, startWorkloadApiServer, WorkloadApiService, type WorkloadApiServer } from './fronts/index.js';
 import type { WorkloadApiMetrics } from './workload-api-metrics.js';
@@ -23,9 +34,34 @@ export interface WorkloadApiWiring {
   readonly metrics: WorkloadApiMetrics;
 }
 
+/** SO_PEERCRED for the Workload API: the helper first, the batch Perl when it cannot serve. */
+export function workloadPeerCredentials(w: Pick<WorkloadApiWiring, 'logger' | 'metrics' | 'clock'>): PeerCredentialsWithFallback {
+  const log = w.logger.child({ part: 'workload-api-attestation' });
+  const throttle = new LogThrottle({ logger: log, clock: w.clock, intervalMs: 10_000 });
+  const helper = new PeerCredentialsHelper({
+    observer: {
+      exited: (reason, held) => {
+        w.metrics.helperExits.inc();
+        throttle.log('warn', 'helper-exit', 'SO_PEERCRED helper ended; the next connection starts another', { reason, held });
+      },
+    },
+  });
+  return new PeerCredentialsWithFallback(helper, new PerlPeerCredentials(), {
+    mode: (mode, reason) => {
+      w.metrics.peerCredentialsModeIs(mode);
+      if (mode === 'helper') log.info('Workload API reads SO_PEERCRED through a long-lived Perl helper', { mode });
+      else log.warn('Workload API SO_PEERCRED helper unavailable; a Perl process per batch of connections reads it instead', { mode, reason });
+    },
+    fellBack: (reason) => {
+      w.metrics.fallbackReads.inc();
+      throttle.log('warn', 'fallback', 'SO_PEERCRED helper failed a connection; read by a Perl process instead', { reason });
+    },
+  });
+}
+
 export function startWorkloadApi(w: WorkloadApiWiring): Promise<WorkloadApiServer> {
   const attestor = new ConnectionAttestor({
-    peers: new PerlPeerCredentials(),
+    peers: workloadPeerCredentials(w),
     processes: new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup())),
     observer: w.metrics.attestationObserver(),
   });

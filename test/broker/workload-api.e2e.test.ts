@@ -251,12 +251,14 @@ describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Py
     }
   });
 
-  it('metrics: attestations by outcome, their latency, open streams, refusals', async () => {
+  it('metrics: attestations by outcome, their latency, the SO_PEERCRED mode, open streams, refusals', async () => {
     const res = await fetch(`http://127.0.0.1:${broker.opsPort}/metrics`);
     const text = await res.text();
     assert.match(text, /certbroker_broker_workload_api_attestations_total\{outcome="attested"\} [1-9]/);
     assert.match(text, /certbroker_broker_workload_api_attestations_total\{outcome="not-in-pod"\} [1-9]/);
     assert.match(text, /certbroker_broker_workload_api_attestation_seconds_count [1-9]/);
+    assert.match(text, /certbroker_broker_workload_api_peercred_mode\{mode="helper"\} 1/, 'SO_PEERCRED through the long-lived helper');
+    assert.match(text, /certbroker_broker_workload_api_peercred_mode\{mode="batch"\} 0/);
     assert.match(text, /certbroker_broker_workload_api_streams_open\{rpc="x509svid"\} \d/);
     assert.match(text, /certbroker_broker_workload_api_first_message_seconds_count\{rpc="x509svid"\} [1-9]/);
     assert.match(text, /certbroker_broker_workload_api_rejections_total\{rpc="FetchX509SVID",code="ERR_CALLER_NOT_ATTESTED"\} [1-9]/);

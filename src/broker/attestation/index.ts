@@ -7,7 +7,10 @@
  * - `parseProcStat`, `parseUptimeTicks` (pure): start time and the boot clock, for PID reuse checks.
  * - `ProcessAttestor` (pure over a `ProcReader`): attest a PID, re-check it before each message.
  * - `procfsReader`, `ownCgroup` (adapters): the real /proc.
- * - `PerlPeerCredentials` (adapter): SO_PEERCRED through core Perl, batched.
+ * - `PeerCredentialsHelper` (adapter): SO_PEERCRED through one long-lived core Perl that receives
+ *   each connection's descriptor over Node's IPC channel (SCM_RIGHTS); `PerlPeerCredentials`
+ *   (adapter): a Perl start per batch of connections, the fallback; `PeerCredentialsWithFallback`
+ *   picks between them at start and per read.
  * - `ConnectionAttestor`: an accepted socket -> its caller's pod.
  */
 export {
@@ -28,8 +31,18 @@ export {
 export { parseProcStat, parseUptimeTicks, isExited, CLOCK_TICKS_PER_SECOND, type ProcStat } from './proc-stat.js';
 export { ProcessAttestor, type Attestation, type AttestationFailure, type AttestedProcess, type ProcReader } from './process-attestor.js';
 export { procfsReader, ownCgroup } from './procfs-reader.js';
-export { PerlPeerCredentials, type PeerCredentials, type PeerCredentialsSource, type PerlPeerCredentialsOptions } from './peer-credentials.js';
-export { socketFd } from './socket-fd.js';
+export {
+  PerlPeerCredentials,
+  peerClosed,
+  peerCredentialsUnavailable,
+  type PeerCredentials,
+  type PeerCredentialsSource,
+  type PerlPeerCredentialsOptions,
+} from './peer-credentials.js';
+export { PeerCredentialsHelper, type PeerCredentialsHelperObserver, type PeerCredentialsHelperOptions } from './peer-credentials-helper.js';
+export { helperProgram } from './peer-credentials-helper-program.js';
+export { PeerCredentialsWithFallback, type PeerCredentialsFallbackObserver, type PeerCredentialsMode } from './peer-credentials-fallback.js';
+export { socketFd, socketHandle } from './socket-fd.js';
 export { verifyPeerCredentials } from './peer-credentials-check.js';
 export {
   ConnectionAttestor,

@@ -31,6 +31,9 @@ export interface PeerCredentials {
 /** Where the broker gets the peer credentials of a connection. */
 export interface PeerCredentialsSource {
   read(socket: Socket): Promise<PeerCredentials>;
+  /** Sources with a long-lived part start it here (`dir`: where a throwaway probe socket may go). */
+  start?(dir: string): Promise<unknown>;
+  stop?(): void;
 }
 
 /** SOL_SOCKET and SO_PEERCRED per Node architecture (asm-generic: 1 and 17; powerpc: 21; mips: 0xffff and 18). */
@@ -86,11 +89,19 @@ interface Pending {
   readonly reject: (err: unknown) => void;
 }
 
-function unavailable(detail: string, cause?: unknown): BrokerError {
+export function peerCredentialsUnavailable(detail: string, cause?: unknown): BrokerError {
   return new BrokerError('ERR_ATTESTATION_UNAVAILABLE', `peer credentials unavailable: ${detail}`, {
     status: 'unavailable',
     publicMessage: 'caller attestation is unavailable',
     ...(cause === undefined ? {} : { cause }),
+  });
+}
+
+/** The connection closed before its peer credentials were read: nothing is left to attest. */
+export function peerClosed(): BrokerError {
+  return new BrokerError('ERR_PEER_CLOSED', 'the connection closed before it was attested', {
+    status: 'unavailable',
+    publicMessage: 'caller attestation is unavailable',
   });
 }
 
@@ -122,7 +133,7 @@ export class PerlPeerCredentials implements PeerCredentialsSource {
     return new Promise((resolve, reject) => {
       const fd = socketFd(socket);
       if (fd === undefined) {
-        reject(unavailable('the connection closed before it was attested'));
+        reject(peerClosed());
         return;
       }
       this.#queue.push({ socket, fd, resolve, reject });
@@ -145,7 +156,7 @@ export class PerlPeerCredentials implements PeerCredentialsSource {
     // spawned in one synchronous step (a closed socket's number could already name another).
     const batch = taken.filter((p) => {
       if (socketFd(p.socket) === p.fd) return true;
-      p.reject(unavailable('the connection closed before it was attested'));
+      p.reject(peerClosed());
       return false;
     });
     if (batch.length === 0) return;
@@ -162,7 +173,7 @@ export class PerlPeerCredentials implements PeerCredentialsSource {
         if ('error' in outcome) return p.reject(outcome.error);
         const creds = parseCredentials(outcome.lines[i]);
         if (creds) p.resolve(creds);
-        else p.reject(unavailable(`SO_PEERCRED failed: ${outcome.lines[i] ?? 'no answer'}`));
+        else p.reject(peerCredentialsUnavailable(`SO_PEERCRED failed: ${outcome.lines[i] ?? 'no answer'}`));
       });
       this.#kick();
     };
@@ -173,22 +184,22 @@ export class PerlPeerCredentials implements PeerCredentialsSource {
         env: {},
       });
     } catch (e) {
-      done({ error: unavailable(`cannot run ${this.#perl}: ${e instanceof Error ? e.message : String(e)}`, e) });
+      done({ error: peerCredentialsUnavailable(`cannot run ${this.#perl}: ${e instanceof Error ? e.message : String(e)}`, e) });
       return;
     }
     timer = setTimeout(() => {
       child.kill('SIGKILL');
-      done({ error: unavailable(`perl did not answer within ${this.#timeoutMs} ms`) });
+      done({ error: peerCredentialsUnavailable(`perl did not answer within ${this.#timeoutMs} ms`) });
     }, this.#timeoutMs);
     timer.unref();
     let out = '';
     let err = '';
     child.stdout?.setEncoding('utf8').on('data', (d: string) => (out += d));
     child.stderr?.setEncoding('utf8').on('data', (d: string) => (err += d.slice(0, 1000)));
-    child.on('error', (e) => done({ error: unavailable(`cannot run ${this.#perl}: ${e.message}`, e) }));
+    child.on('error', (e) => done({ error: peerCredentialsUnavailable(`cannot run ${this.#perl}: ${e.message}`, e) }));
     child.on('close', (code, signal) => {
       if (code === 0) done({ lines: out.split('\n') });
-      else done({ error: unavailable(`${this.#perl} exited with ${code ?? signal}: ${err.trim()}`) });
+      else done({ error: peerCredentialsUnavailable(`${this.#perl} exited with ${code ?? signal}: ${err.trim()}`) });
     });
   }
 }

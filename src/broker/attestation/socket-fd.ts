@@ -12,3 +12,13 @@ export function socketFd(socket: Socket): number | undefined {
   const fd = handle.fd;
   return typeof fd === 'number' && Number.isInteger(fd) && fd >= 0 ? fd : undefined;
 }
+
+/**
+ * The libuv handle itself (a `Pipe`), for handing the descriptor to a child process over Node's IPC
+ * channel (`child.send(message, handle)`), undefined once the socket is closed.
+ */
+export function socketHandle(socket: Socket): object | undefined {
+  if (socketFd(socket) === undefined) return undefined;
+  const handle: unknown = Reflect.get(socket, '_handle');
+  return typeof handle === 'object' && handle !== null ? handle : undefined;
+}

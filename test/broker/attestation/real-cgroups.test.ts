@@ -1,7 +1,8 @@
 /**
  * Attestation of real processes in real cgroups laid out as kubelet lays them out (root): each
  * client is a real process moved into a kubelet-style pod cgroup, connecting to a real Unix socket;
- * the broker's path is the real one (SO_PEERCRED through Perl, /proc, the cgroup parser).
+ * the broker's path is the real one (SO_PEERCRED through the long-lived Perl helper, or a Perl
+ * start per batch, its fallback; /proc, the cgroup parser).
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -14,6 +15,8 @@ import {
   cgroupAnchors,
   ConnectionAttestor,
   ownCgroup,
+  PeerCredentialsHelper,
+  PeerCredentialsWithFallback,
   PerlPeerCredentials,
   ProcessAttestor,
   procfsReader,
@@ -33,12 +36,14 @@ const socketPath = join(scratch.dir, 'attest.sock');
 const children = new Set<ChildProcess>();
 
 const outcomes: AttestationOutcome[] = [];
+const processes = new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup()));
+const observer = { attested: (outcome: AttestationOutcome) => outcomes.push(outcome) };
+/** The broker's way: the helper (its fallback only if it cannot start here). */
+const helperPeers = new PeerCredentialsWithFallback(new PeerCredentialsHelper(), new PerlPeerCredentials());
+const attestor = new ConnectionAttestor({ peers: helperPeers, processes, observer });
+/** The fallback alone: a Perl start per batch. */
 const peers = new PerlPeerCredentials();
-const attestor = new ConnectionAttestor({
-  peers,
-  processes: new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup())),
-  observer: { attested: (outcome) => outcomes.push(outcome) },
-});
+const batchAttestor = new ConnectionAttestor({ peers, processes, observer });
 
 let server: Server | undefined;
 const waiting: Array<(s: Socket) => void> = [];
@@ -46,6 +51,7 @@ const arrived: Socket[] = [];
 
 async function listen(): Promise<void> {
   if (server) return;
+  await helperPeers.start(scratch.dir);
   server = createServer((socket) => {
     socket.on('error', () => undefined);
     const w = waiting.shift();
@@ -62,6 +68,7 @@ function nextConnection(): Promise<Socket> {
 
 after(async () => {
   await Promise.all([...children].map((c) => new Promise((resolve) => (c.exitCode !== null || c.signalCode !== null ? resolve(undefined) : (c.once('exit', resolve), c.kill('SIGKILL'))))));
+  helperPeers.stop();
   v2?.cleanup();
   v1?.cleanup();
   await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
@@ -103,6 +110,7 @@ test('cgroup v2, systemd driver: a process in a pod container is attested to its
   const c = client();
   v2!.place(c.pid!, podPath({ driver: 'systemd', qos: 'besteffort', uid, container: ctr }));
   const { socket, attestation } = await connectFrom(c);
+  assert.equal(helperPeers.mode, 'helper', 'through the long-lived helper');
   assert.ok(attestation.ok, JSON.stringify(attestation));
   assert.equal(attestation.peer.pid, c.pid, 'SO_PEERCRED names the process that connected');
   assert.equal(attestation.process.pod.podUid, uid);
@@ -111,7 +119,8 @@ test('cgroup v2, systemd driver: a process in a pod container is attested to its
   socket.destroy();
 });
 
-test('concurrent connections share Perl runs and each gets its own pod; a host process and a look-alike get none', { skip: v2Problem }, async () => {
+for (const way of ['helper', 'batch'] as const) {
+test(`concurrent connections (${way}) each get their own pod; a host process and a look-alike get none${way === 'batch' ? '; they share Perl runs' : ''}`, { skip: v2Problem }, async () => {
   await listen();
   const layouts = [
     { driver: 'systemd', qos: 'burstable', uid: randomUUID(), container: container('cri-o') },
@@ -136,7 +145,8 @@ test('concurrent connections share Perl runs and each gets its own pod; a host p
     c.stdin!.write('go\n');
     sockets.push(await accepted);
   }
-  const results = await Promise.all(sockets.map((s) => attestor.attest(s)));
+  const helperStarts = helperPeers.helper.starts;
+  const results = await Promise.all(sockets.map((s) => (way === 'batch' ? batchAttestor : attestor).attest(s)));
   const byPid = new Map(results.map((r) => [r.ok || r.reason !== 'unavailable' ? r.peer.pid : -1, r]));
   for (const { c, layout } of pods) {
     const r = byPid.get(c.pid!);
@@ -149,9 +159,11 @@ test('concurrent connections share Perl runs and each gets its own pod; a host p
   assert.ok(hostResult && !hostResult.ok && hostResult.reason === 'not-in-pod', JSON.stringify(hostResult));
   const lookResult = byPid.get(lookAlike.pid!);
   assert.ok(lookResult && !lookResult.ok && lookResult.reason === 'unanchored-cgroup', JSON.stringify(lookResult));
-  assert.ok(peers.runs - runsBefore < all.length, `${all.length} connections attested in ${peers.runs - runsBefore} Perl runs`);
+  if (way === 'batch') assert.ok(peers.runs - runsBefore < all.length, `${all.length} connections attested in ${peers.runs - runsBefore} Perl runs`);
+  else assert.equal(peers.runs - runsBefore + helperPeers.helper.starts - helperStarts, 0, 'the running helper read them all: no Perl started');
   for (const s of sockets) s.destroy();
 });
+}
 
 test('re-check: moved to another pod -> pod-changed; exited -> process-gone', { skip: v2Problem }, async () => {
   await listen();

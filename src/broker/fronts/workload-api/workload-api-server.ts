@@ -50,8 +50,16 @@ function listen(server: NetServer, path: string): Promise<void> {
 export async function startWorkloadApiServer(options: WorkloadApiServerOptions): Promise<WorkloadApiServer> {
   const { socketPath, logger, connections } = options;
   prepareSharedSocketPath(socketPath);
-  // Proves SO_PEERCRED works here before any workload depends on it.
-  await verifyPeerCredentials(connections.attestor.peers, dirname(socketPath));
+  // Starts the peer-credentials helper (if the source has one), then proves SO_PEERCRED works
+  // here before any workload depends on it.
+  const peers = connections.attestor.peers;
+  await peers.start?.(dirname(socketPath));
+  try {
+    await verifyPeerCredentials(peers, dirname(socketPath));
+  } catch (err) {
+    peers.stop?.();
+    throw err;
+  }
   const server = new Server({
     'grpc.keepalive_permit_without_calls': 1,
     interceptors: [compressionFlagGuard(`/${WORKLOAD_API_SERVICE}/`, logger)],
@@ -66,7 +74,12 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
     injector.injectConnection(socket);
   });
   listener.on('error', (err) => logger.error('Workload API listener error', { err: err.message }));
-  await listen(listener, socketPath);
+  try {
+    await listen(listener, socketPath);
+  } catch (err) {
+    peers.stop?.();
+    throw err;
+  }
   chmodSync(socketPath, SHARED_SOCKET_MODE);
   logger.info('Workload API listening', { socket: socketPath });
   return {
@@ -80,6 +93,7 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
       options.service.closeAll();
       await stopServer(server, deadlineMs);
       await closed;
+      peers.stop?.();
       rmSync(socketPath, { force: true });
     },
   };
