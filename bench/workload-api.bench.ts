@@ -7,9 +7,12 @@
  *    gRPC over a Unix socket), both from one client process in the pod's cgroup, samples
  *    interleaved. Two shapes: a new connection per sample (what a workload does when it starts:
  *    dial, attestation, first message) and a kept connection (a new stream: the re-check only).
- * 2. Attestation per connection, alone: SO_PEERCRED through Perl + /proc (what the broker does),
- *    one connection at a time and 16 at once (batched), with the machine's processes and with
- *    500 more; next to the alternatives it was chosen over, on the same connections:
+ *    The new-connection shape is measured against two brokers in the same run: SO_PEERCRED
+ *    through the long-lived helper (the default) and through a Perl start per batch (the fallback).
+ * 2. Attestation per connection, alone: SO_PEERCRED through the helper + /proc (what the broker
+ *    does) and through a Perl start per batch, one connection at a time and 16 at once, with the
+ *    machine's processes and with 500 more; next to the alternatives it was chosen over, on the
+ *    same connections: pidfd_getfd from a long-lived Perl (needs ptrace rights over the broker),
  *    `ss -xpn` (iproute2 finds the peer PID by reading every process's fds) and `ss -xn src`
  *    (peer inode) + a /proc/<pid>/fd scan in Node. Both `ss` ways only work when the client shares
  *    the broker's network namespace, which a pod does not (docs/security.md).
@@ -44,7 +47,7 @@ async function clientMain(argv: string[]): Promise<void> {
   const { typedMethod } = await import('../src/grpc/typed-methods.js');
   const { workloadApiServiceDefinition } = await import('../src/broker/index.js');
   const { WORKLOAD_API_METHOD, WORKLOAD_HEADER, WORKLOAD_HEADER_VALUE } = await import('../src/protocol/workload-api.js');
-  const [wl, bare, n] = [argv[0]!, argv[1]!, Number(argv[2])];
+  const [wl, wlBatch, bare, n] = [argv[0]!, argv[1]!, argv[2]!, Number(argv[3])];
   const fetch = typedMethod<Record<never, never>, unknown>(workloadApiServiceDefinition(), WORKLOAD_API_METHOD.fetchX509Svid);
   const md = () => {
     const m = new Metadata();
@@ -72,11 +75,12 @@ async function clientMain(argv: string[]): Promise<void> {
       c.close();
     }
   };
-  const out: Record<string, number[]> = { freshWl: [], freshBare: [], warmWl: [], warmBare: [] };
+  const out: Record<string, number[]> = { freshWl: [], freshWlBatch: [], freshBare: [], warmWl: [], warmBare: [] };
   const warmWl = new Client(`unix://${wl}`, credentials.createInsecure());
   const warmBare = new Client(`unix://${bare}`, credentials.createInsecure());
   for (let i = 0; i < 30; i++) {
     await fresh(wl, first);
+    await fresh(wlBatch, first);
     await fresh(bare, unary);
     await first(warmWl);
     await unary(warmBare);
@@ -85,6 +89,9 @@ async function clientMain(argv: string[]): Promise<void> {
     let t = performance.now();
     await fresh(wl, first);
     out.freshWl!.push(ms(t));
+    t = performance.now();
+    await fresh(wlBatch, first);
+    out.freshWlBatch!.push(ms(t));
     t = performance.now();
     await fresh(bare, unary);
     out.freshBare!.push(ms(t));
@@ -154,6 +161,36 @@ async function ssPeerAndScan(inode: number, path: string): Promise<number | unde
   return undefined;
 }
 
+/**
+ * The alternative (b) the helper was chosen over: a long-lived Perl that duplicates the broker's
+ * descriptor itself (pidfd_open + pidfd_getfd, Linux >= 5.6; syscall numbers 434/438 on every
+ * architecture) and reads SO_PEERCRED on the copy. It needs ptrace-attach rights over the broker
+ * (CAP_SYS_PTRACE, or the same user with Yama ptrace_scope 0) and the descriptor number could name
+ * another socket by the time it is copied; the helper needs neither.
+ */
+function pidfdGetfd(): { read(fd: number): Promise<number | undefined>; stop(): void } {
+  const program = [
+    'my $pidfd = syscall(434, getppid() + 0, 0); $| = 1;',
+    'while (my $l = <STDIN>) {',
+    '  my $fd = $pidfd < 0 ? -1 : syscall(438, $pidfd + 0, $l + 0, 0);',
+    '  if ($fd < 0) { print "- $!\\n"; next; }',
+    "  open(my $h, '+<&=', $fd); my $c = getsockopt($h, 1, 17); close($h);",
+    '  print defined $c ? unpack("i", $c) : "- $!", "\\n";',
+    '}',
+  ].join('\n');
+  const child = spawn('perl', ['-e', program], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const waiting: Array<(line: string) => void> = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => waiting.shift()?.(l));
+  return {
+    read: (fd) =>
+      new Promise((resolve) => {
+        waiting.push((l) => resolve(/^\d+$/.test(l) ? Number(l) : undefined));
+        child.stdin!.write(`${fd}\n`);
+      }),
+    stop: () => child.kill('SIGKILL'),
+  };
+}
+
 function inodeOf(fd: number): number {
   return Number(/socket:\[(\d+)\]/.exec(readlinkSync(`/proc/self/fd/${fd}`))![1]);
 }
@@ -164,7 +201,7 @@ function rowOf(what: string, samples: number[]): Row {
 }
 
 async function attestationRows(dir: string, place: (pid: number) => void): Promise<Row[]> {
-  const { ConnectionAttestor, PerlPeerCredentials, ProcessAttestor, procfsReader, cgroupAnchors, ownCgroup, socketFd } = await import('../src/broker/attestation/index.js');
+  const { ConnectionAttestor, PeerCredentialsHelper, PerlPeerCredentials, ProcessAttestor, procfsReader, cgroupAnchors, ownCgroup, socketFd } = await import('../src/broker/attestation/index.js');
   const path = join(dir, 'attest.sock');
   rmSync(path, { force: true });
   const processes = new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup()));
@@ -186,19 +223,28 @@ async function attestationRows(dir: string, place: (pid: number) => void): Promi
     await new Promise<void>((r) => server.close(() => r()));
     rows.push(rowOf(what, samples));
   };
+  const helper = new PeerCredentialsHelper();
+  helper.launch();
+  const withHelper = new ConnectionAttestor({ peers: helper, processes });
   const perl = new PerlPeerCredentials();
-  const broker = new ConnectionAttestor({ peers: perl, processes });
-  const ours = async (s: Socket) => {
-    const r = await broker.attest(s);
+  const withPerl = new ConnectionAttestor({ peers: perl, processes });
+  const pidOf = (a: InstanceType<typeof ConnectionAttestor>) => async (s: Socket) => {
+    const r = await a.attest(s);
     return r.ok ? r.peer.pid : undefined;
   };
-  await measure('SO_PEERCRED (perl) + /proc: what the broker does', 1, ours);
+  await measure('SO_PEERCRED (long-lived perl helper, SCM_RIGHTS) + /proc: what the broker does', 1, pidOf(withHelper));
+  await measure('SO_PEERCRED (helper) + /proc, 16 connections at once (latency of each)', 16, pidOf(withHelper));
+  await measure('  of which SO_PEERCRED through the helper', 1, async (s) => (await helper.read(s)).pid);
+  helper.stop();
+  await measure('SO_PEERCRED (a perl start per batch) + /proc: the fallback (the broker before)', 1, pidOf(withPerl));
   const runsBefore = perl.runs;
-  await measure(`SO_PEERCRED (perl) + /proc, 16 connections at once (latency of each)`, 16, ours);
+  await measure(`SO_PEERCRED (perl per batch) + /proc, 16 connections at once (latency of each)`, 16, pidOf(withPerl));
   const last = rows.at(-1)!;
   rows[rows.length - 1] = { ...last, what: `${last.what}: ${ATTEST} connections in ${perl.runs - runsBefore} perl runs` };
-  const peerOnly = async (s: Socket) => (await perl.read(s)).pid;
-  await measure('  of which SO_PEERCRED through perl', 1, peerOnly);
+  await measure('  of which SO_PEERCRED through perl per batch', 1, async (s) => (await perl.read(s)).pid);
+  const pidfd = pidfdGetfd();
+  await measure('pidfd_getfd (long-lived perl dups the fd from the broker; needs ptrace rights over it)', 1, (s) => pidfd.read(socketFd(s)!));
+  pidfd.stop();
   await measure('`ss -xpn` (same network namespace only)', 1, (s) => ssWithProcesses(inodeOf(socketFd(s)!)));
   await measure('`ss -xn src` + /proc/*/fd scan (same network namespace only)', 1, (s) => ssPeerAndScan(inodeOf(socketFd(s)!), path));
   return rows;
@@ -227,7 +273,7 @@ async function main(): Promise<void> {
     return;
   }
   const { Stack, TD, NODE } = await import('../test/broker/support/stack.js');
-  const { startBroker, workloadX509SvidResponse } = await import('../src/broker/index.js');
+  const { startBroker, workloadX509SvidResponse, WORKLOAD_API_DEFAULTS } = await import('../src/broker/index.js');
   const { loadProtos } = await import('../src/grpc/proto-load.js');
   const { WORKLOAD_API_PROTO } = await import('../src/protocol/workload-api.js');
   const stack = await Stack.start({ tmpPrefix: 'bench-wlapi-', namespaces: ['bench'], serviceAccounts: ['bench/app'] });
@@ -237,9 +283,17 @@ async function main(): Promise<void> {
     const socketPath = join(stack.dir, 'workload-api', 'socket');
     const broker = await startBroker({ ...stack.brokerConfig({ name: 'wl' }), workloadApiSocketPath: socketPath });
     await broker.whenReady();
+    // A second broker whose Workload API reads SO_PEERCRED with a Perl start per batch (the fallback; the way before).
+    const batchSocketPath = join(stack.dir, 'workload-api-batch', 'socket');
+    const batchBroker = await startBroker({
+      ...stack.brokerConfig({ name: 'wl-batch' }),
+      workloadApiSocketPath: batchSocketPath,
+      workloadApi: { ...WORKLOAD_API_DEFAULTS, peerCredentials: 'batch' },
+    });
+    await batchBroker.whenReady();
     const uid = await stack.createPod({ namespace: 'bench', name: 'app-0', serviceAccount: 'app', nodeName: NODE });
     const identity = `spiffe://${TD}/ns/bench/sa/app`;
-    while (!broker.certs.current(identity)) await new Promise((r) => setTimeout(r, 10));
+    while (!broker.certs.current(identity) || !batchBroker.certs.current(identity)) await new Promise((r) => setTimeout(r, 10));
     const cgroup = podPath({ driver: 'systemd', qos: 'besteffort', uid, container: { runtime: 'containerd', id: randomBytes(32).toString('hex') } });
 
     // The bare server: the same bytes the Workload API sends, as one unary answer.
@@ -253,12 +307,12 @@ async function main(): Promise<void> {
     const bareSocket = join(stack.dir, 'bare.sock');
     await new Promise<void>((resolve, reject) => bareServer.bindAsync(`unix://${bareSocket}`, ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
 
-    const client = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', socketPath, bareSocket, String(SAMPLES)], { stdio: ['pipe', 'pipe', 'inherit'] });
+    const client = spawn(process.execPath, [fileURLToPath(import.meta.url), '--client', socketPath, batchSocketPath, bareSocket, String(SAMPLES)], { stdio: ['pipe', 'pipe', 'inherit'] });
     pods.place(client.pid!, cgroup);
     const line = await new Promise<string>((resolve) => createInterface({ input: client.stdout! }).once('line', resolve));
-    const lat = JSON.parse(line) as Record<'freshWl' | 'freshBare' | 'warmWl' | 'warmBare', number[]>;
+    const lat = JSON.parse(line) as Record<'freshWl' | 'freshWlBatch' | 'freshBare' | 'warmWl' | 'warmBare', number[]>;
     const r = (k: keyof typeof lat) => rowOf(k, lat[k]);
-    const [fw, fb, ww, wb] = [r('freshWl'), r('freshBare'), r('warmWl'), r('warmBare')];
+    const [fw, fwb, fb, ww, wb] = [r('freshWl'), r('freshWlBatch'), r('freshBare'), r('warmWl'), r('warmBare')];
 
     const place = (pid: number) => pods.place(pid, cgroup);
     const dir = join(stack.dir, 'attest');
@@ -267,6 +321,7 @@ async function main(): Promise<void> {
     const rowsBase = await attestationRows(dir, place);
     const rowsMany = await withExtraProcesses(EXTRA_PROCESSES, async () => ({ n: processCount(), rows: await attestationRows(dir, place) }));
     await broker.stop(500);
+    await batchBroker.stop(500);
 
     const f = (x: number) => x.toFixed(2);
     const body = [
@@ -274,7 +329,8 @@ async function main(): Promise<void> {
       '',
       '| first message | Workload API p50 / p99 (ms) | bare grpc-js unary, same bytes, p50 / p99 (ms) | ratio p50 |',
       '|---|---|---|---|',
-      `| new connection per sample (dial + attestation + first message) | ${f(fw.p50)} / ${f(fw.p99)} | ${f(fb.p50)} / ${f(fb.p99)} | ${(fw.p50 / fb.p50).toFixed(2)}x |`,
+      `| new connection per sample (dial + attestation + first message), SO_PEERCRED helper | ${f(fw.p50)} / ${f(fw.p99)} | ${f(fb.p50)} / ${f(fb.p99)} | ${(fw.p50 / fb.p50).toFixed(2)}x |`,
+      `| new connection per sample, a Perl start per batch (the fallback; the broker before) | ${f(fwb.p50)} / ${f(fwb.p99)} | ${f(fb.p50)} / ${f(fb.p99)} | ${(fwb.p50 / fb.p50).toFixed(2)}x |`,
       `| kept connection, new stream (re-check only) | ${f(ww.p50)} / ${f(ww.p99)} | ${f(wb.p50)} / ${f(wb.p99)} | ${(ww.p50 / wb.p50).toFixed(2)}x |`,
       '',
       `Attestation per connection (ms), with the machine's ${base} processes and with ${rowsMany.n} (${EXTRA_PROCESSES} sleepers added), ${ATTEST} connections per row:`,

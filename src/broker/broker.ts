@@ -30,6 +30,7 @@ import type { OwnSvid } from './own-svid.js';
 import { OwnToken } from './own-token.js';
 import { BrokerReadiness } from './readiness.js';
 import { Shutdown } from './shutdown.js';
+import { WORKLOAD_API_DEFAULTS } from './workload-api-config.js';
 import { startWorkloadApi } from './workload-api-wiring.js';
 import { caClients, caTrustFollowsBundle, workloadCertManager } from './workload-certs.js';
 import { istioCaFrontOf, type IstioCaFrontPart } from './istio-ca-front-part.js';
@@ -141,7 +142,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     api = started;
     if (config.workloadApiSocketPath) {
       const w = { socketPath: config.workloadApiSocketPath, pods, certs, bundle, clock, rng, logger, updateJitterMs: config.updateJitterMs };
-      const workloadApi = await startWorkloadApi({ ...w, metrics: metrics.workloadApi });
+      const workloadApi = await startWorkloadApi({ ...w, settings: config.workloadApi ?? WORKLOAD_API_DEFAULTS, metrics: metrics.workloadApi });
       shutdown.add('intake', 'Workload API', (deadlineMs) => workloadApi.stop(deadlineMs));
     }
     if (own.serving) setServing(started, true);

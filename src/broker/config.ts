@@ -12,6 +12,7 @@ import type { Rng } from '../core/rng.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_CNI_EVENT_SOCKET } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
+import { readWorkloadApiSettings, type WorkloadApiFlags, type WorkloadApiSettings } from './workload-api-config.js';
 import { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig } from './istio-ca-front-config.js';
 
 export const ENV = Object.freeze({
@@ -110,6 +111,8 @@ export interface BrokerConfig {
    * are attested from the kernel (needs hostPID and perl: docs/security.md).
    */
   readonly workloadApiSocketPath?: string;
+  /** How the Workload API reads SO_PEERCRED, its connection and stream bounds (workload-api-config.ts); defaults when absent. */
+  readonly workloadApi?: WorkloadApiSettings;
   readonly allowedCallers: readonly string[];
   /**
    * Who may use each kind of workload reference on the Broker API (`BROKER_KUBERNETES_REFERENCE_CALLERS`,
@@ -140,7 +143,7 @@ export interface BrokerConfig {
   readonly rng?: Rng;
 }
 
-export interface BrokerFlags {
+export interface BrokerFlags extends WorkloadApiFlags {
   readonly trustDomain?: string;
   readonly nodeName?: string;
   readonly caAddress?: string;
@@ -242,6 +245,7 @@ export async function readBrokerConfig(
   else if (workloadApiSocketPath && [brokerSocketPath, cniEventSocketPath].includes(workloadApiSocketPath)) {
     r.problem(`${ENV.WORKLOAD_API_SOCKET}=${JSON.stringify(workloadRaw)} is another socket of the broker`);
   }
+  const workloadApi = workloadApiSocketPath ? readWorkloadApiSettings(r, f) : undefined;
   const allowedCallers = r.list(ENV.ALLOWED_CALLERS, defaultAllowedCallers(trustDomain), f.allowedCallers);
   for (const c of allowedCallers) if (!c.startsWith('spiffe://')) r.problem(`${ENV.ALLOWED_CALLERS} entry ${JSON.stringify(c)} is not a SPIFFE ID`);
   const referenceCallers = readReferenceCallers(r, allowedCallers);
@@ -274,6 +278,7 @@ export async function readBrokerConfig(
     brokerSocketPath: brokerSocketPath!,
     cniEventSocketPath: cniEventSocketPath!,
     ...(workloadApiSocketPath ? { workloadApiSocketPath } : {}),
+    ...(workloadApi ? { workloadApi } : {}),
     allowedCallers,
     referenceCallers,
     updateJitterMs,

@@ -28,6 +28,14 @@ export {
   type BrokerFlags,
   type TokenSourceKind,
 } from './config.js';
+export {
+  readWorkloadApiSettings,
+  WORKLOAD_API_DEFAULTS,
+  WORKLOAD_API_ENV,
+  type PeerCredentialsSetting,
+  type WorkloadApiLimits,
+  type WorkloadApiSettings,
+} from './workload-api-config.js';
 export { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig } from './istio-ca-front-config.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
 export { OwnIdentity, type OwnIdentityOptions } from './own-identity.js';

@@ -19,6 +19,10 @@ export class WorkloadApiMetrics {
   readonly peerCredentialsMode: Gauge<'mode'>;
   readonly helperExits: Counter;
   readonly fallbackReads: Counter;
+  readonly connectionsOpen: Gauge;
+  #connectionsHeld: () => number = () => 0;
+  /** Connections closed or calls refused at a bound, by bound. */
+  readonly limited: Counter<'limit'>;
   /** Open streams, first-message latency, refusals (`certbroker_broker_workload_api_*`). */
   readonly streams: SvidStreamMetrics;
 
@@ -52,6 +56,21 @@ export class WorkloadApiMetrics {
       help: 'Connections whose SO_PEERCRED the helper failed (exited, timed out, restarting, queue full) and a Perl start per batch read instead.',
       registers,
     });
+    const held = () => this.#connectionsHeld();
+    this.connectionsOpen = new Gauge({
+      name: 'certbroker_broker_workload_api_connections_open',
+      help: 'Workload API connections open now (WORKLOAD_API_MAX_CONNECTIONS bounds them).',
+      registers,
+      collect() {
+        this.set(held());
+      },
+    });
+    this.limited = new Counter({
+      name: 'certbroker_broker_workload_api_limited_total',
+      help: 'Workload API connections closed at accept (limit="connections") or calls answered RESOURCE_EXHAUSTED, by the bound reached (connections, connections-per-caller, streams, streams-per-caller).',
+      labelNames: ['limit'],
+      registers,
+    });
     this.streams = new SvidStreamMetrics(registry, {
       prefix: 'certbroker_broker_workload_api',
       api: 'Workload API',
@@ -67,6 +86,11 @@ export class WorkloadApiMetrics {
         this.attestationSeconds.observe(ms / 1000);
       },
     };
+  }
+
+  /** Where `connections_open` reads its value. */
+  countConnections(held: () => number): void {
+    this.#connectionsHeld = held;
   }
 
   peerCredentialsModeIs(mode: PeerCredentialsMode): void {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS } from '../../src/broker/index.js';
+import { DEFAULTS, ENV, readBrokerConfig, UPDATE_JITTER_RANGE_MS, WORKLOAD_API_DEFAULTS, WORKLOAD_API_ENV } from '../../src/broker/index.js';
 import { ConfigError } from '../../src/core/config.js';
 import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { silentLogger } from '../../src/core/log.js';
@@ -78,6 +78,36 @@ describe('broker configuration: update pacing window', () => {
         return true;
       });
     }
+  });
+
+  it('Workload API settings: defaults with the socket, none without; bounds from env and flags (flags win); every problem at once', async () => {
+    const sock = { [ENV.WORKLOAD_API_SOCKET]: 'unix:///run/wl/socket' };
+    assert.equal((await read({})).workloadApi, undefined);
+    assert.deepEqual((await read(sock)).workloadApi, WORKLOAD_API_DEFAULTS);
+    const set = await readBrokerConfig({
+      env: { ...env, ...sock, [WORKLOAD_API_ENV.PEER_CREDENTIALS]: 'batch', [WORKLOAD_API_ENV.MAX_CONNECTIONS]: '10', [WORKLOAD_API_ENV.MAX_CONNECTIONS_PER_CALLER]: '3' },
+      flags: { workloadApiMaxStreams: '20', workloadApiMaxStreamsPerCaller: '5', workloadApiMaxConnections: '12' },
+      logger: silentLogger,
+    });
+    assert.deepEqual(set.workloadApi, { peerCredentials: 'batch', limits: { maxConnections: 12, maxConnectionsPerCaller: 3, maxStreams: 20, maxStreamsPerCaller: 5 } });
+    await assert.rejects(
+      read({
+        ...sock,
+        [WORKLOAD_API_ENV.PEER_CREDENTIALS]: 'fast',
+        [WORKLOAD_API_ENV.MAX_CONNECTIONS]: '4',
+        [WORKLOAD_API_ENV.MAX_CONNECTIONS_PER_CALLER]: '5',
+        [WORKLOAD_API_ENV.MAX_STREAMS]: '0',
+        [WORKLOAD_API_ENV.MAX_STREAMS_PER_CALLER]: 'many',
+      }),
+      (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.match(e.message, /WORKLOAD_API_PEER_CREDENTIALS="fast" is not helper or batch/);
+        assert.match(e.message, /WORKLOAD_API_MAX_CONNECTIONS_PER_CALLER=5 is above WORKLOAD_API_MAX_CONNECTIONS=4/);
+        assert.match(e.message, /WORKLOAD_API_MAX_STREAMS=0 is below the minimum 1/);
+        assert.match(e.message, /WORKLOAD_API_MAX_STREAMS_PER_CALLER="many" is not an integer/);
+        return true;
+      },
+    );
   });
 
   it('Istio CA front: on 127.0.0.1:15012 by default with localhost/127.0.0.1 and ztunnel allowed; off or empty disables it; flags win', async () => {

@@ -6,93 +6,37 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { Client, credentials, Metadata } from '@grpc/grpc-js';
 import { type Broker, splitDerCertificates, startBroker } from '../../src/broker/index.js';
-import { healthServiceDefinition, protoRootFor } from '../../src/grpc/index.js';
+import { healthServiceDefinition } from '../../src/grpc/index.js';
 import { typedMethod } from '../../src/grpc/typed-methods.js';
 import { certificateToPem, createRootCa } from '../../src/pki/index.js';
-import { WORKLOAD_API_PROTO } from '../../src/protocol/workload-api.js';
-import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { SkipClock } from '../support/skip-clock.js';
-import { grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
+import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { eventually } from './support/eventually.js';
+import { containerCgroup, generatePythonStubs, PythonWorkloads, type WorkloadOptions } from './support/python-workload.js';
 import { NODE, Stack, TD } from './support/stack.js';
 
 const run = promisify(execFile);
-const PY_CLIENT = [
-  fileURLToPath(new URL('./support/workload_api_client.py', import.meta.url)),
-  fileURLToPath(new URL('../../../test/broker/support/workload_api_client.py', import.meta.url)),
-].find((p) => existsSync(p))!;
 const HOUR = 3600_000;
 const CART = `spiffe://${TD}/ns/shop/sa/cart`;
 
 const cgroups = KubeletCgroups.v2();
 const skip = kubeCgroupsProblem(cgroups, 'cgroup v2') ?? pythonGrpcMissing() ?? opensslMissing();
 
-interface SvidJson {
-  svids: Array<{ spiffe_id: string; x509_svid: string; x509_svid_key: string; bundle: string; hint: string }>;
-  crl: number;
-  federated_bundles: Record<string, string>;
-}
-type Line = SvidJson & { code?: string; details?: string; bundles?: Record<string, string>; served?: boolean; ended?: boolean };
-
-/** A Python workload: placed in `cgroup` (relative to the v2 root) before it connects; its JSON lines in order. */
-class Workload {
-  readonly child: ChildProcess;
-  readonly #lines: Line[] = [];
-  readonly #waiters: Array<() => void> = [];
-  #closed = false;
-
-  constructor(stubs: string, endpoint: string, rpc: string, options: { cgroup?: string; header?: boolean; count?: number }) {
-    this.child = spawn(TEST_PYTHON, [PY_CLIENT, stubs, endpoint, rpc, options.header === false ? '0' : '1', String(options.count ?? 1)], {
-      stdio: ['pipe', 'pipe', 'inherit'],
-    });
-    live.add(this.child);
-    this.child.on('exit', () => live.delete(this.child));
-    createInterface({ input: this.child.stdout! })
-      .on('line', (l) => {
-        this.#lines.push(JSON.parse(l) as Line);
-        this.#waiters.splice(0).forEach((w) => w());
-      })
-      .on('close', () => {
-        this.#closed = true;
-        this.#waiters.splice(0).forEach((w) => w());
-      });
-    if (options.cgroup) cgroups!.place(this.child.pid!, options.cgroup);
-    this.child.stdin!.write('go\n');
-  }
-
-  /** The `n`-th line (0-based), waiting for it. */
-  async line(n: number): Promise<Line> {
-    while (this.#lines.length <= n) {
-      if (this.#closed) throw new Error(`workload ended after ${this.#lines.length} lines`);
-      await new Promise<void>((resolve) => this.#waiters.push(resolve));
-    }
-    return this.#lines[n]!;
-  }
-}
-
-const live = new Set<ChildProcess>();
-
-function containerCgroup(uid: string): string {
-  return podPath({ driver: 'systemd', qos: 'burstable', uid, container: { runtime: 'containerd', id: randomBytes(32).toString('hex') } });
-}
-
 describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Python grpcio client', { skip }, () => {
   let stack: Stack;
   let clock: SkipClock;
   let broker: Broker;
-  let stubs: string;
-  let endpoint: string;
+  let workloads: PythonWorkloads;
   const uids: Record<string, string> = {};
 
   before(async () => {
@@ -100,26 +44,25 @@ describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Py
     clock = new SkipClock();
     const socketPath = join(stack.dir, 'workload-api', 'socket');
     broker = await startBroker({ ...stack.brokerConfig({ clock, name: 'wl' }), workloadApiSocketPath: socketPath });
-    endpoint = `unix://${socketPath}`;
     await broker.whenReady(AbortSignal.timeout(20_000));
     for (const [name, sa, hostNetwork] of [['cart-0', 'cart', false], ['cart-1', 'cart', false], ['web-0', 'web', false], ['hostnet-0', 'hostnet', true]] as const) {
       uids[name] = await stack.createPod({ namespace: 'shop', name, serviceAccount: sa, nodeName: NODE, hostNetwork });
     }
     uids['remote-0'] = await stack.createPod({ namespace: 'shop', name: 'remote-0', serviceAccount: 'cart', nodeName: 'node-2' });
     await eventually('pods tracked', () => broker.pods.byUid(uids['cart-1']!) && broker.pods.byUid(uids['web-0']!) && broker.pods.ineligibleByUid(uids['hostnet-0']!));
-    stubs = join(stack.dir, 'py');
-    await mkdir(stubs, { recursive: true });
-    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor(WORKLOAD_API_PROTO), '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, WORKLOAD_API_PROTO]);
+    const stubs = join(stack.dir, 'py');
+    await generatePythonStubs(stubs);
+    workloads = new PythonWorkloads(cgroups!, stubs, `unix://${socketPath}`);
   });
 
   after(async () => {
-    await Promise.all([...live].map((c) => new Promise((resolve) => (c.once('exit', resolve), c.kill('SIGKILL')))));
+    await workloads?.killAll();
     cgroups?.cleanup();
     await broker?.stop(500);
     await stack?.close();
   });
 
-  const workload = (rpc: string, options: { cgroup?: string; header?: boolean; count?: number } = {}) => new Workload(stubs, endpoint, rpc, options);
+  const workload = (rpc: string, options: WorkloadOptions = {}) => workloads.start(rpc, options);
 
   it('the socket any workload may connect to: 0666 in a 0755 directory', async () => {
     const sock = await stat(broker.workloadApiSocketPath!);

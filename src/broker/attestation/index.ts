@@ -41,7 +41,7 @@ export {
 } from './peer-credentials.js';
 export { PeerCredentialsHelper, type PeerCredentialsHelperObserver, type PeerCredentialsHelperOptions } from './peer-credentials-helper.js';
 export { helperProgram } from './peer-credentials-helper-program.js';
-export { PeerCredentialsWithFallback, type PeerCredentialsFallbackObserver, type PeerCredentialsMode } from './peer-credentials-fallback.js';
+export { PeerCredentialsWithFallback, type PeerCredentialsFallbackObserver, type PeerCredentialsFallbackOptions, type PeerCredentialsMode } from './peer-credentials-fallback.js';
 export { socketFd, socketHandle } from './socket-fd.js';
 export { verifyPeerCredentials } from './peer-credentials-check.js';
 export {

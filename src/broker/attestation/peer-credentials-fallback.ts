@@ -27,16 +27,24 @@ export interface PeerCredentialsFallbackObserver {
   fellBack?(reason: string): void;
 }
 
+export interface PeerCredentialsFallbackOptions {
+  readonly observer?: PeerCredentialsFallbackObserver;
+  /** Set: the helper is not even tried (configured off); the reason the observer hears. */
+  readonly helperDisabled?: string;
+}
+
 export class PeerCredentialsWithFallback implements PeerCredentialsSource {
   readonly #helper: PeerCredentialsHelper;
   readonly #fallback: PeerCredentialsSource;
   readonly #observer: PeerCredentialsFallbackObserver | undefined;
+  readonly #disabled: string | undefined;
   #mode: PeerCredentialsMode = 'batch';
 
-  constructor(helper: PeerCredentialsHelper, fallback: PeerCredentialsSource, observer?: PeerCredentialsFallbackObserver) {
+  constructor(helper: PeerCredentialsHelper, fallback: PeerCredentialsSource, options: PeerCredentialsFallbackOptions = {}) {
     this.#helper = helper;
     this.#fallback = fallback;
-    this.#observer = observer;
+    this.#observer = options.observer;
+    this.#disabled = options.helperDisabled;
   }
 
   get mode(): PeerCredentialsMode {
@@ -49,7 +57,7 @@ export class PeerCredentialsWithFallback implements PeerCredentialsSource {
 
   /** Starts the helper and proves it (a socket in `dir`); picks the mode. Never rejects. */
   async start(dir: string): Promise<PeerCredentialsMode> {
-    let reason = this.#helper.unsupported;
+    let reason = this.#disabled ?? this.#helper.unsupported;
     if (reason === undefined) {
       try {
         this.#helper.launch();

@@ -168,7 +168,7 @@ test('fallback: no helper for the architecture, or no perl for it -> batch mode,
     [{ perl: '/nonexistent/perl' }, /ENOENT|exited/],
   ] as const) {
     const modes: Array<[string, string | undefined]> = [];
-    const peers = new PeerCredentialsWithFallback(helper(t, options), new PerlPeerCredentials(), { mode: (m, r) => modes.push([m, r]) });
+    const peers = new PeerCredentialsWithFallback(helper(t, options), new PerlPeerCredentials(), { observer: { mode: (m, r) => modes.push([m, r]) } });
     assert.equal(await peers.start(srv.dir), 'batch');
     assert.equal(modes.length, 1);
     assert.equal(modes[0]![0], 'batch');
@@ -184,7 +184,7 @@ test('fallback: in helper mode, reads the dead helper held and reads during its 
   const fellBack: string[] = [];
   const batch = new PerlPeerCredentials();
   const h = helper(t, { clock, restartIntervalMs: 1000 });
-  const peers = new PeerCredentialsWithFallback(h, batch, { fellBack: (r) => fellBack.push(r) });
+  const peers = new PeerCredentialsWithFallback(h, batch, { observer: { fellBack: (r) => fellBack.push(r) } });
   assert.equal(await peers.start(srv.dir), 'helper');
   const pid = h.pid!;
   process.kill(pid, 'SIGSTOP');

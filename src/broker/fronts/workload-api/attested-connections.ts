@@ -6,12 +6,16 @@
  */
 import type { Socket } from 'node:net';
 import type { AttestedProcess, Attestation, ConnectionAttestation, ConnectionAttestor } from '../../attestation/index.js';
+import { BrokerError } from '../../errors.js';
+import { callerKey, type ConnectionLimits, type Release } from './connection-limits.js';
 
 /** What the service needs: a call's connection attestation, and the re-check before each message. */
 export interface CallerLookup {
   /** The attestation of the connection `peer` (a call's `getPeer()`), undefined for a connection not accepted here. */
   attestationOf(peer: string): Promise<ConnectionAttestation> | undefined;
   recheck(process: AttestedProcess): Attestation;
+  /** Set when the connection `peer` is past its caller's connection bound: every call on it is refused with it. */
+  limitOf?(peer: string): BrokerError | undefined;
 }
 
 const TAG_PREFIX = 'workload-api-connection-';
@@ -21,15 +25,27 @@ interface Connection {
   /** The boot clock at accept (undefined when /proc/uptime could not be read: the attestation then says why). */
   readonly acceptedAt: number | undefined;
   attestation: Promise<ConnectionAttestation>;
+  readonly releases: Release[];
+  /** Past its caller's connection bound (set once attested). */
+  refusal: BrokerError | undefined;
+  /** Counted against its caller already. */
+  claimed: boolean;
+  closed: boolean;
 }
 
 export class AttestedConnections implements CallerLookup {
   readonly #attestor: ConnectionAttestor;
+  readonly #limits: ConnectionLimits | undefined;
   readonly #byTag = new Map<string, Connection>();
   #next = 0;
 
-  constructor(attestor: ConnectionAttestor) {
+  constructor(attestor: ConnectionAttestor, limits?: ConnectionLimits) {
     this.#attestor = attestor;
+    this.#limits = limits;
+  }
+
+  get limits(): ConnectionLimits | undefined {
+    return this.#limits;
   }
 
   /** Connections open now. */
@@ -41,8 +57,16 @@ export class AttestedConnections implements CallerLookup {
     return this.#attestor;
   }
 
-  /** Tags `socket` and starts its attestation; call it as the socket is accepted, before anything reads from it. */
-  accept(socket: Socket): void {
+  /**
+   * Tags `socket` and starts its attestation; call it as the socket is accepted, before anything
+   * reads from it. False (the socket destroyed) when the socket's connection bound is reached.
+   */
+  accept(socket: Socket): boolean {
+    const slot = this.#limits ? this.#limits.connection() : () => undefined;
+    if (!slot) {
+      socket.destroy();
+      return false;
+    }
     const tag = `${TAG_PREFIX}${++this.#next}`;
     Object.defineProperty(socket, 'remoteAddress', { value: tag, configurable: true, enumerable: true });
     let acceptedAt: number | undefined;
@@ -51,8 +75,33 @@ export class AttestedConnections implements CallerLookup {
     } catch {
       acceptedAt = undefined;
     }
-    this.#byTag.set(tag, { socket, acceptedAt, attestation: this.#attestor.attest(socket, acceptedAt) });
-    socket.once('close', () => this.#byTag.delete(tag));
+    const c: Connection = { socket, acceptedAt, attestation: this.#attestor.attest(socket, acceptedAt), releases: [slot], refusal: undefined, claimed: false, closed: false };
+    c.attestation = c.attestation.then((result) => this.#claim(c, result));
+    this.#byTag.set(tag, c);
+    socket.once('close', () => {
+      c.closed = true;
+      this.#byTag.delete(tag);
+      for (const release of c.releases) release();
+    });
+    return true;
+  }
+
+  limitOf(peer: string): BrokerError | undefined {
+    return this.#byTag.get(peer)?.refusal;
+  }
+
+  /** The first time the caller of `c` is known, counts `c` against that caller's bound. */
+  #claim(c: Connection, result: ConnectionAttestation): ConnectionAttestation {
+    const key = callerKey(result);
+    if (!this.#limits || key === undefined || c.claimed || c.closed) return result;
+    c.claimed = true;
+    try {
+      c.releases.push(this.#limits.callerConnection(key));
+    } catch (err) {
+      if (!(err instanceof BrokerError)) throw err;
+      c.refusal = err;
+    }
+    return result;
   }
 
   /**
@@ -67,7 +116,7 @@ export class AttestedConnections implements CallerLookup {
     const current = c.attestation;
     return current.then((result) => {
       if (result.ok || result.reason !== 'unavailable' || c.socket.destroyed) return result;
-      if (c.attestation === current) c.attestation = this.#attestor.attest(c.socket, c.acceptedAt);
+      if (c.attestation === current) c.attestation = this.#attestor.attest(c.socket, c.acceptedAt).then((again) => this.#claim(c, again));
       return c.attestation;
     });
   }

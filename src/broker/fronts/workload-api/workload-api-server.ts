@@ -60,8 +60,11 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
     peers.stop?.();
     throw err;
   }
+  const limits = connections.limits?.config;
   const server = new Server({
     'grpc.keepalive_permit_without_calls': 1,
+    // One connection cannot open more streams at once than its caller may hold (HTTP/2 SETTINGS).
+    ...(limits ? { 'grpc.max_concurrent_streams': limits.maxStreamsPerCaller } : {}),
     interceptors: [compressionFlagGuard(`/${WORKLOAD_API_SERVICE}/`, logger)],
   });
   server.addService(workloadApiServiceDefinition(), options.service.implementation());
@@ -70,8 +73,8 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
   addReflection(server, [WORKLOAD_API_PROTO, HEALTH_PROTO]);
   const injector = server.createConnectionInjector(ServerCredentials.createInsecure());
   const listener = createServer((socket) => {
-    connections.accept(socket);
-    injector.injectConnection(socket);
+    // Past the socket's connection bound the connection is closed at once (the limits' observer logs it).
+    if (connections.accept(socket)) injector.injectConnection(socket);
   });
   listener.on('error', (err) => logger.error('Workload API listener error', { err: err.message }));
   try {

@@ -27,6 +27,7 @@ import type { CertbrokerError } from '../../../core/errors.js';
 import type { CertManager, NodePods, TrustBundle } from '../../cache/index.js';
 import { BrokerError, jwtProfileDisabled } from '../../errors.js';
 import type { CallerLookup } from './attested-connections.js';
+import { podCallerKey, type ConnectionLimits } from './connection-limits.js';
 import { resolveCaller } from './workload-caller.js';
 import { WorkloadStream, type WorkloadResponse, type WorkloadRpc } from './workload-stream.js';
 
@@ -50,6 +51,8 @@ export interface WorkloadApiOptions {
   readonly logger: Logger;
   /** Update pacing window (ms), as the Broker API's (BrokerConfig.updateJitterMs). */
   readonly updateJitterMs: number;
+  /** Stream bounds (per caller and in total); unbounded when absent. */
+  readonly limits?: ConnectionLimits;
   readonly observer?: WorkloadApiObserver;
 }
 
@@ -129,11 +132,16 @@ export class WorkloadApiService {
       reject(err);
       return;
     }
+    const peer = call.getPeer();
     const begin = (attestation: Awaited<ReturnType<CallerLookup['attestationOf']>>) => {
       if (call.cancelled) return;
       let stream: WorkloadStream;
+      let release: (() => void) | undefined;
       try {
+        const limited = callers.limitOf?.(peer);
+        if (limited) throw limited;
         const caller = resolveCaller(attestation, pods);
+        release = this.#o.limits?.stream(podCallerKey(caller.pod.uid));
         stream = new WorkloadStream(rpc, call, caller, {
           ...this.#o,
           reject,
@@ -141,11 +149,13 @@ export class WorkloadApiService {
             if (first) observer?.firstMessage?.(rpc, clock.now() - started);
           },
           closed: () => {
+            release?.();
             this.#open.delete(stream);
             observer?.streamClosed?.(rpc);
           },
         });
       } catch (err) {
+        release?.();
         reject(err);
         return;
       }
@@ -153,7 +163,7 @@ export class WorkloadApiService {
       observer?.streamOpened?.(rpc);
       stream.start();
     };
-    const pending = callers.attestationOf(call.getPeer());
+    const pending = callers.attestationOf(peer);
     if (pending) void pending.then(begin);
     else begin(undefined);
   }
@@ -161,7 +171,7 @@ export class WorkloadApiService {
   #reject(rpc: string, err: unknown, call: SurfaceCall): ReturnType<typeof toGrpcError> {
     const code = err instanceof BrokerError ? err.code : 'unexpected';
     this.#o.observer?.rejected?.(rpc, code);
-    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.code === 'ERR_REQUEST_MALFORMED')) {
+    if (err instanceof BrokerError && (err.status === 'permission-denied' || err.code === 'ERR_REQUEST_MALFORMED' || err.code === 'ERR_WORKLOAD_API_LIMIT')) {
       this.#o.logger.warn('Workload API call refused', { rpc, code, detail: err.message, peer: call.getPeer() });
     }
     return toGrpcError(err, this.#o.logger, { rpc }, { errorInfo: workloadApiErrorInfo });
