@@ -181,21 +181,29 @@ export async function startStepCa(dir: string, options: { readonly provisioners:
       options: { x509: { template: spec.template ?? SPIFFE_TEMPLATE } },
     });
   }
-  const port = await freePort();
-  const config = {
-    root: join(pki, 'root-cert.pem'),
-    crt: join(pki, 'ca-cert.pem'),
-    key: join(pki, 'ca-key.pem'),
-    address: `127.0.0.1:${port}`,
-    dnsNames: ['127.0.0.1', 'localhost'],
-    logger: { format: 'text' },
-    authority: { provisioners: entries },
-    tls: { minVersion: 1.2, maxVersion: 1.3, renegotiation: false },
-  };
   const configFile = join(dir, 'ca.json');
-  await writeFile(configFile, JSON.stringify(config, null, 2));
-  const rootPem = await readFile(config.root, 'utf8');
-  const url = `https://127.0.0.1:${port}`;
+  const rootFile = join(pki, 'root-cert.pem');
+  const writeConfig = (port: number) =>
+    writeFile(
+      configFile,
+      JSON.stringify(
+        {
+          root: rootFile,
+          crt: join(pki, 'ca-cert.pem'),
+          key: join(pki, 'ca-key.pem'),
+          address: `127.0.0.1:${port}`,
+          dnsNames: ['127.0.0.1', 'localhost'],
+          logger: { format: 'text' },
+          authority: { provisioners: entries },
+          tls: { minVersion: 1.2, maxVersion: 1.3, renegotiation: false },
+        },
+        null,
+        2,
+      ),
+    );
+  const rootPem = await readFile(rootFile, 'utf8');
+  let port = 0;
+  let url = '';
   const output: string[] = [];
   let child: ChildProcess | undefined;
 
@@ -223,15 +231,25 @@ export async function startStepCa(dir: string, options: { readonly provisioners:
     await gone;
     clearTimeout(timer);
   };
-  await start().catch(async (err: unknown) => {
-    await stop();
-    throw err;
-  });
+  // The free port is picked before step-ca binds it; a port taken meanwhile is picked again.
+  for (let attempt = 1; ; attempt++) {
+    port = await freePort();
+    url = `https://127.0.0.1:${port}`;
+    await writeConfig(port);
+    const seen = output.length;
+    try {
+      await start();
+      break;
+    } catch (err) {
+      await stop();
+      if (attempt >= 3 || !output.slice(seen).join('').includes('address already in use')) throw err;
+    }
+  }
   return {
     url,
     port,
     rootPem,
-    rootFile: config.root,
+    rootFile,
     provisioners,
     output,
     signRequests: () => (output.join('').match(/path=\/1\.0\/sign\b/g) ?? []).length,
