@@ -12,7 +12,8 @@ import { Metadata, status as GrpcStatus } from '@grpc/grpc-js';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 import { silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
-import { BrokerApiService, type CaClient, CertManager, encodePodReference, NodePods, TrustBundle, type WorkloadCert } from '../../src/broker/index.js';
+import { BrokerApiService, type CaClient, CertManager, encodePodReference, NodePods, splitDerCertificates, TrustBundle, type WorkloadCert } from '../../src/broker/index.js';
+import { chainVerifies } from '../support/chain-verify.js';
 import { decodeRpcStatus } from '../../src/grpc/rpc-status.js';
 import { caKeyMaterial, createCsr, createRootCa, FastLeafIssuer, generateKeyPair } from '../../src/pki/index.js';
 
@@ -142,6 +143,60 @@ describe('BrokerApiService streams (fake clock)', () => {
     assert.equal(call.written.length, 1, 'sent once the bundle verifies it');
     const msg = call.written[0] as { svids: Array<{ bundle: Buffer }> };
     assert.deepEqual(msg.svids[0]!.bundle, Buffer.concat([otherRoots[0]!, rootDer]));
+  });
+
+  it('a CA that adds a root and signs under it at once: no stream is sent a leaf under it before every stream was sent the root', async () => {
+    const oldRoot = await createRootCa({ subject: 'CN=old root', ttlSeconds: 86400 });
+    const newRoot = await createRootCa({ subject: 'CN=new root', ttlSeconds: 86400 });
+    const key = (await generateKeyPair()).privateKey;
+    let signing = { root: oldRoot, roots: [oldRoot.der] };
+    const clock = new FakeClock(Date.now());
+    const ca: CaClient = {
+      fetchCertificate: async (identity): Promise<WorkloadCert> => {
+        const issuer = new FastLeafIssuer({ signer: caKeyMaterial({ cert: signing.root.cert, keyObject: signing.root.privateKey }).leafSigner });
+        const leaf = Buffer.from(issuer.issue({ csr: createCsr({ privateKey: key, uri: identity }).der, spiffeId: identity, ttlSeconds: 3600 }).der);
+        return { identity, chainDer: [leaf], rootsDer: signing.roots, privateKey: new Secret(Buffer.from('key')), serial: leaf.subarray(-8).toString('hex'), notBefore: clock.now(), notAfter: clock.now() + HOUR };
+      },
+    };
+    const certs = new CertManager({ ca, clock, rng: () => 0.5 });
+    const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: () => clock.now() });
+    const bundle = new TrustBundle('cluster.local', [oldRoot.der], { clock, settleMs: 1000 });
+    bundle.follow(certs);
+    // The paced delays: the stream whose leaf moves goes first (0.1), its peer last (0.9).
+    const draws = [0.1, 0.9];
+    const service = new BrokerApiService({ pods, certs, bundle, allowedCallers: [ZTUNNEL], clock, rng: () => draws.shift() ?? 0.5, logger: silentLogger, updateJitterMs: 1000 });
+    const impl = service.implementation() as unknown as Record<string, (call: FakeCall) => void>;
+    const streams = new Map<string, { bundle: Buffer[]; chain: Buffer[] }>();
+    const violations: string[] = [];
+    const open = (uid: string, name: string) => {
+      const call = new FakeCall({ reference: { reference: encodePodReference({ uid }) } }, ztunnelDer);
+      call.metadata.set('broker.spiffe.io', 'true');
+      const write = call.write.bind(call);
+      call.write = (m: unknown) => {
+        const svid = (m as { svids: Array<{ x509_svid: Buffer; bundle: Buffer }> }).svids[0]!;
+        streams.set(name, { bundle: splitDerCertificates(svid.bundle), chain: splitDerCertificates(svid.x509_svid) });
+        for (const [holder, held] of streams) for (const [peer, other] of streams) if (!chainVerifies(other.chain, held.bundle)) violations.push(`${holder} cannot verify ${peer} at ${clock.now()}`);
+        return write(m);
+      };
+      impl['SubscribeToX509SVID']!(call);
+    };
+    pods.upsert({ uid: uid(1), namespace: 'shop', name: 'web-1', serviceAccount: 'web', nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
+    pods.upsert({ uid: uid(2), namespace: 'shop', name: 'cart-2', serviceAccount: 'cart', nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
+    await flushMicrotasks();
+    open(uid(1), 'web');
+    open(uid(2), 'cart');
+    await flushMicrotasks();
+    assert.equal(streams.size, 2);
+
+    signing = { root: newRoot, roots: [oldRoot.der, newRoot.der] };
+    certs.refreshNow('spiffe://cluster.local/ns/shop/sa/web');
+    await flushMicrotasks();
+    for (let t = 0; t < 3000; t += 50) await clock.advance(50);
+    assert.deepEqual(violations, []);
+    const web = streams.get('web')!;
+    assert.ok(chainVerifies(web.chain, [newRoot.der]), 'the web stream got its new-root leaf in the end');
+    assert.equal(streams.get('cart')!.bundle.length, 2);
+    certs.stop();
   });
 
   it('ends the stream with NOT_FOUND when the pod is deleted', async () => {

@@ -12,7 +12,8 @@
  * - `NodePods`: this node's pods and the identity each needs; drives the manager.
  * - `TrustBundle`: the trust domain's roots, following the CA's (`follow`).
  * - `WorkloadCert` and helpers (`workloadCertPem`, `describeCert`, `isUsable`).
- * - `firstCertificate`, `pacedUpdates`: how a front's stream is fed (first certificate, paced updates).
+ * - `firstCertificate`, `pacedUpdates`, `sendableCert`, `heldSends`: how a front's stream is fed (first
+ *   certificate, paced updates, only leaves the bundle verifies and whose root reached every stream).
  *
  * May import: src/core, src/pki, src/spiffe and src/broker/errors.ts. Nothing else of the broker.
  */
@@ -54,4 +55,4 @@ export {
 export { TrustBundle, type BundleListener, type CertificateSource, type TrustBundleObserver, type TrustBundleOptions } from './trust-bundle.js';
 export { describeCert, isUsable, svidMaterial, workloadCertPem, type CaClient, type WorkloadCert } from './workload-cert.js';
 export { Waiters } from './waiters.js';
-export { firstCertificate, pacedUpdates } from './stream-feed.js';
+export { firstCertificate, heldSends, pacedUpdates, sendableCert } from './stream-feed.js';

@@ -9,6 +9,7 @@ import type { Logger } from '../../core/log.js';
 import type { Rng } from '../../core/rng.js';
 import { BrokerError, isAbortError } from '../errors.js';
 import type { CertManager } from './cert-manager.js';
+import type { TrustBundle } from './trust-bundle.js';
 import type { WorkloadCert } from './workload-cert.js';
 
 /**
@@ -54,6 +55,43 @@ export function pacedUpdates(
       () => {
         pending = false;
         send();
+      },
+      () => undefined,
+    );
+  };
+}
+
+/**
+ * What a stream may send for `identity` now under `bundle`: the held certificate when the bundle
+ * verifies it and the root it chains to has reached the node's other streams; `{ holdMs }` while
+ * that root is newer than the bundle's settle window (send again after it); undefined when there
+ * is no usable certificate or the bundle does not verify it (withheld until the next change).
+ */
+export function sendableCert(
+  certs: Pick<CertManager, 'current'>,
+  bundle: Pick<TrustBundle, 'servable' | 'holdUntil'>,
+  identity: string,
+  now: number,
+): { readonly cert: WorkloadCert } | { readonly holdMs: number } | undefined {
+  const cert = certs.current(identity);
+  if (!cert || !bundle.servable(cert)) return undefined;
+  const holdMs = bundle.holdUntil(cert) - now;
+  return holdMs > 0 ? { holdMs } : { cert };
+}
+
+/**
+ * One pending re-try of a held send: `hold(ms)` arms it (a later arming while one is pending is
+ * ignored: the pending one sends whatever is current), `retry` runs when it fires.
+ */
+export function heldSends(clock: Clock, signal: AbortSignal, retry: () => void): (ms: number) => void {
+  let pending = false;
+  return (ms) => {
+    if (pending) return;
+    pending = true;
+    clock.sleep(ms, signal).then(
+      () => {
+        pending = false;
+        retry();
       },
       () => undefined,
     );

@@ -14,7 +14,10 @@
  *   sent its re-issued leaf before any consumer is sent a bundle without the old root.
  *
  * `servable(cert)` is the last check before a front sends a leaf with this bundle: false when the
- * leaf's chain does not verify against the roots served now (it is then withheld). Listeners are
+ * leaf's chain does not verify against the roots served now (it is then withheld). `holdUntil(cert)`
+ * is the other side of the first rule: a leaf that chains to a root added less than `settleMs` ago
+ * waits until then, so the node's other streams have been sent that root before any consumer
+ * presents a leaf under it (a CA that adds a root and signs under it at once). Listeners are
  * called guarded: one that throws is logged and the others still hear of the change.
  */
 import { X509Certificate } from 'node:crypto';
@@ -83,8 +86,10 @@ export class TrustBundle {
   #lastMoveAt = Number.NEGATIVE_INFINITY;
   readonly #settle: ClockTimer | undefined;
   #retained = 0;
-  /** Verdicts of `servable`, per certificate, for the version they were made at. */
-  readonly #verdicts = new WeakMap<WorkloadCert, { readonly version: number; readonly ok: boolean }>();
+  /** When each root served was added (absent: served from the start). */
+  readonly #addedAt = new Map<string, number>();
+  /** Verdicts of `servable`, per certificate, for the version they were made at: the root it chains to ('' for none). */
+  readonly #verdicts = new WeakMap<WorkloadCert, { readonly version: number; readonly anchor: string }>();
 
   constructor(trustDomain: string, initialRootsDer: readonly Buffer[], options: TrustBundleOptions = {}) {
     this.trustDomain = trustDomain;
@@ -149,15 +154,30 @@ export class TrustBundle {
    * has, which the bundle still verifies, until the next change).
    */
   servable(cert: WorkloadCert): boolean {
+    return this.#anchorOf(cert) !== '';
+  }
+
+  /**
+   * The instant (ms, the clock's) before which `cert` is not to be sent: the moment the root it
+   * chains to was added plus `settleMs`, or -Infinity when that root was served from the start
+   * (or long enough ago) or the leaf is not servable at all (`servable` says so).
+   */
+  holdUntil(cert: WorkloadCert): number {
+    const added = this.#addedAt.get(this.#anchorOf(cert));
+    return added === undefined ? Number.NEGATIVE_INFINITY : added + (this.#o.settleMs ?? 0);
+  }
+
+  #anchorOf(cert: WorkloadCert): string {
     const known = this.#verdicts.get(cert);
-    if (known?.version === this.#version) return known.ok;
-    const ok = chainAnchor(cert.chainDer, this.#roots) >= 0;
-    this.#verdicts.set(cert, { version: this.#version, ok });
-    if (!ok) {
+    if (known?.version === this.#version) return known.anchor;
+    const at = chainAnchor(cert.chainDer, this.#roots);
+    const anchor = at >= 0 ? keyOf(this.#roots[at]!) : '';
+    this.#verdicts.set(cert, { version: this.#version, anchor });
+    if (anchor === '') {
       this.#logger.warn('leaf does not verify against the trust bundle; withheld', { identity: cert.identity, serial: cert.serial, bundleVersion: this.#version });
       this.#o.observer?.withheld?.(cert.identity);
     }
-    return ok;
+    return anchor;
   }
 
   /**
@@ -197,7 +217,9 @@ export class TrustBundle {
     if (target === undefined) return false;
     const wanted = new Set(target.map(keyOf));
     const served = new Set(this.#roots.map(keyOf));
-    let next = [...this.#roots, ...target.filter((r) => !served.has(keyOf(r)))];
+    const added = target.filter((r) => !served.has(keyOf(r)));
+    for (const r of added) this.#addedAt.set(keyOf(r), this.#now());
+    let next = [...this.#roots, ...added];
     const dropped = new Set(next.map(keyOf).filter((k) => !wanted.has(k)));
     if (dropped.size > 0 && this.#mayDrop(dropped)) {
       next = next.filter((r) => wanted.has(keyOf(r)));
@@ -209,6 +231,7 @@ export class TrustBundle {
     }
     if (sameSet(next, this.#roots)) return false;
     this.#roots = next;
+    for (const k of [...this.#addedAt.keys()]) if (!next.some((r) => keyOf(r) === k)) this.#addedAt.delete(k);
     this.#version++;
     this.#o.observer?.changed?.(this.#version, next.length);
     this.#listeners.emit(next, (err) => this.#logger.error('trust bundle listener threw; ignored', { err: describeError(err) }));

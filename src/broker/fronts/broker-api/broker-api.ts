@@ -47,7 +47,7 @@ import { SpiffeError } from '../../../spiffe/errors.js';
 import { x509SvidProblems } from '../../../spiffe/x509-svid.js';
 import { brokerApiErrorInfo } from './broker-api-errors.js';
 import type { CertManager } from '../../cache/cert-manager.js';
-import { firstCertificate, pacedUpdates } from '../../cache/stream-feed.js';
+import { firstCertificate, heldSends, pacedUpdates, sendableCert } from '../../cache/stream-feed.js';
 import { BrokerError, jwtProfileDisabled, shuttingDown } from '../../errors.js';
 import type { NodePods, PodGoneReason, TrackedPod } from '../../cache/node-pods.js';
 import type { TrustBundle } from '../../cache/trust-bundle.js';
@@ -254,9 +254,14 @@ export class BrokerApiService {
 
     const current = (): StreamResponse | undefined => {
       if (rpc === 'x509bundles') return x509BundlesResponse(bundle);
-      // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next change).
-      const cert = certs.current(pod.identity);
-      return cert && bundle.servable(cert) ? x509SvidResponse(cert, bundle) : undefined;
+      // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next
+      // change), nor one under a root the node's other streams may not have yet (held).
+      const sendable = sendableCert(certs, bundle, pod.identity, clock.now());
+      if (sendable && 'holdMs' in sendable) {
+        firstWithheld ||= !firstSent;
+        hold(sendable.holdMs);
+      }
+      return sendable && 'cert' in sendable ? x509SvidResponse(sendable.cert, bundle) : undefined;
     };
     let firstSent = false;
     let firstWithheld = false;
@@ -269,6 +274,7 @@ export class BrokerApiService {
     const scheduleUpdate = () => {
       if (!finished && (firstSent || firstWithheld)) paced();
     };
+    const hold = heldSends(clock, ac.signal, scheduleUpdate);
     cleanups.push(bundle.onChange(scheduleUpdate));
     if (rpc === 'x509svid') {
       cleanups.push(

@@ -10,7 +10,7 @@ import type { ServerWritableStream } from '@grpc/grpc-js';
 import { describeError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import type { X509BundlesResponse, X509SVIDResponse } from '../../../protocol/workload-api.js';
-import { firstCertificate, pacedUpdates, svidMaterial, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
+import { firstCertificate, heldSends, pacedUpdates, sendableCert, svidMaterial, type PodGoneReason, type TrustBundle, type WorkloadCert } from '../../cache/index.js';
 import { x509BundlesResponse as bundlesMessage, x509SvidResponse as svidMessage } from '../../../protocol/spiffe-x509.js';
 import { shuttingDown } from '../../errors.js';
 import type { WorkloadApiOptions } from './workload-api.js';
@@ -50,6 +50,7 @@ export class WorkloadStream {
   /** The first message was due but its leaf was withheld: the next change sends it. */
   #firstWithheld = false;
   readonly #paced: () => void;
+  readonly #hold: (ms: number) => void;
 
   constructor(rpc: WorkloadRpc, call: ServerWritableStream<unknown, WorkloadResponse>, caller: WorkloadCaller, deps: WorkloadStreamDeps) {
     this.#rpc = rpc;
@@ -58,6 +59,7 @@ export class WorkloadStream {
     this.#d = deps;
     const { pod, process } = caller;
     this.#paced = pacedUpdates({ clock: deps.clock, rng: deps.rng, windowMs: deps.updateJitterMs, signal: this.#ac.signal }, () => this.#send(!this.#firstSent));
+    this.#hold = heldSends(deps.clock, this.#ac.signal, () => this.#scheduleUpdate());
     this.#log = deps.logger.child({ rpc, pod: `${pod.namespace}/${pod.name}`, uid: pod.uid, pid: process.pid, identity: pod.identity });
   }
 
@@ -95,9 +97,14 @@ export class WorkloadStream {
 
   #current(): WorkloadResponse | undefined {
     if (this.#rpc === 'x509bundles') return x509BundlesResponse(this.#d.bundle);
-    // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next change).
-    const cert = this.#d.certs.current(this.#caller.pod.identity);
-    return cert && this.#d.bundle.servable(cert) ? x509SvidResponse(cert, this.#d.bundle) : undefined;
+    // Never a leaf whose chain the bundle sent with it does not verify (withheld until the next
+    // change), nor one under a root the node's other streams may not have yet (held).
+    const sendable = sendableCert(this.#d.certs, this.#d.bundle, this.#caller.pod.identity, this.#d.clock.now());
+    if (sendable && 'holdMs' in sendable) {
+      this.#firstWithheld ||= !this.#firstSent;
+      this.#hold(sendable.holdMs);
+    }
+    return sendable && 'cert' in sendable ? x509SvidResponse(sendable.cert, this.#d.bundle) : undefined;
   }
 
   /** Re-checks the caller, then writes the full state. */
