@@ -38,13 +38,22 @@ export class CaMetrics {
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
-  #signer: { readonly ready: boolean } | undefined;
+  #signer: { readonly ready: boolean; roots?(): readonly string[] } | undefined;
   readonly signerReady = new Gauge({
     name: 'certbroker_ca_signer_ready',
     help: '1 when the signer has usable material',
     registers: [this.registry],
     collect: () => {
       if (this.#signer) this.signerReady.set(this.#signer.ready ? 1 : 0);
+    },
+  });
+  readonly trustedRoots = new Gauge({
+    name: 'certbroker_ca_trusted_roots',
+    help: "Roots the CA's answers carry as their last element (2 during a root rotation's overlap)",
+    registers: [this.registry],
+    collect: () => {
+      const roots = this.#signer?.roots?.();
+      if (roots) this.trustedRoots.set(roots.join('').match(/-----BEGIN CERTIFICATE-----/g)?.length ?? 0);
     },
   });
 
@@ -97,8 +106,8 @@ export class CaMetrics {
     for (const reason of ['body_timeout', 'stream_limit'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
   }
 
-  /** The signer whose readiness `certbroker_ca_signer_ready` reports (read at each scrape). */
-  observeSigner(signer: { readonly ready: boolean }): void {
+  /** The signer whose readiness `certbroker_ca_signer_ready` and roots `certbroker_ca_trusted_roots` report (read at each scrape). */
+  observeSigner(signer: { readonly ready: boolean; roots?(): readonly string[] }): void {
     this.#signer = signer;
   }
 

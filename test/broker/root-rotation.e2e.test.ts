@@ -180,6 +180,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       await r.addPod('late'); // the next fetch brings the roots to the broker
       await eventually('both roots on every stream', () => [...r.watch.latest.values()].every((h) => h.bundle.length === 2));
       assert.equal(await r.metric('certbroker_broker_trust_bundle_roots'), 2);
+      assert.match(await r.stack.ca.metrics.registry.metrics(), /^certbroker_ca_trusted_roots 2$/m);
       await r.opensslCheck();
 
       // 2. activate: the new root signs (both still trusted). One new pod's leaf is under it; the
@@ -202,6 +203,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       assert.ok((await r.metric('certbroker_broker_rotation_reissues_total')) - reissuesBefore >= PODS.length, 're-issued ahead of their refresh');
       assert.equal(await r.metric('certbroker_broker_trust_bundle_retained_roots'), 0);
       assert.equal(await r.metric('certbroker_broker_svid_withheld_total'), 0);
+      assert.match(await r.stack.ca.metrics.registry.metrics(), /^certbroker_ca_trusted_roots 1$/m);
       await r.opensslCheck();
 
       assert.deepEqual(r.watch.violations, [], 'no moment where a bundle fails to verify a leaf');
