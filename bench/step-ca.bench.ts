@@ -16,12 +16,13 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_SIGNING_WORKERS, type CaServer, type SignerConfig } from '../src/ca/index.js';
+import { DEFAULT_SIGNING_WORKERS, type SignerConfig } from '../src/ca/index.js';
 import { Scratch } from '../test/support/scratch.js';
 import { startStepCa, stepCaMissing, type StepCa } from '../test/support/step-ca.js';
-import { caClient, startCaEnv, waitForIndex, TD, type CaClient } from '../test/ca/support/ca-env.js';
+import { caClient, startCaEnv, waitForIndex, TD } from '../test/ca/support/ca-env.js';
 import { newCsr } from '../test/ca/support/pki-fixtures.js';
-import { median, pct, writeDocSection } from './report.js';
+import { writeDocSection } from './report.js';
+import { compareSides, comparisonRows, type Side } from './signer-compare.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SAMPLES = Number(process.env.BENCH_STEP_CA_SAMPLES ?? 300);
@@ -30,36 +31,10 @@ const SECONDS = Number(process.env.BENCH_STEP_CA_SECONDS ?? 3);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_STEP_CA_ROUNDS ?? 3));
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 
-interface Side {
-  readonly name: string;
-  readonly ca: CaServer;
-  readonly client: CaClient;
-}
-
 /** step-ca's CPU seconds so far (utime + stime from /proc/<pid>/stat). */
 function stepCpuSeconds(step: StepCa): number {
   const fields = readFileSync(`/proc/${step.pid()}/stat`, 'utf8').split(') ')[1]!.split(' ');
   return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-
-async function once(side: Side, token: string, csr: string): Promise<void> {
-  const res = await side.client.create({ token, csr, impersonate: SLEEP });
-  if (!res.chain) throw new Error(`${side.name}: ${JSON.stringify(res)}`);
-}
-
-/** Certificates per second with `INFLIGHT` calls in flight for SECONDS. */
-async function throughput(side: Side, token: string, csrs: readonly string[]): Promise<number> {
-  const until = performance.now() + SECONDS * 1000;
-  let count = 0;
-  await Promise.all(
-    Array.from({ length: INFLIGHT }, async (_, i) => {
-      for (let k = i; performance.now() < until; k += INFLIGHT) {
-        await once(side, token, csrs[k % csrs.length]!);
-        count++;
-      }
-    }),
-  );
-  return count / SECONDS;
 }
 
 async function main(): Promise<void> {
@@ -85,36 +60,17 @@ async function main(): Promise<void> {
     for (const [name, signer, signingWorkers] of configs) {
       const ca = await env.startCa({ signer, signingWorkers });
       await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
-      sides.push({ name, ca, client: caClient(ca.port, ca.rootsPem()) });
+      sides.push({ name, client: caClient(ca.port, ca.rootsPem()) });
     }
     const token = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
     const csrs = await Promise.all(Array.from({ length: 64 }, () => newCsr(SLEEP)));
-    for (const side of sides) for (let i = 0; i < 20; i++) await once(side, token, csrs[i]!); // warm-up: TLS, TokenReview cache, keep-alive
-
-    const latencies = sides.map(() => [] as number[]);
-    const cpuBefore = stepCpuSeconds(step);
-    for (let i = 0; i < SAMPLES; i++) {
-      for (const [s, side] of sides.entries()) {
-        const t0 = performance.now();
-        await once(side, token, csrs[i % csrs.length]!);
-        latencies[s]!.push(performance.now() - t0);
-      }
-    }
-    const stepCpuPerCertMs = ((stepCpuSeconds(step) - cpuBefore) / SAMPLES) * 1000;
-    for (const l of latencies) l.sort((a, b) => a - b);
-
-    const rates = sides.map(() => [] as number[]);
-    for (let round = 0; round < ROUNDS; round++) {
-      const order = round % 2 === 0 ? [...sides.keys()] : [...sides.keys()].reverse();
-      for (const s of order) rates[s]!.push(await throughput(sides[s]!, token, csrs));
-    }
-    const stepIndex = sides.length - 1;
-    const ratio = (s: number) => median(rates[s]!.map((r, round) => r / rates[stepIndex]![round]!));
+    let cpuBefore = 0;
+    let cpuAfter = 0;
+    const onLatencyRun = (phase: 'start' | 'end') => (phase === 'start' ? (cpuBefore = stepCpuSeconds(step)) : (cpuAfter = stepCpuSeconds(step)));
+    const result = await compareSides(sides, { token, impersonate: SLEEP, csrs, samples: SAMPLES, inflight: INFLIGHT, seconds: SECONDS, rounds: ROUNDS, onLatencyRun });
+    const stepCpuPerCertMs = ((cpuAfter - cpuBefore) / SAMPLES) * 1000;
     const fmt = (n: number) => n.toFixed(2);
-    const rows = sides.map((side, s) => {
-      const l = latencies[s]!;
-      return `| ${side.name} | ${fmt(pct(l, 50))} | ${fmt(pct(l, 99))} | ${Math.round(median(rates[s]!))} | ${s === stepIndex ? '1.00x' : `${fmt(ratio(s))}x`} |`;
-    });
+    const rows = comparisonRows(sides, result, sides.length - 1);
     const body = [
       `Measured ${new Date().toISOString().slice(0, 10)} by \`npm run bench:step-ca\` (2 cores shared with other work: indicative). The devcluster, the three CAs (TLS, http2 transport) and the grpc-js client in the bench process; step-ca 0.19 (Debian's sources) in its own process, the same P-256 intermediate as the local signer. Latency: ${SAMPLES} calls per side, one at a time, interleaved. Throughput: ${INFLIGHT} in flight for ${SECONDS} s per side, median of ${ROUNDS} rounds alternating the order; the ratio is the median per-round ratio to step-ca.`,
       '',
