@@ -18,8 +18,9 @@ export function command(): Command {
     .option('--issuer <url>', 'service-account token issuer and API audience (DEVCLUSTER_ISSUER)')
     .option('--samples', 'create a few sample objects (a node, istio-system/ztunnel, demo/httpbin)')
     .option('--apply <file>', 'create the objects of a YAML/JSON manifest at start (repeatable)', collect, [] as string[])
+    .option('--pods-dir <dir>', 'where the simulated kubelet writes pod volumes: podCertificate credential bundles under <dir>/<pod uid>/volumes/ (DEVCLUSTER_PODS_DIR; default: not written)')
     .option('--log-level <level>', 'debug|info|warn|error|silent (LOG_LEVEL, default info)')
-    .action(async (opts: { host?: string; port?: string; kubeconfig?: string; simulateKubelet?: string; issuer?: string; samples?: boolean; apply: string[]; logLevel?: string }) => {
+    .action(async (opts: { host?: string; port?: string; kubeconfig?: string; simulateKubelet?: string; issuer?: string; samples?: boolean; apply: string[]; logLevel?: string; podsDir?: string }) => {
       const { runDevCluster } = await import('../devcluster/run.js');
       await runDevCluster({
         ...(opts.host !== undefined ? { host: opts.host } : {}),
@@ -30,6 +31,7 @@ export function command(): Command {
         ...(opts.samples ? { samples: true } : {}),
         apply: opts.apply,
         ...(opts.logLevel !== undefined ? { logLevel: opts.logLevel } : {}),
+        ...(opts.podsDir !== undefined ? { podsDir: opts.podsDir } : {}),
       });
     });
 }

@@ -24,14 +24,13 @@ import { Reviews } from './reviews.js';
 import { FaultInjector, type Faults } from './faults.js';
 import { SimulatedKubelet } from './kubelet.js';
 import { PodCertificateManager } from './pod-certificates.js';
-import { PCR } from './pcr-admission.js';
 import { systemRng, type Rng } from '../core/rng.js';
 import type { UserInfo } from './authn.js';
 import { ApiServer } from './api-server.js';
 import { makeServingMaterial } from './serving-cert.js';
 import { bootstrapObjects } from './bootstrap.js';
 import { kubeconfigYaml } from './kubeconfig.js';
-import { findByKind } from './resources.js';
+import { findByKind, type ResourceType } from './resources.js';
 import { DEFAULT_MAX_BODY_BYTES } from './http-io.js';
 import { ApiError, badRequest, forbidden } from './status.js';
 import { createWatchHub } from './watch.js';
@@ -137,7 +136,7 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
   });
   const podCertificates = new PodCertificateManager({
     store, clock, logger, rng: options.rng ?? systemRng, podsDir: options.podsDir,
-    createPcr: nodeRequestCreator(rbac, rest),
+    createAsNode: nodeCreator(rbac, rest),
     onIssued: (ns, name) => kubelet?.retry(ns, name),
   });
   kubelet = new SimulatedKubelet({ store, now, podCertificates });
@@ -155,13 +154,13 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
   return { host, logger, issuerUrl, material, store, kubelet, podCertificates, rest, hub, faults, requestLog, api };
 }
 
-/** How the simulated kubelet creates a PodCertificateRequest: as its node, through authorization and admission. */
-function nodeRequestCreator(rbac: RbacAuthorizer, rest: RestStorage): (node: string, ns: string, body: Record<string, unknown>) => KubeObject {
-  return (node, ns, body) => {
+/** How the simulated kubelet creates objects (PodCertificateRequests, events): as its node, through authorization and admission. */
+function nodeCreator(rbac: RbacAuthorizer, rest: RestStorage): (node: string, t: ResourceType, ns: string, body: Record<string, unknown>) => KubeObject {
+  return (node, t, ns, body) => {
     const user: UserInfo = { username: `system:node:${node}`, groups: ['system:nodes', 'system:authenticated'] };
-    const attrs = { user, resourceRequest: true, verb: 'create', apiGroup: PCR.group, resource: PCR.plural, namespace: ns } as const;
-    if (!rbac.authorize(attrs).allowed) throw forbidden(forbiddenMessage(attrs), { group: PCR.group, kind: PCR.plural });
-    return rest.create(PCR, ns, body, new URLSearchParams(), user).body as KubeObject;
+    const attrs = { user, resourceRequest: true, verb: 'create', apiGroup: t.group, resource: t.plural, namespace: ns } as const;
+    if (!rbac.authorize(attrs).allowed) throw forbidden(forbiddenMessage(attrs), { ...(t.group ? { group: t.group } : {}), kind: t.plural });
+    return rest.create(t, ns, body, new URLSearchParams(), user).body as KubeObject;
   };
 }
 

@@ -15,7 +15,10 @@ import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import type { Secret } from '../core/secret.js';
 import type { KubeObject, ObjectStore, StoreEvent } from './store.js';
-import { findResource, storeKey } from './resources.js';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { findResource, storeKey, type ResourceType } from './resources.js';
+import { isoSeconds } from './admission.js';
 import { PCR } from './pcr-admission.js';
 import { statusOf } from './pcr-validation.js';
 import { generateProvenKey, isPodCertificateKeyType } from './pod-certificate-keys.js';
@@ -24,6 +27,7 @@ import { cleanCertificateChain, podCertificateSources, projectedVolumeDir, write
 const POD = findResource('', 'v1', 'pods')!;
 const NODE = findResource('', 'v1', 'nodes')!;
 const SA = findResource('', 'v1', 'serviceaccounts')!;
+const EVENT = findResource('', 'v1', 'events')!;
 const PCR_KEY = storeKey(PCR);
 /** kubelet's jitterDuration: up to five minutes after beginRefreshAt. */
 export const REFRESH_JITTER_MS = 5 * 60_000;
@@ -57,8 +61,8 @@ export interface PodCertificateManagerOptions {
   readonly logger: Logger;
   /** Where pod volumes live; no files are written when unset. */
   readonly podsDir: string | undefined;
-  /** Creates a request as `system:node:<node>` through the API's authorization and admission. */
-  readonly createPcr: (node: string, namespace: string, body: Record<string, unknown>) => KubeObject;
+  /** Creates an object (a request, an event) as `system:node:<node>` through the API's authorization and admission. */
+  readonly createAsNode: (node: string, t: ResourceType, namespace: string, body: Record<string, unknown>) => KubeObject;
   /** A pod's credentials changed (issued or refreshed): the kubelet may start it now. */
   readonly onIssued: (namespace: string, podName: string) => void;
 }
@@ -126,10 +130,30 @@ export class PodCertificateManager {
   }
 
   #forget(podUid: string): void {
+    let had = false;
     for (const [key, p] of this.#projections) {
       if (p.podUid !== podUid) continue;
+      had = true;
       p.timer?.abort();
       this.#projections.delete(key);
+    }
+    // The pod's volumes go with it, as the kubelet tears them down.
+    if (had && this.#o.podsDir !== undefined) void rm(join(this.#o.podsDir, podUid), { recursive: true, force: true }).catch(() => undefined);
+  }
+
+  /** kubelet's Warning event on the pod for a Denied or Failed request. */
+  #event(p: Projection, pod: KubeObject, reason: string, message: string): void {
+    const node = (pod.spec as { nodeName: string }).nodeName;
+    const now = isoSeconds(this.#o.clock.now());
+    try {
+      this.#o.createAsNode(node, EVENT, p.namespace, {
+        metadata: { generateName: `${p.podName}.` },
+        involvedObject: { apiVersion: 'v1', kind: 'Pod', namespace: p.namespace, name: p.podName, uid: p.podUid },
+        type: 'Warning', reason, message, count: 1, firstTimestamp: now, lastTimestamp: now,
+        source: { component: 'kubelet', host: node }, reportingComponent: 'kubelet', reportingInstance: node,
+      });
+    } catch (err) {
+      this.#o.logger.debug('pod certificate: event not recorded', { namespace: p.namespace, pod: p.podName, err: err instanceof Error ? err.message : String(err) });
     }
   }
 
@@ -182,7 +206,7 @@ export class PodCertificateManager {
       }
       case 'wait':
       case 'wait-refresh':
-        return this.#await(p, s);
+        return this.#await(p, pod, s);
       case 'fresh': {
         if (this.#o.clock.now() < s.refreshAtMs) return this.#arm(p, s.refreshAtMs);
         const { key, name } = await this.#request(p, pod);
@@ -195,7 +219,7 @@ export class PodCertificateManager {
   }
 
   /** Looks at the awaited request: issued (credentials written), denied, failed, gone, or still pending. */
-  async #await(p: Projection, s: Extract<State, { kind: 'wait' | 'wait-refresh' }>): Promise<void> {
+  async #await(p: Projection, pod: KubeObject, s: Extract<State, { kind: 'wait' | 'wait-refresh' }>): Promise<void> {
     const pcr = this.#o.store.get(PCR, p.namespace, s.pcr);
     if (!pcr) {
       p.state = s.kind === 'wait' ? { kind: 'initial' } : { kind: 'fresh', key: s.key, chain: s.chain, refreshAtMs: s.refreshAtMs, notAfterMs: s.notAfterMs };
@@ -208,6 +232,7 @@ export class PodCertificateManager {
     if (done.type !== 'Issued') {
       p.state = { kind: done.type === 'Denied' ? 'denied' : 'failed', reason: String(done.reason ?? ''), message: String(done.message ?? '') };
       this.#o.logger.warn(`pod certificate request ${String(done.type).toLowerCase()}`, { namespace: p.namespace, pod: p.podName, request: s.pcr, reason: done.reason, message: done.message });
+      this.#event(p, pod, String(done.type), `PodCertificateRequest ${p.namespace}/${s.pcr} ${done.type === 'Denied' ? 'was denied' : 'failed'}, reason=${JSON.stringify(done.reason ?? '')}, message=${JSON.stringify(done.message ?? '')}`);
       return;
     }
     const key = s.kind === 'wait' ? s.key : s.refreshKey;
@@ -234,7 +259,7 @@ export class PodCertificateManager {
     if (!node) throw new Error(`node ${spec.nodeName} not found`);
     if (!isPodCertificateKeyType(p.source.keyType)) throw new Error(`unknown key type "${p.source.keyType}"`);
     const proven = await generateProvenKey(p.source.keyType, p.podUid);
-    const created = this.#o.createPcr(spec.nodeName, p.namespace, {
+    const created = this.#o.createAsNode(spec.nodeName, PCR, p.namespace, {
       apiVersion: 'certificates.k8s.io/v1beta1',
       kind: 'PodCertificateRequest',
       metadata: { namespace: p.namespace, generateName: 'req-', ownerReferences: [{ apiVersion: 'v1', kind: 'Pod', name: p.podName, uid: p.podUid }] },

@@ -18,6 +18,8 @@ export const ENV_DEVCLUSTER_SIMULATE_KUBELET = 'DEVCLUSTER_SIMULATE_KUBELET';
 export const ENV_DEVCLUSTER_ISSUER = 'DEVCLUSTER_ISSUER';
 /** Interval of BOOKMARK events on watches that ask for them (a real API server: about a minute). */
 export const ENV_DEVCLUSTER_BOOKMARK_INTERVAL_MS = 'DEVCLUSTER_BOOKMARK_INTERVAL_MS';
+/** Where the simulated kubelet lays out pod volumes (podCertificate projections); unset: none written. */
+export const ENV_DEVCLUSTER_PODS_DIR = 'DEVCLUSTER_PODS_DIR';
 export const ENV_LOG_LEVEL = 'LOG_LEVEL';
 
 export interface DevClusterFlags {
@@ -29,6 +31,7 @@ export interface DevClusterFlags {
   readonly samples?: boolean;
   readonly apply?: readonly string[];
   readonly logLevel?: string;
+  readonly podsDir?: string;
 }
 
 export interface DevClusterRunConfig {
@@ -40,6 +43,7 @@ export interface DevClusterRunConfig {
   readonly bookmarkIntervalMs: number;
   readonly samples: boolean;
   readonly applyFiles: readonly string[];
+  readonly podsDir: string | undefined;
 }
 
 export function devClusterConfig(flags: DevClusterFlags, env: Readonly<Record<string, string | undefined>> = process.env): DevClusterRunConfig {
@@ -53,6 +57,7 @@ export function devClusterConfig(flags: DevClusterFlags, env: Readonly<Record<st
     bookmarkIntervalMs: r.int(ENV_DEVCLUSTER_BOOKMARK_INTERVAL_MS, 1000, { min: 10, max: 3_600_000 }),
     samples: flags.samples ?? false,
     applyFiles: flags.apply ?? [],
+    podsDir: ((dir) => (dir === undefined ? undefined : resolve(dir)))(r.optionalString(ENV_DEVCLUSTER_PODS_DIR, flags.podsDir)),
   };
   r.done();
   return Object.freeze(config);
@@ -96,7 +101,7 @@ export async function runDevCluster(flags: DevClusterFlags, o: { logger?: Logger
   const logger = o.logger ?? createLogger({ level: parseLogLevel(flags.logLevel ?? process.env[ENV_LOG_LEVEL]), fields: { component: 'devcluster' } });
   const config = devClusterConfig(flags);
   const stop = signalController(logger, { hardExitAfterMs: HARD_EXIT_MARGIN_MS });
-  const cluster = await startDevCluster({ host: config.host, port: config.port, logger, simulateKubelet: config.simulateKubelet, issuer: config.issuer, bookmarkIntervalMs: config.bookmarkIntervalMs });
+  const cluster = await startDevCluster({ host: config.host, port: config.port, logger, simulateKubelet: config.simulateKubelet, issuer: config.issuer, bookmarkIntervalMs: config.bookmarkIntervalMs, ...(config.podsDir ? { podsDir: config.podsDir } : {}) });
   try {
     if (config.samples) await cluster.apply(sampleObjects());
     for (const file of config.applyFiles) await cluster.apply(parseManifest(await readFile(file, 'utf8')) as object[]);

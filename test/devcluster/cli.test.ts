@@ -65,5 +65,7 @@ test('devcluster configuration lists every bad setting at once', () => {
   const c = devClusterConfig({}, { DEVCLUSTER_PORT: '0', DEVCLUSTER_SIMULATE_KUBELET: 'false' });
   assert.equal(c.port, 0);
   assert.equal(c.simulateKubelet, false);
+  assert.equal(c.podsDir, undefined, 'no pod volumes are written unless asked');
   assert.ok(Object.isFrozen(c));
+  assert.equal(devClusterConfig({ podsDir: 'pods' }, { DEVCLUSTER_PODS_DIR: '/elsewhere' }).podsDir, resolve('pods'), 'the flag over the env, made absolute');
 });

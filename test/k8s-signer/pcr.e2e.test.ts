@@ -150,6 +150,9 @@ test('a pod with podCertificate volumes starts with an X509-SVID bundle that ope
   assert.equal(table.code, 0, table.stderr);
   assert.match(table.stdout, /^NAME\s+SIGNERNAME\s+POD\s+SERVICEACCOUNT\s+NODE\s+STATE\s+AGE/m);
   assert.equal((table.stdout.match(/certbroker\.io\/spiffe\s+web-1\s+web\s+node-a\s+Issued/g) ?? []).length, 2);
+
+  await adminClient(cluster).core.deleteNamespacedPod({ namespace: NS, name: 'web-1' });
+  await eventually('the pod volume torn down', async () => ((await volumeFile(uid, 'credentialbundle.pem').then(() => false, () => true)) ? true : undefined));
 });
 
 test('unsupported key types and unknown annotation keys are Denied; the pod does not start', { skip }, async () => {
@@ -166,6 +169,11 @@ test('unsupported key types and unknown annotation keys are Denied; the pod does
   assert.match(annPcr.status.conditions[0].message, /"example\.com\/audience"/);
   await eventually('kubelet sees the denial', async () => (cluster.podCertificateStates(ed)[0]?.state === 'denied' && cluster.podCertificateStates(annotated)[0]?.state === 'denied' ? true : undefined));
   assert.equal(await podPhase('web-ed25519'), 'Pending', 'a denied pod certificate keeps the pod from starting');
+  const events = await adminClient(cluster).core.listNamespacedEvent({ namespace: NS, fieldSelector: 'involvedObject.name=web-ed25519' });
+  const warning = events.items.find((e) => e.reason === 'Denied');
+  assert.equal(warning?.type, 'Warning');
+  assert.equal(warning?.source?.component, 'kubelet');
+  assert.match(warning?.message ?? '', /was denied, reason="UnsupportedKeyType"/);
   const metrics = await signer.registry.getSingleMetricAsString('certbroker_k8s_signer_requests_total');
   assert.match(metrics, /controller="pcr",outcome="refused",reason="UnsupportedKeyType"} 1/);
 });
