@@ -21,6 +21,7 @@ import { caReadinessConditions, healthPublisher, ReadinessGate } from './readine
 import { ServingIdentity } from './serving-identity.js';
 import type { Signer } from './signer.js';
 import { createSigner } from './signers/signer-factory.js';
+import { publisherFor, type TrustBundlePublisher } from './publish/trust-bundle-publisher.js';
 import { startTransport, type CaTransport } from './transports.js';
 
 export interface CaServer {
@@ -36,6 +37,8 @@ export interface CaServer {
   readonly metrics: CaMetrics;
   /** The pod index of a cluster (tests wait on it). */
   podIndex(clusterId: string): PodIndex | undefined;
+  /** The trust-bundle publisher (config.publish), undefined when not publishing. */
+  readonly publisher: TrustBundlePublisher | undefined;
   /** Graceful stop within the configured grace, then forced. */
   stop(): Promise<void>;
 }
@@ -76,17 +79,14 @@ export async function startCaServer(config: CaServerConfig, options: CaStartOpti
   const readiness = new ReadinessGate({ conditions: caReadinessConditions({ signer, serving, podIndexes: clusters.podIndexes }), publish: healthPublisher(health), logger });
   readiness.start();
 
-  const ops =
-    config.opsPort === undefined
-      ? undefined
-      : await startOpsServer({
-          host: config.opsHost ?? '0.0.0.0',
-          port: config.opsPort,
-          registry: metrics.registry,
-          liveness: [{ name: 'signer', check: () => signer.brokenReason }],
-          readiness: readiness.checks(),
-          logger,
-        });
+  const ops = config.opsPort === undefined ? undefined : await startOpsServer({
+    host: config.opsHost ?? '0.0.0.0',
+    port: config.opsPort,
+    registry: metrics.registry,
+    liveness: [{ name: 'signer', check: () => signer.brokenReason }],
+    readiness: readiness.checks(),
+    logger,
+  });
   clusters.start();
   const stopParts = async (): Promise<void> => {
     await serving?.stop();
@@ -123,6 +123,8 @@ export async function startCaServer(config: CaServerConfig, options: CaStartOpti
   } finally {
     signal?.removeEventListener('abort', interrupt);
   }
+  const publisher = publisherFor(config, { signer, cluster: defaultCluster, registry: metrics.registry, clock, logger }); // the Lease holder publishes
+  await publisher?.start();
   logger.info('CA listening', { host: config.grpcHost, port: transport.port, tls: serving !== undefined, transport: kind, signer: signer.description });
 
   let stopped: Promise<void> | undefined;
@@ -136,8 +138,10 @@ export async function startCaServer(config: CaServerConfig, options: CaStartOpti
     signer,
     metrics,
     podIndex: (id) => clusters.podIndex(id),
+    publisher,
     stop() {
       stopped ??= (async () => {
+        await publisher?.stop();
         readiness.stop();
         health.shutdown();
         const how = await transport.stop(config.shutdownGraceMs);

@@ -16,6 +16,7 @@ import { readInformerSettings, type InformerSettings } from '../kube/informer-se
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
+import { readPublishConfig, type PublishFlags, type TrustBundlePublishConfig } from './publish/publish-config.js';
 import type { Signer } from './signer.js';
 import { readStepCaSettings, type StepCaFlags, type StepCaSettings } from './signers/step-ca-config.js';
 import { EXTERNAL_SIGNER_ENV, readExternalSigner, type ExternalSignerEnv } from './signers/external-signer-config.js';
@@ -187,12 +188,18 @@ export interface CaServerConfig {
   readonly transport?: 'auto' | 'grpc-js' | 'http2';
   /** The pod informers' watchdog, page size and backoff (src/kube defaults when absent). */
   readonly informer?: InformerSettings;
+  /**
+   * Trust-bundle publication (the `istio-ca-root-cert` ConfigMap in every namespace and a
+   * ClusterTrustBundle), by the replica holding the Lease; absent = not published.
+   * `readCaConfig` turns it on unless CA_PUBLISH_TRUST_BUNDLE=false.
+   */
+  readonly publish?: TrustBundlePublishConfig;
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
 
 /** Options the CLI passes (flags win over env). */
-export interface CaCliFlags extends StepCaFlags {
+export interface CaCliFlags extends StepCaFlags, PublishFlags {
   readonly grpcAddress?: string;
   readonly plaintext?: string;
   readonly opsAddress?: string;
@@ -352,6 +359,8 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   if (audiences.length === 0) r.problem(`${ENV.AUDIENCES}=${JSON.stringify(r.raw(ENV.AUDIENCES))} names no audience`);
   const plaintext = r.bool(ENV.PLAINTEXT, false, flags.plaintext);
   const limits = readLimits(r);
+  const caNamespace = r.string(ENV.CA_NAMESPACE, 'istio-system');
+  const publish = readPublishConfig(r, flags, caNamespace, env);
   const plaintextRefused = grpc.host === '' ? undefined : plaintextProblem({ plaintext, grpcHost: grpc.host }, { plaintext: ENV.PLAINTEXT, host: `${ENV.GRPC_ADDRESS} host` });
   if (plaintextRefused) r.problem(plaintextRefused);
   const cfg: CaEnvConfig = {
@@ -385,7 +394,8 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     ...external,
     cacertsDir,
     k8sCsr,
-    caNamespace: r.string(ENV.CA_NAMESPACE, 'istio-system'),
+    caNamespace,
+    ...(publish ? { publish } : {}),
     selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
     selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),
     logLevel: r.string(ENV.LOG_LEVEL, 'info'),

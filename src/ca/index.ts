@@ -121,3 +121,6 @@ export { CaError, authnError, type CaErrorCode, type CaAuthnCode, type StepCaErr
 export type { Caller } from './caller.js';
 export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type TransportStats } from './metrics.js';
 export { ReadinessGate, caReadinessConditions, healthPublisher, type ReadinessCondition } from './readiness.js';
+export { TrustBundlePublisher, type TrustBundlePublisherOptions } from './publish/trust-bundle-publisher.js';
+export { DEFAULT_SKIP_NAMESPACES, DEFAULT_TRUST_BUNDLE_SIGNER_NAME, DEFAULT_PUBLISHER_LEASE, PUBLISH_ENV, type TrustBundlePublishConfig } from './publish/publish-config.js';
+export { configMapUpdate, rootBundlePem, trustBundleName, trustBundleUpdate, ROOT_CONFIGMAP_NAME, TRUST_BUNDLE_LABELS } from './publish/trust-bundle.js';

@@ -20,6 +20,8 @@ interface CaOptions {
   cacertsDir?: string;
   kubeconfig?: string;
   clusterId?: string;
+  publishTrustBundle?: boolean;
+  trustBundleSignerName?: string;
   k8sSignerName?: string;
   k8sCsrAutoApprove?: boolean;
   k8sCsrRootsFile?: string;
@@ -52,6 +54,9 @@ export function command(): Command {
     .option('--upstream-root-cert-file <pem>', 'istio-upstream: roots the upstream and its answers must chain to (CA_UPSTREAM_ROOT_CERT_FILE)')
     .option('--upstream-token-file <file>', 'istio-upstream: this CA\'s bearer token for the upstream, re-read on change (CA_UPSTREAM_TOKEN_FILE)')
     .option('--upstream-cluster-id <id>', 'istio-upstream: clusterid sent upstream (CA_UPSTREAM_CLUSTER_ID, default Kubernetes)')
+    .option('--publish-trust-bundle', 'publish the roots: istio-ca-root-cert in every namespace and a ClusterTrustBundle, by the Lease holder (CA_PUBLISH_TRUST_BUNDLE, default on)')
+    .option('--no-publish-trust-bundle', 'do not publish the roots')
+    .option('--trust-bundle-signer-name <name>', 'signerName of the published ClusterTrustBundle (CA_TRUST_BUNDLE_SIGNER_NAME, default istio.io/istiod-ca)')
     .action(async (opts: CaOptions & StepCaFlags) => {
       const { runCa } = await import('../ca/run.js');
       await runCa({
@@ -71,6 +76,8 @@ export function command(): Command {
         ...(opts.upstreamRootCertFile !== undefined ? { upstreamRootCertFile: opts.upstreamRootCertFile } : {}),
         ...(opts.upstreamTokenFile !== undefined ? { upstreamTokenFile: opts.upstreamTokenFile } : {}),
         ...(opts.upstreamClusterId !== undefined ? { upstreamClusterId: opts.upstreamClusterId } : {}),
+        ...(opts.publishTrustBundle !== undefined ? { publishTrustBundle: String(opts.publishTrustBundle) } : {}),
+        ...(opts.trustBundleSignerName !== undefined ? { trustBundleSignerName: opts.trustBundleSignerName } : {}),
       });
     })
     .addCommand(rotateRootCommand());

@@ -141,7 +141,7 @@ export class ApiServer {
             apiGroup: info.type.group,
             resource: info.type.plural,
             ...(info.subresource ? { subresource: info.subresource } : {}),
-            ...(info.name ? { name: info.name } : {}),
+            ...(info.name ?? info.selectedName ? { name: info.name ?? info.selectedName } : {}),
             ...(info.namespace ? { namespace: info.namespace } : {}),
           };
     if (this.#p.rbac.authorize(attrs).allowed) return;

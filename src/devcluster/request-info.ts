@@ -13,6 +13,11 @@ export type ResourceRequest = {
   readonly subresource: string | undefined;
   readonly namespace: string | undefined;
   readonly name: string | undefined;
+  /**
+   * A list or watch whose fieldSelector requires `metadata.name=<name>`: the name RBAC sees (as
+   * kube-apiserver's RequestInfoFactory sets it), so `resourceNames` rules can allow watching one object.
+   */
+  readonly selectedName?: string;
 };
 
 export type NonResourceRequest = {
@@ -85,5 +90,16 @@ export function resolveRequest(method: string, path: string, query: URLSearchPar
     default:
       verb = method.toLowerCase();
   }
-  return { kind: 'resource', verb, type, subresource, namespace, name };
+  const selectedName = (verb === 'list' || verb === 'watch') && name === undefined ? exactName(query.get('fieldSelector')) : undefined;
+  return { kind: 'resource', verb, type, subresource, namespace, name, ...(selectedName !== undefined ? { selectedName } : {}) };
+}
+
+/** The name a field selector requires exactly (`metadata.name=x` or `==`, among other terms), if a valid path segment. */
+function exactName(selector: string | null): string | undefined {
+  if (!selector) return undefined;
+  for (const term of selector.split(',')) {
+    const m = /^\s*metadata\.name\s*==?\s*([^\s]*)\s*$/.exec(term);
+    if (m && m[1] !== '' && m[1] !== '.' && m[1] !== '..' && !/[/%]/.test(m[1]!)) return m[1];
+  }
+  return undefined;
 }

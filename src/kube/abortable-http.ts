@@ -16,6 +16,7 @@
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import {
+  ApiException,
   createConfiguration,
   ResponseContext,
   ServerConfiguration,
@@ -26,6 +27,8 @@ import {
   type RequestContext,
 } from '@kubernetes/client-node';
 import { abortReason } from '../core/deadline.js';
+import { isCertbrokerError } from '../core/errors.js';
+import { KubeApiError, KubeError } from './errors.js';
 
 /** One request, answered with status, headers and body, or rejected when `signal` aborts. */
 function send(ctx: RequestContext, signal: AbortSignal): Promise<ResponseContext> {
@@ -75,4 +78,29 @@ export function abortableApi<T extends ApiType>(kubeConfig: KubeConfig, apiClien
       httpApi: wrapHttpLibrary({ send: (ctx) => send(ctx, signal) }),
     }),
   );
+}
+
+/** The Status fields of an error body client-node handed over (a string or an object). */
+function statusOf(body: unknown): { reason?: string; message?: string } {
+  let b: unknown = body;
+  if (typeof b === 'string') {
+    try {
+      b = JSON.parse(b);
+    } catch {
+      return {};
+    }
+  }
+  if (b === null || typeof b !== 'object') return {};
+  const { reason, message } = b as { reason?: unknown; message?: unknown };
+  return { ...(typeof reason === 'string' ? { reason } : {}), ...(typeof message === 'string' ? { message: message.slice(0, 500) } : {}) };
+}
+
+/** client-node's ApiException as the kube room's `KubeApiError`; a transport failure as `ERR_KUBE_UNREACHABLE`. */
+export function asKubeError(err: unknown, what: string): Error {
+  if (err instanceof ApiException) {
+    const s = statusOf(err.body);
+    return new KubeApiError({ what, httpStatus: err.code, ...(s.reason ? { reason: s.reason } : {}), ...(s.message ? { detail: s.message } : {}) });
+  }
+  if (isCertbrokerError(err)) return err;
+  return new KubeError('ERR_KUBE_UNREACHABLE', `${what}: ${err instanceof Error ? err.message : String(err)}`, { status: 'unavailable', cause: err });
 }

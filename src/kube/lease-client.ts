@@ -10,10 +10,9 @@
  * server requires (a plain `Date` serializes three, which it refuses): client-node's `V1MicroTime`.
  * On reads client-node hands the MicroTime strings through unparsed; `timeMs` takes either.
  */
-import { ApiException, CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
+import { CoordinationV1Api, V1MicroTime, type KubeConfig, type V1Lease } from '@kubernetes/client-node';
 import { withDeadline } from '../core/deadline.js';
-import { isCertbrokerError } from '../core/errors.js';
-import { abortableApi } from './abortable-http.js';
+import { abortableApi, asKubeError } from './abortable-http.js';
 import { KubeApiError, KubeError } from './errors.js';
 
 /** What a Lease says about its holder (client-go's LeaderElectionRecord). */
@@ -66,31 +65,6 @@ function toStored(lease: V1Lease, what: string): StoredLease {
       leaseTransitions: spec.leaseTransitions ?? 0,
     },
   };
-}
-
-/** The Status fields of an error body client-node handed over (a string or an object). */
-function statusOf(body: unknown): { reason?: string; message?: string } {
-  let b: unknown = body;
-  if (typeof b === 'string') {
-    try {
-      b = JSON.parse(b);
-    } catch {
-      return {};
-    }
-  }
-  if (b === null || typeof b !== 'object') return {};
-  const { reason, message } = b as { reason?: unknown; message?: unknown };
-  return { ...(typeof reason === 'string' ? { reason } : {}), ...(typeof message === 'string' ? { message: message.slice(0, 500) } : {}) };
-}
-
-/** client-node's ApiException as the kube room's `KubeApiError`; a transport failure as `ERR_KUBE_UNREACHABLE`. */
-export function asKubeError(err: unknown, what: string): Error {
-  if (err instanceof ApiException) {
-    const s = statusOf(err.body);
-    return new KubeApiError({ what, httpStatus: err.code, ...(s.reason ? { reason: s.reason } : {}), ...(s.message ? { detail: s.message } : {}) });
-  }
-  if (isCertbrokerError(err)) return err;
-  return new KubeError('ERR_KUBE_UNREACHABLE', `${what}: ${err instanceof Error ? err.message : String(err)}`, { status: 'unavailable', cause: err });
 }
 
 export function kubeLeaseClient(options: {

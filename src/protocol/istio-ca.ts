@@ -38,6 +38,14 @@ export const IMPERSONATED_IDENTITY_KEY = 'ImpersonatedIdentity';
  * allow-list; istiod ignores the key, and the broker refuses a leaf without the names.
  */
 export const SERVING_NAMES_KEY = 'certbroker.io/serving-names';
+/**
+ * The ConfigMap istiod writes into every namespace with the mesh root bundle (pilot's
+ * `CACertNamespaceConfigMap`), its data key, and the label it carries (`istio.io/config=true`).
+ * Sidecars, ztunnel and certbroker's broker mount it as `root-cert.pem`.
+ */
+export const ROOT_CERT_CONFIGMAP = 'istio-ca-root-cert';
+export const ROOT_CERT_CONFIGMAP_KEY = 'root-cert.pem';
+export const ISTIO_CONFIG_LABEL = 'istio.io/config';
 
 export interface IstioCertificateRequest {
   /** PEM PKCS#10 CSR. */

@@ -193,6 +193,53 @@ test('CA: TokenReview and pod reads; its own CA secret only; nothing else', { sk
   assert.notEqual(review.status.authenticated, true);
 });
 
+test('CA trust-bundle publisher: its ConfigMap in every namespace, its ClusterTrustBundle with attest, its Lease; nothing wider', { skip }, async () => {
+  const cm = 'istio-ca-root-cert';
+  const ctb = 'istio.io:istiod-ca:root-cert';
+  const certs = 'certificates.k8s.io';
+  await checkMatrix(
+    'certbroker-ca',
+    [
+      { verb: 'list', resource: 'namespaces' },
+      { verb: 'watch', resource: 'namespaces' },
+      { verb: 'list', resource: 'configmaps', name: cm },
+      { verb: 'watch', resource: 'configmaps', name: cm },
+      { verb: 'get', resource: 'configmaps', namespace: 'app', name: cm },
+      { verb: 'update', resource: 'configmaps', namespace: 'app', name: cm },
+      { verb: 'create', resource: 'configmaps', namespace: 'app' },
+      { verb: 'watch', group: certs, resource: 'clustertrustbundles', name: ctb },
+      { verb: 'update', group: certs, resource: 'clustertrustbundles', name: ctb },
+      { verb: 'create', group: certs, resource: 'clustertrustbundles' },
+      { verb: 'attest', group: certs, resource: 'signers', name: 'istio.io/istiod-ca' },
+      { verb: 'get', group: 'coordination.k8s.io', resource: 'leases', namespace: NS, name: 'certbroker-ca-publisher' },
+      { verb: 'update', group: 'coordination.k8s.io', resource: 'leases', namespace: NS, name: 'certbroker-ca-publisher' },
+      { verb: 'create', group: 'coordination.k8s.io', resource: 'leases', namespace: NS },
+    ],
+    [
+      { verb: 'list', resource: 'configmaps' },
+      { verb: 'watch', resource: 'configmaps' },
+      { verb: 'get', resource: 'configmaps', namespace: 'app', name: 'app-settings' },
+      { verb: 'update', resource: 'configmaps', namespace: 'kube-system', name: 'kube-root-ca.crt' },
+      { verb: 'delete', resource: 'configmaps', namespace: 'app', name: cm },
+      { verb: 'patch', resource: 'namespaces', name: 'app' },
+      { verb: 'list', group: certs, resource: 'clustertrustbundles' },
+      { verb: 'update', group: certs, resource: 'clustertrustbundles', name: 'kubernetes.io:kube-apiserver-serving:x' },
+      { verb: 'delete', group: certs, resource: 'clustertrustbundles', name: ctb },
+      { verb: 'attest', group: certs, resource: 'signers', name: 'kubernetes.io/kube-apiserver-client' },
+      { verb: 'attest', group: certs, resource: 'signers', name: 'istio.io/*' },
+      { verb: 'update', group: 'coordination.k8s.io', resource: 'leases', namespace: NS, name: 'other-controller' },
+      { verb: 'get', group: 'coordination.k8s.io', resource: 'leases', namespace: 'kube-system', name: 'certbroker-ca-publisher' },
+      { verb: 'create', group: 'coordination.k8s.io', resource: 'leases', namespace: 'app' },
+    ],
+  );
+  const ca = as('certbroker-ca');
+  // The informers' requests themselves: a list/watch with a metadata.name field selector is
+  // authorized against resourceNames (kube-apiserver's RequestInfo sets the name); without it, refused.
+  assert.equal(await status(ca.core.listConfigMapForAllNamespaces({ fieldSelector: `metadata.name=${cm}` })), 200);
+  assert.equal(await status(ca.core.listConfigMapForAllNamespaces()), 403);
+  assert.equal(await status(ca.core.listConfigMapForAllNamespaces({ fieldSelector: 'metadata.name=app-settings' })), 403);
+});
+
 test('node broker (ztunnel): pod reads and TokenReviews (the Istio CA front) only; no tokens at all (not even its own), no secrets', { skip }, async () => {
   await checkMatrix(
     'ztunnel',

@@ -31,6 +31,8 @@ const PROBES: readonly Probe[] = [
   { text: 'authorization', match: 'exact', elsewhere: { 'core/log.ts': 'a log field name whose value is redacted' } },
   { text: 'Kubernetes', match: 'exact', elsewhere: { 'devcluster/openapi.ts': 'the OpenAPI document title' } },
   { text: 'istio-ca', match: 'exact' },
+  { text: 'istio-ca-root-cert', match: 'exact' },
+  { text: 'istio.io/config', match: 'exact' },
   // SPIFFE Broker API
   { text: 'spiffe/broker/broker.proto', match: 'within' },
   { text: 'spiffe.broker.', match: 'within' },

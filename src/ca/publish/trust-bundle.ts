@@ -1,0 +1,100 @@
+/**
+ * What the CA publishes, as plain data (no I/O): the root bundle (every root the signer trusts,
+ * each once, PEM with a trailing newline, in the signer's order), the per-namespace ConfigMap
+ * istiod writes (`istio-ca-root-cert`, key `root-cert.pem`, label `istio.io/config=true`), and
+ * the signer-linked ClusterTrustBundle (`<signerName with / as :>:root-cert`). Each
+ * `*Update` function says whether a stored object differs from what it should be and gives the
+ * object to write (other keys, labels and annotations kept).
+ */
+
+import { ISTIO_CONFIG_LABEL, ROOT_CERT_CONFIGMAP, ROOT_CERT_CONFIGMAP_KEY } from '../../protocol/istio-ca.js';
+
+/** istiod's per-namespace root ConfigMap (pilot's CACertNamespaceConfigMap) and its data key. */
+export const ROOT_CONFIGMAP_NAME = ROOT_CERT_CONFIGMAP;
+export const ROOT_CONFIGMAP_KEY = ROOT_CERT_CONFIGMAP_KEY;
+/** The label istiod puts on it. */
+export const ROOT_CONFIGMAP_LABELS: Readonly<Record<string, string>> = Object.freeze({ [ISTIO_CONFIG_LABEL]: 'true' });
+/** Marks the ClusterTrustBundle as the CA's own. */
+export const TRUST_BUNDLE_LABELS: Readonly<Record<string, string>> = Object.freeze({ 'app.kubernetes.io/managed-by': 'certbroker-ca' });
+/** The suffix of the bundle's name after the signer part (istiod names its bundle `istio.io:istiod-ca:root-cert`). */
+export const TRUST_BUNDLE_NAME_SUFFIX = 'root-cert';
+
+/** The roots as one PEM text: each root once, newline-terminated, in order; '' for none. */
+export function rootBundlePem(roots: readonly string[]): string {
+  const seen = new Set<string>();
+  let out = '';
+  for (const r of roots) {
+    const pem = r.trim();
+    if (pem === '' || seen.has(pem)) continue;
+    seen.add(pem);
+    out += `${pem}\n`;
+  }
+  return out;
+}
+
+/** `<signerName with / as :>:root-cert`, the name kube-apiserver requires for a signer-linked bundle. */
+export function trustBundleName(signerName: string): string {
+  return `${signerName.replaceAll('/', ':')}:${TRUST_BUNDLE_NAME_SUFFIX}`;
+}
+
+/** The metadata fields a write carries over from the stored object (never timestamps or managedFields). */
+export interface StoredMeta {
+  readonly name?: string;
+  readonly namespace?: string;
+  readonly resourceVersion?: string;
+  readonly labels?: Readonly<Record<string, string>>;
+  readonly annotations?: Readonly<Record<string, string>>;
+  readonly ownerReferences?: readonly unknown[];
+  readonly finalizers?: readonly string[];
+}
+
+export interface StoredConfigMap {
+  readonly metadata?: StoredMeta;
+  readonly data?: Readonly<Record<string, string>>;
+  readonly binaryData?: Readonly<Record<string, string>>;
+}
+
+export interface StoredTrustBundle {
+  readonly metadata?: StoredMeta;
+  readonly spec?: { readonly signerName?: string; readonly trustBundle?: string };
+}
+
+function hasLabels(have: Readonly<Record<string, string>> | undefined, want: Readonly<Record<string, string>>): boolean {
+  return Object.entries(want).every(([k, v]) => have?.[k] === v);
+}
+
+function carriedMeta(m: StoredMeta | undefined, labels: Readonly<Record<string, string>>): StoredMeta {
+  return {
+    ...(m?.name ? { name: m.name } : {}),
+    ...(m?.namespace ? { namespace: m.namespace } : {}),
+    ...(m?.resourceVersion ? { resourceVersion: m.resourceVersion } : {}),
+    labels: { ...(m?.labels ?? {}), ...labels },
+    ...(m?.annotations ? { annotations: { ...m.annotations } } : {}),
+    ...(m?.ownerReferences ? { ownerReferences: [...m.ownerReferences] } : {}),
+    ...(m?.finalizers ? { finalizers: [...m.finalizers] } : {}),
+  };
+}
+
+export function desiredConfigMap(namespace: string, bundle: string): StoredConfigMap {
+  return { metadata: { name: ROOT_CONFIGMAP_NAME, namespace, labels: { ...ROOT_CONFIGMAP_LABELS } }, data: { [ROOT_CONFIGMAP_KEY]: bundle } };
+}
+
+/** The ConfigMap to write over `stored` (its other keys kept), or undefined when it is right. */
+export function configMapUpdate(stored: StoredConfigMap, bundle: string): StoredConfigMap | undefined {
+  if (stored.data?.[ROOT_CONFIGMAP_KEY] === bundle && hasLabels(stored.metadata?.labels, ROOT_CONFIGMAP_LABELS)) return undefined;
+  return {
+    metadata: carriedMeta(stored.metadata, ROOT_CONFIGMAP_LABELS),
+    data: { ...(stored.data ?? {}), [ROOT_CONFIGMAP_KEY]: bundle },
+    ...(stored.binaryData ? { binaryData: { ...stored.binaryData } } : {}),
+  };
+}
+
+export function desiredTrustBundle(signerName: string, bundle: string): StoredTrustBundle {
+  return { metadata: { name: trustBundleName(signerName), labels: { ...TRUST_BUNDLE_LABELS } }, spec: { signerName, trustBundle: bundle } };
+}
+
+/** The ClusterTrustBundle to write over `stored`, or undefined when it is right. */
+export function trustBundleUpdate(stored: StoredTrustBundle, signerName: string, bundle: string): StoredTrustBundle | undefined {
+  if (stored.spec?.trustBundle === bundle && stored.spec.signerName === signerName && hasLabels(stored.metadata?.labels, TRUST_BUNDLE_LABELS)) return undefined;
+  return { metadata: carriedMeta(stored.metadata, TRUST_BUNDLE_LABELS), spec: { signerName, trustBundle: bundle } };
+}
