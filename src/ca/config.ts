@@ -188,11 +188,7 @@ export interface CaServerConfig {
   readonly transport?: 'auto' | 'grpc-js' | 'http2';
   /** The pod informers' watchdog, page size and backoff (src/kube defaults when absent). */
   readonly informer?: InformerSettings;
-  /**
-   * Trust-bundle publication (the `istio-ca-root-cert` ConfigMap in every namespace and a
-   * ClusterTrustBundle), by the replica holding the Lease; absent = not published.
-   * `readCaConfig` turns it on unless CA_PUBLISH_TRUST_BUNDLE=false.
-   */
+  /** Trust-bundle publication by the Lease holder (publish/publish-config.ts); absent = off (readCaConfig: on). */
   readonly publish?: TrustBundlePublishConfig;
   readonly clock?: Clock;
   readonly logger?: Logger;
