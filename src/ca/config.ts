@@ -16,7 +16,7 @@ import { readInformerSettings, type InformerSettings } from '../kube/informer-se
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
-import { readPublishConfig, type PublishFlags, type TrustBundlePublishConfig } from './publish/publish-config.js';
+import { publishSetting, readPublishConfig, type PublishFlags, type TrustBundlePublishConfig } from './publish/publish-config.js';
 import type { Signer } from './signer.js';
 import { readStepCaSettings, type StepCaFlags, type StepCaSettings } from './signers/step-ca-config.js';
 import { EXTERNAL_SIGNER_ENV, readExternalSigner, type ExternalSignerEnv } from './signers/external-signer-config.js';
@@ -188,8 +188,7 @@ export interface CaServerConfig {
   readonly transport?: 'auto' | 'grpc-js' | 'http2';
   /** The pod informers' watchdog, page size and backoff (src/kube defaults when absent). */
   readonly informer?: InformerSettings;
-  /** Trust-bundle publication by the Lease holder (publish/publish-config.ts); absent = off (readCaConfig: on). */
-  readonly publish?: TrustBundlePublishConfig;
+  readonly publish?: TrustBundlePublishConfig; // by the Lease holder (publish/publish-config.ts); absent = off (readCaConfig: on)
   readonly clock?: Clock;
   readonly logger?: Logger;
 }
@@ -356,7 +355,6 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
   const plaintext = r.bool(ENV.PLAINTEXT, false, flags.plaintext);
   const limits = readLimits(r);
   const caNamespace = r.string(ENV.CA_NAMESPACE, 'istio-system');
-  const publish = readPublishConfig(r, flags, caNamespace, env);
   const plaintextRefused = grpc.host === '' ? undefined : plaintextProblem({ plaintext, grpcHost: grpc.host }, { plaintext: ENV.PLAINTEXT, host: `${ENV.GRPC_ADDRESS} host` });
   if (plaintextRefused) r.problem(plaintextRefused);
   const cfg: CaEnvConfig = {
@@ -391,7 +389,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     cacertsDir,
     k8sCsr,
     caNamespace,
-    ...(publish ? { publish } : {}),
+    ...publishSetting(readPublishConfig(r, flags, caNamespace, env)),
     selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
     selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),
     logLevel: r.string(ENV.LOG_LEVEL, 'info'),

@@ -90,3 +90,8 @@ export function readPublishConfig(r: ConfigReader, flags: PublishFlags, caNamesp
     election,
   });
 }
+
+/** `{ publish }` when publication is on, `{}` when off (spread into the CA's configuration). */
+export function publishSetting(publish: TrustBundlePublishConfig | undefined): { readonly publish?: TrustBundlePublishConfig } {
+  return publish ? { publish } : {};
+}
