@@ -11,28 +11,22 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { status } from '@grpc/grpc-js';
 import type { CaServer, SignerConfig } from '../../src/ca/index.js';
-import { protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { startHungServer, silentTlsMaterial } from '../support/hung-server.js';
-import { grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
+import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { interopCall, writeCaStubs } from './support/python-interop.js';
 import { caClient, CA_NAMESPACE, CA_SA, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { startCaProcess, type CaProcess } from './support/ca-process.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from './support/pki-fixtures.js';
 
-const run = promisify(execFile);
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 const RA_SA = 'certbroker-ra';
-const PY_CLIENT = [fileURLToPath(new URL('./support/interop_client.py', import.meta.url)), fileURLToPath(new URL('../../../test/ca/support/interop_client.py', import.meta.url))].find((p) => existsSync(p))!;
 
 let env: CaEnv;
 let dir: { path: string; remove: () => Promise<void> };
@@ -112,12 +106,11 @@ test('certbroker ca --signer istio-upstream (a process, flags): ztunnel gets an 
     }
     const py = join(dir.path, 'py');
     await mkdir(py, { recursive: true });
-    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor('istio/v1/auth/ca.proto'), '-I', grpcToolsProtoInclude(), '--python_out', py, '--grpc_python_out', py, 'istio/v1/auth/ca.proto']);
+    await writeCaStubs(py);
     await writeFile(join(py, 'csr.pem'), await newCsr());
     await writeFile(join(py, 'token'), ztunnel);
-    const { stdout } = await run(TEST_PYTHON, [PY_CLIENT, py, `127.0.0.1:${ra.port}`, rootFile, join(py, 'csr.pem'), join(py, 'token'), SLEEP, '7200']);
-    const res = JSON.parse(stdout) as { cert_chain?: string[]; code?: string };
-    assert.ok(res.cert_chain, stdout);
+    const res = await interopCall({ stubs: py, target: `127.0.0.1:${ra.port}`, rootsFile: rootFile, csrFile: join(py, 'csr.pem'), tokenFile: join(py, 'token'), impersonate: SLEEP, ttlSeconds: 7200 });
+    assert.ok(res.cert_chain, JSON.stringify(res));
     assert.equal(checkX509Svid(res.cert_chain[0]!)?.id, SLEEP);
     assert.equal(res.cert_chain.at(-1), plugin.root.pem);
     const leaf = new X509Certificate(res.cert_chain[0]!);

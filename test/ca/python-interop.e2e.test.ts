@@ -6,27 +6,17 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { protoRootFor } from '../../src/grpc/index.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from './support/pki-fixtures.js';
-import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { interopCall, writeCaStubs } from './support/python-interop.js';
 
-const run = promisify(execFile);
 const skip = pythonGrpcMissing();
-// The Python client lives next to this test's source (test/ca/support/), found from dist/ too.
-const CLIENT = [
-  fileURLToPath(new URL('./support/interop_client.py', import.meta.url)),
-  fileURLToPath(new URL('../../../test/ca/support/interop_client.py', import.meta.url)),
-].find((p) => existsSync(p))!;
 
 let env: CaEnv;
 let ca: CaServer;
@@ -37,8 +27,7 @@ let plugin: PluginCa;
 before(async () => {
   if (skip) return;
   work = await tempDir('ca-py-');
-  const protoRoot = protoRootFor('istio/v1/auth/ca.proto');
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRoot, '-I', grpcToolsProtoInclude(), '--python_out', work.path, '--grpc_python_out', work.path, 'istio/v1/auth/ca.proto']);
+  await writeCaStubs(work.path);
   env = await startCaEnv();
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
@@ -61,17 +50,15 @@ after(async () => {
 async function py(args: { token: string; impersonate?: string; ttl?: number; port?: number }): Promise<{ cert_chain?: string[]; code?: string; details?: string }> {
   await writeFile(join(work.path, 'csr.pem'), await newCsr());
   await writeFile(join(work.path, 'token'), args.token);
-  const { stdout } = await run(TEST_PYTHON, [
-    CLIENT,
-    work.path,
-    `127.0.0.1:${args.port ?? ca.port}`,
-    join(work.path, 'roots.pem'),
-    join(work.path, 'csr.pem'),
-    join(work.path, 'token'),
-    args.impersonate ?? '',
-    String(args.ttl ?? 0),
-  ]);
-  return JSON.parse(stdout) as { cert_chain?: string[]; code?: string; details?: string };
+  return interopCall({
+    stubs: work.path,
+    target: `127.0.0.1:${args.port ?? ca.port}`,
+    rootsFile: join(work.path, 'roots.pem'),
+    csrFile: join(work.path, 'csr.pem'),
+    tokenFile: join(work.path, 'token'),
+    ...(args.impersonate !== undefined ? { impersonate: args.impersonate } : {}),
+    ttlSeconds: args.ttl ?? 0,
+  });
 }
 
 for (const transport of ['grpc-js', 'http2'] as const) {

@@ -8,25 +8,21 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
+import { mkdir } from 'node:fs/promises';
 import { status } from '@grpc/grpc-js';
 import type { CaServer, SignerConfig } from '../../src/ca/index.js';
-import { protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { startHungServer, silentTlsMaterial, type HungServer } from '../support/hung-server.js';
 import { Scratch } from '../support/scratch.js';
 import { encryptJwk, makeProvisionerKey, startStepCa, stepCaMissing, type StepCa } from '../support/step-ca.js';
-import { grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
+import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { caClient, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslText, opensslVerifyChain } from './support/pki-fixtures.js';
 import { watchLog, writeCaLauncher } from './support/ca-process.js';
+import { interopCall, writeCaStubs } from './support/python-interop.js';
 
-const run = promisify(execFile);
 const skip = stepCaMissing() ?? opensslMissing();
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 const scratch = Scratch.forFile('cb-step-ca-');
@@ -236,23 +232,16 @@ test('certbroker ca --signer step-ca as a process: flags to a TLS CA whose servi
 });
 
 const pySkip = skip ?? pythonGrpcMissing();
-// The Python client lives next to the CA tests' sources (test/ca/support/), found from dist/ too.
-const PY_CLIENT = [
-  fileURLToPath(new URL('./support/interop_client.py', import.meta.url)),
-  fileURLToPath(new URL('../../../test/ca/support/interop_client.py', import.meta.url)),
-].find((p) => existsSync(p))!;
 
 test('python grpcio through the CA on step-ca: a verified SPIFFE leaf; a refusal is PERMISSION_DENIED', { skip: pySkip }, async () => {
-  const work = scratch.path('py');
-  const { mkdir, writeFile } = await import('node:fs/promises');
-  await mkdir(work, { recursive: true });
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor('istio/v1/auth/ca.proto'), '-I', grpcToolsProtoInclude(), '--python_out', work, '--grpc_python_out', work, 'istio/v1/auth/ca.proto']);
-  await writeFile(join(work, 'roots.pem'), ca.rootsPem());
-  await writeFile(join(work, 'token'), ztunnel);
-  const py = async (ttl: number) => {
-    await writeFile(join(work, 'csr.pem'), await newCsr(SLEEP));
-    const args = [PY_CLIENT, work, `127.0.0.1:${ca.port}`, join(work, 'roots.pem'), join(work, 'csr.pem'), join(work, 'token'), SLEEP, String(ttl)];
-    return JSON.parse((await run(TEST_PYTHON, args)).stdout) as { cert_chain?: string[]; code?: string };
+  const stubs = scratch.path('py');
+  await mkdir(stubs, { recursive: true });
+  await writeCaStubs(stubs);
+  const rootsFile = await scratch.write('py-roots.pem', ca.rootsPem());
+  const tokenFile = await scratch.write('py-token', ztunnel);
+  const py = async (ttlSeconds: number) => {
+    const csrFile = await scratch.write('py-csr.pem', await newCsr(SLEEP));
+    return interopCall({ stubs, target: `127.0.0.1:${ca.port}`, rootsFile, csrFile, tokenFile, impersonate: SLEEP, ttlSeconds });
   };
   const ok = await py(3600);
   assert.ok(ok.cert_chain, JSON.stringify(ok));

@@ -9,16 +9,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { CertificatesV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { CaServer } from '../../src/ca/index.js';
-import { protoRootFor } from '../../src/grpc/index.js';
 import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../../src/k8s-signer/index.js';
 import { createCsr, generateKeyPair } from '../../src/pki/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
@@ -27,9 +22,9 @@ import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from '../ca/suppor
 import { makePluginCa, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { identityObjectsOf, renderDeployWith } from '../deploy/manifests.js';
 import { kubectl } from '../support/cluster.js';
-import { grpcToolsProtoInclude, kubectlMissing, opensslMissing, pythonGrpcMissing, TEST_PYTHON } from '../support/tools.js';
+import { kubectlMissing, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { interopCall, writeCaStubs } from '../ca/support/python-interop.js';
 
-const run = promisify(execFile);
 const SIGNER = 'certbroker.io/spiffe';
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 const skip = kubectlMissing();
@@ -262,15 +257,12 @@ test('Python grpcio gets a certificate through the CA on the CSR backend', { ski
   const stubs = join(work.path, 'py');
   const { mkdir } = await import('node:fs/promises');
   await mkdir(stubs);
-  const protoRoot = protoRootFor('istio/v1/auth/ca.proto');
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRoot, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
-  const client = [fileURLToPath(new URL('../ca/support/interop_client.py', import.meta.url)), fileURLToPath(new URL('../../../test/ca/support/interop_client.py', import.meta.url))].find((p) => existsSync(p))!;
+  await writeCaStubs(stubs);
   await writeFile(join(work.path, 'roots.pem'), ca.rootsPem());
   await writeFile(join(work.path, 'csr.pem'), await csrFor(SLEEP));
   await writeFile(join(work.path, 'token'), await ztunnelToken());
-  const { stdout } = await run(TEST_PYTHON, [client, stubs, `127.0.0.1:${ca.port}`, join(work.path, 'roots.pem'), join(work.path, 'csr.pem'), join(work.path, 'token'), SLEEP, '7200']);
-  const res = JSON.parse(stdout) as { cert_chain?: string[] };
-  assert.ok(res.cert_chain, stdout);
+  const res = await interopCall({ stubs, target: `127.0.0.1:${ca.port}`, rootsFile: join(work.path, 'roots.pem'), csrFile: join(work.path, 'csr.pem'), tokenFile: join(work.path, 'token'), impersonate: SLEEP, ttlSeconds: 7200 });
+  assert.ok(res.cert_chain, JSON.stringify(res));
   assert.equal(res.cert_chain.length, 3);
   assert.equal(checkX509Svid(res.cert_chain[0]!)?.id, SLEEP);
   assert.equal(res.cert_chain[2], ca.rootsPem());
