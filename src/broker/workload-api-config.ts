@@ -11,6 +11,7 @@ export const WORKLOAD_API_ENV = Object.freeze({
   MAX_CONNECTIONS_PER_CALLER: 'WORKLOAD_API_MAX_CONNECTIONS_PER_CALLER',
   MAX_STREAMS: 'WORKLOAD_API_MAX_STREAMS',
   MAX_STREAMS_PER_CALLER: 'WORKLOAD_API_MAX_STREAMS_PER_CALLER',
+  IDLE_CONNECTION_SECONDS: 'WORKLOAD_API_IDLE_CONNECTION_SECONDS',
 });
 
 /**
@@ -33,12 +34,18 @@ export interface WorkloadApiLimits {
 export interface WorkloadApiSettings {
   readonly peerCredentials: PeerCredentialsSetting;
   readonly limits: WorkloadApiLimits;
+  /**
+   * A connection with no call open this long is closed (HTTP/2 GOAWAY; clients reconnect when they
+   * call again), so a connection that holds a slot of the bounds and does nothing gives it back.
+   */
+  readonly idleConnectionSeconds: number;
 }
 
 export const WORKLOAD_API_DEFAULTS: WorkloadApiSettings = Object.freeze({
   peerCredentials: 'helper',
   // A node runs ~110 pods; a SPIFFE client holds one connection with one or two streams.
   limits: Object.freeze({ maxConnections: 1024, maxConnectionsPerCaller: 32, maxStreams: 2048, maxStreamsPerCaller: 64 }),
+  idleConnectionSeconds: 300,
 });
 
 export interface WorkloadApiFlags {
@@ -60,9 +67,11 @@ export function readWorkloadApiSettings(r: ConfigReader, flags: WorkloadApiFlags
   const maxStreams = r.int(E.MAX_STREAMS, D.maxStreams, { min: 1, max, explicit: flags.workloadApiMaxStreams });
   const maxStreamsPerCaller = r.int(E.MAX_STREAMS_PER_CALLER, D.maxStreamsPerCaller, { min: 1, max, explicit: flags.workloadApiMaxStreamsPerCaller });
   if (maxConnectionsPerCaller > maxConnections) r.problem(`${E.MAX_CONNECTIONS_PER_CALLER}=${maxConnectionsPerCaller} is above ${E.MAX_CONNECTIONS}=${maxConnections}`);
+  const idleConnectionSeconds = r.int(E.IDLE_CONNECTION_SECONDS, WORKLOAD_API_DEFAULTS.idleConnectionSeconds, { min: 1, max: 86_400 });
   if (maxStreamsPerCaller > maxStreams) r.problem(`${E.MAX_STREAMS_PER_CALLER}=${maxStreamsPerCaller} is above ${E.MAX_STREAMS}=${maxStreams}`);
   return Object.freeze({
     peerCredentials: mode === 'batch' ? 'batch' : 'helper',
     limits: Object.freeze({ maxConnections, maxConnectionsPerCaller, maxStreams, maxStreamsPerCaller }),
+    idleConnectionSeconds,
   });
 }

@@ -101,5 +101,5 @@ export function startWorkloadApi(w: WorkloadApiWiring): Promise<WorkloadApiServe
     limits,
     observer: w.metrics.apiObserver(),
   });
-  return startWorkloadApiServer({ socketPath: w.socketPath, service, connections, logger: w.logger });
+  return startWorkloadApiServer({ socketPath: w.socketPath, service, connections, logger: w.logger, idleConnectionMs: w.settings.idleConnectionSeconds * 1000 });
 }

@@ -89,7 +89,7 @@ describe('broker configuration: update pacing window', () => {
       flags: { workloadApiMaxStreams: '20', workloadApiMaxStreamsPerCaller: '5', workloadApiMaxConnections: '12' },
       logger: silentLogger,
     });
-    assert.deepEqual(set.workloadApi, { peerCredentials: 'batch', limits: { maxConnections: 12, maxConnectionsPerCaller: 3, maxStreams: 20, maxStreamsPerCaller: 5 } });
+    assert.deepEqual(set.workloadApi, { peerCredentials: 'batch', limits: { maxConnections: 12, maxConnectionsPerCaller: 3, maxStreams: 20, maxStreamsPerCaller: 5 }, idleConnectionSeconds: 300 });
     await assert.rejects(
       read({
         ...sock,
@@ -98,6 +98,7 @@ describe('broker configuration: update pacing window', () => {
         [WORKLOAD_API_ENV.MAX_CONNECTIONS_PER_CALLER]: '5',
         [WORKLOAD_API_ENV.MAX_STREAMS]: '0',
         [WORKLOAD_API_ENV.MAX_STREAMS_PER_CALLER]: 'many',
+        [WORKLOAD_API_ENV.IDLE_CONNECTION_SECONDS]: '0',
       }),
       (e: unknown) => {
         assert.ok(e instanceof ConfigError);
@@ -105,6 +106,7 @@ describe('broker configuration: update pacing window', () => {
         assert.match(e.message, /WORKLOAD_API_MAX_CONNECTIONS_PER_CALLER=5 is above WORKLOAD_API_MAX_CONNECTIONS=4/);
         assert.match(e.message, /WORKLOAD_API_MAX_STREAMS=0 is below the minimum 1/);
         assert.match(e.message, /WORKLOAD_API_MAX_STREAMS_PER_CALLER="many" is not an integer/);
+        assert.match(e.message, /WORKLOAD_API_IDLE_CONNECTION_SECONDS=0 is below the minimum 1/);
         return true;
       },
     );

@@ -8,6 +8,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { type Broker, startBroker, WORKLOAD_API_DEFAULTS } from '../../src/broker/index.js';
 import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
@@ -35,8 +36,9 @@ describe('Workload API bounds: per caller and per socket, connections and stream
 
   before(async () => {
     stack = await Stack.start({ tmpPrefix: 'wlapi-limits-', namespaces: ['shop'], serviceAccounts: ['shop/app'] });
+    // Idle connections (no call open) close after 1 s here; the held streams keep theirs open.
     const start = (name: string, limits: (typeof WORKLOAD_API_DEFAULTS)['limits']) =>
-      startBroker({ ...stack.brokerConfig({ name }), workloadApiSocketPath: join(stack.dir, name, 'wl', 'socket'), workloadApi: { ...WORKLOAD_API_DEFAULTS, limits } });
+      startBroker({ ...stack.brokerConfig({ name }), workloadApiSocketPath: join(stack.dir, name, 'wl', 'socket'), workloadApi: { ...WORKLOAD_API_DEFAULTS, limits, idleConnectionSeconds: 1 } });
     connBroker = await start('conn', { maxConnections: 4, maxConnectionsPerCaller: 2, maxStreams: 100, maxStreamsPerCaller: 50 });
     streamBroker = await start('streams', { maxConnections: 100, maxConnectionsPerCaller: 50, maxStreams: 3, maxStreamsPerCaller: 2 });
     await Promise.all([connBroker.whenReady(AbortSignal.timeout(20_000)), streamBroker.whenReady(AbortSignal.timeout(20_000))]);
@@ -97,5 +99,16 @@ describe('Workload API bounds: per caller and per socket, connections and stream
     await eventually('a stream freed', async () => ((await metric(streamBroker, /^certbroker_broker_workload_api_streams_open\{rpc="x509svid"\} (\d+)$/m)) === 2 ? true : undefined));
     assert.equal((await holding(streams, 's2').line(0)).code, undefined);
     assert.ok(((await metric(streamBroker, /^certbroker_broker_workload_api_limited_total\{limit="streams"\} (\d+)$/m)) ?? 0) >= 1);
+  });
+
+  it('an idle connection (never a call, not even its HTTP/2 preface) is closed and gives its slot back', async () => {
+    const before = await metric(streamBroker, /^certbroker_broker_workload_api_connections_open (\d+)$/m);
+    const raw = connect(streamBroker.workloadApiSocketPath!);
+    raw.on('error', () => undefined).resume(); // reads what the broker sends (its SETTINGS, GOAWAY), and so its end
+    const closed = new Promise((r) => raw.once('close', r));
+    await new Promise((r) => raw.once('connect', r));
+    await eventually('counted', async () => ((await metric(streamBroker, /^certbroker_broker_workload_api_connections_open (\d+)$/m)) === before! + 1 ? true : undefined));
+    await closed;
+    await eventually('slot given back', async () => ((await metric(streamBroker, /^certbroker_broker_workload_api_connections_open (\d+)$/m)) === before ? true : undefined));
   });
 });

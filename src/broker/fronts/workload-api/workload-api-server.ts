@@ -29,6 +29,8 @@ export interface WorkloadApiServerOptions {
   readonly service: WorkloadApiService;
   readonly connections: AttestedConnections;
   readonly logger: Logger;
+  /** A connection with no call open this long is closed (GOAWAY). Default: never. */
+  readonly idleConnectionMs?: number;
 }
 
 export interface WorkloadApiServer {
@@ -65,6 +67,8 @@ export async function startWorkloadApiServer(options: WorkloadApiServerOptions):
     'grpc.keepalive_permit_without_calls': 1,
     // One connection cannot open more streams at once than its caller may hold (HTTP/2 SETTINGS).
     ...(limits ? { 'grpc.max_concurrent_streams': limits.maxStreamsPerCaller } : {}),
+    // Also a connection that never sends its HTTP/2 preface: the idle clock starts at accept.
+    ...(options.idleConnectionMs !== undefined ? { 'grpc.max_connection_idle_ms': options.idleConnectionMs } : {}),
     interceptors: [compressionFlagGuard(`/${WORKLOAD_API_SERVICE}/`, logger)],
   });
   server.addService(workloadApiServiceDefinition(), options.service.implementation());
