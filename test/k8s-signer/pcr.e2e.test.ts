@@ -24,6 +24,7 @@ import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../../src/k
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { silentLogger } from '../../src/core/log.js';
 import { generateProvenKey } from '../../src/devcluster/pod-certificate-keys.js';
+import { createCsr, generateKeyPair } from '../../src/pki/index.js';
 
 const SIGNER = 'certbroker.io/spiffe';
 const NS = 'pcr-e2e';
@@ -178,7 +179,7 @@ test('unsupported key types and unknown annotation keys are Denied; the pod does
   assert.match(metrics, /controller="pcr",outcome="refused",reason="UnsupportedKeyType"} 1/);
 });
 
-test('NodeRestriction over kubectl: another node cannot get a certificate for the pod', { skip }, async () => {
+test('NodeRestriction over kubectl: another node cannot get a certificate for the pod; the node\'s own stub PKCS#10 request is signed for the CSR\'s key', { skip }, async () => {
   const uid = await createCertPod('web-guarded', [{ keyType: 'ECDSAP256', credentialBundlePath: 'b.pem' }]);
   const sa = await adminClient(cluster).core.readNamespacedServiceAccount({ namespace: NS, name: 'web' });
   const nodeB = await adminClient(cluster).core.readNode({ name: 'node-b' });
@@ -196,8 +197,21 @@ test('NodeRestriction over kubectl: another node cannot get a certificate for th
   assert.notEqual(r.code, 0);
   assert.match(r.stderr, /podcertificaterequests\.certificates\.k8s\.io "stolen" is forbidden: pod "pcr-e2e\/web-guarded" is not running on node "node-b"/);
   assert.equal((await pcrs()).some((p) => p.metadata.name === 'stolen'), false);
-  const mine = await kubectl(cluster, ['create', '-f', '-', '--as', 'system:node:node-a', '--as-group', 'system:nodes'], { stdin: JSON.stringify({ ...pcr, spec: { ...pcr.spec, nodeName: 'node-a', nodeUID: (await adminClient(cluster).core.readNode({ name: 'node-a' })).metadata!.uid } }) });
+  const nodeA = { nodeName: 'node-a', nodeUID: (await adminClient(cluster).core.readNode({ name: 'node-a' })).metadata!.uid };
+  const mine = await kubectl(cluster, ['create', '-f', '-', '--as', 'system:node:node-a', '--as-group', 'system:nodes'], { stdin: JSON.stringify({ ...pcr, spec: { ...pcr.spec, ...nodeA } }) });
   assert.equal(mine.code, 0, mine.stderr);
+
+  // 1.36's form: a stub PKCS#10 instead of pkixPublicKey + proofOfPossession; the leaf gets the CSR's key.
+  const keys = await generateKeyPair({ kind: 'ec', curve: 'P-384' });
+  const csr = createCsr({ privateKey: keys.privateKey, uri: 'spiffe://ignored/by/the/signer' });
+  const { pkixPublicKey: _k, proofOfPossession: _p, ...rest } = pcr.spec;
+  const stub = { ...pcr, metadata: { name: 'stub', namespace: NS }, spec: { ...rest, ...nodeA, stubPKCS10Request: Buffer.from(csr.der).toString('base64') } };
+  const created = await kubectl(cluster, ['create', '-f', '-', '--as', 'system:node:node-a', '--as-group', 'system:nodes'], { stdin: JSON.stringify(stub) });
+  assert.equal(created.code, 0, created.stderr);
+  const issued = await eventually('the stub request issued', async () => (await pcrs()).find((p) => p.metadata.name === 'stub' && stateOf(p) === 'Issued'));
+  const leaf = new X509Certificate(pemBlocks(issued.status.certificateChain)[0]!.pem);
+  assert.ok(leaf.publicKey.equals(keys.publicKey), 'certified: the stub CSR\'s key');
+  assert.equal(checkX509Svid(leaf.toString())?.id, `spiffe://cluster.local/ns/${NS}/sa/web`, 'the identity is the service account\'s, not the CSR\'s SAN');
 });
 
 test('the kubelet refreshes at beginRefreshAt plus up to 5 minutes of jitter, on the injected clock', { skip }, async () => {
