@@ -9,8 +9,9 @@
 # without capabilities, to write root-owned host directories).
 #
 # The node broker's Workload API reads its callers' SO_PEERCRED with core Perl (perl-base, an
-# Essential package of Debian, so part of every Debian-based NODE_IMAGE); a base image without
-# perl fails `certbroker broker --workload-api-socket` at start, naming the cause.
+# Essential package of Debian, so part of every Debian-based NODE_IMAGE): one long-lived helper
+# that is handed each connection's descriptor, a Perl start per batch as its fallback; a base
+# image without perl fails `certbroker broker --workload-api-socket` at start, naming the cause.
 
 ARG NODE_IMAGE=node:20-bookworm-slim
 
