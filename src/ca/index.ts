@@ -70,6 +70,7 @@ export { StepCaClient, codeForStatus, parseSignAnswer, DEFAULT_STEP_CA_TIMEOUT_M
 export { readProvisionerKey, signToken, STEP_CA_TOKEN_TTL_SECONDS, type ProvisionerKey } from './signers/step-ca-token.js';
 export { STEP_CA_ENV, readStepCaSettings, stepCaUrlProblem, type StepCaSettings, type StepCaFlags } from './signers/step-ca-config.js';
 export { IstioUpstreamSigner, upstreamFailure, type UpstreamSignerOptions, type UpstreamSignerSettings } from './signers/upstream-signer.js';
+export { checkWorkloadAnswer, checkServingAnswer } from './signers/upstream-answer.js';
 export { ModuleSigner, type ModuleSignerOptions, type ModuleSignerSettings } from './signers/module-signer.js';
 export { loadSignerModule, moduleImportTarget } from './signers/module-loader.js';
 export { DEFAULT_SIGNER_TIMEOUT_SECONDS, EXTERNAL_SIGNER_ENV, MODULE_SIGNER_PREFIX, type ExternalSigner } from './signers/external-signer-config.js';

@@ -38,9 +38,27 @@ export function certificateDers(data: CertificateData, what: string): Buffer[] {
   return ders;
 }
 
-function parseAll(ders: readonly Buffer[], what: string): x509.X509Certificate[] {
+/**
+ * Roots and intermediates parsed before, by DER (a module returns the same few every time, and
+ * @peculiar/x509 takes ~3 ms to parse one); bounded against a module that changes them per call.
+ */
+const parsedCas = new Map<string, x509.X509Certificate>();
+const MAX_PARSED_CAS = 32;
+
+function parseCa(der: Buffer): x509.X509Certificate {
+  const key = der.toString('base64');
+  let cert = parsedCas.get(key);
+  if (cert === undefined) {
+    cert = parseCertificate(new Uint8Array(der));
+    if (parsedCas.size >= MAX_PARSED_CAS) parsedCas.clear();
+    parsedCas.set(key, cert);
+  }
+  return cert;
+}
+
+function parseAll(ders: readonly Buffer[], what: string, parse: (der: Buffer) => x509.X509Certificate = (d) => parseCertificate(new Uint8Array(d))): x509.X509Certificate[] {
   try {
-    return ders.map((d) => parseCertificate(new Uint8Array(d)));
+    return ders.map(parse);
   } catch (err) {
     throw badResult(`${what} does not parse`, err);
   }
@@ -56,8 +74,8 @@ export function checkModuleResult(result: SignerModuleResult, request: SignerMod
   const rootDers = result.roots.flatMap((d, i) => certificateDers(d, `roots[${i}]`));
   const chain = {
     leaf: parseAll(leafDers, 'the leaf')[0]!,
-    intermediates: parseAll(interDers, 'an intermediate'),
-    roots: parseAll(rootDers, 'a root'),
+    intermediates: parseAll(interDers, 'an intermediate', parseCa),
+    roots: parseAll(rootDers, 'a root', parseCa),
     rootsPem: rootDers.map((d) => certificateToPem(d)).join(''),
   };
   const workload = request.purpose === 'workload';

@@ -8,6 +8,7 @@
  * answer within `timeoutMs` has its signal aborted and the call answered DEADLINE_EXCEEDED
  * (ERR_CA_MODULE_TIMEOUT) at once, whatever the module does afterwards.
  */
+import { setMaxListeners } from 'node:events';
 import { isIP } from 'node:net';
 import type { Clock } from '../../core/clock.js';
 import { deadline } from '../../core/deadline.js';
@@ -51,6 +52,8 @@ export class ModuleSigner implements Signer {
 
   constructor(options: ModuleSignerOptions) {
     this.#o = options;
+    // Every call in flight listens to it (the deadline's parent): no leak warning past ten.
+    setMaxListeners(0, this.#closing.signal);
     this.description = options.module.description ?? `module:${options.specifier}`;
   }
 

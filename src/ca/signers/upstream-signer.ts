@@ -13,6 +13,7 @@
  * down or failing is UNAVAILABLE (ERR_CA_UPSTREAM_UNAVAILABLE); one that does not answer within
  * `timeoutMs` is DEADLINE_EXCEEDED (ERR_CA_UPSTREAM_TIMEOUT).
  */
+import { setMaxListeners } from 'node:events';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Clock } from '../../core/clock.js';
 import { CertbrokerError, describeError } from '../../core/errors.js';
@@ -78,6 +79,8 @@ export class IstioUpstreamSigner implements Signer {
 
   constructor(options: UpstreamSignerOptions) {
     this.#o = options;
+    // Every call in flight listens to it: no leak warning past ten.
+    setMaxListeners(0, this.#closing.signal);
     this.description = `istio-upstream:${options.address}`;
     this.#rootFile = new RereadFile(options.rootCertFile);
     this.#tokenFile = new RereadFile(options.tokenFile);
