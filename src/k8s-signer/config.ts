@@ -57,6 +57,8 @@ export interface K8sSignerFlags {
   readonly cacertsDir?: string;
   readonly opsAddress?: string;
   readonly kubeconfig?: string;
+  /** Comma-separated controller names (`csr`, `pcr`). */
+  readonly controllers?: string;
 }
 
 export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<string, string | undefined>> = process.env): K8sSignerConfig {
@@ -65,7 +67,7 @@ export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<
   const signerName = r.string(E.SIGNER_NAME, '', flags.signerName);
   const nameProblem = signerNameProblem(signerName);
   if (nameProblem !== undefined) r.problem(`${E.SIGNER_NAME} (--signer-name) ${JSON.stringify(signerName)}: ${nameProblem}`);
-  const controllers = r.list(E.CONTROLLERS, DEFAULT_CONTROLLERS);
+  const controllers = r.list(E.CONTROLLERS, DEFAULT_CONTROLLERS, flags.controllers);
   const unknown = controllers.filter((c) => !(CONTROLLER_NAMES as readonly string[]).includes(c));
   if (unknown.length > 0) r.problem(`${E.CONTROLLERS} names unknown controllers ${JSON.stringify(unknown)} (known: ${CONTROLLER_NAMES.join(', ')})`);
   if (controllers.length === 0) r.problem(`${E.CONTROLLERS} names no controller`);

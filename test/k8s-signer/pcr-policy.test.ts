@@ -6,7 +6,8 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { beginRefreshAtMs, judgePcr, RequestQueue, type HandleOutcome, type PcrFacts } from '../../src/k8s-signer/index.js';
+import { beginRefreshAtMs, judgePcr, readK8sSignerConfig, RequestQueue, type HandleOutcome, type PcrFacts } from '../../src/k8s-signer/index.js';
+import { ConfigError } from '../../src/core/config.js';
 import { createCsr, exportSpkiDer, generateKeyPair } from '../../src/pki/index.js';
 import { generateProvenKey } from '../../src/devcluster/pod-certificate-keys.js';
 import { silentLogger } from '../../src/core/log.js';
@@ -107,4 +108,12 @@ test('the work queue: one run per key at a time, doubling jittered retries on th
   queue.add('late');
   await new Promise((r) => setImmediate(r));
   assert.equal(runs.includes('late'), false, 'a stopped queue takes no work');
+});
+
+test('the PCR controller runs only when asked: K8S_SIGNER_CONTROLLERS or --controllers', () => {
+  const base = { signerName: 'certbroker.io/spiffe', opsAddress: 'off' };
+  assert.deepEqual(readK8sSignerConfig(base, {}).controllers, ['csr'], 'PCRs are off by default in Kubernetes 1.35');
+  assert.deepEqual(readK8sSignerConfig(base, { K8S_SIGNER_CONTROLLERS: 'csr,pcr' }).controllers, ['csr', 'pcr']);
+  assert.deepEqual(readK8sSignerConfig({ ...base, controllers: 'pcr' }, { K8S_SIGNER_CONTROLLERS: 'csr' }).controllers, ['pcr'], 'the flag over the env');
+  assert.throws(() => readK8sSignerConfig({ ...base, controllers: 'pcr,ctb' }, {}), (e: unknown) => e instanceof ConfigError && /unknown controllers \["ctb"\]/.test(e.message));
 });
