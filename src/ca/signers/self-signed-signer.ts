@@ -14,6 +14,12 @@
  * signing root) is checked the same way and installed, so every replica follows a rotation
  * without a restart; a change that fails the checks is logged and the material in use is kept.
  * The CA only reads after creating: the rotation's writer is the CLI, one step at a time.
+ *
+ * Replicas converge on one root: a replica serves only a root it stored (its create answered
+ * 201) or read back from the Secret. When the Secret disappears while replicas sign, each puts
+ * the root it serves back with the same conflict-checked create at its next poll; the first
+ * create wins and the others (and a replica starting meanwhile, which creates its own) adopt
+ * whatever the Secret then holds, so no replica goes on serving a root the Secret does not hold.
  */
 import { createHash } from 'node:crypto';
 import { describeError } from '../../core/errors.js';
@@ -53,6 +59,8 @@ export class SelfSignedSigner extends MaterialSigner {
   origin: 'created' | 'loaded' | undefined;
   /** Fingerprint of the stored texts installed (to see a change). */
   #installed = '';
+  /** What is installed, as stored (put back when the Secret disappears). */
+  #current: StoredCa | undefined;
   /** Successful installs (tests observe reloads through it). */
   loads = 0;
 
@@ -68,6 +76,7 @@ export class SelfSignedSigner extends MaterialSigner {
     let stored = await this.#o.store.read(signal);
     if (stored) {
       this.origin = 'loaded';
+      this.options.logger.info('loaded self-signed root', { location: this.#o.store.location });
     } else {
       const created = await this.#createRoot();
       const result = await this.#o.store.create(created, signal);
@@ -88,6 +97,7 @@ export class SelfSignedSigner extends MaterialSigner {
   #install(stored: StoredCa): void {
     const material = this.#materialFrom(stored);
     this.#installed = fingerprintOf(stored);
+    this.#current = stored;
     this.loads++;
     this.install(material);
   }
@@ -102,7 +112,7 @@ export class SelfSignedSigner extends MaterialSigner {
       return;
     }
     if (stored === undefined) {
-      this.options.logger.warn('self-signed CA Secret is gone; keeping the root in use', { location: this.#o.store.location });
+      await this.#restore();
       return;
     }
     if (fingerprintOf(stored) === this.#installed) return;
@@ -111,6 +121,34 @@ export class SelfSignedSigner extends MaterialSigner {
       this.options.logger.info('self-signed CA Secret changed; new material installed', { location: this.#o.store.location });
     } catch (err) {
       this.options.logger.error('self-signed CA Secret changed but is unusable; keeping the root in use', { reason: describeError(err) });
+    }
+  }
+
+  /**
+   * The Secret is gone: store the root in use again with the conflict-checked create; when
+   * another replica got there first (409), read its root back and adopt it.
+   */
+  async #restore(): Promise<void> {
+    const current = this.#current;
+    if (!current) return;
+    const location = this.#o.store.location;
+    try {
+      const { resourceVersion: _rv, ...again } = current;
+      const result = await this.#o.store.create(again, this.#stop.signal);
+      if (result === 'created') {
+        this.options.logger.warn('self-signed CA Secret was gone; stored the root in use again', { location });
+        return;
+      }
+      const winner = await this.#o.store.read(this.#stop.signal);
+      if (winner === undefined) {
+        this.options.logger.warn('self-signed CA Secret is gone and could not be stored again; retrying at the next poll', { location });
+        return;
+      }
+      if (fingerprintOf(winner) === this.#installed) return;
+      this.#install(winner);
+      this.options.logger.warn('self-signed CA Secret was gone and another replica stored its root first; using it', { location });
+    } catch (err) {
+      if (!this.#stop.signal.aborted) this.options.logger.warn('self-signed CA Secret is gone and could not be stored again; retrying at the next poll', { location, err: describeError(err) });
     }
   }
 
