@@ -8,7 +8,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -192,6 +192,34 @@ describe('SPIFFE Workload API: real processes in kubelet-style pod cgroups, a Py
     } finally {
       r.close();
     }
+  });
+
+  it('the SO_PEERCRED helper killed: workloads are still served (the fallback, then a new helper) and the exit is counted', async () => {
+    const helpers = () =>
+      readdirSync('/proc')
+        .filter((p) => /^\d+$/.test(p))
+        .filter((p) => {
+          try {
+            const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+            return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === process.pid && readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('NODE_HANDLE_ACK');
+          } catch {
+            return false;
+          }
+        })
+        .map(Number);
+    const [helper] = helpers();
+    assert.ok(helper, 'the broker runs its helper');
+    process.kill(helper, 'SIGKILL');
+    await eventually('helper gone', () => (helpers().includes(helper) ? undefined : true));
+    for (let i = 0; i < 3; i++) {
+      const out = await workload('x509svid', { cgroup: containerCgroup(uids['cart-0']!) }).line(0);
+      assert.equal(out.svids?.[0]?.spiffe_id, CART, JSON.stringify(out));
+    }
+    await eventually('a new helper', () => (helpers().some((p) => p !== helper) ? true : undefined));
+    const out = await workload('x509svid', { cgroup: containerCgroup(uids['cart-1']!) }).line(0);
+    assert.equal(out.svids?.[0]?.spiffe_id, CART, JSON.stringify(out));
+    const text = await (await fetch(`http://127.0.0.1:${broker.opsPort}/metrics`)).text();
+    assert.match(text, /certbroker_broker_workload_api_peercred_helper_exits_total [1-9]/);
   });
 
   it('metrics: attestations by outcome, their latency, the SO_PEERCRED mode, open streams, refusals', async () => {

@@ -11,8 +11,10 @@
  *
  * Robustness: at most `maxOutstanding` reads wait at once (more fail at once); each read has a
  * deadline, past which it fails and the helper, stuck, is killed; when the helper exits every read
- * it held fails with the reason, and the next read starts a new one (at most one start per
- * `restartIntervalMs`; `available` says whether a read would be served). Failures are
+ * it held fails with the reason, and a new one is started once `restartIntervalMs` has passed
+ * since the last start (or by the next read after that; `available` says whether a read would be
+ * served meanwhile). Helpers that end without answering anything, one after another (perl gone, a
+ * seccomp profile killing recvmsg), double the interval each time, up to 64x. Failures are
  * ERR_ATTESTATION_UNAVAILABLE (ERR_PEER_CLOSED for a connection gone before it was read), which the
  * fallback source (peer-credentials-fallback.ts) answers with the Perl-per-batch way.
  */
@@ -67,6 +69,10 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
   #nextId = 0;
   #stopped = false;
   #lastExit: string | undefined;
+  readonly #stopping = new AbortController();
+  /** Helpers in a row that ended without answering one read: each doubles the restart interval (at most 64x). */
+  #barren = 0;
+  #answered = false;
 
   constructor(options: PeerCredentialsHelperOptions = {}) {
     this.#perl = options.perl ?? 'perl';
@@ -101,7 +107,7 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
   /** Whether a read now goes to a helper: one is running, or one may be started. */
   get available(): boolean {
     if (this.#stopped || this.unsupported !== undefined) return false;
-    return this.#child !== undefined || this.#clock.now() - this.#lastStart >= this.#restartIntervalMs;
+    return this.#child !== undefined || this.#clock.now() - this.#lastStart >= this.#interval();
   }
 
   read(socket: Socket): Promise<PeerCredentials> {
@@ -140,6 +146,7 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
   /** Stops the helper; reads it held fail. */
   stop(): void {
     this.#stopped = true;
+    this.#stopping.abort();
     const child = this.#child;
     if (child) {
       this.#lost(child, 'the broker stopped');
@@ -157,9 +164,10 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
     if (this.#stopped) throw peerCredentialsUnavailable('the SO_PEERCRED helper is stopped');
     if ('unsupported' in this.#program) throw peerCredentialsUnavailable(this.#program.unsupported);
     const now = this.#clock.now();
-    if (now - this.#lastStart < this.#restartIntervalMs) throw peerCredentialsUnavailable(`the SO_PEERCRED helper is restarting (it ended: ${this.#lastExit ?? 'unknown'})`);
+    if (now - this.#lastStart < this.#interval()) throw peerCredentialsUnavailable(`the SO_PEERCRED helper is restarting (it ended: ${this.#lastExit ?? 'unknown'})`);
     this.#lastStart = now;
     this.#starts++;
+    this.#answered = false;
     let child: ChildProcess;
     try {
       child = spawn(this.#perl, ['-e', this.#program.program], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {} });
@@ -192,6 +200,7 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
     const p = this.#pending.get(m.id);
     if (!p || p.child !== child) return;
     if ('pid' in m && 'uid' in m && 'gid' in m && typeof m.pid === 'number' && typeof m.uid === 'number' && typeof m.gid === 'number') {
+      this.#answered = true;
       this.#settle(m.id, { pid: m.pid, uid: m.uid, gid: m.gid });
     } else {
       this.#settle(m.id, peerCredentialsUnavailable(`SO_PEERCRED failed: ${'err' in m ? String(m.err) : 'no answer'}`));
@@ -214,8 +223,35 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
     if (this.#child !== child) return;
     this.#child = undefined;
     this.#lastExit = reason;
+    this.#barren = this.#answered ? 0 : this.#barren + 1;
     const held = [...this.#pending].filter(([, p]) => p.child === child).map(([id]) => id);
     for (const id of held) this.#settle(id, peerCredentialsUnavailable(reason));
     this.#observer?.exited?.(reason, held.length);
+    this.#restartLater();
+  }
+
+  /** The least time between two starts now: the configured one, doubled for each barren helper in a row. */
+  #interval(): number {
+    return this.#restartIntervalMs * 2 ** Math.min(Math.max(0, this.#barren - 1), 6);
+  }
+
+  /**
+   * Starts the next helper once the restart interval has passed (the next connection would
+   * otherwise pay for it, or, before that, go to the fallback).
+   */
+  #restartLater(): void {
+    if (this.#stopped) return;
+    const wait = Math.max(0, this.#lastStart + this.#interval() - this.#clock.now());
+    this.#clock.sleep(wait, this.#stopping.signal).then(
+      () => {
+        if (this.#child || this.#stopped) return;
+        try {
+          this.#running();
+        } catch {
+          // Its reason went to the observer; the next read tries again.
+        }
+      },
+      () => undefined,
+    );
   }
 }

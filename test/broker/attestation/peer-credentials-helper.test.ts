@@ -19,6 +19,7 @@ import {
 } from '../../../src/broker/attestation/index.js';
 import { BrokerError } from '../../../src/broker/index.js';
 import { FakeClock } from '../../support/fake-clock.js';
+import { eventually } from '../support/eventually.js';
 import { Scratch } from '../../support/scratch.js';
 
 const supported = 'program' in helperProgram(process.arch) ? undefined : `no helper for ${process.arch} (the fallback serves it)`;
@@ -132,6 +133,7 @@ test('the helper dies with reads outstanding: they fail naming it, the next read
     assert.match(err.message, /helper exited with SIGKILL/);
   }
   assert.deepEqual(exits.map((e) => e.held), [2]);
+  await eventually('a new helper, started without waiting for a read', () => (h.pid !== undefined && h.pid !== pid ? true : undefined));
   const again = await srv.pair();
   assert.equal((await h.read(again.accepted)).pid, process.pid);
   assert.equal(h.starts, 2);
@@ -207,4 +209,31 @@ test('fallback: in helper mode, reads the dead helper held and reads during its 
   const closed = await srv.pair();
   closed.accepted.destroy();
   assert.equal((await rejection(peers.read(closed.accepted))).code, 'ERR_PEER_CLOSED', 'a closed connection does not fall back');
+});
+
+test('helpers that end without answering, one after another, are restarted ever later (the interval doubles)', async (t) => {
+  const clock = new FakeClock();
+  const exits: string[] = [];
+  // `false` ignores the program and exits 1 at once: a helper that never answers.
+  const h = helper(t, { perl: '/bin/false', clock, restartIntervalMs: 1000, observer: { exited: (reason) => exits.push(reason) } });
+  h.launch();
+  const exited = (n: number) => eventually(`${n} exits`, () => (exits.length >= n && h.pid === undefined ? true : undefined));
+  await exited(1);
+  assert.match(exits[0]!, /exited with 1/);
+  await clock.advance(1000);
+  assert.equal(h.starts, 2, 'restarted after the interval, with no read');
+  await exited(2);
+  await clock.advance(1000);
+  assert.equal(h.starts, 2, 'a second barren helper in a row: twice the interval');
+  assert.equal(h.available, false);
+  await clock.advance(1000);
+  assert.equal(h.starts, 3);
+  await exited(3);
+  await clock.advance(3999);
+  assert.equal(h.starts, 3, 'then four times');
+  await clock.advance(1);
+  assert.equal(h.starts, 4);
+  h.stop();
+  await clock.advance(60_000);
+  assert.equal(h.starts, 4, 'none after stop');
 });
