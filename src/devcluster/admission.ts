@@ -9,6 +9,7 @@ import { randomUUID, randomInt } from 'node:crypto';
 import type { KubeObject, ObjectMeta } from './store.js';
 import { apiVersionOf, type ResourceType } from './resources.js';
 import { badRequest, conflict, invalid, MODIFIED_MESSAGE, type StatusCause } from './status.js';
+import { podCertificateSourceCauses } from './pod-certificate-validation.js';
 import { checkLease, requireResourceVersion } from './lease-rules.js';
 import { checkClusterTrustBundle, isClusterTrustBundle } from './trust-bundle-rules.js';
 import { admitCsrCreate, admitCsrUpdate, isCsr } from './csr-rules.js';
@@ -66,6 +67,7 @@ function podSpecCauses(spec: unknown): StatusCause[] {
     if (typeof c?.name !== 'string' || c.name === '') out.push({ field: `spec.containers[${i}].name`, message: 'Required value', reason: 'FieldValueRequired' });
     if (typeof c?.image !== 'string' || c.image === '') out.push({ field: `spec.containers[${i}].image`, message: 'Required value', reason: 'FieldValueRequired' });
   });
+  out.push(...podCertificateSourceCauses(s));
   return out;
 }
 

@@ -74,10 +74,10 @@ function bytesOf(v: unknown): Buffer {
 }
 
 /** apivalidation.ValidateSignerName (core/signer-name.ts). */
-function signerNameCauses(name: string): StatusCause[] {
+export function signerNameCauses(name: string, field = 'spec.signerName'): StatusCause[] {
   const problem = signerNameProblem(name);
   if (problem === undefined) return [];
-  return [name === '' ? { field: 'spec.signerName', reason: 'FieldValueRequired', message: problem } : { field: 'spec.signerName', message: `Invalid value: "${name}": ${problem}` }];
+  return [name === '' ? { field, reason: 'FieldValueRequired', message: problem } : { field, message: `Invalid value: "${name}": ${problem}` }];
 }
 
 function nameCauses(field: string, v: unknown): StatusCause[] {
@@ -95,9 +95,8 @@ function uidCauses(field: string, v: unknown): StatusCause[] {
 }
 
 /** apivalidation.ValidateUserAnnotations: domain-prefixed qualified keys, bounded total size. */
-function userAnnotationCauses(v: unknown): StatusCause[] {
+export function userAnnotationCauses(v: unknown, field = 'spec.unverifiedUserAnnotations'): StatusCause[] {
   if (v === undefined || v === null) return [];
-  const field = 'spec.unverifiedUserAnnotations';
   if (typeof v !== 'object' || Array.isArray(v)) return [{ field, reason: 'FieldValueTypeInvalid', message: 'Invalid value: must be a map of strings' }];
   const out: StatusCause[] = [];
   let size = 0;
@@ -115,8 +114,8 @@ function userAnnotationCauses(v: unknown): StatusCause[] {
   return out;
 }
 
-function expirationCauses(signerName: string, v: unknown): StatusCause[] {
-  const field = 'spec.maxExpirationSeconds';
+/** The maxExpirationSeconds range of a signer ([3600, 86400] for kubernetes.io/ signers, else [3600, 7884000]). */
+export function expirationCauses(signerName: string, v: unknown, field = 'spec.maxExpirationSeconds'): StatusCause[] {
   if (v === undefined || v === null) return [{ field, reason: 'FieldValueRequired', message: 'Required value: must be set' }];
   const max = signerName.startsWith('kubernetes.io/') ? PCR_KUBERNETES_MAX_MAX_EXPIRATION_SECONDS : PCR_MAX_MAX_EXPIRATION_SECONDS;
   if (typeof v !== 'number' || !Number.isInteger(v) || v < PCR_MIN_MAX_EXPIRATION_SECONDS || v > max) {

@@ -209,3 +209,29 @@ test('spec is immutable; status only through /status, by a caller allowed to sig
   const denyOther = await send('PUT', `${BASE}/${other.metadata.name}/status`, { ...other, status: { conditions: [{ type: 'Denied', status: 'True', reason: 'UnsupportedKeyType', message: 'no', lastTransitionTime: '2026-01-01T00:00:00Z' }], notAfter: '2026-01-01T00:00:00Z' } }, { token });
   assert.match(denyOther.json.message, /non-condition status fields must be empty when denying or failing/);
 });
+
+test('pods: a podCertificate source is validated as the API server does (signer, key type, expiration, paths, annotations)', async () => {
+  const pod = (sources: unknown[]) => ({
+    apiVersion: 'v1', kind: 'Pod', metadata: { name: 'bad-volume' },
+    spec: { nodeName: 'node-a', containers: [{ name: 'c', image: 'i' }], volumes: [{ name: 'svid', projected: { sources } }] },
+  });
+  const r = await send('POST', `/api/v1/namespaces/${NS}/pods`, pod([
+    { podCertificate: { signerName: 'no-slash', keyType: 'DSA1024', maxExpirationSeconds: 60, credentialBundlePath: '../escape' } },
+    { podCertificate: { signerName: SIGNER, keyType: 'ECDSAP256' } },
+    { podCertificate: { signerName: SIGNER, keyType: 'ECDSAP256', keyPath: 'a', certificateChainPath: 'a', userAnnotations: { nodomain: 'x' } } },
+  ]));
+  assert.equal(r.code, 422, r.text);
+  const at = 'spec.volumes[0].projected.sources';
+  assert.deepEqual((r.json.details.causes as Array<{ field: string }>).map((c) => c.field), [
+    `${at}[0].podCertificate.signerName`,
+    `${at}[0].podCertificate.keyType`,
+    `${at}[0].podCertificate.maxExpirationSeconds`,
+    `${at}[0].podCertificate.credentialBundlePath`,
+    `${at}[1].podCertificate`,
+    `${at}[2].podCertificate.certificateChainPath`,
+    `${at}[2].podCertificate.userAnnotations`,
+  ]);
+  assert.match(r.text, /Unsupported value: \\"DSA1024\\": supported values: \\"RSA3072\\", \\"RSA4096\\", \\"ECDSAP256\\", \\"ECDSAP384\\", \\"ECDSAP521\\", \\"ED25519\\"/);
+  const ok = await send('POST', `/api/v1/namespaces/${NS}/pods`, pod([{ podCertificate: { signerName: SIGNER, keyType: 'ED25519', keyPath: 'k', certificateChainPath: 'c' } }]));
+  assert.equal(ok.code, 201, ok.text);
+});
