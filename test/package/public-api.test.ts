@@ -48,7 +48,7 @@ process.once('SIGTERM', () => void broker.stop(2000).then(() => process.exit(0))
 `;
 
 /** The error model and the Signer types are real types, not \`any\`: misuse does not compile. */
-const TYPES_CHECK = `import { CaError, CertbrokerError, isCertbrokerError, type CaErrorCode, type ErrorStatus, type Signer } from 'certbroker';
+const TYPES_CHECK = `import { CaError, CertbrokerError, isCertbrokerError, loadSignerModule, SignerRefusal, type CaErrorCode, type ErrorStatus, type Signer, type SignerModule, type SignerModuleRequest, type SignerModuleResult } from 'certbroker';
 import { ExampleSigner } from './example-signer.js';
 
 const code: CaErrorCode = 'ERR_CA_SIGNER_NOT_READY';
@@ -60,6 +60,18 @@ export const asSigner: (s: ExampleSigner) => Signer = (s) => s;
 export const badCode: CaErrorCode = 'ERR_NOT_A_CODE';
 // @ts-expect-error a Signer must sign
 export const notASigner: Signer = { description: 'x', ready: true, notReadyReason: undefined, roots: () => [] };
+// A signer module's default export (docs/ca.md, "Signer modules"): typed request, PEM/DER result, SignerRefusal.
+export const signerModule: SignerModule = {
+  roots: () => [new Uint8Array([0x30])],
+  async sign(r: SignerModuleRequest): Promise<SignerModuleResult> {
+    if (r.purpose === 'workload' && r.spiffeId?.endsWith('/sa/admin')) throw new SignerRefusal('no admin certificates here');
+    r.signal.throwIfAborted();
+    return { leaf: new Uint8Array(r.spkiDer.length), roots: [r.publicKey.export({ type: 'spki', format: 'pem' }).toString()] };
+  },
+};
+export const loader: (specifier: string) => Promise<SignerModule> = loadSignerModule;
+// @ts-expect-error a signer module must return roots
+export const noRoots: SignerModule = { sign: signerModule.sign };
 `;
 
 interface Started {
