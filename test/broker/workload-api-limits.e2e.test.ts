@@ -36,9 +36,9 @@ describe('Workload API bounds: per caller and per socket, connections and stream
 
   before(async () => {
     stack = await Stack.start({ tmpPrefix: 'wlapi-limits-', namespaces: ['shop'], serviceAccounts: ['shop/app'] });
-    // Idle connections (no call open) close after 1 s here; the held streams keep theirs open.
+    // Idle connections (no call open) close after 2 s here; the held streams keep theirs open.
     const start = (name: string, limits: (typeof WORKLOAD_API_DEFAULTS)['limits']) =>
-      startBroker({ ...stack.brokerConfig({ name }), workloadApiSocketPath: join(stack.dir, name, 'wl', 'socket'), workloadApi: { ...WORKLOAD_API_DEFAULTS, limits, idleConnectionSeconds: 1 } });
+      startBroker({ ...stack.brokerConfig({ name }), workloadApiSocketPath: join(stack.dir, name, 'wl', 'socket'), workloadApi: { ...WORKLOAD_API_DEFAULTS, limits, idleConnectionSeconds: 2 } });
     connBroker = await start('conn', { maxConnections: 4, maxConnectionsPerCaller: 2, maxStreams: 100, maxStreamsPerCaller: 50 });
     streamBroker = await start('streams', { maxConnections: 100, maxConnectionsPerCaller: 50, maxStreams: 3, maxStreamsPerCaller: 2 });
     await Promise.all([connBroker.whenReady(AbortSignal.timeout(20_000)), streamBroker.whenReady(AbortSignal.timeout(20_000))]);
