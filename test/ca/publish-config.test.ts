@@ -44,6 +44,10 @@ test('the bundle holds each root once, in order, newline-terminated; stored obje
   const bundle = rootBundlePem([A, B]);
   const good = { metadata: { name: 'istio-ca-root-cert', namespace: 'app', resourceVersion: '7', labels: { 'istio.io/config': 'true' } }, data: { 'root-cert.pem': bundle } };
   assert.equal(configMapUpdate(good, bundle), undefined);
+  // The same certificates laid out otherwise (istiod writing the same cacerts root) are left alone.
+  const relaid = bundle.replace('AAAA', 'AA\nAA').replace(/\n$/, '') + '\n\n';
+  assert.equal(configMapUpdate({ ...good, data: { 'root-cert.pem': relaid } }, bundle), undefined);
+  assert.ok(configMapUpdate({ ...good, data: { 'root-cert.pem': rootBundlePem([B, A]) } }, bundle), 'another order is another bundle');
   const edited = configMapUpdate({ ...good, metadata: { ...good.metadata, labels: { team: 'x' } }, data: { 'root-cert.pem': 'x', other: 'kept' } }, bundle);
   assert.deepEqual(edited, { metadata: { name: 'istio-ca-root-cert', namespace: 'app', resourceVersion: '7', labels: { team: 'x', 'istio.io/config': 'true' } }, data: { 'root-cert.pem': bundle, other: 'kept' } });
   const ctb = { metadata: { name: 'istio.io:istiod-ca:root-cert', labels: { 'app.kubernetes.io/managed-by': 'certbroker-ca' } }, spec: { signerName: 'istio.io/istiod-ca', trustBundle: bundle } };

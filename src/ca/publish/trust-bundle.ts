@@ -59,6 +59,23 @@ export interface StoredTrustBundle {
   readonly spec?: { readonly signerName?: string; readonly trustBundle?: string };
 }
 
+/** The certificate blocks of a PEM text, whitespace-free, in order (text between blocks ignored). */
+function certificateBlocks(text: string): string[] {
+  return [...text.matchAll(/-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g)].map((m) => m[1]!.replace(/\s+/g, ''));
+}
+
+/**
+ * True when `stored` holds the same certificates as `bundle`, in the same order, however it is
+ * laid out (line length, blank lines, a missing final newline): another writer of the same roots
+ * (istiod, from the same `cacerts`) is not overwritten back and forth over whitespace.
+ */
+export function sameCertificates(stored: string | undefined, bundle: string): boolean {
+  if (stored === undefined) return false;
+  const a = certificateBlocks(stored);
+  const b = certificateBlocks(bundle);
+  return a.length > 0 && a.length === b.length && a.every((x, i) => x === b[i]);
+}
+
 function hasLabels(have: Readonly<Record<string, string>> | undefined, want: Readonly<Record<string, string>>): boolean {
   return Object.entries(want).every(([k, v]) => have?.[k] === v);
 }
@@ -81,7 +98,7 @@ export function desiredConfigMap(namespace: string, bundle: string): StoredConfi
 
 /** The ConfigMap to write over `stored` (its other keys kept), or undefined when it is right. */
 export function configMapUpdate(stored: StoredConfigMap, bundle: string): StoredConfigMap | undefined {
-  if (stored.data?.[ROOT_CONFIGMAP_KEY] === bundle && hasLabels(stored.metadata?.labels, ROOT_CONFIGMAP_LABELS)) return undefined;
+  if (sameCertificates(stored.data?.[ROOT_CONFIGMAP_KEY], bundle) && hasLabels(stored.metadata?.labels, ROOT_CONFIGMAP_LABELS)) return undefined;
   return {
     metadata: carriedMeta(stored.metadata, ROOT_CONFIGMAP_LABELS),
     data: { ...(stored.data ?? {}), [ROOT_CONFIGMAP_KEY]: bundle },
@@ -95,6 +112,6 @@ export function desiredTrustBundle(signerName: string, bundle: string): StoredTr
 
 /** The ClusterTrustBundle to write over `stored`, or undefined when it is right. */
 export function trustBundleUpdate(stored: StoredTrustBundle, signerName: string, bundle: string): StoredTrustBundle | undefined {
-  if (stored.spec?.trustBundle === bundle && stored.spec.signerName === signerName && hasLabels(stored.metadata?.labels, TRUST_BUNDLE_LABELS)) return undefined;
+  if (sameCertificates(stored.spec?.trustBundle, bundle) && stored.spec?.signerName === signerName && hasLabels(stored.metadata?.labels, TRUST_BUNDLE_LABELS)) return undefined;
   return { metadata: carriedMeta(stored.metadata, TRUST_BUNDLE_LABELS), spec: { signerName, trustBundle: bundle } };
 }
