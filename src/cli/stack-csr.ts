@@ -12,7 +12,7 @@ import type { DevCluster } from '../devcluster/index.js';
 import { startCaServer, type CaServer } from '../ca/index.js';
 import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../k8s-signer/index.js';
 import { makePluginCaBundle, writeCaCertsDir } from '../pki/index.js';
-import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
+import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID, ROOT_CERT_CONFIGMAP } from '../protocol/istio-ca.js';
 import { BROKER_SA, kubeConfigFor, SYSTEM_NS, TD } from './stack-parts.js';
 
 export const STACK_SIGNER_NAME = 'certbroker.io/spiffe';
@@ -42,6 +42,13 @@ export function csrStackRbacObjects(signerName = STACK_SIGNER_NAME): object[] {
     ...clusterRole('certbroker-ca', CA_SA, [
       { apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] },
       { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+      // Trust-bundle publication (deploy/rbac-ca.yaml), granted as shipped.
+      { apiGroups: [''], resources: ['namespaces'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['configmaps'], resourceNames: [ROOT_CERT_CONFIGMAP], verbs: ['get', 'list', 'watch', 'update'] },
+      { apiGroups: [''], resources: ['configmaps'], verbs: ['create'] },
+      { apiGroups: [GROUP], resources: ['clustertrustbundles'], resourceNames: ['istio.io:istiod-ca:root-cert'], verbs: ['get', 'list', 'watch', 'update'] },
+      { apiGroups: [GROUP], resources: ['clustertrustbundles'], verbs: ['create'] },
+      { apiGroups: [GROUP], resources: ['signers'], resourceNames: ['istio.io/istiod-ca'], verbs: ['attest'] },
     ]),
     ...clusterRole('certbroker-ca-csr', CA_SA, [{ apiGroups: [GROUP], resources: ['certificatesigningrequests'], verbs: ['create', 'get', 'list', 'watch', 'delete'] }]),
     ...clusterRole('certbroker-ca-csr-approver', CA_SA, [
