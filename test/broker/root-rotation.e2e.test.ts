@@ -157,7 +157,7 @@ function splitPemChain(pem: string): Buffer[] {
 const rootCount = (r: Rig) => r.stack.ca.rootsPem().match(/BEGIN CERTIFICATE/g)?.length ?? 0;
 
 describe('root rotation under a live Broker API consumer', { skip: opensslMissing() }, () => {
-  it('self-signed: rotate-root prepare -> activate -> finish, each picked up without a restart; no moment where a bundle fails a leaf', async () => {
+  it('self-signed: rotate-root prepare -> activate -> finish, each picked up without a restart; no moment where a bundle fails a leaf', async (t) => {
     const r = await rig('rotation-ss-', {
       signer: { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400, pollIntervalMs: CA_POLL_MS },
     });
@@ -206,6 +206,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       assert.match(await r.stack.ca.metrics.registry.metrics(), /^certbroker_ca_trusted_roots 1$/m);
       await r.opensslCheck();
 
+      t.diagnostic(`messages ${r.watch.messages}, bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
       assert.deepEqual(r.watch.violations, [], 'no moment where a bundle fails to verify a leaf');
       assert.ok(r.watch.messages >= PODS.length * 3, `messages recorded: ${r.watch.messages}`);
     } finally {
@@ -213,7 +214,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
     }
   });
 
-  it('cacerts: an intermediate-only rotation, then write both roots -> switch the intermediate -> drop the old root, each picked up by the poll', async () => {
+  it('cacerts: an intermediate-only rotation, then write both roots -> switch the intermediate -> drop the old root, each picked up by the poll', async (t) => {
     const scratch = await import('../support/scratch.js');
     const dir = scratch.tempDirSync('rotation-cacerts-');
     try {
@@ -255,6 +256,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
         await r.opensslCheck();
         assert.equal(await r.metric('certbroker_broker_trust_bundle_roots'), 1);
         assert.equal(await r.metric('certbroker_broker_svid_withheld_total'), 0);
+        t.diagnostic(`messages ${r.watch.messages}, bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
         assert.deepEqual(r.watch.violations, [], 'no moment where a bundle fails to verify a leaf');
       } finally {
         await r.close();
