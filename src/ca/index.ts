@@ -65,6 +65,7 @@ export {
 export type { Signer, SignRequest, PublicKeySignRequest, SignedChain, ServingCertificate } from './signer.js';
 export { SelfSignedSigner, type SelfSignedSignerOptions } from './signers/self-signed-signer.js';
 export { CacertsSigner, type CacertsSignerOptions } from './signers/cacerts-signer.js';
+export { CacertsSecretSigner, type CacertsSecretSignerOptions } from './signers/cacerts-secret-signer.js';
 export { StepCaSigner, STEP_CA_SERVING_TTL_SECONDS, type StepCaSignerOptions } from './signers/step-ca-signer.js';
 export { StepCaClient, codeForStatus, parseSignAnswer, DEFAULT_STEP_CA_TIMEOUT_MS, STEP_CA_SIGN_PATH, type StepCaChain } from './signers/step-ca-client.js';
 export { readProvisionerKey, signToken, STEP_CA_TOKEN_TTL_SECONDS, type ProvisionerKey } from './signers/step-ca-token.js';

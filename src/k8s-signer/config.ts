@@ -11,6 +11,7 @@ export const K8S_SIGNER_ENV = Object.freeze({
   SIGNER_NAME: 'K8S_SIGNER_NAME',
   TRUST_DOMAIN: 'TRUST_DOMAIN',
   CACERTS_DIR: 'K8S_SIGNER_CACERTS_DIR',
+  CACERTS_SECRET: 'K8S_SIGNER_CACERTS_SECRET',
   CONTROLLERS: 'K8S_SIGNER_CONTROLLERS',
   DEFAULT_TTL_SECONDS: 'K8S_SIGNER_DEFAULT_TTL_SECONDS',
   MAX_TTL_SECONDS: 'K8S_SIGNER_MAX_TTL_SECONDS',
@@ -39,6 +40,8 @@ export interface K8sSignerConfig {
   readonly signerName: string;
   readonly trustDomain: string;
   readonly cacertsDir: string;
+  /** The plug-in CA from this Secret (`namespace/name`) through the API instead of `cacertsDir`. */
+  readonly cacertsSecret: { readonly namespace: string; readonly name: string } | undefined;
   readonly controllers: readonly ControllerName[];
   readonly defaultTtlSeconds: number;
   readonly maxTtlSeconds: number;
@@ -55,6 +58,7 @@ export interface K8sSignerFlags {
   readonly signerName?: string;
   readonly trustDomain?: string;
   readonly cacertsDir?: string;
+  readonly cacertsSecret?: string;
   readonly opsAddress?: string;
   readonly kubeconfig?: string;
   /** Comma-separated controller names (`csr`, `pcr`). */
@@ -81,10 +85,14 @@ export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<
     if (!m || Number(m[2]) > 65535) r.problem(`${E.OPS_ADDRESS}=${JSON.stringify(opsRaw)} is not host:port (or off)`);
     else ops = { host: (m[1] ?? '').replace(/^\[|\]$/gu, '') || '0.0.0.0', port: Number(m[2]) };
   }
+  const secretRaw = r.optionalString(E.CACERTS_SECRET, flags.cacertsSecret);
+  const secret = secretRaw === undefined ? undefined : /^([a-z0-9]([-a-z0-9]*[a-z0-9])?)\/([a-z0-9]([-a-z0-9.]*[a-z0-9])?)$/u.exec(secretRaw);
+  if (secretRaw !== undefined && !secret) r.problem(`${E.CACERTS_SECRET} (--cacerts-secret) ${JSON.stringify(secretRaw)} is not namespace/name`);
   const config: K8sSignerConfig = {
     signerName,
     trustDomain: r.string(E.TRUST_DOMAIN, 'cluster.local', flags.trustDomain),
     cacertsDir: r.string(E.CACERTS_DIR, '/etc/cacerts', flags.cacertsDir),
+    cacertsSecret: secret ? { namespace: secret[1]!, name: secret[3]! } : undefined,
     controllers: controllers.filter((c): c is ControllerName => (CONTROLLER_NAMES as readonly string[]).includes(c)),
     defaultTtlSeconds,
     maxTtlSeconds,

@@ -7,7 +7,7 @@
  */
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Registry } from 'prom-client';
-import { CacertsSigner, type Signer } from '../ca/index.js';
+import { CacertsSecretSigner, CacertsSigner, type Signer } from '../ca/index.js';
 import { systemClock, type Clock } from '../core/clock.js';
 import { settleWithin, stopOnAbort, type Stoppable } from '../core/long-lived.js';
 import { silentLogger, type Logger } from '../core/log.js';
@@ -28,7 +28,7 @@ export const CONTROLLERS: Readonly<Record<ControllerName, SignerControllerFactor
 export interface K8sSignerOptions {
   readonly config: K8sSignerConfig;
   readonly kubeConfig: KubeConfig;
-  /** The plug-in CA; default: a CacertsSigner on `config.cacertsDir` (started and closed here). */
+  /** The plug-in CA; default: `config.cacertsSecret` through the API, else a CacertsSigner on `config.cacertsDir` (started and closed here). */
   readonly ca?: Signer & { start?(): Promise<void> };
   readonly clock?: Clock;
   readonly rng?: Rng;
@@ -58,7 +58,12 @@ export async function startK8sSigner(options: K8sSignerOptions): Promise<K8sSign
   const registry = new Registry();
   if (options.processMetrics) collectProcessMetrics(registry);
   const ownCa = options.ca === undefined;
-  const ca = options.ca ?? new CacertsSigner({ clock, logger, maxTtlSeconds: config.maxTtlSeconds, dir: config.cacertsDir });
+  const material = { clock, logger, maxTtlSeconds: config.maxTtlSeconds };
+  const ca =
+    options.ca ??
+    (config.cacertsSecret
+      ? new CacertsSecretSigner({ ...material, kubeConfig: options.kubeConfig, ...config.cacertsSecret, informer: config.informer })
+      : new CacertsSigner({ ...material, dir: config.cacertsDir }));
   const controllers = config.controllers.map((name) =>
     CONTROLLERS[name]({
       kubeConfig: options.kubeConfig,

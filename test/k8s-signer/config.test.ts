@@ -28,3 +28,9 @@ test('flags win over env; defaults: csr controller, 24 h leaves, the CA as servi
   assert.deepEqual(c.ops, { host: '0.0.0.0', port: 15018 });
   assert.equal(readK8sSignerConfig({ signerName: 'certbroker.io/spiffe', opsAddress: 'off' }, {}).ops, undefined);
 });
+
+test('--cacerts-secret namespace/name reads the plug-in CA through the API; another shape is a listed problem', () => {
+  assert.deepEqual(readK8sSignerConfig({ signerName: 'certbroker.io/spiffe', cacertsSecret: 'istio-system/cacerts' }, {}).cacertsSecret, { namespace: 'istio-system', name: 'cacerts' });
+  assert.equal(readK8sSignerConfig({ signerName: 'certbroker.io/spiffe' }, {}).cacertsSecret, undefined);
+  assert.throws(() => readK8sSignerConfig({ signerName: 'certbroker.io/spiffe' }, { K8S_SIGNER_CACERTS_SECRET: 'cacerts' }), (e: unknown) => e instanceof ConfigError && /K8S_SIGNER_CACERTS_SECRET \(--cacerts-secret\) "cacerts" is not namespace\/name/.test(e.problems.join('\n')));
+});

@@ -19,7 +19,7 @@ import { createCsr, generateKeyPair } from '../../src/pki/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { SERVING_NAMES_KEY } from '../../src/protocol/istio-ca.js';
 import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from '../ca/support/ca-env.js';
-import { makePluginCa, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
+import { cacertsFiles, makePluginCa, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { identityObjectsOf, renderDeployWith } from '../deploy/manifests.js';
 import { kubectl } from '../support/cluster.js';
 import { kubectlMissing, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
@@ -66,9 +66,9 @@ async function kubeConfigAs(sa: string, ns = 'istio-system'): Promise<KubeConfig
   return kc;
 }
 
-async function startSigner(signerName: string): Promise<K8sSigner> {
+async function startSigner(signerName: string, source: { cacertsSecret?: string } = {}): Promise<K8sSigner> {
   const s = await startK8sSigner({
-    config: readK8sSignerConfig({ signerName, cacertsDir: join(work.path, 'cacerts'), opsAddress: '127.0.0.1:0' }, {}),
+    config: readK8sSignerConfig({ signerName, cacertsDir: join(work.path, 'cacerts'), opsAddress: '127.0.0.1:0', ...source }, {}),
     kubeConfig: await kubeConfigAs('certbroker-k8s-signer'),
     logger: env.logger,
   });
@@ -252,6 +252,45 @@ for (const [what, make, reason] of [
     await csrApi().deleteCertificateSigningRequest({ name });
   });
 }
+
+test('the k8s-signer reads its plug-in CA from a Secret (RBAC: get/list/watch on that Secret by name) and follows its rotation', { skip }, async () => {
+  const name = 'certbroker.io/from-secret';
+  const b = await makePluginCa('Secret-B');
+  const c = await makePluginCa('Secret-C');
+  const secretData = (ca: PluginCa) => Object.fromEntries(Object.entries(cacertsFiles(ca)).map(([k, v]) => [k, Buffer.from(v).toString('base64')]));
+  await env.core.createNamespacedSecret({ namespace: 'istio-system', body: { metadata: { name: 'cacerts-b' }, data: secretData(b) } });
+  const rbac = (kind: 'Role' | 'ClusterRole', rules: object[]) => [
+    { apiVersion: 'rbac.authorization.k8s.io/v1', kind, metadata: { name: 'secret-signer', ...(kind === 'Role' ? { namespace: 'istio-system' } : {}) }, rules },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: `${kind}Binding`,
+      metadata: { name: 'secret-signer', ...(kind === 'Role' ? { namespace: 'istio-system' } : {}) },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind, name: 'secret-signer' },
+      subjects: [{ kind: 'ServiceAccount', name: 'certbroker-k8s-signer', namespace: 'istio-system' }],
+    },
+  ];
+  await env.cluster.apply([
+    ...rbac('Role', [{ apiGroups: [''], resources: ['secrets'], resourceNames: ['cacerts-b'], verbs: ['get', 'list', 'watch'] }]),
+    ...rbac('ClusterRole', [{ apiGroups: ['certificates.k8s.io'], resources: ['signers'], resourceNames: [name], verbs: ['sign'] }]),
+  ]);
+  const fromSecret = await startSigner(name, { cacertsSecret: 'istio-system/cacerts-b' });
+  assert.equal(fromSecret.ca.description, 'cacerts-secret:istio-system/cacerts-b');
+  assert.equal(fromSecret.ca.notReadyReason, undefined, 'the CA is loaded from the Secret once started');
+  await eventually('the signer is ready', async () => fromSecret.problem(), (p) => p === undefined);
+  const issue = async (csrName: string) => {
+    await csrApi().createCertificateSigningRequest({ body: { metadata: { name: csrName }, spec: { request: Buffer.from(await csrFor(SLEEP)).toString('base64'), signerName: name, usages: ['digital signature', 'client auth'] } } });
+    assert.equal((await kubectl(env.cluster, ['certificate', 'approve', csrName])).code, 0);
+    const done = await eventually('issued', () => csrApi().readCertificateSigningRequest({ name: csrName }), (x) => Boolean(x.status?.certificate));
+    await csrApi().deleteCertificateSigningRequest({ name: csrName });
+    return Buffer.from(done.status!.certificate!, 'base64').toString('utf8');
+  };
+  const issuedByB = await issue('from-secret-1');
+  assert.ok(new X509Certificate(issuedByB).checkIssued(new X509Certificate(b.intermediate.pem)), 'signed by the Secret\'s intermediate');
+  await env.core.replaceNamespacedSecret({ namespace: 'istio-system', name: 'cacerts-b', body: { metadata: { name: 'cacerts-b' }, data: secretData(c) } });
+  await eventually('the new CA is installed', async () => fromSecret.ca.roots().join(''), (r) => new X509Certificate(r).fingerprint256 === new X509Certificate(c.root.pem).fingerprint256);
+  const issuedByC = await issue('from-secret-2');
+  assert.ok(new X509Certificate(issuedByC).checkIssued(new X509Certificate(c.intermediate.pem)), 'signed by the rotated intermediate');
+});
 
 test('Python grpcio gets a certificate through the CA on the CSR backend', { skip: skip ?? pythonGrpcMissing() }, async () => {
   const stubs = join(work.path, 'py');
