@@ -25,31 +25,9 @@ import { CertManager } from '../broker/cache/cert-manager.js';
 import type { CaServer } from '../ca/index.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { createPodCgroup, podCgroupProblem, type PodCgroup } from './stack-cgroup.js';
+import { saToken } from './stack-parts.js';
+import { emptyView, received, type SampleView } from './stack-sample-view.js';
 import type { WorkloadSampleLine } from './workload-sample-client.js';
-
-/** What a sample client holds for one identity, and when it last changed. */
-export interface SampleView {
-  serial: string;
-  notAfter: number;
-  messages: number;
-  /** When the serial last changed after the first one (ms since epoch). */
-  lastRotationAt: number | undefined;
-  /** Why the stream ended or the last fetch failed. */
-  problem: string | undefined;
-}
-
-export function emptyView(): SampleView {
-  return { serial: '', notAfter: 0, messages: 0, lastRotationAt: undefined, problem: undefined };
-}
-
-/** Records a certificate received at `now`. */
-export function received(view: SampleView, serial: string, notAfter: number, now: number): void {
-  if (view.serial !== '' && view.serial !== serial) view.lastRotationAt = now;
-  view.serial = serial;
-  view.notAfter = notAfter;
-  view.messages++;
-  view.problem = undefined;
-}
 
 export interface WorkloadSample {
   /** How the client runs (`pid N in the cgroup of pod shop/cart-0`), or why it does not. */
@@ -144,12 +122,7 @@ export function startIstioCaSample(i: IstioCaSampleInputs): IstioCaSample {
   const tokens = {
     async token() {
       if (token && Date.now() < token.renewAt) return token.value;
-      const res = await i.core.createNamespacedServiceAccountToken({
-        name: p.serviceAccount,
-        namespace: p.namespace,
-        body: { spec: { audiences: [CA_TOKEN_AUDIENCE], expirationSeconds: 3600, boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: p.name, uid: p.uid } } },
-      });
-      token = { value: new Secret(res.status!.token), renewAt: Date.now() + 1_800_000 };
+      token = { value: new Secret(await saToken(i.core, p.namespace, p.serviceAccount, CA_TOKEN_AUDIENCE, 3600, p)), renewAt: Date.now() + 1_800_000 };
       return token.value;
     },
   };

@@ -23,7 +23,7 @@ import { pushCniAddEvent } from '../cni/plugin/cni-event-client.js';
 import { CNI_EVENT_SOCKET_NAME } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import type { SubscribeToX509SVIDResponse } from '../protocol/spiffe-broker.js';
-import { emptyView, received, type SampleView } from './stack-clients.js';
+import { emptyView, received, type SampleView } from './stack-sample-view.js';
 
 export const TD = 'cluster.local';
 export const SYSTEM_NS = 'istio-system';
@@ -56,8 +56,10 @@ export function kubeConfigFor(yaml: string): KubeConfig {
   return kc;
 }
 
-async function saToken(core: CoreV1Api, namespace: string, name: string, audience: string, expirationSeconds: number): Promise<string> {
-  const res = await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [audience], expirationSeconds } } });
+/** A TokenRequest token of `namespace/name` for `audience`, bound to `pod` when given. */
+export async function saToken(core: CoreV1Api, namespace: string, name: string, audience: string, expirationSeconds: number, pod?: { readonly name: string; readonly uid: string }): Promise<string> {
+  const boundObjectRef = pod ? { boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: pod.name, uid: pod.uid } } : {};
+  const res = await core.createNamespacedServiceAccountToken({ name, namespace, body: { spec: { audiences: [audience], expirationSeconds, ...boundObjectRef } } });
   const token = res.status?.token;
   if (!token) throw new Error(`no token for ${namespace}/${name}`);
   return token;

@@ -4,7 +4,8 @@
  * expiry, last rotation — as received on the front's real socket.
  */
 import type { Broker } from '../broker/broker.js';
-import type { IstioCaSample, SampleView, WorkloadSample } from './stack-clients.js';
+import type { IstioCaSample, WorkloadSample } from './stack-clients.js';
+import type { SampleView } from './stack-sample-view.js';
 import { NODE, TD, type StackConsumer } from './stack-parts.js';
 
 function fmtIn(ms: number | undefined, now: number): string {

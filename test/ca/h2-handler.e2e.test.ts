@@ -16,6 +16,7 @@ import { Secret } from '../../src/core/secret.js';
 import { H2UnaryChannel, HealthService, RotatingServerIdentity } from '../../src/grpc/index.js';
 import { forwardRequestBytes } from '../../src/broker/index.js';
 import type { IstioCertificateRequest } from '../../src/protocol/istio-ca.js';
+import { eventually } from '../broker/support/eventually.js';
 import { silentTlsMaterial } from '../support/hung-server.js';
 
 const PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
@@ -37,10 +38,6 @@ class Probe implements CreateCertificateHandler {
   }
 }
 
-async function until(probe: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !probe(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(probe(), 'condition not reached');
-}
 
 describe('http2 transport: the CreateCertificateHandler contract', () => {
   let rootsPem: string;
@@ -81,13 +78,13 @@ describe('http2 transport: the CreateCertificateHandler contract', () => {
     const ch = await serve(probe);
     const ac = new AbortController();
     const reset = call(ch, 'hang', { signal: ac.signal });
-    await until(() => probe.calls.length === 1);
+    await eventually('the call at the handler', () => probe.calls.length === 1);
     ac.abort(new Error('gone'));
     await assert.rejects(reset, /gone/);
-    await until(() => probe.calls[0]!.signal!.aborted);
+    await eventually('the reset call aborted', () => probe.calls[0]!.signal!.aborted);
     const late = await call(ch, 'hang', { timeoutMs: 100 });
     assert.equal(late.code, GrpcStatus.DEADLINE_EXCEEDED);
-    await until(() => probe.calls.length === 2 && probe.calls[1]!.signal!.aborted);
+    await eventually('the late call aborted', () => probe.calls.length === 2 && probe.calls[1]!.signal!.aborted);
   });
 
   it("a non-cancellable handler gets no signal; a rejection is the handler's status; bytes that are not a request are MALFORMED_REQUEST", async () => {

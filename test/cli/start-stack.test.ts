@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { abortAfter, runLocalStack } from '../../src/cli/start-stack.js';
 import { podCgroupProblem } from '../../src/cli/stack-cgroup.js';
-import { emptyView, received } from '../../src/cli/stack-clients.js';
+import { emptyView, received } from '../../src/cli/stack-sample-view.js';
 import { tempDirSync } from '../support/scratch.js';
 
 const START = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'src', 'cli', 'start.js');

@@ -11,6 +11,7 @@ import { constants as h2, createSecureServer, type Http2SecureServer, type Http2
 import type { AddressInfo } from 'node:net';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { frame, grpcMessage, H2UnaryChannel, parseTarget, type H2UnaryChannelOptions } from '../../src/grpc/index.js';
+import { eventually } from '../broker/support/eventually.js';
 import { silentTlsMaterial, startHungServer, type TlsMaterial } from '../support/hung-server.js';
 
 interface Seen {
@@ -109,7 +110,7 @@ describe('H2UnaryChannel', () => {
     assert.equal((await call(ch, '/t/goaway')).code, GrpcStatus.OK);
     assert.equal((await call(ch, '/t/drop')).code, GrpcStatus.OK);
     // The server's side is gone; give the client's socket the moment to see the FIN.
-    await waitUntil(() => sessions.at(-1)!.destroyed);
+    await eventually('the server session gone', () => sessions.at(-1)!.destroyed);
     await new Promise((r) => setTimeout(r, 50));
     assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK);
     ch.close();
@@ -125,7 +126,7 @@ describe('H2UnaryChannel', () => {
     assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK);
     ch.close();
     assert.equal(sessions.length - before, 1, 'a new session after the deadline');
-    await waitUntil(() => hangResets.length > resets);
+    await eventually('the hung stream reset', () => hangResets.length > resets);
     assert.equal(hangResets.at(-1), h2.NGHTTP2_CANCEL);
   });
 
@@ -136,7 +137,7 @@ describe('H2UnaryChannel', () => {
     const pending = call(ch, '/t/hang', { signal: ac.signal });
     setTimeout(() => ac.abort(new Error('caller left')), 20);
     await assert.rejects(pending, /caller left/);
-    await waitUntil(() => hangResets.length > resets);
+    await eventually('the hung stream reset', () => hangResets.length > resets);
     assert.equal(hangResets.at(-1), h2.NGHTTP2_CANCEL);
     await assert.rejects(call(ch, '/t/echo', { signal: ac.signal }), /caller left/, 'an already aborted signal');
     ch.close();
@@ -181,7 +182,3 @@ describe('H2UnaryChannel', () => {
   });
 });
 
-async function waitUntil(probe: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !probe(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(probe(), 'condition not reached');
-}
