@@ -159,6 +159,17 @@ describe('H2UnaryChannel', () => {
     assert.equal(seen.length, count);
   });
 
+  it('trustRoots: the next session verifies against the new roots (a CA root rotation), the kept one is retired', async () => {
+    const other = await silentTlsMaterial();
+    const ch = channel({ rootsPem: other.caCertPem });
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.UNAVAILABLE, 'refused under roots the server does not chain to');
+    ch.trustRoots(other.caCertPem + material.caCertPem);
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.OK, 'served once they include its root');
+    ch.trustRoots(other.caCertPem);
+    assert.equal((await call(ch, '/t/echo')).code, GrpcStatus.UNAVAILABLE, 'the kept session was retired: a new one, refused again');
+    ch.close();
+  });
+
   it('a handshake that never completes is abandoned: UNAVAILABLE; a closed channel refuses calls', async () => {
     const hung = await startHungServer();
     try {
