@@ -18,7 +18,7 @@ import { readK8sSignerConfig, startK8sSigner, type K8sSigner } from '../../src/k
 import { createCsr, generateKeyPair } from '../../src/pki/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { SERVING_NAMES_KEY } from '../../src/protocol/istio-ca.js';
-import { caClient, startCaEnv, TD, waitForIndex, type CaEnv } from '../ca/support/ca-env.js';
+import { caClient, httpGet, startCaEnv, TD, waitForIndex, type CaEnv } from '../ca/support/ca-env.js';
 import { cacertsFiles, makePluginCa, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { identityObjectsOf, renderDeployWith } from '../deploy/manifests.js';
 import { kubectl } from '../support/cluster.js';
@@ -127,6 +127,13 @@ test('CreateCertificate through the CSR API: leaf, intermediate, root; an X509-S
     assert.equal(Date.parse(leaf.validTo) - Date.parse(leaf.validFrom), 3600_000 + 120_000, 'expirationSeconds from the TTL (plus the backdate)');
     assert.match(await opensslVerifyChain(res.chain), /OK/);
     await eventually('the CSRs are deleted', csrNames, (names) => names.length === 0);
+    // The k8s-signer's ops endpoint: ready, and the issuance counted (the CA's serving certificate too).
+    assert.equal((await httpGet(signer.opsPort!, '/readyz')).status, 200);
+    assert.equal((await httpGet(signer.opsPort!, '/healthz')).status, 200);
+    const metrics = (await httpGet(signer.opsPort!, '/metrics')).body;
+    assert.match(metrics, /certbroker_k8s_signer_requests_total\{controller="csr",outcome="issued",reason="svid"\} [1-9]/);
+    assert.match(metrics, /certbroker_k8s_signer_requests_total\{controller="csr",outcome="issued",reason="serving"\} [1-9]/);
+    assert.match(metrics, /certbroker_k8s_signer_issue_seconds_count\{controller="csr"\} [1-9]/);
   } finally {
     client.close();
   }
