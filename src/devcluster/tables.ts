@@ -99,6 +99,9 @@ function tableShape(t: ResourceType): { columns: Column[]; row: (o: KubeObject, 
       },
     };
   }
+  if (t.group === 'coordination.k8s.io' && t.plural === 'leases') {
+    return { columns: [name, col('Holder', 'string'), col('Age', 'string')], row: (o, now) => [o.metadata.name, String((o.spec as { holderIdentity?: string } | undefined)?.holderIdentity ?? ''), age(o, now)] };
+  }
   if (t.group === 'certificates.k8s.io' && t.plural === 'clustertrustbundles') {
     return { columns: [name, col('SignerName', 'string')], row: (o) => [o.metadata.name, String((o.spec as { signerName?: string } | undefined)?.signerName || '<none>')] };
   }

@@ -131,6 +131,9 @@ test('the signer-linked ClusterTrustBundle is published, labelled, restored afte
     const r = await kubectl(env.cluster, ['get', 'clustertrustbundles']);
     assert.equal(r.code, 0, r.stderr);
     assert.match(r.stdout, new RegExp(`${CTB.replaceAll('.', '\\.')}\\s+${SIGNER.replaceAll('.', '\\.')}`));
+    const lease = await kubectl(env.cluster, ['-n', CA_NAMESPACE, 'get', 'lease', LEASE]);
+    assert.equal(lease.code, 0, lease.stderr);
+    assert.match(lease.stdout, /^NAME\s+HOLDER\s+AGE\ncertbroker-ca-publisher\s+ca-a\s/);
   }
 });
 
