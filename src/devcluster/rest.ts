@@ -68,27 +68,38 @@ export class RestStorage {
     return { code: 200, body: withTypeMeta(t, o) };
   }
 
-  #select(t: ResourceType, ns: string | undefined, q: URLSearchParams): KubeObject[] {
+  #filter(t: ResourceType, q: URLSearchParams): ((o: KubeObject) => boolean) | undefined {
     const labels = parseLabelSelector(q.get('labelSelector') ?? undefined);
     const fields = parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []);
-    return this.#o.store.list(t, ns).filter((o) => matchesLabels(labels, o.metadata.labels) && matchesFields(fields, o));
+    if (!q.get('labelSelector') && !q.get('fieldSelector')) return undefined;
+    return (o) => matchesLabels(labels, o.metadata.labels) && matchesFields(fields, o);
   }
 
+  #select(t: ResourceType, ns: string | undefined, q: URLSearchParams): KubeObject[] {
+    const filter = this.#filter(t, q);
+    return this.#o.store.page(t, ns, filter ? { filter } : {}).items;
+  }
+
+  /**
+   * A list or one page of it. The continue token names the last key returned (as the API
+   * server's does), so the next page starts right after it however many objects were created
+   * or deleted meanwhile: nothing that existed throughout is skipped or repeated.
+   */
   list(t: ResourceType, ns: string | undefined, q: URLSearchParams): Outcome {
     const rvMatch = q.get('resourceVersionMatch');
     const rv = q.get('resourceVersion');
     if (rvMatch === 'Exact' && rv && Number(rv) < this.#o.store.compactedResourceVersion) {
       throw expired(`too old resource version: ${rv} (${this.#o.store.compactedResourceVersion})`);
     }
-    let items = this.#select(t, ns, q);
+    const filter = this.#filter(t, q);
     const metadata: Record<string, unknown> = { resourceVersion: String(this.#o.store.resourceVersion) };
     const cont = q.get('continue');
+    let after: string | undefined;
     if (cont) {
-      let start: number;
       try {
         const parsed = JSON.parse(Buffer.from(cont, 'base64url').toString('utf8')) as { start?: unknown; rv?: unknown };
-        if (typeof parsed.start !== 'number' || typeof parsed.rv !== 'number' || !Number.isInteger(parsed.start) || parsed.start < 0) throw new Error('bad');
-        start = parsed.start;
+        if (typeof parsed.start !== 'string' || typeof parsed.rv !== 'number') throw new Error('bad');
+        after = parsed.start;
         if (parsed.rv < this.#o.store.compactedResourceVersion) {
           throw expired('The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.');
         }
@@ -97,18 +108,18 @@ export class RestStorage {
         if (err instanceof SyntaxError) throw badRequest('continue key is not valid: invalid continue token');
         throw err;
       }
-      items = items.slice(start);
-      metadata.continueStart = start;
     }
     const limit = Number(q.get('limit') ?? '0');
-    const offset = (metadata.continueStart as number | undefined) ?? 0;
-    delete metadata.continueStart;
-    if (Number.isInteger(limit) && limit > 0 && items.length > limit) {
-      metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: offset + limit })).toString('base64url');
-      metadata.remainingItemCount = items.length - limit;
-      items = items.slice(0, limit);
+    const page = this.#o.store.page(t, ns, {
+      ...(after !== undefined ? { after } : {}),
+      ...(Number.isInteger(limit) && limit > 0 ? { limit } : {}),
+      ...(filter ? { filter } : {}),
+    });
+    if (page.next !== undefined) {
+      metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: page.next })).toString('base64url');
+      if (page.remaining !== undefined) metadata.remainingItemCount = page.remaining;
     }
-    return { code: 200, body: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata, items: items.map(stripTypeMeta) } };
+    return { code: 200, body: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata, items: page.items.map(stripTypeMeta) } };
   }
 
   create(t: ResourceType, ns: string | undefined, input: unknown, q: URLSearchParams, user?: CreateContext['user']): Outcome {

@@ -2,8 +2,11 @@
  * The in-memory object store: one global, monotonically increasing resourceVersion (like an
  * etcd revision), a bounded event history that watches replay from, and synchronous
  * listeners so a watch never misses an event between its snapshot and its subscription.
- * Objects are plain JSON; every read and write copies, so callers never share state.
+ * Objects are plain JSON; every read and write copies, so callers never share state. Each type's
+ * keys (`namespace/name`) are also kept in order (ordered-keys.ts), so a list page seeks to its
+ * continue key and copies only the objects it returns.
  */
+import { OrderedKeys } from './ordered-keys.js';
 import { storeKey, type ResourceType } from './resources.js';
 
 export type KubeObject = Record<string, unknown> & { metadata: ObjectMeta };
@@ -36,6 +39,28 @@ export interface StoreEvent {
 
 export type StoreListener = (event: StoreEvent) => void;
 
+/** One page of a list: `next` is the key to continue after (undefined on the last page). */
+export interface StorePage {
+  readonly items: KubeObject[];
+  readonly next: string | undefined;
+  /** Objects after this page (counted only when there is no filter, as the API server does). */
+  readonly remaining: number | undefined;
+}
+
+export interface PageRequest {
+  /** Continue strictly after this key (`namespace/name`). */
+  readonly after?: string;
+  /** At most this many items (0 or absent: all). */
+  readonly limit?: number;
+  /** Only objects for which this holds (selectors); sees the stored object, must not change it. */
+  readonly filter?: (o: KubeObject) => boolean;
+}
+
+interface Bucket {
+  readonly objects: Map<string, KubeObject>;
+  readonly keys: OrderedKeys;
+}
+
 export interface StoreOptions {
   /** How many events watches can replay before older RVs become "too old" (410). */
   readonly historyLimit?: number;
@@ -50,7 +75,7 @@ export class ObjectStore {
   #rv: number;
   #compactedRv: number;
   readonly #historyLimit: number;
-  readonly #objects = new Map<string, Map<string, KubeObject>>();
+  readonly #objects = new Map<string, Bucket>();
   #history: StoreEvent[] = [];
   readonly #listeners = new Set<StoreListener>();
 
@@ -69,36 +94,71 @@ export class ObjectStore {
     return this.#compactedRv;
   }
 
-  #bucket(t: ResourceType): Map<string, KubeObject> {
+  #bucket(t: ResourceType): Bucket {
     const k = storeKey(t);
     let b = this.#objects.get(k);
     if (!b) {
-      b = new Map();
+      b = { objects: new Map(), keys: new OrderedKeys() };
       this.#objects.set(k, b);
     }
     return b;
   }
 
+  #put(t: ResourceType, key: string, obj: KubeObject): void {
+    const b = this.#bucket(t);
+    b.objects.set(key, obj);
+    b.keys.add(key);
+  }
+
   get(t: ResourceType, ns: string | undefined, name: string): KubeObject | undefined {
-    const o = this.#bucket(t).get(objKey(t.namespaced ? ns : undefined, name));
+    const o = this.#bucket(t).objects.get(objKey(t.namespaced ? ns : undefined, name));
     return o ? structuredClone(o) : undefined;
   }
 
-  /** Objects of a type, optionally in one namespace, ordered by namespace then name. */
+  /** How many objects of a type are stored. */
+  count(t: ResourceType): number {
+    return this.#bucket(t).objects.size;
+  }
+
+  /** Objects of a type, optionally in one namespace, ordered by key (namespace, then name). */
   list(t: ResourceType, ns?: string): KubeObject[] {
-    const out: KubeObject[] = [];
-    for (const o of this.#bucket(t).values()) {
-      if (ns !== undefined && t.namespaced && o.metadata.namespace !== ns) continue;
-      out.push(structuredClone(o));
+    return this.page(t, ns, {}).items;
+  }
+
+  /**
+   * One page of a list in key order, from just after `after`: O(log n + what it scans), the
+   * store is neither copied nor sorted. Only the returned objects are copied.
+   */
+  page(t: ResourceType, ns: string | undefined, req: PageRequest): StorePage {
+    const b = this.#bucket(t);
+    const prefix = ns !== undefined && t.namespaced ? `${ns}/` : '';
+    const limit = req.limit !== undefined && req.limit > 0 ? req.limit : Infinity;
+    const start = req.after !== undefined && req.after > prefix ? req.after : prefix;
+    const items: KubeObject[] = [];
+    let last: string | undefined;
+    let more = false;
+    for (const key of b.keys.from(start, start === req.after)) {
+      if (!key.startsWith(prefix)) break;
+      const o = b.objects.get(key)!;
+      if (req.filter && !req.filter(o)) continue;
+      if (items.length === limit) {
+        more = true;
+        break;
+      }
+      items.push(structuredClone(o));
+      last = key;
     }
-    return out.sort((a, b) => objKey(a.metadata.namespace, a.metadata.name ?? '').localeCompare(objKey(b.metadata.namespace, b.metadata.name ?? '')));
+    if (!more) return { items, next: undefined, remaining: undefined };
+    // Keys after `last` within the range ('0' is the character after '/').
+    const end = prefix === '' ? b.keys.size : b.keys.rank(`${ns}0`);
+    return { items, next: last, remaining: req.filter ? undefined : end - b.keys.rank(last!) - 1 };
   }
 
   /** Stores a new object (caller has checked it does not exist) and stamps its resourceVersion. */
   create(t: ResourceType, obj: KubeObject): KubeObject {
     const stored = structuredClone(obj);
     stored.metadata.resourceVersion = String(++this.#rv);
-    this.#bucket(t).set(objKey(stored.metadata.namespace, stored.metadata.name ?? ''), stored);
+    this.#put(t, objKey(stored.metadata.namespace, stored.metadata.name ?? ''), stored);
     this.#emit({ rv: this.#rv, key: storeKey(t), type: 'ADDED', object: stored, prev: undefined });
     return structuredClone(stored);
   }
@@ -106,10 +166,10 @@ export class ObjectStore {
   /** Replaces an existing object and stamps a new resourceVersion. */
   update(t: ResourceType, obj: KubeObject): KubeObject {
     const key = objKey(obj.metadata.namespace, obj.metadata.name ?? '');
-    const prev = this.#bucket(t).get(key);
+    const prev = this.#bucket(t).objects.get(key);
     const stored = structuredClone(obj);
     stored.metadata.resourceVersion = String(++this.#rv);
-    this.#bucket(t).set(key, stored);
+    this.#put(t, key, stored);
     this.#emit({ rv: this.#rv, key: storeKey(t), type: 'MODIFIED', object: stored, prev });
     return structuredClone(stored);
   }
@@ -117,9 +177,11 @@ export class ObjectStore {
   /** Removes an object; the DELETED event (and the returned copy) carry a new resourceVersion. */
   delete(t: ResourceType, ns: string | undefined, name: string): KubeObject | undefined {
     const key = objKey(t.namespaced ? ns : undefined, name);
-    const prev = this.#bucket(t).get(key);
+    const b = this.#bucket(t);
+    const prev = b.objects.get(key);
     if (!prev) return undefined;
-    this.#bucket(t).delete(key);
+    b.objects.delete(key);
+    b.keys.delete(key);
     const last = structuredClone(prev);
     last.metadata.resourceVersion = String(++this.#rv);
     this.#emit({ rv: this.#rv, key: storeKey(t), type: 'DELETED', object: last, prev });
