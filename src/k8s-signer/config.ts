@@ -6,6 +6,7 @@ import { ConfigReader } from '../core/config.js';
 import { signerNameProblem } from '../core/signer-name.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
+import { PCR_MIN_LIFETIME_SECONDS } from './pcr-policy.js';
 
 export const K8S_SIGNER_ENV = Object.freeze({
   SIGNER_NAME: 'K8S_SIGNER_NAME',
@@ -78,6 +79,10 @@ export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<
   const defaultTtlSeconds = r.int(E.DEFAULT_TTL_SECONDS, DEFAULT_K8S_SIGNER_TTL_SECONDS, { min: 60 });
   const maxTtlSeconds = r.int(E.MAX_TTL_SECONDS, MAX_LEAF_TTL_SECONDS, { min: 60, max: MAX_LEAF_TTL_SECONDS });
   if (defaultTtlSeconds > maxTtlSeconds) r.problem(`${E.DEFAULT_TTL_SECONDS}=${defaultTtlSeconds} is above ${E.MAX_TTL_SECONDS}=${maxTtlSeconds}`);
+  // kube-apiserver refuses a pod certificate living under an hour: no PCR could ever be issued.
+  if (controllers.includes('pcr') && maxTtlSeconds < PCR_MIN_LIFETIME_SECONDS) {
+    r.problem(`${E.MAX_TTL_SECONDS}=${maxTtlSeconds} is below ${PCR_MIN_LIFETIME_SECONDS}, the shortest pod certificate the API server accepts (the pcr controller is on)`);
+  }
   const opsRaw = r.string(E.OPS_ADDRESS, DEFAULT_K8S_SIGNER_OPS_ADDRESS, flags.opsAddress);
   let ops: K8sSignerConfig['ops'];
   if (opsRaw !== 'off') {

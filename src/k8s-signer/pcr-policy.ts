@@ -18,8 +18,9 @@ export const SUGGESTED_KEY_TYPE = 'ECDSAP256';
 /** Key types of kubelet's podCertificate volumes the signer certifies. */
 export const SUPPORTED_KEY_TYPES = ['ECDSAP256', 'ECDSAP384', 'RSA3072', 'RSA4096'] as const;
 const MINUTE_MS = 60_000;
-/** The API server's shortest leaf lifetime. */
-export const MIN_PCR_LIFETIME_MS = 60 * MINUTE_MS;
+/** kube-apiserver's shortest PodCertificateRequest leaf (1 h). */
+export const PCR_MIN_LIFETIME_SECONDS = 3600;
+export const MIN_PCR_LIFETIME_MS = PCR_MIN_LIFETIME_SECONDS * 1000;
 
 export interface PcrFacts {
   readonly namespace: string;

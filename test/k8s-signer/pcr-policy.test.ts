@@ -116,4 +116,9 @@ test('the PCR controller runs only when asked: K8S_SIGNER_CONTROLLERS or --contr
   assert.deepEqual(readK8sSignerConfig(base, { K8S_SIGNER_CONTROLLERS: 'csr,pcr' }).controllers, ['csr', 'pcr']);
   assert.deepEqual(readK8sSignerConfig({ ...base, controllers: 'pcr' }, { K8S_SIGNER_CONTROLLERS: 'csr' }).controllers, ['pcr'], 'the flag over the env');
   assert.throws(() => readK8sSignerConfig({ ...base, controllers: 'pcr,ctb' }, {}), (e: unknown) => e instanceof ConfigError && /unknown controllers \["ctb"\]/.test(e.message));
+  assert.throws(
+    () => readK8sSignerConfig({ ...base, controllers: 'csr,pcr' }, { K8S_SIGNER_MAX_TTL_SECONDS: '1800', K8S_SIGNER_DEFAULT_TTL_SECONDS: '600' }),
+    (e: unknown) => e instanceof ConfigError && /K8S_SIGNER_MAX_TTL_SECONDS=1800 is below 3600/.test(e.message),
+  );
+  assert.equal(readK8sSignerConfig(base, { K8S_SIGNER_MAX_TTL_SECONDS: '1800', K8S_SIGNER_DEFAULT_TTL_SECONDS: '600' }).maxTtlSeconds, 1800, 'CSRs alone may be shorter');
 });
