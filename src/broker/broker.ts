@@ -13,6 +13,7 @@ import { startOpsServer } from '../ops/ops-server.js';
 import { WHOLE_SERVER } from '../protocol/grpc-health.js';
 import { BROKER_SERVICE } from '../protocol/spiffe-broker.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
+import { NamespaceWatch, watchedAmbientLookup } from './adapters/namespace-watch.js';
 import { NodePodWatch } from './adapters/node-pod-watch.js';
 import { kubePodLookup } from './adapters/pod-lookup.js';
 import { startRegistrationServer } from './adapters/registration-server.js';
@@ -116,6 +117,9 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
     ...(config.informer ? { settings: config.informer } : {}),
   });
   shutdown.add('intake', 'node pod watch', () => watch.stop());
+  // Namespace labels for the one-round-trip ambient ADD (until listed, that path answers "unknown").
+  const namespaces = new NamespaceWatch({ kubeConfig: config.kubeConfig, clock, rng, logger, metrics: metrics.informers, ...(config.informer ? { settings: config.informer } : {}) });
+  shutdown.add('intake', 'namespace watch', () => namespaces.stop());
   const service = brokerApiService(config, { pods, certs, bundle, clock, rng, logger, observer: metrics.apiObserver() });
   const front = istioCaFrontOf(config, { ownIdentity, tokens: token.source, pods, podsSynced: () => watch.synced, bundle, registry: metrics.registry, clock, rng, logger });
   if (front) shutdown.add('work', 'Istio CA front certificate', () => front.close());
@@ -127,12 +131,14 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
       if (options.signal?.aborted) throw options.signal.reason;
     };
     checkNotStopped();
+    namespaces.start();
     await watch.start(options.signal);
     checkNotStopped();
     const registration = await startRegistrationServer({
       socketPath: config.cniEventSocketPath,
       pods,
       lookup: kubePodLookup(config.kubeConfig),
+      ambient: watchedAmbientLookup(watch, namespaces),
       logger,
       observer: metrics.registrationObserver(),
     });

@@ -70,6 +70,11 @@ export class NodePodWatch {
     options.metrics?.track(this.#informer);
   }
 
+  /** The watched pod namespace/name as last seen (undefined: not on this node, or not seen yet). */
+  pod(namespace: string, name: string): V1Pod | undefined {
+    return this.#informer.get(namespace, name);
+  }
+
   /** The first full list has been applied. */
   get synced(): boolean {
     return this.#informer.synced;

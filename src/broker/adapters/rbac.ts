@@ -5,6 +5,8 @@
  *
  * - pods get/list/watch (cluster scope: the watch is `fieldSelector=spec.nodeName=<node>`,
  *   the CNI registration lookup is a GET of one pod);
+ * - namespaces list/watch (cluster scope): their labels, so the plugin's one-round-trip ambient
+ *   ADD is decided from the broker's watches (registration-server.ts, namespace-watch.ts);
  * - serviceaccounts/token create, only for the broker's own service account (TokenRequest) —
  *   left out with `tokenRequest: false`, for a broker that reads its kubelet-projected token
  *   (`BROKER_TOKEN_SOURCE=file`). RBAC cannot limit this permission to the broker's own pod:
@@ -32,6 +34,8 @@ export function brokerRbacObjects(options: {
       metadata: { name },
       rules: [
         { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+        // Namespace labels for the one-round-trip ambient ADD (registration-server.ts).
+        { apiGroups: [''], resources: ['namespaces'], verbs: ['list', 'watch'] },
         ...(options.tokenReview === false ? [] : [{ apiGroups: ['authentication.k8s.io'], resources: ['tokenreviews'], verbs: ['create'] }]),
       ],
     },

@@ -11,6 +11,11 @@
  * the ADD). The lookup is aborted — its API connection closed — at that deadline, when the
  * registering client goes away first, and when the server closes: an API server that never
  * answers holds no socket per abandoned registration.
+ *
+ * `POST /v1/ambient-add` (src/protocol/cni-ambient-add.ts, when `ambient` is given) is certbroker's
+ * one-round-trip ADD: the broker decides "ambient?" from its own watches (`ambient`), with the
+ * plugin's enablement selectors, and registers the pod as `/cmdadd` would, without an API call;
+ * a pod it has not seen yet is answered `{"known":false}` (the plugin then asks the API server).
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -24,6 +29,8 @@ import {
   decodeCniAddEvent,
   type CniPluginAddEvent,
 } from '../../protocol/cni-event.js';
+import { AMBIENT_ADD_METHOD, AMBIENT_ADD_PATH, decodeAmbientAddRequest, type AmbientAddAnswer } from '../../protocol/cni-ambient-add.js';
+import { decodeEnablementSelectors, isAmbientPod, type EnablementSelector } from '../../cni/plugin/enablement.js';
 import { BrokerError } from '../errors.js';
 import type { NodePods, PodEligibility, PodFacts } from '../cache/node-pods.js';
 import { prepareSocketPath } from './unix-socket.js';
@@ -32,6 +39,18 @@ const MAX_BODY_BYTES = 64 * 1024;
 
 /** Finds a pod by namespace/name (undefined when it does not exist); the Kubernetes adapter. */
 export type PodLookup = (namespace: string, name: string, signal: AbortSignal) => Promise<PodFacts | undefined>;
+
+/** What the broker's watches say about a pod of this node: its facts and what the ambient decision reads. */
+export interface AmbientPodView {
+  readonly facts: PodFacts;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly annotations: Readonly<Record<string, string>>;
+  /** Labels of the pod's namespace. */
+  readonly namespaceLabels: Readonly<Record<string, string>>;
+}
+
+/** The watch-backed view (undefined: the pod or its namespace is not in the caches yet). */
+export type AmbientLookup = (namespace: string, name: string) => AmbientPodView | undefined;
 
 export interface RegistrationObserver {
   registered?(outcome: PodEligibility | 'not-found' | 'invalid' | 'error'): void;
@@ -43,6 +62,8 @@ export interface RegistrationServerOptions {
   readonly lookup: PodLookup;
   readonly logger: Logger;
   readonly observer?: RegistrationObserver;
+  /** Serves `POST /v1/ambient-add` from these watches (absent: that path is 404, as on older brokers). */
+  readonly ambient?: AmbientLookup;
   /** Per-request lookup deadline. Default 5000. */
   readonly lookupTimeoutMs?: number;
 }
@@ -65,6 +86,7 @@ export async function startRegistrationServer(options: RegistrationServerOptions
   const { socketPath, logger } = options;
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path === AMBIENT_ADD_PATH && options.ambient) return handleAmbientAdd(options, options.ambient, req, res);
     if (path !== CNI_ADD_EVENT_PATH) return reply(res, 404, 'not found\n');
     if (req.method !== CNI_ADD_EVENT_METHOD) return reply(res, 405, 'method not allowed\n', { allow: CNI_ADD_EVENT_METHOD });
     const body = await readBody(req);
@@ -139,6 +161,47 @@ export async function startRegistrationServer(options: RegistrationServerOptions
 }
 
 const DEFAULT_LOOKUP_TIMEOUT_MS = 5000;
+
+async function handleAmbientAdd(options: RegistrationServerOptions, lookup: AmbientLookup, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== AMBIENT_ADD_METHOD) return reply(res, 405, 'method not allowed\n', { allow: AMBIENT_ADD_METHOD });
+  const body = await readBody(req);
+  if (body === undefined) return reply(res, 413, 'body too large\n');
+  const request = decodeAmbientAddRequest(body);
+  let event: CniPluginAddEvent;
+  let selectors: readonly EnablementSelector[];
+  try {
+    if (!request.ok) throw new BrokerError('ERR_REGISTRATION_INVALID', `invalid ambient add: ${request.problem}`, { status: 'invalid-argument', publicMessage: request.problem });
+    event = parseCniAddEvent(request.eventJson);
+    selectors = decodeSelectors(request.selectors);
+  } catch (err) {
+    options.observer?.registered?.('invalid');
+    return reply(res, 400, `${err instanceof BrokerError ? err.publicMessage : 'invalid body'}\n`);
+  }
+  const answer = (a: AmbientAddAnswer) => reply(res, 200, JSON.stringify(a) + '\n', { 'content-type': 'application/json' });
+  const pod = `${event.PodNamespace}/${event.PodName}`;
+  const view = lookup(event.PodNamespace, event.PodName);
+  // Not seen yet, or the cache still holds an earlier pod of that name: the plugin asks the API server.
+  if (!view || (request.podUid !== '' && view.facts.uid !== request.podUid)) return answer({ known: false });
+  const ambient = isAmbientPod(
+    { podLabels: view.labels, podAnnotations: view.annotations, hostNetwork: view.facts.hostNetwork, namespaceLabels: view.namespaceLabels },
+    selectors,
+  );
+  if (!ambient) return answer({ known: true, ambient: false });
+  const outcome = options.pods.upsert(view.facts);
+  if (outcome === 'other-node') return answer({ known: false });
+  options.observer?.registered?.(outcome);
+  options.logger.info('pod registered by CNI', { pod, uid: view.facts.uid, outcome, netns: event.Netns, from: 'watch' });
+  return answer(outcome === 'eligible' ? { known: true, ambient: true, registered: true } : { known: true, ambient: true, registered: false, reason: outcome });
+}
+
+function decodeSelectors(raw: unknown): readonly EnablementSelector[] {
+  try {
+    return decodeEnablementSelectors(raw);
+  } catch (err) {
+    const why = err instanceof Error ? err.message : 'invalid selectors';
+    throw new BrokerError('ERR_REGISTRATION_INVALID', `invalid ambient add: ${why}`, { status: 'invalid-argument', publicMessage: why });
+  }
+}
 
 type LookupResult =
   | { readonly outcome: 'found'; readonly facts: PodFacts | undefined }

@@ -6,18 +6,16 @@
  * ADD with "try again later" (11); any other status fails it with 101. The timeout counts from the
  * start of the request on the given clock; `signal` (the ADD's budget) abandons it earlier.
  */
-import { request } from 'node:http';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { abortReason, deadline } from '../../core/deadline.js';
 import {
-  CNI_ADD_EVENT_CONTENT_TYPE,
-  CNI_ADD_EVENT_METHOD,
   CNI_ADD_EVENT_PATH,
   CNI_ADD_EVENT_RETRY_STATUS,
   encodeCniAddEvent,
   type CniPluginAddEvent,
 } from '../../protocol/cni-event.js';
 import { CniError } from './cni-error.js';
+import { isInterrupted, postOverUnixSocket, type UnixHttpAnswer } from './unix-http.js';
 
 export interface CniEventClientOptions {
   readonly socketPath: string;
@@ -38,55 +36,23 @@ export async function pushCniAddEvent(event: CniPluginAddEvent, options: CniEven
 }
 
 /** One POST, destroyed when `signal` aborts (its own deadline, or the caller's signal before it). */
-function post(body: string, options: CniEventClientOptions, signal: AbortSignal): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const req = request(
-      {
-        socketPath: options.socketPath,
-        path: CNI_ADD_EVENT_PATH,
-        method: CNI_ADD_EVENT_METHOD,
-        headers: { 'content-type': CNI_ADD_EVENT_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), host: 'unix' },
-        agent: false,
-        signal,
-      },
-      (res) => {
-        const chunks: Buffer[] = [];
-        let size = 0;
-        res.on('data', (c: Buffer) => {
-          size += c.length;
-          if (size <= 1024 * 1024) chunks.push(c);
-        });
-        res.on('error', () => reject(new CniError('ERR_CNI_TRY_AGAIN', 'broker registration: response interrupted')));
-        res.on('end', () => {
-          if (res.statusCode === 200) {
-            resolve();
-            return;
-          }
-          const text = Buffer.concat(chunks).toString('utf8').replace(/\s+/g, ' ').trim().slice(0, 300);
-          if (res.statusCode === CNI_ADD_EVENT_RETRY_STATUS) {
-            reject(new CniError('ERR_CNI_TRY_AGAIN', 'node broker could not register the pod yet (HTTP 503)', { details: text }));
-            return;
-          }
-          reject(
-            new CniError('ERR_CNI_BROKER_REJECTED', `broker refused the pod registration (HTTP ${res.statusCode ?? 0})`, {
-              details: text,
-            }),
-          );
-        });
-      },
-    );
-    req.on('error', (err: NodeJS.ErrnoException) => {
-      if (options.signal?.aborted) {
-        reject(abortReason(options.signal));
-        return;
-      }
-      const why = signal.aborted ? `no answer within ${options.timeoutMs} ms` : (err.code ?? err.message);
-      reject(
-        new CniError('ERR_CNI_TRY_AGAIN', `cannot reach the node broker at ${options.socketPath}: ${why}`, {
-          details: 'the node broker registers ambient pods; is it running on this node?',
-        }),
-      );
+async function post(body: string, options: CniEventClientOptions, signal: AbortSignal): Promise<void> {
+  let answer: UnixHttpAnswer;
+  try {
+    answer = await postOverUnixSocket(options.socketPath, CNI_ADD_EVENT_PATH, body, signal);
+  } catch (err) {
+    if (isInterrupted(err)) throw new CniError('ERR_CNI_TRY_AGAIN', 'broker registration: response interrupted');
+    if (options.signal?.aborted) throw abortReason(options.signal);
+    const e = err as NodeJS.ErrnoException;
+    const why = signal.aborted ? `no answer within ${options.timeoutMs} ms` : (e.code ?? e.message);
+    throw new CniError('ERR_CNI_TRY_AGAIN', `cannot reach the node broker at ${options.socketPath}: ${why}`, {
+      details: 'the node broker registers ambient pods; is it running on this node?',
     });
-    req.end(body);
-  });
+  }
+  if (answer.status === 200) return;
+  const text = answer.body.replace(/\s+/g, ' ').trim().slice(0, 300);
+  if (answer.status === CNI_ADD_EVENT_RETRY_STATUS) {
+    throw new CniError('ERR_CNI_TRY_AGAIN', 'node broker could not register the pod yet (HTTP 503)', { details: text });
+  }
+  throw new CniError('ERR_CNI_BROKER_REJECTED', `broker refused the pod registration (HTTP ${answer.status})`, { details: text });
 }

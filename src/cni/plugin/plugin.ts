@@ -11,8 +11,9 @@ import { deadline, type Deadline } from '../../core/deadline.js';
 import { createLogger, type Logger } from '../../core/log.js';
 import { CniError, toErrorResult } from './cni-error.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
-import { toPodIpConfig, type PodIpConfig } from '../../protocol/cni-event.js';
+import { toPodIpConfig, type CniPluginAddEvent, type PodIpConfig } from '../../protocol/cni-event.js';
 import { pushCniAddEvent } from './cni-event-client.js';
+import { askBrokerAmbientAdd, type BrokerAmbientOutcome } from './broker-ambient-client.js';
 import { CURRENT_VERSION, SUPPORTED_VERSIONS, convertResult, resultAddresses, versionAtLeast } from './cni-version.js';
 import { configVersion, decodeConfigJson, parsePluginConfig, type PluginConfig } from './config.js';
 import { isAmbientPod } from './enablement.js';
@@ -238,29 +239,37 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
     return result;
   }
 
-  // With ambient on, the namespace is needed too: both are read at once.
-  const fetched = await fetchPod(ctx, args, config.ambientEnabled);
+  const ips = resultAddresses(result)
+    .map(toPodIpConfig)
+    .filter((ip): ip is PodIpConfig => ip !== undefined);
+  const event = { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null };
+  // With ambient on, the broker answers from its watches first (one round trip, no API call);
+  // only a pod it does not know yet (or no broker) takes the API server path below.
+  const asked: BrokerAmbientOutcome | undefined = config.ambientEnabled ? await askBroker(ctx, event, args.podUid) : undefined;
+  if (asked?.known && asked.ambient) {
+    log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP), via: 'broker watch', ...(asked.reason ? { reason: asked.reason } : {}) });
+    return result;
+  }
+  if (asked && !asked.known) log.debug('broker does not know the pod; reading it from the API server', { pod, why: asked.why });
+  const decidedByBroker = asked?.known === true;
+
+  // With ambient on (and undecided), the namespace is needed too: both are read at once.
+  const fetched = await fetchPod(ctx, args, config.ambientEnabled && !decidedByBroker);
   if (fetched === 'own-agent') return result;
   const { podInfo, namespaceLabels } = fetched;
 
-  if (config.ambientEnabled) {
+  if (config.ambientEnabled && !decidedByBroker) {
     const ambient = isAmbientPod(
       { podLabels: podInfo.labels, podAnnotations: podInfo.annotations, hostNetwork: podInfo.hostNetwork, namespaceLabels },
       config.enablementSelectors,
     );
     if (ambient) {
-      const ips = resultAddresses(result)
-        .map(toPodIpConfig)
-        .filter((ip): ip is PodIpConfig => ip !== undefined);
-      await pushCniAddEvent(
-        { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null },
-        { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock },
-      );
+      await pushCniAddEvent(event, { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock });
       log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });
       return result;
     }
-    log.debug('pod is not ambient', { pod });
   }
+  if (config.ambientEnabled) log.debug('pod is not ambient', { pod });
 
   const decision = sidecarDecision(podInfo);
   if (!decision.redirect) {
@@ -280,6 +289,16 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
     signal: ctx.budget.signal,
   });
   return result;
+}
+
+/** How long the broker's one-round-trip answer may take before the API server path is taken instead. */
+export const BROKER_ASK_TIMEOUT_MS = 500;
+
+function askBroker(ctx: AddContext, event: CniPluginAddEvent, podUid: string): Promise<BrokerAmbientOutcome> {
+  return askBrokerAmbientAdd(
+    { event, podUid, selectors: ctx.config.enablementSelectors },
+    { socketPath: ctx.config.cniEventSocketPath, timeoutMs: Math.min(BROKER_ASK_TIMEOUT_MS, ctx.config.cniEventTimeoutMs), signal: ctx.budget.signal, clock: ctx.clock },
+  );
 }
 
 function sidecarProgrammer(ctx: CommandContext): SidecarProgrammer {

@@ -1,0 +1,44 @@
+/**
+ * The one-round-trip ambient ADD (src/protocol/cni-ambient-add.ts): asks the node broker, over its
+ * registration socket, whether the pod is ambient under the plugin's selectors and registers it if
+ * so. Never fails the ADD: no socket, no answer within `timeoutMs`, another status or a body that
+ * is not one of the protocol's answers all come back as `{ known: false, why }`, and the plugin
+ * then reads the pod from the API server as it always did. Only the ADD's own budget (`signal`)
+ * ends it with its reason.
+ */
+import type { Clock } from '../../core/clock.js';
+import { abortReason, deadline } from '../../core/deadline.js';
+import { AMBIENT_ADD_PATH, decodeAmbientAddAnswer, type AmbientAddAnswer, type AmbientAddRequest } from '../../protocol/cni-ambient-add.js';
+import { encodeCniAddEvent } from '../../protocol/cni-event.js';
+import { postOverUnixSocket } from './unix-http.js';
+
+export interface BrokerAmbientOptions {
+  readonly socketPath: string;
+  readonly timeoutMs: number;
+  readonly signal: AbortSignal;
+  readonly clock: Clock;
+}
+
+export type BrokerAmbientOutcome = Exclude<AmbientAddAnswer, { known: false }> | { readonly known: false; readonly why: string };
+
+export function encodeAmbientAddRequest(request: AmbientAddRequest): string {
+  return `{"event":${encodeCniAddEvent(request.event)},"podUid":${JSON.stringify(request.podUid)},"selectors":${JSON.stringify(request.selectors)}}`;
+}
+
+export async function askBrokerAmbientAdd(request: AmbientAddRequest, options: BrokerAmbientOptions): Promise<BrokerAmbientOutcome> {
+  const limit = deadline(options.timeoutMs, { what: 'broker ambient check', parent: options.signal, clock: options.clock });
+  try {
+    const answer = await postOverUnixSocket(options.socketPath, AMBIENT_ADD_PATH, encodeAmbientAddRequest(request), limit.signal);
+    if (answer.status !== 200) return { known: false, why: `HTTP ${answer.status}` };
+    const decoded = decodeAmbientAddAnswer(answer.body);
+    if (decoded === undefined) return { known: false, why: 'answer is not one the protocol defines' };
+    return decoded.known ? decoded : { known: false, why: 'the broker has not seen the pod yet' };
+  } catch (err) {
+    if (options.signal.aborted) throw abortReason(options.signal);
+    if (limit.signal.aborted) return { known: false, why: `no answer within ${options.timeoutMs} ms` };
+    const e = err as NodeJS.ErrnoException;
+    return { known: false, why: e.code ?? e.message };
+  } finally {
+    limit.dispose();
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * One HTTP POST over a Unix socket for the plugin's calls to the node broker (node:http only: the
+ * plugin is a short-lived process). Resolves with the status and up to 1 MiB of the body; rejects
+ * with the socket error (or the signal's abort), the request destroyed either way.
+ */
+import { request } from 'node:http';
+
+export interface UnixHttpAnswer {
+  readonly status: number;
+  readonly body: string;
+}
+
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+export function postOverUnixSocket(socketPath: string, path: string, body: string, signal: AbortSignal): Promise<UnixHttpAnswer> {
+  return new Promise<UnixHttpAnswer>((resolve, reject) => {
+    const req = request(
+      {
+        socketPath,
+        path,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), host: 'unix' },
+        agent: false,
+        signal,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size <= MAX_ANSWER_BYTES) chunks.push(c);
+        });
+        res.on('error', (err) => reject(Object.assign(err, { interrupted: true })));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** The answer was cut off after the status line (the socket error then carries `interrupted`). */
+export function isInterrupted(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as { interrupted?: unknown }).interrupted === true;
+}
