@@ -33,7 +33,8 @@ import { BrokerReadiness } from './readiness.js';
 import { Shutdown } from './shutdown.js';
 import { WORKLOAD_API_DEFAULTS } from './workload-api-config.js';
 import { startWorkloadApi } from './workload-api-wiring.js';
-import { caClients, caTrustFollowsBundle, workloadCertManager } from './workload-certs.js';
+import { caClients, workloadCertManager } from './workload-certs.js';
+import { CaTrust } from './ca-trust.js';
 import { istioCaFrontOf, type IstioCaFrontPart } from './istio-ca-front-part.js';
 
 export interface Broker {
@@ -93,7 +94,10 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const ca = caClients(config, token.source);
   const certs = (built.certs = workloadCertManager(config, { ca: ca.workloads, clock, rng, logger, metrics }));
   bundle.follow(certs);
-  caTrustFollowsBundle(bundle, config.ca.rootsPem, [ca.workloads, ca.own]);
+  // The CA's TLS certificate may move to a new root: trusted from the bundle or the root file.
+  const caTrust = new CaTrust(bundle, config.ca.rootsPem);
+  caTrust.add(ca.workloads, ca.own);
+  if (config.ca.rootFile) caTrust.followFile(config.ca.rootFile, { clock, logger, signal: lifetime.signal, ...(config.ca.rootFilePollMs !== undefined ? { pollIntervalMs: config.ca.rootFilePollMs } : {}) });
   shutdown.add('work', 'workload certificates', () => {
     certs.stop();
     ca.workloads.close();
@@ -121,7 +125,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const namespaces = new NamespaceWatch({ kubeConfig: config.kubeConfig, clock, rng, logger, metrics: metrics.informers, ...(config.informer ? { settings: config.informer } : {}) });
   shutdown.add('intake', 'namespace watch', () => namespaces.stop());
   const service = brokerApiService(config, { pods, certs, bundle, clock, rng, logger, observer: metrics.apiObserver() });
-  const front = istioCaFrontOf(config, { ownIdentity, tokens: token.source, pods, podsSynced: () => watch.synced, bundle, registry: metrics.registry, clock, rng, logger });
+  const front = istioCaFrontOf(config, { ownIdentity, tokens: token.source, pods, podsSynced: () => watch.synced, bundle, caTrust, registry: metrics.registry, clock, rng, logger });
   if (front) shutdown.add('work', 'Istio CA front certificate', () => front.close());
   const readiness = new BrokerReadiness({ token, podWatch: watch, ownSvid: own, ...(front ? { istioCaFront: front } : {}) });
 

@@ -84,6 +84,10 @@ export interface BrokerConfig {
     readonly address: string;
     /** PEM mesh root(s): verify the CA's TLS, verify consumers, initial trust bundle. */
     readonly rootsPem: string;
+    /** The file `rootsPem` was read from: looked at again for the CA's TLS trust (ca-trust.ts). */
+    readonly rootFile?: string;
+    /** How often (default CA_ROOT_FILE_POLL_MS, 30 s). */
+    readonly rootFilePollMs?: number;
     readonly tlsServerName?: string;
     readonly clusterId: string;
     readonly audience: string;
@@ -269,7 +273,7 @@ export async function readBrokerConfig(
     trustDomain,
     nodeName,
     pod: { namespace: podNamespace, name: podName, uid: podUid, serviceAccount },
-    ca: { address: caAddress, rootsPem, ...(tlsServerName ? { tlsServerName } : {}), clusterId, audience, certTtlSeconds },
+    ca: { address: caAddress, rootsPem, rootFile, ...(tlsServerName ? { tlsServerName } : {}), clusterId, audience, certTtlSeconds },
     tokenExpirationSeconds,
     ...(tokenFile ? { tokenFile } : {}),
     tokenSource: tokenSource as TokenSourceKind,

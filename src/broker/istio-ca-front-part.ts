@@ -27,7 +27,8 @@ import { startIstioCaFrontServer, type IstioCaFrontServer } from './fronts/istio
 import { FrontServingIdentity } from './fronts/istio-ca/serving-identity.js';
 import type { BrokerConfig } from './config.js';
 import type { IstioCaFrontConfig } from './istio-ca-front-config.js';
-import { caClientBase, caTrustFollowsBundle } from './workload-certs.js';
+import { caClientBase } from './workload-certs.js';
+import type { CaTrust } from './ca-trust.js';
 
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 
@@ -43,6 +44,8 @@ export interface IstioCaFrontPartOptions {
   readonly pods: NodePods;
   readonly podsSynced: () => boolean;
   readonly bundle: TrustBundle;
+  /** The CA clients' TLS trust (configured roots + bundle), which the front's clients follow too. */
+  readonly caTrust: CaTrust;
   readonly registry: Registry;
   readonly clock: Clock;
   readonly rng: Rng;
@@ -124,7 +127,7 @@ export class IstioCaFrontPart {
       },
     });
     options.bundle.follow(this.certs);
-    caTrustFollowsBundle(options.bundle, options.caBase.caRootsPem, [this.#servingCa, this.#forwardCa]);
+    options.caTrust.add(this.#servingCa, this.#forwardCa);
     this.#service = new IstioCaFrontService({
       clusterId: options.clusterId,
       authenticator: tokenReviewCallerAuthenticator({

@@ -13,8 +13,6 @@ import { fetchFailureOf } from './cache/refresh-policy.js';
 import { describeCert } from './cache/workload-cert.js';
 import type { BrokerConfig } from './config.js';
 import type { BrokerMetrics } from './metrics.js';
-import type { TrustBundle } from './cache/trust-bundle.js';
-import { certificateToPem, parsePem } from '../pki/pem.js';
 
 /** What every broker CA client shares: address, roots, TLS name, the broker's token, cluster id, TTL. */
 export function caClientBase(config: BrokerConfig, tokens: TokenProvider): Omit<IstioCaClientOptions, 'impersonate' | 'servingNames'> {
@@ -26,33 +24,6 @@ export function caClientBase(config: BrokerConfig, tokens: TokenProvider): Omit<
     clusterId: config.ca.clusterId,
     certTtlSeconds: config.ca.certTtlSeconds,
   };
-}
-
-/**
- * Keeps `clients` verifying the CA's serving certificate against the configured roots plus the
- * trust bundle's (which follows the roots in the CA's authenticated answers), so a root rotation
- * at the CA does not cut the broker off when the CA's serving certificate moves to the new root.
- * Returns the unsubscription.
- */
-export function caTrustFollowsBundle(bundle: TrustBundle, configuredRootsPem: string, clients: readonly { trustRoots(rootsPem: string): void }[]): () => void {
-  const apply = () => {
-    const pem = unionPem(configuredRootsPem, bundle.pem);
-    for (const c of clients) c.trustRoots(pem);
-  };
-  apply();
-  return bundle.onChange(apply);
-}
-
-function unionPem(...texts: string[]): string {
-  const seen = new Set<string>();
-  let out = '';
-  for (const b of texts.flatMap((t) => parsePem(t)).filter((b) => b.type === 'CERTIFICATE')) {
-    const der = Buffer.from(b.der);
-    if (seen.has(der.toString('base64'))) continue;
-    seen.add(der.toString('base64'));
-    out += certificateToPem(der);
-  }
-  return out;
 }
 
 /** The CA client for workload identities (ImpersonatedIdentity) and the one for the broker's own. */

@@ -1,6 +1,6 @@
 /**
  * The CA client's TLS trust follows the roots it is given while it runs (`trustRoots`, what
- * `caTrustFollowsBundle` calls on every trust bundle change): against the real CA over TLS, a
+ * `CaTrust` calls on every trust bundle or root file change): against the real CA over TLS, a
  * client that trusts another root is refused at the handshake; given the CA's root next to it,
  * its next call reaches the CA on a new channel; given the other root alone again, the next call
  * is refused again (the channel was replaced, not kept). This is what keeps a broker reaching its
