@@ -6,15 +6,17 @@
  *   rule; `spec.usages` required, each a known key usage, no duplicates;
  *   `spec.expirationSeconds` at least 600;
  * - **update** (the object): spec and status stay as stored (only metadata changes);
- * - **the approval subresource**: only the Approved and Denied conditions come from the request (the others and
- *   the certificate stay), an Approved or Denied condition cannot be removed;
- * - **the status subresource**: the spec stays, Approved and Denied stay as stored (approval goes through
- *   /approval), the certificate is PEM CERTIFICATE blocks and, once set, cannot change;
- * - **conditions**: type and status required, status True/False/Unknown, Approved, Denied and
- *   Failed at most once each, Approved and Denied exclusive; lastUpdateTime and
- *   lastTransitionTime filled in when missing.
+ * - **the approval subresource**: the conditions come from the request, the certificate stays;
+ * - **the status subresource**: the spec stays; Approved and Denied may not be added, removed or
+ *   changed (the stored instances win when their count is unchanged, as preserveConditionInstances);
+ *   a new certificate is PEM CERTIFICATE blocks and, once set, cannot change;
+ * - **every update**: an Approved, Denied or Failed condition cannot be removed;
+ * - **conditions**: type and status required, Approved/Denied/Failed only True, the others
+ *   True/False/Unknown, no type twice, Approved and Denied exclusive; lastUpdateTime and
+ *   lastTransitionTime filled in when missing (a transition time kept while the status is).
  * The `approve`/`sign` checks on `signers` are the API server's (api-server.ts).
  */
+import { isDeepStrictEqual } from 'node:util';
 import { signerNameProblem } from '../core/signer-name.js';
 import { csrPublicKeyInfo, parsePem } from '../pki/index.js';
 import { isoSeconds } from './admission.js';
@@ -105,22 +107,27 @@ export function admitCsrCreate(obj: KubeObject, user: { username: string; uid?: 
   obj.status = {};
 }
 
+/** Approved, Denied and Failed may only be True. */
+const TRUE_ONLY_TYPES = ['Approved', 'Denied', 'Failed'];
+
 function conditionCauses(conditions: readonly Condition[]): StatusCause[] {
   const out: StatusCause[] = [];
   const seen = new Set<string>();
+  let approved = false;
+  let denied = false;
   conditions.forEach((c, i) => {
     const at = `status.conditions[${i}]`;
-    if (typeof c.type !== 'string' || c.type === '') out.push({ field: `${at}.type`, message: 'Required value', reason: 'FieldValueRequired' });
-    if (c.status === undefined || c.status === '') out.push({ field: `${at}.status`, message: 'Required value', reason: 'FieldValueRequired' });
-    else if (!CONDITION_STATUSES.includes(String(c.status))) out.push({ field: `${at}.status`, message: `Unsupported value: ${JSON.stringify(c.status)}: supported values: "False", "True", "Unknown"`, reason: 'FieldValueNotSupported' });
-    const type = String(c.type);
-    if ([...APPROVAL_TYPES, 'Failed'].includes(type)) {
-      if (seen.has(type)) out.push({ field: `${at}.type`, message: `Duplicate value: ${JSON.stringify(type)}`, reason: 'FieldValueDuplicate' });
-      seen.add(type);
-    }
+    const type = typeof c.type === 'string' ? c.type : '';
+    if (type === '') out.push({ field: `${at}.type`, message: 'Required value', reason: 'FieldValueRequired' });
+    const allowed = TRUE_ONLY_TYPES.includes(type) ? ['True'] : CONDITION_STATUSES;
+    if (c.status === undefined || c.status === null || c.status === '') out.push({ field: `${at}.status`, message: 'Required value', reason: 'FieldValueRequired' });
+    else if (!allowed.includes(String(c.status))) out.push({ field: `${at}.status`, message: `Unsupported value: ${JSON.stringify(c.status)}: supported values: ${allowed.map((v) => JSON.stringify(v)).join(', ')}`, reason: 'FieldValueNotSupported' });
+    if (type === 'Approved') approved = true;
+    if (type === 'Denied') denied = true;
+    if ((type === 'Approved' && denied) || (type === 'Denied' && approved)) out.push({ field: `${at}.type`, message: `Invalid value: ${JSON.stringify(type)}: Approved and Denied conditions are mutually exclusive` });
+    if (seen.has(type)) out.push({ field: `${at}.type`, message: `Duplicate value: ${JSON.stringify(type)}`, reason: 'FieldValueDuplicate' });
+    seen.add(type);
   });
-  const isTrue = (type: string) => conditions.some((c) => c.type === type && c.status === 'True');
-  if (isTrue('Approved') && isTrue('Denied')) out.push({ field: 'status.conditions', message: 'Invalid value: "Denied": Approved and Denied conditions are mutually exclusive' });
   return out;
 }
 
@@ -139,18 +146,45 @@ function conditionsOf(obj: KubeObject | undefined): Condition[] {
   return Array.isArray(cs) ? cs : [];
 }
 
+/** The certificate rules of an update that changes it (only /status may). */
 function certificateCauses(certificate: unknown, old: unknown): StatusCause[] {
-  if (certificate === undefined || certificate === null || certificate === '') {
-    return old ? [{ field: 'status.certificate', message: 'Forbidden: updates may not remove existing certificate content', reason: 'FieldValueForbidden' }] : [];
-  }
-  if (old && old !== certificate) return [{ field: 'status.certificate', message: 'Forbidden: updates may not modify existing certificate content', reason: 'FieldValueForbidden' }];
+  if (old) return [{ field: 'status.certificate', message: 'Forbidden: updates may not modify existing certificate content', reason: 'FieldValueForbidden' }];
   try {
     const blocks = parsePem(Buffer.from(String(certificate), 'base64').toString('utf8'));
-    if (blocks.length === 0 || blocks.some((b) => b.type !== 'CERTIFICATE')) throw new Error('not certificates');
+    if (blocks.length === 0) throw new Error('must contain at least one CERTIFICATE PEM block');
+    const other = blocks.find((b) => b.type !== 'CERTIFICATE');
+    if (other) throw new Error(`only CERTIFICATE PEM blocks are allowed, found ${JSON.stringify(other.type)}`);
     return [];
-  } catch {
-    return [{ field: 'status.certificate', message: 'Invalid value: "<certificate data>": must contain at least one CERTIFICATE PEM block' }];
+  } catch (err) {
+    return [{ field: 'status.certificate', message: `Invalid value: "<certificate data>": ${err instanceof Error && err.message.includes('CERTIFICATE') ? err.message : 'must contain at least one CERTIFICATE PEM block'}` }];
   }
+}
+
+const ofType = (conditions: readonly Condition[], type: string) => conditions.filter((c) => c.type === type);
+
+/** kube-apiserver's preserveConditionInstances: same count of `type` -> the stored instances win. */
+function preserveInstances(conditions: Condition[], old: readonly Condition[], type: string): void {
+  const before = ofType(old, type);
+  const idx = conditions.flatMap((c, i) => (c.type === type ? [i] : []));
+  if (idx.length !== before.length) return;
+  idx.forEach((at, k) => (conditions[at] = structuredClone(before[k]!)));
+}
+
+/** The rules every update path shares, and those of the paths that may not approve. */
+function updateCauses(conditions: readonly Condition[], old: readonly Condition[], mayApprove: boolean): StatusCause[] {
+  const out: StatusCause[] = [];
+  for (const type of ['Approved', 'Denied', 'Failed']) {
+    if (ofType(conditions, type).length < ofType(old, type).length) out.push({ field: 'status.conditions', message: `Forbidden: updates may not remove a condition of type ${JSON.stringify(type)}`, reason: 'FieldValueForbidden' });
+  }
+  if (!mayApprove) {
+    for (const type of APPROVAL_TYPES) {
+      const now = ofType(conditions, type);
+      const before = ofType(old, type);
+      if (now.length > before.length) out.push({ field: 'status.conditions', message: `Forbidden: updates may not add a condition of type ${JSON.stringify(type)}`, reason: 'FieldValueForbidden' });
+      else if (now.length === before.length && !isDeepStrictEqual(now, before)) out.push({ field: 'status.conditions', message: `Forbidden: updates may not modify a condition of type ${JSON.stringify(type)}`, reason: 'FieldValueForbidden' });
+    }
+  }
+  return out;
 }
 
 /**
@@ -158,33 +192,26 @@ function certificateCauses(certificate: unknown, old: unknown): StatusCause[] {
  * /approval, status kept for the object) and validates it.
  */
 export function admitCsrUpdate(next: KubeObject, current: KubeObject, input: KubeObject, subresource: string | undefined, nowMs: number): void {
-  const name = current.metadata.name ?? '';
   next.spec = structuredClone(current.spec);
-  const old = conditionsOf(current);
-  const currentStatus = (current.status ?? {}) as CsrStatus;
   if (subresource === undefined) {
     next.status = structuredClone(current.status);
     return;
   }
-  const asked = conditionsOf(input).map((c) => ({ ...c }));
-  let conditions: Condition[];
+  const old = conditionsOf(current);
+  const currentStatus = (current.status ?? {}) as CsrStatus;
+  const conditions = conditionsOf(input).map((c) => ({ ...c }));
   const causes: StatusCause[] = [];
   if (subresource === 'approval') {
-    conditions = [...asked.filter((c) => APPROVAL_TYPES.includes(String(c.type))), ...structuredClone(old.filter((c) => !APPROVAL_TYPES.includes(String(c.type))))];
-    for (const type of APPROVAL_TYPES) {
-      if (old.some((c) => c.type === type) && !conditions.some((c) => c.type === type)) {
-        causes.push({ field: 'status.conditions', message: `Forbidden: updates may not remove a condition of type ${JSON.stringify(type)}`, reason: 'FieldValueForbidden' });
-      }
-    }
+    // Only the conditions change through /approval (the certificate stays as stored).
     next.status = { ...structuredClone(currentStatus), conditions };
   } else {
-    conditions = [...asked.filter((c) => !APPROVAL_TYPES.includes(String(c.type))), ...structuredClone(old.filter((c) => APPROVAL_TYPES.includes(String(c.type))))];
-    const status = ((next.status ?? {}) as CsrStatus);
-    causes.push(...certificateCauses(status.certificate, currentStatus.certificate));
+    for (const type of APPROVAL_TYPES) preserveInstances(conditions, old, type);
+    const status = (next.status ?? {}) as CsrStatus;
+    if ((status.certificate ?? '') !== (currentStatus.certificate ?? '')) causes.push(...certificateCauses(status.certificate, currentStatus.certificate));
     next.status = { ...status, conditions };
   }
-  causes.push(...conditionCauses(conditions));
-  if (causes.length > 0) fail(name, causes);
   stampConditions(conditions, old, nowMs);
+  causes.push(...conditionCauses(conditions), ...updateCauses(conditions, old, subresource === 'approval'));
+  if (causes.length > 0) fail(current.metadata.name ?? '', causes);
   if (conditions.length === 0) delete (next.status as CsrStatus).conditions;
 }

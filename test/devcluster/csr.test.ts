@@ -84,28 +84,34 @@ test('the spec of a CSR cannot change, Approved/Denied only through /approval, t
   assert.equal(updated.spec.signerName, 'example.com/spiffe', 'spec kept');
   assert.deepEqual(updated.metadata?.labels, { a: 'b' }, 'metadata changes');
   const approved = { type: 'Approved', status: 'True', reason: 'Test', message: 'ok' };
-  const viaStatus = await api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...updated, status: { conditions: [approved] } } });
-  assert.equal(viaStatus.status?.conditions, undefined, 'Approved cannot be added through /status');
-  const viaApproval = await api.replaceCertificateSigningRequestApproval({
-    name: 'strategy',
-    body: { ...viaStatus, status: { certificate: Buffer.from('x').toString('base64'), conditions: [approved, { type: 'Failed', status: 'True', reason: 'X', message: 'y' }] } },
-  });
-  assert.deepEqual(viaApproval.status?.conditions?.map((c) => c.type), ['Approved'], 'only Approved/Denied through /approval');
+  const viaStatus = await refused(api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...updated, status: { conditions: [approved] } } }));
+  assert.equal(viaStatus.code, 422);
+  assert.match(viaStatus.message, /status.conditions: Forbidden: updates may not add a condition of type "Approved"/);
+  const falseApproval = await refused(api.replaceCertificateSigningRequestApproval({ name: 'strategy', body: { ...updated, status: { conditions: [{ ...approved, status: 'False' }] } } }));
+  assert.match(falseApproval.message, /status.conditions\[0\].status: Unsupported value: "False": supported values: "True"/);
+  const viaApproval = await api.replaceCertificateSigningRequestApproval({ name: 'strategy', body: { ...updated, status: { certificate: Buffer.from('x').toString('base64'), conditions: [approved] } } });
+  assert.deepEqual(viaApproval.status?.conditions?.map((c) => c.type), ['Approved']);
   assert.equal(viaApproval.status?.certificate, undefined, 'no certificate through /approval');
   const both = await refused(api.replaceCertificateSigningRequestApproval({ name: 'strategy', body: { ...viaApproval, status: { conditions: [...viaApproval.status!.conditions!, { type: 'Denied', status: 'True', reason: 'No', message: 'no' }] } } }));
   assert.equal(both.code, 422);
-  assert.match(both.message, /Approved and Denied conditions are mutually exclusive/);
+  assert.match(both.message, /status.conditions\[1\].type: Invalid value: "Denied": Approved and Denied conditions are mutually exclusive/);
   const removed = await refused(api.replaceCertificateSigningRequestApproval({ name: 'strategy', body: { ...viaApproval, status: { conditions: [] } } }));
   assert.match(removed.message, /updates may not remove a condition of type "Approved"/);
-  const notPem = await refused(api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...viaApproval, status: { ...viaApproval.status, certificate: Buffer.from('not pem').toString('base64') } } }));
-  assert.match(notPem.message, /status.certificate: Invalid value/);
+  const changedViaStatus = await api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...viaApproval, status: { conditions: [{ ...approved, reason: 'Rewritten' }] } } });
+  assert.equal(changedViaStatus.status?.conditions?.[0]?.reason, 'Test', 'the stored Approved condition wins through /status');
+  const latest = changedViaStatus;
+  const notPem = await refused(api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...latest, status: { ...latest.status, certificate: Buffer.from('not pem').toString('base64') } } }));
+  assert.match(notPem.message, /status.certificate: Invalid value: "<certificate data>": must contain at least one CERTIFICATE PEM block/);
   const root = Buffer.from((await makePluginCa('Strategy')).root.pem).toString('base64');
-  csr = await api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...viaApproval, status: { ...viaApproval.status, certificate: root } } });
+  csr = await api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...latest, status: { ...latest.status, certificate: root } } });
   assert.equal(csr.status?.certificate, root);
   assert.deepEqual(csr.status?.conditions?.map((c) => c.type), ['Approved'], 'Approved stays through /status');
   const other = Buffer.from((await makePluginCa('Other')).root.pem).toString('base64');
   const changed = await refused(api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...csr, status: { ...csr.status, certificate: other } } }));
   assert.match(changed.message, /status.certificate: Forbidden: updates may not modify existing certificate content/);
+  const failed = await api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...csr, status: { ...csr.status, conditions: [...csr.status!.conditions!, { type: 'Failed', status: 'True', reason: 'X', message: 'y' }] } } });
+  const noFailed = await refused(api.replaceCertificateSigningRequestStatus({ name: 'strategy', body: { ...failed, status: { ...failed.status, conditions: failed.status!.conditions!.filter((c) => c.type !== 'Failed') } } }));
+  assert.match(noFailed.message, /updates may not remove a condition of type "Failed"/);
 });
 
 test('kubectl certificate deny sets Denied with its reason; the CONDITION column says Denied', { skip }, async () => {
