@@ -7,7 +7,8 @@
  * endpoint. Each part registers how it stops as it starts; `stop()` runs the staged `Shutdown`
  * (drain within the grace period, then force), as does a failed start.
  */
-import { systemClock } from '../core/clock.js';
+import { systemClock, type Clock } from '../core/clock.js';
+import type { Logger } from '../core/log.js';
 import { systemRng } from '../core/rng.js';
 import { startOpsServer } from '../ops/ops-server.js';
 import { WHOLE_SERVER } from '../protocol/grpc-health.js';
@@ -80,13 +81,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const shutdown = new Shutdown(logger);
   const built: { certs?: CertManager; own?: OwnIdentity; bundle?: TrustBundle } = {};
   const metrics = new BrokerMetrics(() => built.certs, () => built.own?.svid() ?? MISSING_SVID, { processMetrics: config.ops !== undefined, bundle: () => built.bundle });
-  // A dropped root goes once re-issued leaves had one update window to reach every stream.
-  const bundle = (built.bundle = TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, {
-    logger,
-    clock,
-    settleMs: config.updateJitterMs,
-    observer: metrics.trustBundle.observer(),
-  }));
+  const bundle = (built.bundle = trustBundleFor(config, { logger, clock, metrics }));
 
   const token = new OwnToken(config, { clock, rng, logger, onFetch: (outcome) => metrics.tokenRefreshes.inc({ outcome }) });
   shutdown.add('intake', 'own token', () => token.stop());
@@ -94,10 +89,8 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
   const ca = caClients(config, token.source);
   const certs = (built.certs = workloadCertManager(config, { ca: ca.workloads, clock, rng, logger, metrics }));
   bundle.follow(certs);
-  // The CA's TLS certificate may move to a new root: trusted from the bundle or the root file.
-  const caTrust = new CaTrust(bundle, config.ca.rootsPem);
+  const caTrust = caTrustFor(config, bundle, { clock, logger, signal: lifetime.signal });
   caTrust.add(ca.workloads, ca.own);
-  if (config.ca.rootFile) caTrust.followFile(config.ca.rootFile, { clock, logger, signal: lifetime.signal, ...(config.ca.rootFilePollMs !== undefined ? { pollIntervalMs: config.ca.rootFilePollMs } : {}) });
   shutdown.add('work', 'workload certificates', () => {
     certs.stop();
     ca.workloads.close();
@@ -183,6 +176,23 @@ const MISSING_SVID: OwnSvid = Object.freeze({ state: 'missing', notAfter: undefi
  * The Broker API service: the caller allow-lists (the API's and each reference kind's), PID
  * references resolved from this node's /proc (the attestation room: pid -> cgroup -> pod).
  */
+/** The trust bundle: a dropped root goes once re-issued leaves had one update window to reach every stream. */
+function trustBundleFor(config: BrokerConfig, deps: { readonly logger: Logger; readonly clock: Clock; readonly metrics: BrokerMetrics }): TrustBundle {
+  return TrustBundle.fromPem(config.trustDomain, config.ca.rootsPem, {
+    logger: deps.logger,
+    clock: deps.clock,
+    settleMs: config.updateJitterMs,
+    observer: deps.metrics.trustBundle.observer(),
+  });
+}
+
+/** The CA's TLS certificate may move to a new root: trusted from the bundle or the root file (followed while `signal` is live). */
+function caTrustFor(config: BrokerConfig, bundle: TrustBundle, deps: { readonly clock: Clock; readonly logger: Logger; readonly signal: AbortSignal }): CaTrust {
+  const trust = new CaTrust(bundle, config.ca.rootsPem);
+  if (config.ca.rootFile) trust.followFile(config.ca.rootFile, { ...deps, ...(config.ca.rootFilePollMs !== undefined ? { pollIntervalMs: config.ca.rootFilePollMs } : {}) });
+  return trust;
+}
+
 function brokerApiService(config: BrokerConfig, deps: Omit<BrokerApiOptions, 'allowedCallers' | 'referenceCallers' | 'pids' | 'updateJitterMs'>): BrokerApiService {
   return new BrokerApiService({
     ...deps,
