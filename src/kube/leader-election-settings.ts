@@ -22,20 +22,20 @@ export const LEADER_ELECTION_DEFAULTS: LeaderElectionSettings = Object.freeze({
 /** client-go's `JitterFactor`: an acquisition retry waits retryPeriod × (1 + 1.2 × rng). */
 export const LEADER_ELECTION_JITTER_FACTOR = 1.2;
 
-/** Everything wrong with `s` (empty when it is usable), named as `prefix` + field. */
-export function leaderElectionProblems(s: LeaderElectionSettings, names: Readonly<Record<keyof LeaderElectionSettings, string>> = {
-  leaseDurationMs: 'leaseDurationMs',
-  renewDeadlineMs: 'renewDeadlineMs',
-  retryPeriodMs: 'retryPeriodMs',
-}): string[] {
+/**
+ * Everything wrong with `s` (empty when it is usable), each setting named as in `names` and its
+ * value shown by `show` (milliseconds by default; a reader of `_SECONDS` variables shows seconds).
+ */
+export function leaderElectionProblems(
+  s: LeaderElectionSettings,
+  names: Readonly<Record<keyof LeaderElectionSettings, string>> = { leaseDurationMs: 'leaseDurationMs', renewDeadlineMs: 'renewDeadlineMs', retryPeriodMs: 'retryPeriodMs' },
+  show: (ms: number) => string = String,
+): string[] {
   const out: string[] = [];
-  if (!(s.retryPeriodMs > 0)) out.push(`${names.retryPeriodMs}=${s.retryPeriodMs} must be greater than 0`);
-  if (!(s.leaseDurationMs >= 1000) || s.leaseDurationMs % 1000 !== 0) {
-    out.push(`${names.leaseDurationMs}=${s.leaseDurationMs} must be a whole number of seconds, at least 1 (the Lease stores seconds)`);
-  }
-  if (!(s.leaseDurationMs > s.renewDeadlineMs)) out.push(`${names.leaseDurationMs}=${s.leaseDurationMs} must be greater than ${names.renewDeadlineMs}=${s.renewDeadlineMs}`);
-  if (!(s.renewDeadlineMs > LEADER_ELECTION_JITTER_FACTOR * s.retryPeriodMs)) {
-    out.push(`${names.renewDeadlineMs}=${s.renewDeadlineMs} must be greater than ${LEADER_ELECTION_JITTER_FACTOR} × ${names.retryPeriodMs}=${s.retryPeriodMs}`);
-  }
+  const v = (k: keyof LeaderElectionSettings) => `${names[k]}=${show(s[k])}`;
+  if (!(s.retryPeriodMs > 0)) out.push(`${v('retryPeriodMs')} must be greater than 0`);
+  if (!(s.leaseDurationMs >= 1000) || s.leaseDurationMs % 1000 !== 0) out.push(`${v('leaseDurationMs')} must be a whole number of seconds, at least 1 (the Lease stores seconds)`);
+  if (!(s.leaseDurationMs > s.renewDeadlineMs)) out.push(`${v('leaseDurationMs')} must be greater than ${v('renewDeadlineMs')}`);
+  if (!(s.renewDeadlineMs > LEADER_ELECTION_JITTER_FACTOR * s.retryPeriodMs)) out.push(`${v('renewDeadlineMs')} must be greater than ${LEADER_ELECTION_JITTER_FACTOR} × ${v('retryPeriodMs')}`);
   return out;
 }

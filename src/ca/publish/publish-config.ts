@@ -78,7 +78,7 @@ export function readPublishConfig(r: ConfigReader, flags: PublishFlags, caNamesp
     leaseDurationMs: PUBLISH_ENV.LEASE_DURATION_SECONDS,
     renewDeadlineMs: PUBLISH_ENV.RENEW_DEADLINE_SECONDS,
     retryPeriodMs: PUBLISH_ENV.RETRY_PERIOD_SECONDS,
-  })) r.problem(`${p} (values in milliseconds)`);
+  }, (ms) => String(ms / 1000))) r.problem(p);
   if (!on) return undefined;
   const pod = env[PUBLISH_ENV.POD_NAME] || hostname();
   return Object.freeze({
