@@ -10,6 +10,7 @@ import { ConfigReader } from '../core/config.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
+import { parseCaTarget } from '../grpc/ca-target.js';
 import { DEFAULT_CNI_EVENT_SOCKET } from '../protocol/cni-event.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readWorkloadApiSettings, type WorkloadApiFlags, type WorkloadApiSettings } from './workload-api-config.js';
@@ -81,6 +82,7 @@ export interface BrokerConfig {
   /** The broker's own pod (downward API) and service account. */
   readonly pod: { readonly namespace: string; readonly name: string; readonly uid: string; readonly serviceAccount: string };
   readonly ca: {
+    /** The CA replicas (grpc/ca-target.ts): a DNS name (a headless Service: every address), an IP, or a list of IPs. */
     readonly address: string;
     /** PEM mesh root(s): verify the CA's TLS, verify consumers, initial trust bundle. */
     readonly rootsPem: string;
@@ -224,6 +226,9 @@ export async function readBrokerConfig(
     r.problem(`${ENV.CA_ROOT_CERT_FILE}=${rootFile} cannot be read: ${(err as Error).message}`);
   }
   const tlsServerName = r.optionalString(ENV.CA_TLS_SERVER_NAME);
+  const caTarget = parseCaTarget(caAddress);
+  if ('problem' in caTarget) r.problem(`${ENV.CA_ADDRESS}: ${caTarget.problem}`);
+  else if (caTarget.endpoints.length > 1 && !tlsServerName) r.problem(`${ENV.CA_ADDRESS} lists ${caTarget.endpoints.length} addresses: set ${ENV.CA_TLS_SERVER_NAME} to the DNS name in the CA replicas' serving certificates`);
   const clusterId = r.string(ENV.CLUSTER_ID, DEFAULTS.clusterId);
   const audience = r.string(ENV.CA_AUDIENCE, DEFAULTS.caAudience);
   const tokenExpirationSeconds = r.int(ENV.TOKEN_EXPIRATION_SECONDS, DEFAULTS.tokenExpirationSeconds, { min: 600, max: 86_400 * 2 });

@@ -12,7 +12,7 @@ export function command(): Command {
     .description('run the node broker: workload certificates for this node over the SPIFFE Broker API')
     .option('--node-name <name>', 'this node (NODE_NAME)')
     .option('--trust-domain <td>', 'SPIFFE trust domain (TRUST_DOMAIN, default cluster.local)')
-    .option('--ca-address <host:port>', 'CA gRPC address (CA_ADDRESS, default istiod.istio-system.svc:15012)')
+    .option('--ca-address <target>', 'CA replicas: host:port (a DNS name: every address it resolves to, e.g. a headless Service), or ip:port,ip:port,... (CA_ADDRESS, default istiod.istio-system.svc:15012)')
     .option('--ca-root-cert-file <path>', 'mesh root PEM (CA_ROOT_CERT_FILE)')
     .option('--broker-socket <unix:///path>', 'Broker API socket (SPIFFE_BROKER_SOCKET)')
     .option('--cni-event-socket <path>', 'CNI registration socket (CNI_EVENT_SOCKET)')

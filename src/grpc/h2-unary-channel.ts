@@ -7,15 +7,21 @@
  * an AbortSignal (RST_STREAM CANCEL). A call resolves with the gRPC status and the one response
  * message; transport failures are statuses too (UNAVAILABLE, DEADLINE_EXCEEDED, ...), as grpc-js
  * reports them. The caller encodes and decodes the messages.
+ *
+ * Given several addresses (a list, grpc/ca-target.ts), one session is kept at a time and each new
+ * session goes to the next address in turn, so when a replica's session fails the next call opens
+ * one to another replica (failover; the calls of one kept session do not spread). A DNS name is
+ * looked up by node:net at each new session.
  */
 import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import { parseCaTarget } from './ca-target.js';
 import { frame, grpcTimeoutHeader, parseGrpcMessage } from './wire-format.js';
 
 export interface H2UnaryChannelOptions {
-  /** `host:port`, `[v6]:port` (a `dns:///` prefix is accepted, as grpc-js does). */
+  /** `host:port`, `[v6]:port` (a `dns:///` prefix is accepted, as grpc-js does), or a list of IP addresses (ca-target.ts). */
   readonly address: string;
   /** PEM roots the server's certificate must chain to. */
   readonly rootsPem: string;
@@ -88,9 +94,12 @@ const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 
 export class H2UnaryChannel {
   readonly #o: H2UnaryChannelOptions;
-  readonly #url: string;
-  readonly #authority: string;
-  readonly #target: { readonly host: string; readonly port: number } | undefined;
+  /** Where sessions go, in turn (empty when the address is not one). */
+  readonly #endpoints: readonly { readonly host: string; readonly port: number }[];
+  /** The endpoint of the next new session. */
+  #next = 0;
+  /** Each session's :authority. */
+  readonly #authorities = new WeakMap<ClientHttp2Session, string>();
   #session: ClientHttp2Session | undefined;
   #closed = false;
   #rootsPem: string;
@@ -102,31 +111,29 @@ export class H2UnaryChannel {
   constructor(options: H2UnaryChannelOptions) {
     this.#o = options;
     this.#rootsPem = options.rootsPem;
-    this.#target = parseTarget(options.address);
-    const host = this.#target?.host ?? '';
-    const hostPart = isIP(host) === 6 ? `[${host}]` : host;
-    this.#url = `https://${hostPart}:${this.#target?.port ?? 0}`;
-    this.#authority = options.serverName ? `${options.serverName}:${this.#target?.port ?? 0}` : `${hostPart}:${this.#target?.port ?? 0}`;
+    const single = parseTarget(options.address);
+    const parsed = single ? undefined : parseCaTarget(options.address);
+    this.#endpoints = single ? [single] : parsed && !('problem' in parsed) ? parsed.endpoints : [];
   }
 
   /** One unary call; never rejects but with `signal`'s reason once it aborted. */
   call(c: UnaryCallOptions): Promise<UnaryResult> {
     if (c.signal.aborted) return Promise.reject(c.signal.reason);
     if (this.#closed) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: 'channel closed' });
-    if (!this.#target) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `address ${JSON.stringify(this.#o.address)} is not host:port` });
-    const headers: OutgoingHttpHeaders = {
-      ...c.metadata,
-      [h2.HTTP2_HEADER_METHOD]: 'POST',
-      [h2.HTTP2_HEADER_PATH]: c.path,
-      [h2.HTTP2_HEADER_AUTHORITY]: this.#authority,
-      'content-type': 'application/grpc',
-      te: 'trailers',
-      'grpc-timeout': grpcTimeoutHeader(c.timeoutMs),
-    };
+    if (this.#endpoints.length === 0) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `address ${JSON.stringify(this.#o.address)} is not host:port` });
     let session: ClientHttp2Session;
     let stream: ClientHttp2Stream;
     try {
       session = this.#current();
+      const headers: OutgoingHttpHeaders = {
+        ...c.metadata,
+        [h2.HTTP2_HEADER_METHOD]: 'POST',
+        [h2.HTTP2_HEADER_PATH]: c.path,
+        [h2.HTTP2_HEADER_AUTHORITY]: this.#authorities.get(session)!,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-timeout': grpcTimeoutHeader(c.timeoutMs),
+      };
       stream = session.request(headers, { endStream: false });
     } catch (err) {
       // The session was closing or out of stream ids: the next call opens another one.
@@ -230,7 +237,8 @@ export class H2UnaryChannel {
   #current(): ClientHttp2Session {
     const s = this.#session;
     if (s && !s.closed && !s.destroyed) return s;
-    const { host, port } = this.#target!;
+    const { host, port } = this.#endpoints[this.#next++ % this.#endpoints.length]!;
+    const hostPart = isIP(host) === 6 ? `[${host}]` : host;
     const tlsOptions = {
       host,
       port,
@@ -239,7 +247,7 @@ export class H2UnaryChannel {
       // SNI and the verified name: the server name, else the host (SNI is not sent for an IP).
       ...(this.#o.serverName ? { servername: this.#o.serverName } : isIP(host) ? {} : { servername: host }),
     };
-    const session = connect(this.#url, {
+    const session = connect(`https://${hostPart}:${port}`, {
       createConnection: () => {
         const socket = tlsConnect(tlsOptions);
         // A call is a few small frames each way: no Nagle delay between them (grpc-js does the same).
@@ -260,6 +268,7 @@ export class H2UnaryChannel {
       this.#failures.set(session, err);
       this.#drop(session);
     });
+    this.#authorities.set(session, this.#o.serverName ? `${this.#o.serverName}:${port}` : `${hostPart}:${port}`);
     // The session does not keep the process alive between calls.
     session.unref();
     this.#session = session;

@@ -14,3 +14,4 @@ export { decodeRpcStatus, encodeRpcStatus, ERROR_INFO_TYPE_URL, STATUS_DETAILS_K
 export { compressionFlagGuard, isUnreadableRequest, readableRequests, UnreadableRequest } from './request-guard.js';
 export { frame, grpcMessage, grpcTimeoutHeader, grpcTimeoutMs, parseGrpcMessage } from './wire-format.js';
 export { H2UnaryChannel, parseTarget, type H2UnaryChannelOptions, type UnaryCallOptions, type UnaryResult } from './h2-unary-channel.js';
+export { CA_DNS_MIN_RERESOLVE_MS, caServiceConfig, parseCaTarget, type CaEndpoint, type CaTarget } from './ca-target.js';

@@ -16,6 +16,11 @@
  * that died silently (the CA's host gone without a RST) shows as DEADLINE_EXCEEDED on a channel
  * that still looks READY: it is replaced the same way. Calls already running on the old channel
  * finish on it (grpc-js closes its HTTP/2 session gracefully).
+ *
+ * Several CA replicas (ca-target.ts: a DNS name with several addresses, e.g. a headless Service,
+ * or a list of IPs): calls go round robin over every connected replica, a call that failed
+ * UNAVAILABLE is tried again on another (caServiceConfig), and grpc-js resolves the name again
+ * when a replica's connection fails (at most every CA_DNS_MIN_RERESOLVE_MS).
  */
 import { ChannelCredentials, Client, Metadata, status as GrpcStatus, type MethodDefinition } from '@grpc/grpc-js';
 import {
@@ -29,12 +34,13 @@ import {
   type IstioCertificateResponse,
 } from '../protocol/istio-ca.js';
 import { BoundedChannelCredentials } from './bounded-credentials.js';
+import { CA_DNS_MIN_RERESOLVE_MS, caServiceConfig, parseCaTarget } from './ca-target.js';
 import { serviceDefinitionOf, typedMethod } from './typed-methods.js';
 
 export const DEFAULT_CA_CALL_TIMEOUT_MS = 10_000;
 
 export interface IstioCaChannelOptions {
-  /** gRPC target, e.g. `istiod.istio-system.svc:15012` or `127.0.0.1:15012`. */
+  /** gRPC target or CA address list (ca-target.ts), e.g. `istiod.istio-system.svc:15012`, `127.0.0.1:15012`, `10.0.0.1:15012,10.0.0.2:15012`. */
   readonly address: string;
   /** PEM roots the CA's serving certificate must chain to. */
   readonly rootsPem: string;
@@ -142,12 +148,18 @@ export class IstioCaChannel {
     // A pool of its own: from grpc-js's global pool a new channel to the same address would get
     // the old, backing-off subchannel back (the broker's two CA clients share address,
     // credentials and options, so closing one channel does not release it).
-    const options: Record<string, string | number> = { 'grpc.use_local_subchannel_pool': 1 };
+    const parsed = parseCaTarget(this.#o.address);
+    const target = 'problem' in parsed ? undefined : parsed;
+    const options: Record<string, string | number> = {
+      'grpc.use_local_subchannel_pool': 1,
+      'grpc.service_config': caServiceConfig(target),
+      'grpc.dns_min_time_between_resolutions_ms': CA_DNS_MIN_RERESOLVE_MS,
+    };
     if (this.#o.tlsServerName) {
       options['grpc.ssl_target_name_override'] = this.#o.tlsServerName;
       options['grpc.default_authority'] = this.#o.tlsServerName;
     }
-    this.#client = new Client(this.#o.address, credentials, options);
+    this.#client = new Client(target?.target ?? this.#o.address, credentials, options);
     return this.#client;
   }
 }

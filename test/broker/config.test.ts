@@ -66,6 +66,27 @@ describe('broker configuration: update pacing window', () => {
     await refused('1s', /BROKER_UPDATE_JITTER_MS="1s" is not an integer/);
   });
 
+  it('CA_ADDRESS: a DNS name, an IP, or a list of IPs (several need CA_TLS_SERVER_NAME); other forms refused with the other problems', async () => {
+    assert.equal((await read({})).ca.address, 'istiod.istio-system.svc:15012');
+    assert.equal((await read({ CA_ADDRESS: 'certbroker-ca-headless.istio-system.svc:15012' })).ca.address, 'certbroker-ca-headless.istio-system.svc:15012');
+    const list = '10.0.0.1:15012,10.0.0.2:15012,10.0.0.3:15012';
+    assert.equal((await read({ CA_ADDRESS: list, CA_TLS_SERVER_NAME: 'certbroker-ca.istio-system.svc' })).ca.address, list);
+    const refused = async (extra: NodeJS.ProcessEnv, why: RegExp) => {
+      await assert.rejects(read({ ...extra, [ENV.SHUTDOWN_SECONDS]: '-1' }), (e: unknown) => {
+        assert.ok(e instanceof ConfigError);
+        assert.equal(e.code, 'ERR_CONFIG_INVALID');
+        assert.match(e.message, why);
+        assert.match(e.message, /BROKER_SHUTDOWN_GRACE_SECONDS=-1/, 'every problem at once');
+        return true;
+      });
+    };
+    await refused({ CA_ADDRESS: list }, /CA_ADDRESS lists 3 addresses: set CA_TLS_SERVER_NAME/);
+    await refused({ CA_ADDRESS: '10.0.0.1:15012,ca.example:15012', CA_TLS_SERVER_NAME: 'ca' }, /CA_ADDRESS: .*a list holds IP addresses only/);
+    await refused({ CA_ADDRESS: '10.0.0.1:15012,,10.0.0.2:15012', CA_TLS_SERVER_NAME: 'ca' }, /CA_ADDRESS: .*empty address/);
+    await refused({ CA_ADDRESS: '10.0.0.1:99999' }, /CA_ADDRESS: .*port 99999 is not 1-65535/);
+    await refused({ CA_ADDRESS: 'istiod.istio-system.svc' }, /CA_ADDRESS: .*is not host:port/);
+  });
+
   it('WORKLOAD_API_SOCKET: off by default; unix:///path (the SPIFFE_ENDPOINT_SOCKET form) or a path; other forms refused with the other problems', async () => {
     assert.equal((await read({})).workloadApiSocketPath, undefined, 'not served unless asked');
     assert.equal((await read({ [ENV.WORKLOAD_API_SOCKET]: 'unix:///var/run/certbroker-workload-api/socket' })).workloadApiSocketPath, '/var/run/certbroker-workload-api/socket');

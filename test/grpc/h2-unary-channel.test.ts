@@ -97,6 +97,20 @@ describe('H2UnaryChannel', () => {
     assert.deepEqual(last.body, frame(Buffer.from('abc')));
   });
 
+  it('given a list of addresses, a session that cannot connect sends the next call to the next address', async () => {
+    const closed = createSecureServer({ cert: material.certPem, key: material.keyPem });
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const deadPort = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve)); // nothing listens there now
+    const ch = channel({ address: `127.0.0.1:${deadPort},127.0.0.1:${port}` });
+    const first = await call(ch, '/t/echo');
+    assert.equal(first.code, GrpcStatus.UNAVAILABLE, first.details);
+    const second = await call(ch, '/t/echo');
+    ch.close();
+    assert.deepEqual([second.code, second.message?.toString()], [GrpcStatus.OK, 'cba']);
+    assert.equal(seen.at(-1)!.headers[':authority'], `localhost:${port}`);
+  });
+
   it('a status (trailers-only) comes back with its message percent-decoded; a non-200 HTTP status maps as gRPC says', async () => {
     const ch = channel();
     assert.deepEqual(await call(ch, '/t/status'), { code: GrpcStatus.PERMISSION_DENIED, details: 'no — 100% not' });
