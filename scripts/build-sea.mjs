@@ -3,7 +3,8 @@
 // copy them to /opt/cni/bin on hosts without Node.js:
 //   1. esbuild bundles each entry (TypeScript source, all dependencies) into one CommonJS file
 //      (entries and options: scripts/esbuild-options.mjs);
-//   2. `node --experimental-sea-config` turns the bundle into a preparation blob;
+//   2. `node --experimental-sea-config` turns the bundle into a preparation blob (with a V8
+//      startup snapshot or a code cache, per entry: `startup` in scripts/esbuild-options.mjs);
 //   3. a copy of this node binary gets the blob injected with postject (sentinel fuse below).
 // Usage: node scripts/build-sea.mjs [--out-dir build/bin] [--only istio-cni|istio-iptables]
 // Output: <out-dir>/istio-cni and <out-dir>/istio-iptables (~100 MB each: the node runtime).
@@ -51,7 +52,12 @@ for (const t of SEA_ENTRIES) {
   const blob = join(work, `${t.name}.blob`);
   writeFileSync(
     seaConfig,
-    JSON.stringify({ main: bundle, output: blob, disableExperimentalSEAWarning: true, useCodeCache: true }),
+    JSON.stringify({
+      main: bundle,
+      output: blob,
+      disableExperimentalSEAWarning: true,
+      ...(t.startup === 'snapshot' ? { useSnapshot: true } : { useCodeCache: true }),
+    }),
   );
   run(process.execPath, ['--experimental-sea-config', seaConfig]);
   const out = join(outDir, t.name);

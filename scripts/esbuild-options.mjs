@@ -3,10 +3,14 @@
 // and bench/cni.bench.ts runs the same bundle under plain node. Types: esbuild-options.d.mts.
 import { join } from 'node:path';
 
-/** The executables install-cni ships, and the entry each is bundled from. */
+/**
+ * The executables install-cni ships, the entry each is bundled from, and how V8 starts it:
+ * istio-cni from a startup snapshot (its entry defers to v8.startupSnapshot when one is being
+ * built; the fastest start measured, docs/benchmarks.md), istio-iptables with a code cache.
+ */
 export const SEA_ENTRIES = Object.freeze([
-  Object.freeze({ name: 'istio-cni', entry: 'src/cni/plugin/main.ts' }),
-  Object.freeze({ name: 'istio-iptables', entry: 'src/cni/iptables/main.ts' }),
+  Object.freeze({ name: 'istio-cni', entry: 'src/cni/plugin/main.ts', startup: 'snapshot' }),
+  Object.freeze({ name: 'istio-iptables', entry: 'src/cni/iptables/main.ts', startup: 'code-cache' }),
 ]);
 
 /**

@@ -1,8 +1,15 @@
 /**
  * istio-cni entry point (the binary the container runtime executes). Kept small and free of
  * heavy imports: it reads stdin, runs one command, prints the result and exits.
+ *
+ * Packaged with a V8 startup snapshot (scripts/build-sea.mjs, `useSnapshot`): the bundle's
+ * modules are evaluated when the snapshot is built and `start` runs when the executable starts;
+ * run any other way (node on the bundle, dist/), `start` runs at once. What ADD needs only on
+ * some paths (the API client, the iptables code, node:http) is imported when used, so it is
+ * neither in the snapshot's start-up work nor evaluated for VERSION.
  */
 import { readFileSync } from 'node:fs';
+import { startupSnapshot } from 'node:v8';
 import { runPlugin } from './plugin.js';
 
 function readStdin(): string {
@@ -15,23 +22,28 @@ function readStdin(): string {
 
 const INTERNAL = JSON.stringify({ cniVersion: '1.1.0', code: 999, msg: 'internal error in istio-cni plugin', details: '' }) + '\n';
 
-let answered = false;
-// If the event loop ever drained before an answer was printed, the runtime must still see a failure.
-process.on('beforeExit', () => {
-  if (!answered) {
+function start(): void {
+  let answered = false;
+  // If the event loop ever drained before an answer was printed, the runtime must still see a failure.
+  process.on('beforeExit', () => {
+    if (!answered) {
+      answered = true;
+      process.stdout.write(INTERNAL, () => process.exit(1));
+    }
+  });
+
+  const main = async (): Promise<void> => {
+    const outcome = await runPlugin({ env: process.env, stdin: process.env.CNI_COMMAND === 'VERSION' ? '' : readStdin() });
+    answered = true;
+    process.stdout.write(outcome.stdout, () => process.exit(outcome.exitCode));
+  };
+
+  main().catch(() => {
+    // runPlugin never rejects; this is the last line of defence, still in the spec's shape.
     answered = true;
     process.stdout.write(INTERNAL, () => process.exit(1));
-  }
-});
-
-async function main(): Promise<void> {
-  const outcome = await runPlugin({ env: process.env, stdin: process.env.CNI_COMMAND === 'VERSION' ? '' : readStdin() });
-  answered = true;
-  process.stdout.write(outcome.stdout, () => process.exit(outcome.exitCode));
+  });
 }
 
-main().catch(() => {
-  // runPlugin never rejects; this is the last line of defence, still in the spec's shape.
-  answered = true;
-  process.stdout.write(INTERNAL, () => process.exit(1));
-});
+if (startupSnapshot?.isBuildingSnapshot?.()) startupSnapshot.setDeserializeMainFunction(start);
+else start();

@@ -12,14 +12,12 @@ import { createLogger, type Logger } from '../../core/log.js';
 import { CniError, toErrorResult } from './cni-error.js';
 import { parseCniArgs, type K8sArgs } from './cni-args.js';
 import { toPodIpConfig, type CniPluginAddEvent, type PodIpConfig } from '../../protocol/cni-event.js';
-import { pushCniAddEvent } from './cni-event-client.js';
-import { askBrokerAmbientAdd, type BrokerAmbientOutcome } from './broker-ambient-client.js';
+import type { BrokerAmbientOutcome } from './broker-ambient-client.js';
 import { CURRENT_VERSION, SUPPORTED_VERSIONS, convertResult, resultAddresses, versionAtLeast } from './cni-version.js';
 import { configVersion, decodeConfigJson, parsePluginConfig, type PluginConfig } from './config.js';
 import { isAmbientPod } from './enablement.js';
-import { HttpsKubeClient, type PodInfo, type PodSource } from './kube-client.js';
-import { loadKubeconfig } from './kubeconfig.js';
-import { IptablesSidecarProgrammer, type SidecarProgrammer } from './sidecar-programmer.js';
+import type { PodInfo, PodSource } from './kube-client.js';
+import type { SidecarProgrammer } from './sidecar-programmer.js';
 import { sidecarDecision } from './sidecar-redirect.js';
 
 export const ENV = Object.freeze({
@@ -264,6 +262,9 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
       config.enablementSelectors,
     );
     if (ambient) {
+      // Loaded when needed, as the API client, the broker client and the iptables code are: VERSION
+      // evaluates none of them, and node:http cannot be in the startup snapshot (main.ts).
+      const { pushCniAddEvent } = await import('./cni-event-client.js');
       await pushCniAddEvent(event, { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock });
       log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });
       return result;
@@ -280,7 +281,7 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
   const addresses = resultAddresses(result).map((a) => a.address);
   const hasV4 = addresses.some((a) => !a.includes(':'));
   const hasV6 = addresses.some((a) => a.includes(':'));
-  await sidecarProgrammer(ctx).program({
+  await (await sidecarProgrammer(ctx)).program({
     netns: env[ENV.netns] ?? '',
     podName: args.podName,
     podNamespace: args.podNamespace,
@@ -294,18 +295,21 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
 /** How long the broker's one-round-trip answer may take before the API server path is taken instead. */
 export const BROKER_ASK_TIMEOUT_MS = 500;
 
-function askBroker(ctx: AddContext, event: CniPluginAddEvent, podUid: string): Promise<BrokerAmbientOutcome> {
+async function askBroker(ctx: AddContext, event: CniPluginAddEvent, podUid: string): Promise<BrokerAmbientOutcome> {
+  const { askBrokerAmbientAdd } = await import('./broker-ambient-client.js');
   return askBrokerAmbientAdd(
     { event, podUid, selectors: ctx.config.enablementSelectors },
     { socketPath: ctx.config.cniEventSocketPath, timeoutMs: Math.min(BROKER_ASK_TIMEOUT_MS, ctx.config.cniEventTimeoutMs), signal: ctx.budget.signal, clock: ctx.clock },
   );
 }
 
-function sidecarProgrammer(ctx: CommandContext): SidecarProgrammer {
+async function sidecarProgrammer(ctx: CommandContext): Promise<SidecarProgrammer> {
+  const { IptablesSidecarProgrammer } = await import('./sidecar-programmer.js');
   return new IptablesSidecarProgrammer({ logger: ctx.log, dryRunFilePath: ctx.config.dryRunFilePath });
 }
 
 async function podSource(config: PluginConfig, clock: Clock): Promise<PodSource> {
+  const [{ loadKubeconfig }, { HttpsKubeClient }] = await Promise.all([import('./kubeconfig.js'), import('./kube-client.js')]);
   const access = await loadKubeconfig(config.kubeconfigPath);
   return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs, clock });
 }
@@ -379,7 +383,7 @@ async function cmdDel(ctx: CommandContext): Promise<void> {
     return; // the namespace is already gone, and with it every rule
   }
   try {
-    await sidecarProgrammer(ctx).cleanup(netns);
+    await (await sidecarProgrammer(ctx)).cleanup(netns);
   } catch (err) {
     // DEL must not fail on leftovers: the namespace and its rules go away with the sandbox.
     ctx.log.warn('could not remove Istio rules from the pod namespace', { err: err instanceof Error ? err.message : String(err) });
