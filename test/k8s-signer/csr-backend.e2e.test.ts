@@ -10,7 +10,7 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { writeFile } from 'node:fs/promises';
+import { rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificatesV1Api, KubeConfig } from '@kubernetes/client-node';
 import type { CaServer } from '../../src/ca/index.js';
@@ -225,6 +225,41 @@ test('a CSR denied with kubectl certificate deny: PERMISSION_DENIED with ERR_CA_
   assert.equal(result.code, 7, JSON.stringify(result));
   assert.equal(result.errorCode, 'ERR_CA_CSR_DENIED');
   await eventually('the CSR is deleted', csrNames, (names) => names.length === 0);
+});
+
+test("the roots file is re-read during a root rotation: answers carry old -> both -> new roots without a restart, and the answer check follows the file", { skip }, async () => {
+  const other = await makePluginCa('CSR-API-NEXT');
+  const rootsFile = join(work.path, 'csr-roots.pem');
+  await writeFile(rootsFile, plugin.root.pem);
+  const rotating = await env.startCa({
+    plaintext: true,
+    signer: { kind: 'kubernetes-csr', signerName: SIGNER, autoApprove: true, rootsPem: plugin.root.pem, rootsFile },
+  });
+  await waitForIndex(rotating, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  const client = caClient(rotating.port, undefined);
+  const fingerprints = (bundle: string) => (bundle.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? []).map((p) => new X509Certificate(p).fingerprint256);
+  const ask = async () => client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP, ttlSeconds: 3600 });
+  const oldFp = new X509Certificate(plugin.root.pem).fingerprint256;
+  const newFp = new X509Certificate(other.root.pem).fingerprint256;
+  try {
+    const before = await ask();
+    assert.deepEqual(fingerprints(before.chain!.at(-1)!), [oldFp], JSON.stringify(before));
+    // Overlap: both roots in the file; the k8s-signer still signs under the old one.
+    await writeFile(`${rootsFile}.tmp`, plugin.root.pem + other.root.pem);
+    await rename(`${rootsFile}.tmp`, rootsFile);
+    const overlap = await eventually('answers carry both roots (the file re-read at its poll)', ask, (r) => r.chain !== undefined && fingerprints(r.chain.at(-1)!).length === 2);
+    assert.deepEqual(fingerprints(overlap.chain!.at(-1)!), [oldFp, newFp]);
+    assert.equal(checkX509Svid(overlap.chain![0]!)?.id, SLEEP);
+    // The new root only: a leaf that chains to the old root (the k8s-signer was not rotated) is no
+    // longer accepted — the CA checks answers against the roots it re-read, not the ones it started with.
+    await writeFile(`${rootsFile}.tmp`, other.root.pem);
+    await rename(`${rootsFile}.tmp`, rootsFile);
+    const after = await eventually('answers under the old root are refused', ask, (r) => r.chain === undefined);
+    assert.equal(after.errorCode, 'ERR_CA_CSR_BAD_CERTIFICATE', JSON.stringify(after));
+    await eventually('the CSRs are deleted', csrNames, (names) => names.length === 0);
+  } finally {
+    client.close();
+  }
 });
 
 test('a signer without sign permission on its signerName cannot issue: the CA times out with DEADLINE_EXCEEDED (ERR_CA_CSR_TIMEOUT)', { skip }, async () => {
