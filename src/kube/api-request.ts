@@ -162,36 +162,65 @@ export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Q
   });
 }
 
-/** The whole body of `res` parsed as JSON; a broken stream is `ERR_KUBE_UNREACHABLE`, bad JSON `ERR_KUBE_RESPONSE_INVALID`. */
-export function readJson(res: IncomingMessage, what: string, signal: AbortSignal): Promise<unknown> {
+/**
+ * Streams the body of `res` into `onChunk` and resolves at its end; a broken stream is
+ * `ERR_KUBE_UNREACHABLE`, aborting `signal` rejects with its reason, and a throw from `onChunk`
+ * (or from `onEnd`) rejects with that error.
+ */
+export function readBody(res: IncomingMessage, what: string, signal: AbortSignal, onChunk: (chunk: Buffer) => void, onEnd: () => void = () => undefined): Promise<void> {
   return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let ended = false;
+    let settled = false;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      signal.removeEventListener('abort', onAbort);
+      fn();
+    };
     const onAbort = () => {
       res.destroy();
-      reject(abortReason(signal));
+      settle(() => reject(abortReason(signal)));
     };
     if (signal.aborted) {
       onAbort();
       return;
     }
     signal.addEventListener('abort', onAbort, { once: true });
-    res.on('data', (c: Buffer) => chunks.push(c));
-    res.on('end', () => {
-      ended = true;
-      signal.removeEventListener('abort', onAbort);
+    res.on('data', (c: Buffer) => {
+      if (settled) return;
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+        onChunk(c);
       } catch (err) {
-        reject(new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer is not JSON`, { status: 'unavailable', cause: err }));
+        res.destroy();
+        settle(() => reject(err));
       }
     });
-    const broken = (err?: Error) => {
-      if (ended) return;
-      signal.removeEventListener('abort', onAbort);
-      reject(signal.aborted ? abortReason(signal) : new KubeError('ERR_KUBE_UNREACHABLE', `${what}: the answer broke off${err ? `: ${err.message}` : ''}`, { status: 'unavailable', cause: err }));
-    };
+    res.on('end', () =>
+      settle(() => {
+        try {
+          onEnd();
+          resolve();
+        } catch (err) {
+          reject(err);
+        }
+      }),
+    );
+    const broken = (err?: Error) =>
+      settle(() => reject(signal.aborted ? abortReason(signal) : new KubeError('ERR_KUBE_UNREACHABLE', `${what}: the answer broke off${err ? `: ${err.message}` : ''}`, { status: 'unavailable', cause: err })));
     res.on('error', broken);
     res.on('close', () => broken());
   });
+}
+
+/** The whole body of `res` parsed as JSON; a broken stream is `ERR_KUBE_UNREACHABLE`, bad JSON `ERR_KUBE_RESPONSE_INVALID`. */
+export async function readJson(res: IncomingMessage, what: string, signal: AbortSignal): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  let parsed: unknown;
+  await readBody(res, what, signal, (c) => chunks.push(c), () => {
+    try {
+      parsed = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch (err) {
+      throw new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer is not JSON`, { status: 'unavailable', cause: err });
+    }
+  });
+  return parsed;
 }

@@ -25,12 +25,44 @@ export interface WatchEvent {
 /** What a watch event did: `gone` (a 410 ERROR event: re-list), or the resourceVersion it moved to. */
 export type Applied = 'gone' | { readonly resourceVersion?: string };
 
+/**
+ * Where an informer keeps what it lists and watches. `InformerCache` (objects by key, with the
+ * callbacks) is the default; a caller with its own compact structure (the CA's pod index)
+ * passes one instead. A list is `beginList`, `listed` per item, `endList` once complete (what the
+ * list did not name is dropped then); a list that fails midway is begun again from scratch.
+ */
+export interface InformerStore<T> {
+  readonly size: number;
+  list(): T[];
+  get(namespace: string | undefined, name: string): T | undefined;
+  beginList(): void;
+  listed(raw: T): void;
+  endList(): void;
+  /** One watch event: 'gone' for a 410 ERROR event (throws for other ERROR events, `errorEvent`). */
+  apply(ev: WatchEvent): Applied;
+}
+
+/** An ERROR watch event: 'gone' for a 410, otherwise thrown as the KubeApiError it carries. */
+export function errorEvent(ev: WatchEvent, what: string): 'gone' {
+  const s = (ev.object ?? {}) as { code?: unknown; reason?: unknown; message?: unknown };
+  const code = typeof s.code === 'number' ? s.code : 500;
+  if (code === 410) return 'gone';
+  throw new KubeApiError({
+    what,
+    httpStatus: code,
+    ...(typeof s.reason === 'string' ? { reason: s.reason } : {}),
+    ...(typeof s.message === 'string' ? { detail: s.message.slice(0, 500) } : {}),
+  });
+}
+
 export function keyOf(o: KubernetesObject): string {
   return `${o.metadata?.namespace ?? ''}/${o.metadata?.name ?? ''}`;
 }
 
-export class InformerCache<T extends KubernetesObject> {
+export class InformerCache<T extends KubernetesObject> implements InformerStore<T> {
   readonly #items = new Map<string, T>();
+  /** The list being read (ingested items by key), between beginList and endList. */
+  #fresh: Map<string, T> | undefined;
   readonly #handlers: InformerHandlers<T>;
   readonly #transform: ((obj: T) => T) | undefined;
   readonly #logger: Logger;
@@ -61,6 +93,20 @@ export class InformerCache<T extends KubernetesObject> {
     return this.#transform ? this.#transform(raw) : raw;
   }
 
+  beginList(): void {
+    this.#fresh = new Map();
+  }
+
+  listed(raw: T): void {
+    const item = this.ingest(raw);
+    (this.#fresh ??= new Map()).set(keyOf(item), item);
+  }
+
+  endList(): void {
+    this.replace(this.#fresh ?? new Map());
+    this.#fresh = undefined;
+  }
+
   /** Makes the cache `fresh` (a complete list, ingested): deletes first, then adds and updates. */
   replace(fresh: ReadonlyMap<string, T>): void {
     for (const [k, old] of [...this.#items]) {
@@ -78,17 +124,7 @@ export class InformerCache<T extends KubernetesObject> {
    */
   apply(ev: WatchEvent): Applied {
     const type = ev.type;
-    if (type === 'ERROR') {
-      const s = (ev.object ?? {}) as { code?: unknown; reason?: unknown; message?: unknown };
-      const code = typeof s.code === 'number' ? s.code : 500;
-      if (code === 410) return 'gone';
-      throw new KubeApiError({
-        what: this.#what,
-        httpStatus: code,
-        ...(typeof s.reason === 'string' ? { reason: s.reason } : {}),
-        ...(typeof s.message === 'string' ? { detail: s.message.slice(0, 500) } : {}),
-      });
-    }
+    if (type === 'ERROR') return errorEvent(ev, this.#what);
     const obj = ev.object as T | undefined;
     if (obj === undefined || obj === null || typeof obj !== 'object') return {};
     switch (type) {

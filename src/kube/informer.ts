@@ -32,14 +32,14 @@ import { systemRng, type Rng } from '../core/rng.js';
 import { kubeGet, type Query } from './api-request.js';
 import { KubeError } from './errors.js';
 import { InformerHealth, seconds } from './informer-health.js';
-import { InformerCache, keyOf, type InformerHandlers, type WatchEvent } from './informer-cache.js';
+import { InformerCache, type InformerHandlers, type InformerStore, type WatchEvent } from './informer-cache.js';
 import { backoffMs, isGone, retryAfterFailure } from './informer-retry.js';
 import { RestartCounts, type InformerStats, type RestartReason } from './informer-stats.js';
 import { INFORMER_DEFAULTS, type InformerSettings } from './informer-settings.js';
-import { listAllPages } from './list-page.js';
+import { listAllPages, type PageReader } from './list-page.js';
 import { followWatch, startWatchdog, type WatchEnd } from './watch-stream.js';
 
-export type { InformerHandlers } from './informer-cache.js';
+export type { InformerHandlers, InformerStore } from './informer-cache.js';
 export { RESTART_REASONS, type InformerStats, type RestartReason } from './informer-stats.js';
 
 export interface Selectors {
@@ -55,6 +55,13 @@ export interface InformerOptions<T> extends Selectors, InformerHandlers<T>, Info
   readonly resource?: string;
   /** Applied to every object before it is cached and handed to the callbacks (keep metadata). */
   readonly transform?: (obj: T) => T;
+  /**
+   * Keeps the listed and watched objects instead of the default cache (which runs `transform`
+   * and the callbacks); `what` names the watch in errors.
+   */
+  readonly store?: (what: string) => InformerStore<T>;
+  /** Reads each list page's response (default: JSON.parse of the whole page). */
+  readonly readPage?: PageReader<T>;
   readonly clock?: Clock;
   readonly rng?: Rng;
   readonly logger?: Logger;
@@ -78,7 +85,7 @@ export class Informer<T extends KubernetesObject> implements LongLived {
   readonly #logger: Logger;
   readonly #resource: string;
   readonly #idleMs: number;
-  readonly #cache: InformerCache<T>;
+  readonly #cache: InformerStore<T>;
   readonly #stop = new AbortController();
   #resourceVersion = '';
   #synced = false;
@@ -109,7 +116,8 @@ export class Informer<T extends KubernetesObject> implements LongLived {
       stop: this.#stop.signal,
       logger: this.#logger,
     });
-    this.#cache = new InformerCache<T>(options, options.transform, this.#logger, `watch ${options.path}`);
+    const what = `watch ${options.path}`;
+    this.#cache = options.store ? options.store(what) : new InformerCache<T>(options, options.transform, this.#logger, what);
   }
 
   /** The name in logs and metrics. */
@@ -307,7 +315,7 @@ export class Informer<T extends KubernetesObject> implements LongLived {
   }
 
   async #listAll(signal: AbortSignal): Promise<void> {
-    const fresh = new Map<string, T>();
+    this.#cache.beginList();
     const listed = await listAllPages<T>(
       {
         kubeConfig: this.#o.kubeConfig,
@@ -316,19 +324,17 @@ export class Informer<T extends KubernetesObject> implements LongLived {
         timeoutMs: this.#o.requestTimeoutMs ?? INFORMER_DEFAULTS.requestTimeoutMs,
         now: () => this.#clock.now(),
         signal,
+        ...(this.#o.readPage ? { readPage: this.#o.readPage as PageReader<unknown> } : {}),
       },
       (items) => {
         this.#stats.pages++;
-        for (const raw of items) {
-          const item = this.#cache.ingest(raw);
-          fresh.set(keyOf(item), item);
-        }
+        for (const raw of items) this.#cache.listed(raw);
       },
     );
     if (listed === undefined) return;
     const { resourceVersion, pages } = listed;
     this.#stats.lists++;
-    this.#cache.replace(fresh);
+    this.#cache.endList();
     this.#resourceVersion = resourceVersion;
     this.#failures = 0;
     this.#lastError = undefined;

@@ -1,4 +1,5 @@
 /** A paged list (`limit`/`continue`), each page within its own request deadline. */
+import type { IncomingMessage } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { kubeGet, readJson, type Query } from './api-request.js';
 import { KubeError } from './errors.js';
@@ -7,6 +8,24 @@ export interface ListPage<T> {
   readonly items: T[];
   readonly resourceVersion: string;
   readonly continueToken: string | undefined;
+}
+
+/** Reads one list response into a page (default: the whole body as JSON, `readJsonPage`). */
+export type PageReader<T> = (res: IncomingMessage, what: string, signal: AbortSignal) => Promise<ListPage<T>>;
+
+/** A list response read whole with JSON.parse. */
+export async function readJsonPage<T>(res: IncomingMessage, what: string, signal: AbortSignal): Promise<ListPage<T>> {
+  const body = (await readJson(res, what, signal)) as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } } | null;
+  if (body === null || typeof body !== 'object' || !Array.isArray(body.items)) {
+    throw new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer has no items`, { status: 'unavailable' });
+  }
+  const cont = body.metadata?.continue;
+  const rv = body.metadata?.resourceVersion;
+  return {
+    items: body.items as T[],
+    resourceVersion: typeof rv === 'string' ? rv : '',
+    continueToken: typeof cont === 'string' && cont !== '' ? cont : undefined,
+  };
 }
 
 export interface ListPageRequest {
@@ -19,6 +38,8 @@ export interface ListPageRequest {
   readonly timeoutMs: number;
   readonly nowMs: number;
   readonly signal: AbortSignal;
+  /** How a response becomes a page (default `readJsonPage`). */
+  readonly readPage?: PageReader<unknown>;
 }
 
 export async function fetchListPage<T>(req: ListPageRequest): Promise<ListPage<T>> {
@@ -33,17 +54,7 @@ export async function fetchListPage<T>(req: ListPageRequest): Promise<ListPage<T
   try {
     const query: Query = { ...req.query, ...(req.continueToken ? { continue: req.continueToken } : {}) };
     const res = await kubeGet(req.kubeConfig, req.path, query, { signal: both, nowMs: req.nowMs, what });
-    const body = (await readJson(res, what, both)) as { items?: unknown; metadata?: { resourceVersion?: unknown; continue?: unknown } } | null;
-    if (body === null || typeof body !== 'object' || !Array.isArray(body.items)) {
-      throw new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer has no items`, { status: 'unavailable' });
-    }
-    const cont = body.metadata?.continue;
-    const rv = body.metadata?.resourceVersion;
-    return {
-      items: body.items as T[],
-      resourceVersion: typeof rv === 'string' ? rv : '',
-      continueToken: typeof cont === 'string' && cont !== '' ? cont : undefined,
-    };
+    return (await (req.readPage ?? readJsonPage)(res, what, both)) as ListPage<T>;
   } finally {
     clearTimeout(timer);
   }
