@@ -1,5 +1,6 @@
 /**
- * `npm run bench`: runs every compiled `*.bench.js` next to this file, one after another (never
+ * `npm run bench`: runs every compiled `*.bench.js` next to this file (churn.bench.js among them, in
+ * its short form; `BENCH_CHURN_LONG=1` for 1,000 nodes x 30 identities), one after another (never
  * in parallel: they would measure each other), each in its own process.
  */
 import { spawnSync } from 'node:child_process';

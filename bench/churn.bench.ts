@@ -1,0 +1,470 @@
+/**
+ * `npm run bench:churn` — the CA under many nodes' renewals and pod churn, time-compressed.
+ *
+ * One process simulates every node's broker with a light client: its own bound ztunnel token
+ * (a TokenRequest per simulated broker pod), one TLS HTTP/2 connection, gRPC CreateCertificate
+ * frames impersonating identities that really have pods on its node, renewing each at the
+ * broker's own refresh point (src/broker/cache/refresh-policy.ts `refreshDelay`, retries by
+ * `retryDelay`) with the broker's own fetch queue (FetchSlots, 8 calls at once). The devcluster
+ * runs in this process too (TokenReview, pods); the CA is `certbroker ca` as its own process(es),
+ * TLS, self-signed root in istio-ca-secret, default signing workers — first one process, then
+ * three (the simulated brokers spread over them by node, broker i to CA i mod 3: the broker has
+ * a single CA_ADDRESS, so this is what a load-balanced Service does per connection).
+ *
+ * Pod churn: a driver deletes a random workload pod and creates one of another service account
+ * on the same node through the API at BENCH_CHURN_RATE pods/s; that node's broker drops the old
+ * identity and fetches the new one at once (a CA whose informer has not seen the pod yet refuses
+ * it, and the broker's retry policy takes over: those are reported, not hidden).
+ *
+ * Steady state: each identity's first fetch is spread uniformly over one renewal interval (as in
+ * a cluster whose nodes did not all start at once); the window opens after one interval.
+ * Reported: CA calls/s, TokenReviews/s at the devcluster (its request log), p50/p99 call latency
+ * seen by the brokers, CA CPU per call (all CA processes, /proc, window only; idle CPU measured
+ * before the load and reported apart), and the nodes one CA core sustains at TTL T.
+ *
+ * Short by default (`npm run bench`); `BENCH_CHURN_LONG=1` (or `--long`) runs 1,000 nodes x 30
+ * service accounts. Overrides: BENCH_CHURN_NODES, BENCH_CHURN_SAS (identities per node),
+ * BENCH_CHURN_TTL_SECONDS, BENCH_CHURN_SECONDS (window), BENCH_CHURN_RATE (pods replaced per
+ * second), BENCH_CHURN_TOKEN_CACHE_SECONDS (the CA's CA_TOKEN_CACHE_SECONDS), BENCH_CHURN_CAS
+ * (e.g. "1,3"), BENCH_CHURN_DOCS (file written instead of docs/benchmarks.md).
+ */
+import { X509Certificate } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { connect, type ClientHttp2Session } from 'node:http2';
+import { cpus } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { pct, writeDocSection } from './report.js';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const LONG = process.env.BENCH_CHURN_LONG === '1' || process.argv.includes('--long');
+const num = (name: string, short: number, long: number): number => {
+  const v = process.env[name];
+  return v === undefined || v === '' ? (LONG ? long : short) : Number(v);
+};
+const NODES = num('BENCH_CHURN_NODES', 100, 1000);
+const SAS = num('BENCH_CHURN_SAS', 10, 30);
+const TTL = num('BENCH_CHURN_TTL_SECONDS', 20, 120);
+const WINDOW = num('BENCH_CHURN_SECONDS', 30, 120);
+const RATE = num('BENCH_CHURN_RATE', 2, 20);
+const TOKEN_CACHE = num('BENCH_CHURN_TOKEN_CACHE_SECONDS', 10, 30);
+const CA_COUNTS = (process.env.BENCH_CHURN_CAS ?? '1,3').split(',').map(Number);
+/** Service accounts in the pool the churn draws from (each node holds SAS of them at a time). */
+const POOL = SAS * 3;
+const NAMESPACES = 5;
+const TD = 'cluster.local';
+const CSR_COUNT = 32;
+const MAX_FETCHES = 8;
+const BACKDATE_SECONDS = 120;
+const TOKEN_REVIEW_PATH = '/apis/authentication.k8s.io/v1/tokenreviews';
+
+const saName = (j: number) => ({ namespace: `app-${j % NAMESPACES}`, name: `sa-${j}` });
+const identityOf = (j: number) => `spiffe://${TD}/ns/${saName(j).namespace}/sa/${saName(j).name}`;
+
+/** What the window counts. */
+interface Stats {
+  measuring: boolean;
+  ok: number;
+  churnFetches: number;
+  failures: Map<string, number>;
+  latenciesMs: number[];
+  churnOps: number;
+}
+
+const newStats = (): Stats => ({ measuring: false, ok: 0, churnFetches: 0, failures: new Map(), latenciesMs: [], churnOps: 0 });
+
+/** CPU seconds (user + system, all threads) of `pid` so far, from /proc. */
+function procCpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // After the comm: field 3 is index 0, so utime (14) and stime (15) are 11 and 12.
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+async function main(): Promise<void> {
+  const pki = await import('../src/pki/index.js');
+  const { protobufRoot } = await import('../src/grpc/index.js');
+  const { FetchSlots } = await import('../src/broker/cache/fetch-slots.js');
+  const { refreshDelay, retryDelay, fetchFailureOf, DEFAULT_REFRESH_POLICY } = await import('../src/broker/cache/refresh-policy.js');
+  const { CaCallError } = await import('../src/broker/adapters/index.js');
+  const { parseManifest } = await import('../src/devcluster/index.js');
+  const { CA_CERT_KEY } = await import('../src/ca/index.js');
+  const { CA_NAMESPACE, CA_SA, httpGet, startCaEnv } = await import('../test/ca/support/ca-env.js');
+  const { startCaProcess } = await import('../test/ca/support/ca-process.js');
+  const { requestFrame, CREATE_CERTIFICATE_PATH } = await import('../test/ca/support/raw-grpc.js');
+  const { tempDir } = await import('../test/ca/support/pki-fixtures.js');
+  const { seededRng } = await import('../test/support/seeded-rng.js');
+  const { eventually } = await import('../test/broker/support/eventually.js');
+  const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
+  const rng = seededRng(15);
+  const now = () => Date.now();
+  /** The broker's renewal interval for a fresh certificate of `ttlSeconds` (the jitter's middle). */
+  const intervalSeconds = (ttlSeconds: number) => {
+    const t = 1e12;
+    return refreshDelay({ notBefore: t - BACKDATE_SECONDS * 1000, notAfter: t + ttlSeconds * 1000 }, t, () => 0.5) / 1000;
+  };
+  const interval = intervalSeconds(TTL);
+
+  process.stdout.write(
+    `bench:churn — ${NODES} nodes x ${SAS} identities (pool ${POOL} service accounts), TTL ${TTL} s (renewal every ~${interval.toFixed(1)} s), churn ${RATE} pods/s, token cache ${TOKEN_CACHE} s, ${WINDOW} s window, CAs ${CA_COUNTS.join(' then ')}, ${cpus().length} cores\n`,
+  );
+  const csrs: string[] = [];
+  for (let i = 0; i < CSR_COUNT; i++) {
+    const { privateKey } = await pki.generateKeyPair();
+    csrs.push(pki.createCsr({ privateKey, uri: `spiffe://${TD}/ns/ignored/sa/ignored` }).pem);
+  }
+
+  const dir = await tempDir('bench-churn-');
+  const env = await startCaEnv();
+  const results: PhaseResult[] = [];
+  try {
+    // --- the cluster: nodes, broker pods with bound tokens, SAS workload pods per node ---
+    const t0 = performance.now();
+    await env.cluster.apply(parseManifest(readFileSync(join(ROOT, 'deploy/rbac-ca.yaml'), 'utf8')) as object[]);
+    await env.ensureServiceAccount('istio-system', 'ztunnel');
+    const base: object[] = [];
+    for (let n = 0; n < NAMESPACES; n++) base.push({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `app-${n}` } });
+    for (let j = 0; j < POOL; j++) base.push({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: saName(j) });
+    for (let i = 0; i < NODES; i++) base.push({ apiVersion: 'v1', kind: 'Node', metadata: { name: `node-${i}` } });
+    await env.cluster.apply(base);
+    const podObject = (namespace: string, name: string, serviceAccount: string, node: string) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace },
+      spec: { serviceAccountName: serviceAccount, nodeName: node, containers: [{ name: 'app', image: 'example.invalid/app:1' }] },
+    });
+    /** Per node: slot -> the service-account index and pod name there now. */
+    const slots: Array<Array<{ sa: number; pod: string }>> = [];
+    let podSeq = 0;
+    for (let i = 0; i < NODES; i++) {
+      const pods: object[] = [podObject('istio-system', `ztunnel-${i}`, 'ztunnel', `node-${i}`)];
+      const row: Array<{ sa: number; pod: string }> = [];
+      for (let k = 0; k < SAS; k++) {
+        const sa = (i * 7 + k) % POOL;
+        const pod = `w-${i}-${podSeq++}`;
+        row.push({ sa, pod });
+        pods.push(podObject(saName(sa).namespace, pod, saName(sa).name, `node-${i}`));
+      }
+      slots.push(row);
+      await env.cluster.apply(pods);
+    }
+    const tokens: string[] = new Array<string>(NODES);
+    const pending = Array.from({ length: NODES }, (_, i) => i);
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        for (let i = pending.shift(); i !== undefined; i = pending.shift()) {
+          tokens[i] = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: `ztunnel-${i}`, expirationSeconds: 6 * 3600 });
+        }
+      }),
+    );
+    process.stdout.write(`cluster ready: ${NODES * (SAS + 1)} pods, ${NODES} bound tokens in ${((performance.now() - t0) / 1000).toFixed(1)} s\n`);
+
+    const kubeconfig = join(dir.path, 'kubeconfig');
+    const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer], expirationSeconds: 48 * 3600 });
+    const { writeFile } = await import('node:fs/promises');
+    await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
+
+    for (const caCount of CA_COUNTS) {
+      // --- the CA processes ---
+      const procs: Array<Awaited<ReturnType<typeof startCaProcess>>> = [];
+      try {
+        for (let c = 0; c < caCount; c++) {
+          procs.push(
+            await startCaProcess(dir.path, ['--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', '127.0.0.1:0'], {
+              POD_NAME: `ca-${c}`,
+              CA_NAMESPACE,
+              CA_SERVING_DNS_NAMES: 'localhost',
+              CA_TRUSTED_NODE_ACCOUNTS: 'istio-system/ztunnel',
+              CA_TOKEN_CACHE_SECONDS: String(TOKEN_CACHE),
+            }),
+          );
+        }
+        const opsPorts = await Promise.all(procs.map(async (p) => Number((await p.log.waitFor((r) => r.msg === 'ops endpoint listening')).port)));
+        for (const port of opsPorts) await eventually(`CA ops :${port} ready`, async () => (await httpGet(port, '/readyz')).status === 200, 2400);
+        const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
+        const rootPem = Buffer.from(secret.data![CA_CERT_KEY]!, 'base64').toString('utf8');
+        const pids = procs.map((p) => p.child.pid!);
+        const caCpu = () => pids.reduce((s, pid) => s + procCpuSeconds(pid), 0);
+        // Idle cost (informers, lease, keepalives) before any load.
+        const idle0 = caCpu();
+        await new Promise((r) => setTimeout(r, 3000));
+        const idleCores = (caCpu() - idle0) / 3;
+
+        // --- the simulated brokers ---
+        const stats = newStats();
+        const brokers: SimBroker[] = [];
+        let stopped = false;
+        class SimBroker {
+          readonly session: ClientHttp2Session;
+          readonly queue = new FetchSlots<number>(MAX_FETCHES);
+          /** Identities (service-account index) with a pod on this node -> what is held. */
+          readonly wanted = new Map<number, { notBefore: number; notAfter: number; attempt: number; timer?: NodeJS.Timeout; churned: boolean }>();
+          constructor(readonly node: number, port: number) {
+            this.session = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
+            this.session.on('error', () => undefined);
+          }
+          want(sa: number, delayMs: number, churned: boolean): void {
+            const w = { notBefore: 0, notAfter: 0, attempt: 0, churned };
+            this.wanted.set(sa, w);
+            this.schedule(sa, delayMs);
+          }
+          drop(sa: number): void {
+            const w = this.wanted.get(sa);
+            if (w?.timer) clearTimeout(w.timer);
+            this.wanted.delete(sa);
+            this.queue.delete(sa);
+          }
+          schedule(sa: number, delayMs: number): void {
+            const w = this.wanted.get(sa);
+            if (!w || stopped) return;
+            if (w.timer) clearTimeout(w.timer);
+            w.timer = setTimeout(() => {
+              this.queue.push(sa, w.notAfter === 0 ? 'realtime' : 'background');
+              this.pump();
+            }, delayMs);
+          }
+          pump(): void {
+            for (let sa = this.queue.take((k) => (this.wanted.has(k) ? k : undefined)); sa !== undefined; sa = this.queue.take((k) => (this.wanted.has(k) ? k : undefined))) {
+              const key = sa;
+              void this.fetch(key).finally(() => {
+                this.queue.release();
+                if (!stopped) this.pump();
+              });
+            }
+          }
+          async fetch(sa: number): Promise<void> {
+            const started = performance.now();
+            const frame = requestFrame({ csr: csrs[Math.floor(rng() * CSR_COUNT)], validity_duration: TTL, metadata: { fields: { ImpersonatedIdentity: { stringValue: identityOf(sa) } } } });
+            const outcome = await this.call(frame);
+            const w = this.wanted.get(sa);
+            if (stats.measuring) {
+              if (outcome.chain) {
+                stats.ok++;
+                if (w?.churned && w.notAfter === 0) stats.churnFetches++;
+                stats.latenciesMs.push(performance.now() - started);
+              } else stats.failures.set(outcome.error!, (stats.failures.get(outcome.error!) ?? 0) + 1);
+            }
+            if (!w || stopped) return;
+            if (outcome.chain) {
+              const leaf = new X509Certificate(outcome.chain);
+              w.notBefore = Date.parse(leaf.validFrom);
+              w.notAfter = Date.parse(leaf.validTo);
+              w.attempt = 0;
+              this.schedule(sa, refreshDelay(w, now(), rng));
+            } else {
+              const held = w.notAfter > 0 ? { notBefore: w.notBefore, notAfter: w.notAfter } : undefined;
+              this.schedule(sa, retryDelay(w.attempt++, held, now(), rng, DEFAULT_REFRESH_POLICY, fetchFailureOf(outcome.err)));
+            }
+          }
+          /** One CreateCertificate call: the leaf PEM, or why not. */
+          call(frame: Buffer): Promise<{ chain?: string; error?: string; err?: unknown }> {
+            return new Promise((resolve) => {
+              let stream;
+              try {
+                stream = this.session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
+              } catch (e) {
+                resolve({ error: 'session closed', err: e });
+                return;
+              }
+              const chunks: Buffer[] = [];
+              let status: string | undefined;
+              let message = '';
+              stream.on('response', (h) => {
+                if (h['grpc-status'] !== undefined) {
+                  status = String(h['grpc-status']);
+                  message = String(h['grpc-message'] ?? '');
+                }
+              });
+              stream.on('trailers', (t) => {
+                status = String(t['grpc-status']);
+                message = String(t['grpc-message'] ?? '');
+              });
+              stream.on('data', (d: Buffer) => chunks.push(d));
+              stream.on('error', () => undefined);
+              stream.on('close', () => {
+                if (status === '0') {
+                  const res = Res.decode(Buffer.concat(chunks).subarray(5)) as unknown as { cert_chain: string[] };
+                  resolve({ chain: res.cert_chain[0]! });
+                  return;
+                }
+                // The broker's CA client's own mapping of the status onto the error model (the retry policy reads it).
+                const err = CaCallError.fromStatus(Number(status ?? 14), decodeURIComponent(message));
+                resolve({ error: `grpc-status ${status ?? 'none'} ${decodeURIComponent(message).slice(0, 80)}`, err });
+              });
+              stream.end(frame);
+            });
+          }
+          close(): void {
+            for (const w of this.wanted.values()) if (w.timer) clearTimeout(w.timer);
+            this.session.close();
+          }
+        }
+        for (let i = 0; i < NODES; i++) {
+          const b = new SimBroker(i, procs[i % caCount]!.port);
+          brokers.push(b);
+          for (const s of slots[i]!) b.want(s.sa, rng() * interval * 1000, false);
+        }
+
+        // --- pod churn through the API ---
+        let churnInFlight = 0;
+        const churning = new Set<string>();
+        const churnOnce = async () => {
+          const i = Math.floor(rng() * NODES);
+          const row = slots[i]!;
+          const k = Math.floor(rng() * SAS);
+          // One replacement per slot at a time (the next one would delete a pod not created yet).
+          if (churning.has(`${i}/${k}`)) return;
+          churning.add(`${i}/${k}`);
+          const old = row[k]!;
+          const onNode = new Set(row.map((s) => s.sa));
+          let sa = Math.floor(rng() * POOL);
+          while (onNode.has(sa)) sa = (sa + 1) % POOL;
+          const pod = `w-${i}-${podSeq++}`;
+          row[k] = { sa, pod };
+          await env.core.deleteNamespacedPod({ namespace: saName(old.sa).namespace, name: old.pod, gracePeriodSeconds: 0 });
+          brokers[i]!.drop(old.sa);
+          await env.core.createNamespacedPod({ namespace: saName(sa).namespace, body: podObject(saName(sa).namespace, pod, saName(sa).name, `node-${i}`) as never });
+          churning.delete(`${i}/${k}`);
+          brokers[i]!.want(sa, 0, true);
+          if (stats.measuring) stats.churnOps++;
+        };
+        const churnTimer = RATE > 0
+          ? setInterval(() => {
+              if (churnInFlight >= 16) return;
+              churnInFlight++;
+              churnOnce()
+                .catch((e: unknown) => process.stderr.write(`churn: ${e instanceof Error ? e.message : String(e)}\n`))
+                .finally(() => churnInFlight--);
+            }, 1000 / RATE)
+          : undefined;
+
+        // --- warm-up one interval, then the window ---
+        await new Promise((r) => setTimeout(r, (interval + 2) * 1000));
+        env.cluster.requestLog.clear();
+        let reviews = 0;
+        const countReviews = () => {
+          reviews += env.cluster.requestLog.entries({ method: 'POST', path: TOKEN_REVIEW_PATH }).length;
+          env.cluster.requestLog.clear();
+        };
+        const poll = setInterval(countReviews, 500);
+        for (const p of procs) p.log.lines.length = 0;
+        stats.measuring = true;
+        const sim0 = process.cpuUsage();
+        const cpu0 = caCpu();
+        const w0 = performance.now();
+        await new Promise((r) => setTimeout(r, WINDOW * 1000));
+        stats.measuring = false;
+        const seconds = (performance.now() - w0) / 1000;
+        const cpuSeconds = caCpu() - cpu0;
+        const sim = process.cpuUsage(sim0);
+        // Why the CAs refused (their own log: the reason behind the public "authentication failed").
+        const denials = new Map<string, number>();
+        for (const p of procs)
+          for (const line of p.log.lines) {
+            if (!line.includes('CreateCertificate denied') && !line.includes('CreateCertificate failed')) continue;
+            const rec = JSON.parse(line) as { reason?: string };
+            const reason = String(rec.reason ?? '?').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<uid>').replace(/\b(w|ztunnel)-[\d-]+/g, '$1-…').slice(0, 120);
+            if (!denials.has(reason)) process.stdout.write(`  first CA log line for ${reason}: ${line.slice(0, 600)}\n`);
+            denials.set(reason, (denials.get(reason) ?? 0) + 1);
+          }
+        clearInterval(poll);
+        countReviews();
+        stopped = true;
+        if (churnTimer) clearInterval(churnTimer);
+        await eventually('churn settles', () => churnInFlight === 0, 2400);
+        for (const b of brokers) b.close();
+
+        const lat = [...stats.latenciesMs].sort((a, b) => a - b);
+        const failures = [...stats.failures.values()].reduce((a, b) => a + b, 0);
+        const r: PhaseResult = {
+          cas: caCount,
+          callsPerSecond: stats.ok / seconds,
+          expectedPerSecond: (NODES * SAS) / interval + RATE,
+          churnFetches: stats.churnFetches,
+          churnOps: stats.churnOps,
+          failures,
+          failureKinds: [...stats.failures.entries()].map(([k, v]) => `${v}× ${k}`),
+          denials: [...denials.entries()].map(([k, v]) => `${v}× ${k}`),
+          simCores: (sim.user + sim.system) / 1e6 / seconds,
+          reviewsPerSecond: reviews / seconds,
+          p50: lat.length ? pct(lat, 50) : NaN,
+          p99: lat.length ? pct(lat, 99) : NaN,
+          cpuUsPerCall: (cpuSeconds * 1e6) / Math.max(1, stats.ok),
+          marginalUsPerCall: (Math.max(0, cpuSeconds - idleCores * seconds) * 1e6) / Math.max(1, stats.ok),
+          caCores: cpuSeconds / seconds,
+          idleCores,
+        };
+        results.push(r);
+        process.stdout.write(
+          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${(NODES / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
+        );
+      } finally {
+        await Promise.all(procs.map((p) => p.stop()));
+      }
+    }
+  } finally {
+    await env.close();
+    await dir.remove();
+  }
+  report(results, intervalSeconds);
+}
+
+interface PhaseResult {
+  readonly cas: number;
+  readonly callsPerSecond: number;
+  readonly expectedPerSecond: number;
+  readonly churnFetches: number;
+  readonly churnOps: number;
+  readonly failures: number;
+  readonly failureKinds: readonly string[];
+  /** The CAs' logged reasons for refusing. */
+  readonly denials: readonly string[];
+  /** Cores this process (devcluster + simulated brokers) used in the window. */
+  readonly simCores: number;
+  readonly reviewsPerSecond: number;
+  readonly p50: number;
+  readonly p99: number;
+  readonly cpuUsPerCall: number;
+  /** CPU per call above the CA's idle cost. */
+  readonly marginalUsPerCall: number;
+  readonly caCores: number;
+  readonly idleCores: number;
+}
+
+/** Nodes one CA core sustains at TTL `ttl` with `sas` identities per node, from CPU per call. */
+export function nodesPerCore(cpuUsPerCall: number, sas: number, renewalIntervalSeconds: number): number {
+  return 1e6 / (cpuUsPerCall * (sas / renewalIntervalSeconds));
+}
+
+function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) => number): void {
+  const f1 = (n: number) => n.toFixed(1);
+  const lines = [
+    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) |`,
+    `|---:|---:|---:|---:|---:|---:|---:|---:|`,
+    ...results.map(
+      (r) =>
+        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${(NODES / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) |`,
+    ),
+    '',
+    `Derived: nodes one CA core sustains, renewals only, 30 identities per node (= 1 s of CPU / (CPU per call × 30 / renewal interval)); all-in CPU per call, and above idle in brackets:`,
+    '',
+    `| CA processes | TTL 1 h (renewal ${intervalSeconds(3600).toFixed(0)} s) | TTL 24 h (renewal ${intervalSeconds(86_400).toFixed(0)} s) |`,
+    `|---:|---:|---:|`,
+    ...results.map((r) => {
+      const at = (ttl: number) => `${nodesPerCore(r.cpuUsPerCall, 30, intervalSeconds(ttl)).toFixed(0)} (${nodesPerCore(Math.max(1, r.marginalUsPerCall), 30, intervalSeconds(ttl)).toFixed(0)})`;
+      return `| ${r.cas} | ${at(3600)} | ${at(86_400)} |`;
+    }),
+  ];
+  const note = [
+    `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores (shared), Node ${process.version}: \`${LONG ? 'BENCH_CHURN_LONG=1 ' : ''}npm run bench:churn\` — ${NODES} nodes x ${SAS} identities, TTL ${TTL} s (renewal every ~${intervalSeconds(TTL).toFixed(1)} s by the broker's refresh policy: half the lifetime from the backdated notBefore, ±10 %), ${RATE} pods/s replaced, CA token cache ${TOKEN_CACHE} s, ${WINDOW} s window after one renewal interval of warm-up.`,
+    `One process holds the devcluster and every simulated broker (own bound token, own TLS connection, the broker's FetchSlots/refreshDelay/retryDelay); the CA is \`certbroker ca\` in its own process(es), TLS, default signing workers. With 3 CAs the brokers are spread by node (i mod 3), since the broker takes one CA_ADDRESS (a Service balances per connection). Latency is seen by the brokers, so it includes this process's event-loop delay.`,
+    `CPU per call = CA process CPU (all threads, /proc) in the window / calls answered; it includes the CA's idle cost, so at low call rates it overstates the marginal cost. Scaling to 1 h: the same calls happen at a 1/(renewal ratio) slower rate; CPU per call does not depend on the TTL, so nodes per core scale with the renewal interval (1 h → ${intervalSeconds(3600).toFixed(0)} s vs ${intervalSeconds(TTL).toFixed(1)} s here). TokenReviews stay about one per broker token per cache period whatever the TTL, as long as each broker calls at least once per period.`,
+  ];
+  writeDocSection({ root: ROOT, marker: 'churn', heading: 'Churn at scale (`npm run bench:churn`)', body: [...lines, '', ...note].join('\n'), file: process.env.BENCH_CHURN_DOCS });
+  process.stdout.write(lines.join('\n') + '\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:churn failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});
