@@ -22,6 +22,11 @@ export interface CompareOptions {
   readonly rounds: number;
   /** Calls per side before measuring (TLS, TokenReview cache, keep-alive). */
   readonly warmup?: number;
+  /**
+   * Pause after each latency call, outside the measured window, so work a call leaves behind in
+   * this process (the CSR path's delete and watch events) does not land in the next side's call.
+   */
+  readonly settleMs?: number;
   /** Called right before and right after the latency run (e.g. to read another process's CPU). */
   readonly onLatencyRun?: (phase: 'start' | 'end') => void;
 }
@@ -62,6 +67,7 @@ export async function compareSides(sides: readonly Side[], o: CompareOptions): P
       const t0 = performance.now();
       await once(side, o, o.csrs[i % o.csrs.length]!);
       latencies[s]!.push(performance.now() - t0);
+      if (o.settleMs) await new Promise((r) => setTimeout(r, o.settleMs));
     }
   }
   o.onLatencyRun?.('end');
