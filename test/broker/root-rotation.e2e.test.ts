@@ -6,7 +6,11 @@
  * records each stream's (bundle, leaf chain) and checks that every stream's bundle verifies its
  * own leaf and every peer's current leaf (node:crypto, test/support/chain-verify.ts), counting
  * the moments where one does not — zero is the assertion — and openssl verifies the consumer's
- * state after each step.
+ * state after each step. Where cgroup v2 and Python grpcio are there (root), the broker also serves
+ * its Workload API socket and each pod has two Workload API consumers besides: a Python grpcio
+ * FetchX509SVID stream and a FetchX509Bundles stream, each process placed in the pod's
+ * kubelet-style container cgroup before it connects; their messages go through the same check (a
+ * FetchX509Bundles consumer holds a bundle only: it must verify every leaf).
  *
  * - self-signed: `certbroker ca rotate-root prepare | activate | finish` (the CLI as a process,
  *   against the CA's Secret), each picked up by the CA's poll of the Secret, no restart;
@@ -26,46 +30,81 @@ import { certificateToPem, createIntermediateCa, type CaCertificate } from '../.
 import { chainVerifies } from '../support/chain-verify.js';
 import { REPO_ROOT } from '../support/fixtures.js';
 import { SkipClock } from '../support/skip-clock.js';
-import { opensslMissing } from '../support/tools.js';
+import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
 import { cacertsFiles, makePluginCa, opensslVerifyChain, writeCacertsAtomic, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { eventually } from './support/eventually.js';
+import { containerCgroup, generatePythonStubs, PythonWorkloads, type Workload } from './support/python-workload.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type CaOptions } from './support/stack.js';
 
 const run = promisify(execFile);
 const PODS = ['web', 'cart', 'db'] as const;
 /** The CA re-reads its signing material this often (real time). */
 const CA_POLL_MS = 100;
+/** Workload API consumers run where pod cgroups can be made (root, cgroup v2) and Python grpcio is installed. */
+const cgroups = KubeletCgroups.v2();
+const workloadApiSkip = kubeCgroupsProblem(cgroups, 'cgroup v2') ?? pythonGrpcMissing();
 
 interface Held {
   readonly bundle: Buffer[];
-  readonly chain: Buffer[];
+  /** Absent for a FetchX509Bundles consumer (a bundle, no leaf). */
+  readonly chain: Buffer[] | undefined;
 }
 
-/** The consumer's streams and the invariant checked after every message. */
+/** The consumers' streams and the invariant checked after every message. */
 class RotationWatch {
+  /** By consumer: `broker:<pod>`, `wl-svid:<pod>`, `wl-bundles:<pod>`. */
   readonly latest = new Map<string, Held>();
   readonly violations: string[] = [];
+  /** Consumers expected before a state counts as settled. */
+  expected: number = PODS.length;
   messages = 0;
+  workloadApiMessages = 0;
   checks = 0;
 
-  record(pod: string, m: SubscribeToX509SVIDResponse): void {
-    const svid = m.svids[0]!;
-    this.latest.set(pod, { bundle: splitDerCertificates(svid.bundle), chain: splitDerCertificates(svid.x509_svid) });
+  record(consumer: string, bundle: Buffer[], chain: Buffer[] | undefined): void {
+    this.latest.set(consumer, { bundle, chain });
     this.messages++;
+    if (!consumer.startsWith('broker:')) this.workloadApiMessages++;
     for (const [holder, held] of this.latest) {
       for (const [peer, other] of this.latest) {
+        if (!other.chain) continue;
         this.checks++;
         if (!chainVerifies(other.chain, held.bundle)) {
-          this.violations.push(`after message ${this.messages} (${pod}): ${holder}'s bundle (${held.bundle.map(subject).join(' + ')}) does not verify ${peer}'s leaf (issuer ${issuer(other.chain)})`);
+          this.violations.push(`after message ${this.messages} (${consumer}): ${holder}'s bundle (${held.bundle.map(subject).join(' + ')}) does not verify ${peer}'s leaf (issuer ${issuer(other.chain)})`);
         }
       }
     }
   }
 
-  /** Every stream's bundle has `roots` roots and every leaf was issued by a CA named `issuerCn`. */
+  /** Every consumer's bundle has `roots` roots and every leaf was issued by a CA named `issuerCn`. */
   settledOn(roots: number, issuerCn: string): boolean {
-    if (this.latest.size < PODS.length) return false;
-    return [...this.latest.values()].every((h) => h.bundle.length === roots && issuer(h.chain).includes(issuerCn));
+    if (this.latest.size < this.expected) return false;
+    return [...this.latest.values()].every((h) => h.bundle.length === roots && (!h.chain || issuer(h.chain).includes(issuerCn)));
+  }
+
+  /** Reads a Python Workload API consumer's lines as they come; a refusal or an end is a violation. */
+  follow(consumer: string, w: Workload): void {
+    void (async () => {
+      for (let n = 0; ; n++) {
+        let line;
+        try {
+          line = await w.line(n);
+        } catch {
+          return; // killed at the end of the test
+        }
+        if (line.code !== undefined || line.ended) {
+          this.violations.push(`${consumer}: stream ended (${line.code ?? 'ended'} ${line.details ?? ''})`);
+          return;
+        }
+        if (line.bundles) {
+          this.record(consumer, splitDerCertificates(Buffer.from(line.bundles[`spiffe://${TD}`] ?? '', 'base64')), undefined);
+        } else {
+          const svid = line.svids[0]!;
+          this.record(consumer, splitDerCertificates(Buffer.from(svid.bundle, 'base64')), splitDerCertificates(Buffer.from(svid.x509_svid, 'base64')));
+        }
+      }
+    })();
   }
 }
 
@@ -86,21 +125,42 @@ interface Rig {
   close(): Promise<void>;
 }
 
-async function rig(prefix: string, ca: CaOptions): Promise<Rig> {
+async function rig(prefix: string, ca: CaOptions, t: { diagnostic(m: string): void }): Promise<Rig> {
   const stack = await Stack.start({ tmpPrefix: prefix, namespaces: ['shop'], serviceAccounts: [...PODS, 'late', 'later', 'last'].map((p) => `shop/${p}`), ca });
   const clock = new SkipClock();
-  const broker = await startBroker(stack.brokerConfig({ clock }));
+  const workloadApiSocketPath = workloadApiSkip ? undefined : join(stack.dir, 'workload-api', 'socket');
+  const broker = await startBroker({ ...stack.brokerConfig({ clock }), ...(workloadApiSocketPath ? { workloadApiSocketPath } : {}) });
   await broker.whenReady(AbortSignal.timeout(20_000));
   const consumer = await stack.ownSvid(BROKER_NS, CONSUMER_SA);
   const client = new BrokerClient({ socketPath: broker.brokerSocketPath, rootsPem: stack.ca.rootsPem(), certChainPem: consumer.certChainPem, privateKeyPem: consumer.privateKeyPem, trustDomain: TD });
   const watch = new RotationWatch();
+  const uids = new Map<string, string>();
   for (const pod of PODS) {
     const uid = await stack.createPod({ namespace: 'shop', name: `${pod}-1`, serviceAccount: pod, nodeName: NODE });
+    uids.set(pod, uid);
     const stream = client.subscribeX509Svid({ uid });
-    stream.on('data', (m: SubscribeToX509SVIDResponse) => watch.record(pod, m));
-    stream.on('error', () => undefined);
+    stream.on('data', (m: SubscribeToX509SVIDResponse) => {
+      const svid = m.svids[0]!;
+      watch.record(`broker:${pod}`, splitDerCertificates(svid.bundle), splitDerCertificates(svid.x509_svid));
+    });
+    stream.on('error', (err) => watch.violations.push(`broker:${pod}: stream error ${err.message}`));
   }
   await eventually('a first message on every stream', () => watch.latest.size === PODS.length);
+  let workloads: PythonWorkloads | undefined;
+  if (workloadApiSocketPath) {
+    const stubs = join(stack.dir, 'py');
+    await generatePythonStubs(stubs);
+    workloads = new PythonWorkloads(cgroups!, stubs, `unix://${workloadApiSocketPath}`);
+    for (const pod of PODS) {
+      await eventually(`${pod} tracked`, () => broker.pods.byUid(uids.get(pod)!));
+      watch.follow(`wl-svid:${pod}`, workloads.start('x509svid', { cgroup: containerCgroup(uids.get(pod)!), count: 1_000_000 }));
+      watch.follow(`wl-bundles:${pod}`, workloads.start('x509bundles', { cgroup: containerCgroup(uids.get(pod)!), count: 1_000_000 }));
+    }
+    watch.expected = PODS.length * 3;
+    await eventually('a first message on every Workload API stream', () => watch.latest.size === watch.expected);
+  } else {
+    t.diagnostic(`Workload API consumers not run: ${workloadApiSkip}`);
+  }
   const opsPort = broker.opsPort!;
   return {
     stack,
@@ -113,9 +173,9 @@ async function rig(prefix: string, ca: CaOptions): Promise<Rig> {
       await eventually(`${name} identity ready`, () => broker.certs.current(`spiffe://${TD}/ns/shop/sa/${name}`));
     },
     opensslCheck: async () => {
-      const own = watch.latest.get('web')!;
+      const own = watch.latest.get('broker:web')!;
       const bundlePem = own.bundle.map((d) => certificateToPem(d)).join('');
-      for (const held of watch.latest.values()) await opensslVerifyChain([...held.chain.map((d) => certificateToPem(d)), bundlePem]);
+      for (const held of watch.latest.values()) if (held.chain) await opensslVerifyChain([...held.chain.map((d) => certificateToPem(d)), bundlePem]);
     },
     metric: async (name) => {
       const text = await (await fetch(`http://127.0.0.1:${opsPort}/metrics`)).text();
@@ -125,6 +185,8 @@ async function rig(prefix: string, ca: CaOptions): Promise<Rig> {
     },
     close: async () => {
       client.close();
+      await workloads?.killAll();
+      cgroups?.cleanup();
       await broker.stop(500);
       await stack.close();
     },
@@ -160,7 +222,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
   it('self-signed: rotate-root prepare -> activate -> finish, each picked up without a restart; no moment where a bundle fails a leaf', async (t) => {
     const r = await rig('rotation-ss-', {
       signer: { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400, pollIntervalMs: CA_POLL_MS },
-    });
+    }, t);
     try {
       const kubeconfig = join(r.stack.dir, 'admin.kubeconfig');
       await r.stack.dc.writeKubeconfig(kubeconfig, { token: r.stack.dc.adminToken, name: 'admin' });
@@ -189,7 +251,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       await caSignsUnder(r, 'the CA signs with the new root', (chain) => chainVerifies(chain, [newRootDer]));
       await r.addPod('later');
       assert.ok(chainVerifies(r.broker.certs.current(`spiffe://${TD}/ns/shop/sa/later`)!.chainDer, [newRootDer]));
-      assert.ok([...r.watch.latest.values()].every((h) => chainVerifies(h.chain, [oldRootDer])), 'the streams still hold old-root leaves');
+      assert.ok([...r.watch.latest.values()].every((h) => !h.chain || chainVerifies(h.chain, [oldRootDer])), 'the streams still hold old-root leaves');
 
       // 3. finish: the CA drops the old root. The first answer that says so (one more pod) makes
       // the broker re-issue every leaf still under the old root, then drop it from the bundle.
@@ -198,7 +260,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       await eventually('the CA trusts the new root alone', () => rootCount(r) === 1);
       await r.addPod('last');
       await eventually('every stream on the new root alone', () =>
-        [...r.watch.latest.values()].every((h) => h.bundle.length === 1 && h.bundle[0]!.equals(newRootDer) && chainVerifies(h.chain, [newRootDer])),
+        [...r.watch.latest.values()].every((h) => h.bundle.length === 1 && h.bundle[0]!.equals(newRootDer) && (!h.chain || chainVerifies(h.chain, [newRootDer]))),
       );
       assert.ok((await r.metric('certbroker_broker_rotation_reissues_total')) - reissuesBefore >= PODS.length, 're-issued ahead of their refresh');
       assert.equal(await r.metric('certbroker_broker_trust_bundle_retained_roots'), 0);
@@ -206,9 +268,10 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       assert.match(await r.stack.ca.metrics.registry.metrics(), /^certbroker_ca_trusted_roots 1$/m);
       await r.opensslCheck();
 
-      t.diagnostic(`messages ${r.watch.messages}, bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
+      t.diagnostic(`messages ${r.watch.messages} (Workload API ${r.watch.workloadApiMessages}), bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
       assert.deepEqual(r.watch.violations, [], 'no moment where a bundle fails to verify a leaf');
       assert.ok(r.watch.messages >= PODS.length * 3, `messages recorded: ${r.watch.messages}`);
+      if (!workloadApiSkip) assert.ok(r.watch.workloadApiMessages >= PODS.length * 2 * 3, `Workload API messages recorded: ${r.watch.workloadApiMessages}`);
     } finally {
       await r.close();
     }
@@ -227,7 +290,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
       });
       await mkdir(dir, { recursive: true });
       await writeCacertsAtomic(dir, cacertsFiles(old));
-      const r = await rig('rotation-cacerts-', { signer: { kind: 'cacerts', dir, pollIntervalMs: CA_POLL_MS } });
+      const r = await rig('rotation-cacerts-', { signer: { kind: 'cacerts', dir, pollIntervalMs: CA_POLL_MS } }, t);
       try {
         assert.ok(r.watch.settledOn(1, 'CN=Old Intermediate'));
         // Intermediate only: the same root, a new signing intermediate. Nothing changes in the bundle.
@@ -256,7 +319,7 @@ describe('root rotation under a live Broker API consumer', { skip: opensslMissin
         await r.opensslCheck();
         assert.equal(await r.metric('certbroker_broker_trust_bundle_roots'), 1);
         assert.equal(await r.metric('certbroker_broker_svid_withheld_total'), 0);
-        t.diagnostic(`messages ${r.watch.messages}, bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
+        t.diagnostic(`messages ${r.watch.messages} (Workload API ${r.watch.workloadApiMessages}), bundle x leaf checks ${r.watch.checks}, violations ${r.watch.violations.length}`);
         assert.deepEqual(r.watch.violations, [], 'no moment where a bundle fails to verify a leaf');
       } finally {
         await r.close();
