@@ -13,6 +13,7 @@ import { X509Certificate, createPublicKey } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
@@ -50,6 +51,54 @@ interface PyRequest {
 }
 type PyResult = { readonly cert_chain: string[]; readonly spki_pem: string } | { readonly code: string; readonly details: string };
 
+/** Runs the ztunnel-like client once for a batch of requests (one Python start); `serverName` is ALT_CA_HOSTNAME. */
+async function ztunnelClient(
+  at: { readonly dir: string; readonly stubs: string; readonly port: number; readonly rootsPem: string; readonly serverName?: string },
+  requests: readonly PyRequest[],
+): Promise<PyResult[]> {
+  const rootsFile = join(at.dir, 'roots.pem');
+  await writeFile(rootsFile, at.rootsPem);
+  const spec = {
+    target: `localhost:${at.port}`,
+    roots_file: rootsFile,
+    ...(at.serverName ? { server_name: at.serverName } : {}),
+    requests: await Promise.all(
+      requests.map(async (r, i) => {
+        const tokenFile = join(at.dir, `token-${i}`);
+        await writeFile(tokenFile, r.token);
+        const { token: _t, ...rest } = r;
+        return { token_file: tokenFile, ttl: SECRET_TTL, ...rest };
+      }),
+    ),
+  };
+  const specFile = join(at.dir, 'spec.json');
+  await writeFile(specFile, JSON.stringify(spec));
+  const { stdout } = await run(TEST_PYTHON, [CLIENT, at.stubs, specFile], { timeout: 60_000 });
+  return JSON.parse(stdout) as PyResult[];
+}
+
+/** Python stubs for istio/v1/auth/ca.proto in `dir`/stubs. */
+async function caStubs(dir: string): Promise<string> {
+  const stubs = join(dir, 'stubs');
+  await mkdir(stubs, { recursive: true });
+  const root = protoRootFor('istio/v1/auth/ca.proto');
+  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
+  return stubs;
+}
+
+/** The certificate the front presents to a TLS client asking for `servername`. */
+function servedCertificate(port: number, servername: string, rootsPem: string): Promise<X509Certificate> {
+  return new Promise<X509Certificate>((resolve, reject) => {
+    const s = tlsConnect({ host: '127.0.0.1', port, servername, ca: rootsPem, ALPNProtocols: ['h2'] }, () => {
+      const c = s.getPeerX509Certificate();
+      s.destroy();
+      if (c) resolve(c);
+      else reject(new Error('no certificate'));
+    });
+    s.once('error', reject);
+  });
+}
+
 export function frontConfig(overrides: Partial<IstioCaFrontConfig> = {}): IstioCaFrontConfig {
   const d = ISTIO_CA_FRONT_DEFAULTS;
   return {
@@ -74,24 +123,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
   const tokens: Record<string, string> = {};
 
   /** Runs the ztunnel-like client once for a batch of requests (one Python start). */
-  async function py(requests: readonly PyRequest[]): Promise<PyResult[]> {
-    const spec = {
-      target: `localhost:${broker.istioCaFrontPort}`,
-      roots_file: join(stack.dir, 'roots.pem'),
-      requests: await Promise.all(
-        requests.map(async (r, i) => {
-          const tokenFile = join(stack.dir, `token-${i}`);
-          await writeFile(tokenFile, r.token);
-          const { token: _t, ...rest } = r;
-          return { token_file: tokenFile, ttl: SECRET_TTL, ...rest };
-        }),
-      ),
-    };
-    const specFile = join(stack.dir, 'spec.json');
-    await writeFile(specFile, JSON.stringify(spec));
-    const { stdout } = await run(TEST_PYTHON, [CLIENT, stubs, specFile], { timeout: 60_000 });
-    return JSON.parse(stdout) as PyResult[];
-  }
+  const py = (requests: readonly PyRequest[]) => ztunnelClient({ dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem() }, requests);
 
   /** CreateCertificate calls the CA has answered so far (every outcome). */
   async function caCalls(): Promise<number> {
@@ -107,11 +139,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
 
   before(async () => {
     stack = await Stack.start({ tmpPrefix: 'istio-ca-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web'] });
-    stubs = join(stack.dir, 'stubs');
-    await mkdir(stubs, { recursive: true });
-    const root = protoRootFor('istio/v1/auth/ca.proto');
-    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
-    await writeFile(join(stack.dir, 'roots.pem'), stack.ca.rootsPem());
+    stubs = await caStubs(stack.dir);
     await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
     await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-remote', serviceAccount: 'ztunnel', nodeName: 'node-2' });
     await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
@@ -152,17 +180,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
   });
 
   it("the front's certificate: chained to the mesh root, DNS localhost and IP 127.0.0.1, the broker's SPIFFE ID as its one URI SAN", async () => {
-    const served = await new Promise<X509Certificate>((resolve, reject) => {
-      void import('node:tls').then(({ connect }) => {
-        const s = connect({ host: '127.0.0.1', port: broker.istioCaFrontPort!, servername: 'localhost', ca: stack.ca.rootsPem(), ALPNProtocols: ['h2'] }, () => {
-          const c = s.getPeerX509Certificate();
-          s.destroy();
-          if (c) resolve(c);
-          else reject(new Error('no certificate'));
-        });
-        s.once('error', reject);
-      });
-    });
+    const served = await servedCertificate(broker.istioCaFrontPort!, 'localhost', stack.ca.rootsPem());
     assert.equal(served.subjectAltName, `DNS:localhost, IP Address:127.0.0.1, URI:${broker.ownIdentity}`);
     assert.equal(served.checkHost('localhost'), 'localhost');
     assert.ok(served.verify(new X509Certificate(stack.ca.rootsPem()).publicKey));
@@ -241,5 +259,55 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
     const [res] = await py([{ token: tokens.local!, san: ZTUNNEL_ID }]);
     assert.ok(res && 'cert_chain' in res, `ztunnel still verifies the renewed certificate: ${JSON.stringify(res)}`);
     assert.notEqual(second.serial, first.serial);
+  });
+});
+
+describe('Istio CA front: an ALT_CA_HOSTNAME-style name (ISTIO_CA_FRONT_ALT_HOSTNAME)', { skip }, () => {
+  const ALT = 'node-ca.istio-system.svc';
+  let stack: Stack;
+  let broker: Broker;
+  let clock: SkipClock;
+  let stubs: string;
+  let token: string;
+
+  before(async () => {
+    stack = await Stack.start({
+      tmpPrefix: 'istio-ca-front-alt-',
+      namespaces: [],
+      serviceAccounts: [],
+      ca: { grantableServingNames: ['localhost', '127.0.0.1', ALT] },
+    });
+    stubs = await caStubs(stack.dir);
+    await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
+    clock = new SkipClock();
+    broker = await startBroker({ ...stack.brokerConfig({ clock }), istioCaFront: frontConfig({ servingNames: [...ISTIO_CA_FRONT_DEFAULTS.servingNames, ALT] }) });
+    await broker.whenReady(AbortSignal.timeout(20_000));
+    await eventually('ztunnel pod on the node', () => broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
+    token = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
+  });
+
+  after(async () => {
+    await broker?.stop(500);
+    await stack?.close();
+  });
+
+  it('the served certificate names localhost, 127.0.0.1 and the alt name; ztunnel verifying for the alt name is served; so after a rotation', async () => {
+    const at = { dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem(), serverName: ALT };
+    const served = await servedCertificate(at.port, ALT, at.rootsPem);
+    assert.equal(served.subjectAltName, `DNS:localhost, DNS:${ALT}, IP Address:127.0.0.1, URI:${broker.ownIdentity}`);
+    assert.equal(served.checkHost(ALT), ALT);
+    const [res] = await ztunnelClient(at, [{ token, san: ZTUNNEL_ID }]);
+    assert.ok(res && 'cert_chain' in res, `verified for ${ALT}: ${JSON.stringify(res)}`);
+
+    const first = broker.istioCaFrontCerts!.current(broker.ownIdentity)!;
+    clock.skip((first.notAfter - first.notBefore) * 0.75);
+    await eventually('front certificate renewed', () => broker.istioCaFrontCerts!.current(broker.ownIdentity)?.serial !== first.serial || undefined);
+    const renewed = await eventually('the renewed certificate served', async () => {
+      const c = await servedCertificate(at.port, ALT, at.rootsPem);
+      return c.serialNumber !== served.serialNumber ? c : undefined;
+    });
+    assert.equal(renewed.subjectAltName, served.subjectAltName, 'the renewal keeps the alt name');
+    const [again] = await ztunnelClient(at, [{ token, san: ZTUNNEL_ID }]);
+    assert.ok(again && 'cert_chain' in again, `still verified for ${ALT} after the rotation: ${JSON.stringify(again)}`);
   });
 });

@@ -41,6 +41,8 @@ export interface StackOptions {
 export interface CaOptions {
   readonly clock?: Clock;
   readonly signer?: SignerConfig;
+  /** Serving names the CA may grant (CA_GRANTABLE_SERVING_NAMES; default the CA's). */
+  readonly grantableServingNames?: readonly string[];
 }
 
 export interface Svid {
@@ -301,6 +303,7 @@ async function startCa(dc: DevCluster, admin: KubeConfig, port: number, options:
     defaultClusterId: 'Kubernetes',
     signer: options.signer ?? { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
     ...(options.clock ? { clock: options.clock } : {}),
+    ...(options.grantableServingNames ? { grantableServingNames: options.grantableServingNames } : {}),
     tokenCacheSeconds: 60,
     signingWorkers: 1,
     shutdownGraceMs: 500,

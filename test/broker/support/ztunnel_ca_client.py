@@ -3,12 +3,14 @@
 subject and one critical URI SAN, `authorization: Bearer <token>` and `clusterid` call metadata,
 `ImpersonatedIdentity` in a google.protobuf.Struct, validity_duration = SECRET_TTL. It dials
 localhost:<port> over TLS and verifies the server against the mesh root for the host name
-"localhost" (no target-name override: what ztunnel with CA_ADDRESS=https://localhost:15012 checks).
+"localhost" (no target-name override: what ztunnel with CA_ADDRESS=https://localhost:15012 checks),
+or, with "server_name" in the spec, for that name (ztunnel's ALT_CA_HOSTNAME: the name it verifies
+the CA's certificate for instead of the address's host).
 Independent of certbroker: Debian's python3-grpcio and python3-cryptography, stubs generated from
 proto/istio/v1/auth/ca.proto at test time.
 
 usage: ztunnel_ca_client.py STUB_DIR SPEC_FILE
-SPEC: {"target": "localhost:PORT", "roots_file": ..., "requests": [{"token_file", "san",
+SPEC: {"target": "localhost:PORT", "roots_file": ..., "server_name"?: ALT_CA_HOSTNAME, "requests": [{"token_file", "san",
        "impersonate"?, "ttl", "clusterid"?, "bad_csr"?: "garbage" | "signature"}]}
 Prints a JSON list, one entry per request: {"cert_chain": [...], "spki_pem": ...} or
 {"code": "...", "details": "..."}.
@@ -52,7 +54,8 @@ def main() -> int:
         roots = f.read()
     creds = grpc.ssl_channel_credentials(root_certificates=roots)
     out = []
-    with grpc.secure_channel(spec["target"], creds) as channel:
+    options = [("grpc.ssl_target_name_override", spec["server_name"])] if spec.get("server_name") else []
+    with grpc.secure_channel(spec["target"], creds, options=options) as channel:
         stub = ca_pb2_grpc.IstioCertificateServiceStub(channel)
         for r in spec["requests"]:
             with open(r["token_file"]) as f:
