@@ -161,27 +161,84 @@ interface MemoryResult {
   readonly identities: number;
   readonly rssBytes: number;
   readonly heapBytes: number;
+  /** Growth of the heap V8 has committed (used or not). */
+  readonly heapTotalBytes: number;
   readonly externalBytes: number;
 }
 
-/** Child process (--expose-gc): holds MEMORY_IDENTITIES identities and reports memory growth. */
-async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
-  const gc = (globalThis as { gc?: () => void }).gc!;
+const memoryIds = Array.from({ length: MEMORY_IDENTITIES }, (_, i) => `spiffe://cluster.local/ns/ns-${i % 100}/sa/sa-${i}`);
+
+/**
+ * Child process: issues MEMORY_IDENTITIES real P-256 SVIDs (pki `FastLeafIssuer`) and writes them
+ * to `file`: the root, then per identity the leaf, the PKCS#8 key, the serial and the validity.
+ * Issuing happens here, not in the holders, so their RSS growth is what they hold, not what key
+ * generation and signing left behind in the allocator.
+ */
+async function memoryIssueChild(file: string): Promise<void> {
   const { createRootCa, caKeyMaterial, FastLeafIssuer, createCsr, generateKeyPair, exportPkcs8Der } = await import('../src/pki/index.js');
+  const { writeFileSync } = await import('node:fs');
   const root = await createRootCa({ subject: 'CN=bench root', ttlSeconds: 86400 * 365 });
-  const material = caKeyMaterial({ cert: root.cert, keyObject: root.privateKey });
-  const issuer = new FastLeafIssuer({ signer: material.leafSigner });
+  const issuer = new FastLeafIssuer({ signer: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }).leafSigner });
+  const parts: Buffer[] = [];
+  const field = (b: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(b.length);
+    parts.push(len, b);
+  };
+  field(Buffer.from(root.der));
+  for (const identity of memoryIds) {
+    const { privateKey } = await generateKeyPair();
+    const leaf = issuer.issue({ csr: createCsr({ privateKey, uri: identity }).der, spiffeId: identity, ttlSeconds: 86400 });
+    field(Buffer.from(leaf.der));
+    field(exportPkcs8Der(privateKey).reveal());
+    field(Buffer.from(leaf.serialHex, 'latin1'));
+    const times = Buffer.alloc(16);
+    times.writeDoubleLE(leaf.notBeforeMs, 0);
+    times.writeDoubleLE(leaf.notAfterMs, 8);
+    parts.push(times);
+  }
+  writeFileSync(file, Buffer.concat(parts));
+}
+
+/**
+ * Child process (--expose-gc): holds the MEMORY_IDENTITIES identities of `file` and reports the
+ * memory growth. The file is read whole before the first measurement (one allocation); each CA
+ * answer is decoded from it into fresh buffers, as the gRPC client's PEM decoding makes them.
+ */
+async function memoryChild(mode: 'broker' | 'bare', file: string): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc!;
   const { X509Certificate } = await import('node:crypto');
+  const { readFileSync } = await import('node:fs');
   const { CertManager, NodePods } = await import('../src/broker/cache/index.js');
   const { systemClock } = await import('../src/core/clock.js');
   const { Secret } = await import('../src/core/secret.js');
-  const rootDer = Buffer.from(root.der);
-  const issue = async (identity: string) => {
-    const { privateKey } = await generateKeyPair();
-    const leaf = issuer.issue({ csr: createCsr({ privateKey, uri: identity }).der, spiffeId: identity, ttlSeconds: 86400 });
-    return { identity, leafDer: Buffer.from(leaf.der), key: exportPkcs8Der(privateKey), serial: leaf.serialHex, notBefore: leaf.notBeforeMs, notAfter: leaf.notAfterMs };
+  const data = readFileSync(file);
+  let at = 0;
+  const field = () => {
+    const len = data.readUInt32LE(at);
+    at += 4 + len;
+    return data.subarray(at - len, at);
   };
-  const ids = Array.from({ length: MEMORY_IDENTITIES }, (_, i) => `spiffe://cluster.local/ns/ns-${i % 100}/sa/sa-${i}`);
+  const rootView = field();
+  const offsets = new Map<string, number>();
+  for (const id of memoryIds) {
+    offsets.set(id, at);
+    field();
+    field();
+    field();
+    at += 16;
+  }
+  /** One CA answer: fresh buffers decoded from the file, as a client decodes a response. */
+  const answer = (identity: string) => {
+    at = offsets.get(identity)!;
+    const leafDer = Buffer.from(field());
+    const key = Buffer.from(field());
+    const serial = field().toString('latin1');
+    const notBefore = data.readDoubleLE(at);
+    const notAfter = data.readDoubleLE(at + 8);
+    return { leafDer, key, serial, notBefore, notAfter, rootDer: Buffer.from(rootView) };
+  };
+  const ids = memoryIds;
   gc();
   await new Promise((r) => setTimeout(r, 50));
   gc();
@@ -190,17 +247,17 @@ async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
   if (mode === 'bare') {
     const map = new Map<string, { chain: Buffer; key: Buffer }>();
     for (const id of ids) {
-      const c = await issue(id);
-      map.set(id, { chain: c.leafDer, key: c.key.reveal() });
+      const c = answer(id);
+      map.set(id, { chain: c.leafDer, key: c.key });
     }
     keep = map;
   } else {
     const certs = new CertManager({
       ca: {
         fetchCertificate: async (identity) => {
-          const c = await issue(identity);
+          const c = answer(identity);
           new X509Certificate(c.leafDer); // the real client parses each leaf too
-          return { identity, chainDer: [c.leafDer], rootsDer: [rootDer], privateKey: new Secret(c.key.reveal()), serial: c.serial, notBefore: c.notBefore, notAfter: c.notAfter };
+          return { identity, chainDer: [c.leafDer], rootsDer: [c.rootDer], privateKey: new Secret(c.key), serial: c.serial, notBefore: c.notBefore, notAfter: c.notAfter };
         },
       },
       clock: systemClock,
@@ -225,6 +282,7 @@ async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
     identities: ids.length,
     rssBytes: after.rss - before.rss,
     heapBytes: after.heapUsed - before.heapUsed,
+    heapTotalBytes: after.heapTotal - before.heapTotal,
     externalBytes: after.external + after.arrayBuffers - before.external - before.arrayBuffers,
   };
   void keep;
@@ -232,19 +290,43 @@ async function memoryChild(mode: 'broker' | 'bare'): Promise<void> {
   process.exit(0);
 }
 
-function runMemoryChild(mode: 'broker' | 'bare'): MemoryResult {
-  const r = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), '--memory-child', mode], { encoding: 'utf8', maxBuffer: 1 << 20 });
-  if (r.status !== 0) throw new Error(`memory child (${mode}) failed: ${r.stderr}`);
-  return JSON.parse(r.stdout.trim().split('\n').at(-1)!) as MemoryResult;
+function runChild(args: readonly string[]): string {
+  const r = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { encoding: 'utf8', maxBuffer: 1 << 20 });
+  if (r.status !== 0) throw new Error(`child ${args.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+function runMemoryChild(mode: 'broker' | 'bare', file: string): MemoryResult {
+  return JSON.parse(runChild(['--memory-child', mode, file]).trim().split('\n').at(-1)!) as MemoryResult;
+}
+
+/** Issues the identities once (own process), then measures each holder in a fresh process. */
+async function measureMemory(): Promise<{ broker: MemoryResult; bare: MemoryResult }> {
+  const { mkdtempSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const dir = mkdtempSync(join(tmpdir(), 'broker-memory-'));
+  try {
+    const file = join(dir, 'svids.bin');
+    runChild(['--memory-issue', file]);
+    return { broker: runMemoryChild('broker', file), bare: runMemoryChild('bare', file) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 async function main(): Promise<void> {
   const childAt = process.argv.indexOf('--memory-child');
-  if (childAt >= 0) return memoryChild(process.argv[childAt + 1] as 'broker' | 'bare');
+  if (childAt >= 0) return memoryChild(process.argv[childAt + 1] as 'broker' | 'bare', process.argv[childAt + 2]!);
+  const issueAt = process.argv.indexOf('--memory-issue');
+  if (issueAt >= 0) return memoryIssueChild(process.argv[issueAt + 1]!);
+  if (process.argv.includes('--memory-only')) {
+    const { broker, bare } = await measureMemory();
+    process.stdout.write(JSON.stringify({ broker, bare }) + '\n');
+    return;
+  }
 
   const { runs, latency } = await coldStartAndLatency();
-  const memBroker = runMemoryChild('broker');
-  const memBare = runMemoryChild('bare');
+  const { broker: memBroker, bare: memBare } = await measureMemory();
 
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const summary = [1, 8].map((concurrency) => {

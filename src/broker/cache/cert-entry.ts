@@ -1,12 +1,11 @@
 /**
  * What the certificate manager keeps per identity: who holds it, who waits for and listens to
  * its certificate, the certificate's `CertState`, the fetch in flight and the entry's three
- * timers. Plain TypeScript.
+ * timers (all in the manager's one `TimerQueue`). Plain TypeScript.
  */
-import type { Clock } from '../../core/clock.js';
 import type { CertListener } from './cert-events.js';
 import { PENDING, type CertState } from './cert-state.js';
-import { ClockTimer } from './clock-timer.js';
+import { ClockTimer, type TimerQueue } from './clock-timer.js';
 import type { FetchPriority } from './priority-queue.js';
 import { Waiters } from './waiters.js';
 import type { WorkloadCert } from './workload-cert.js';
@@ -31,8 +30,8 @@ export interface Entry {
 }
 
 /** A new entry, pending, created now. */
-export function newEntry(options: { readonly identity: string; readonly wanted: FetchPriority; readonly clock: Clock }): Entry {
-  const { identity, wanted, clock } = options;
+export function newEntry(options: { readonly identity: string; readonly wanted: FetchPriority; readonly timers: TimerQueue }): Entry {
+  const { identity, wanted, timers } = options;
   return {
     identity,
     holders: new Set(),
@@ -41,9 +40,9 @@ export function newEntry(options: { readonly identity: string; readonly wanted: 
     state: PENDING,
     wanted,
     inFlight: undefined,
-    next: new ClockTimer(clock),
-    expiry: new ClockTimer(clock),
+    next: new ClockTimer(timers),
+    expiry: new ClockTimer(timers),
     grace: undefined,
-    retainedAt: clock.now(),
+    retainedAt: timers.clock.now(),
   };
 }

@@ -18,7 +18,8 @@ import { describeError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/log.js';
 import type { Rng } from '../../core/rng.js';
 import { newEntry, type Entry } from './cert-entry.js';
-import { ClockTimer } from './clock-timer.js';
+import { ClockTimer, TimerQueue } from './clock-timer.js';
+import { CertInterner } from './cert-interner.js';
 import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
 import {
   certExpired,
@@ -65,12 +66,17 @@ export class CertManager {
   readonly #observers: readonly CertManagerObserver[];
   readonly #logger: Logger;
   readonly #entries = new Map<string, Entry>();
+  /** Every entry's timers, behind one clock sleep. */
+  readonly #timers: TimerQueue;
+  /** Certificates as held: exact-size buffers, intermediates and roots shared by all entries. */
+  readonly #interner = new CertInterner();
   readonly #slots: FetchSlots<string>;
   readonly #all = new Listeners<{ readonly identity: string; readonly event: CertEvent }>();
   #stopped = false;
 
   constructor(options: CertManagerOptions) {
     ({ ca: this.#ca, clock: this.#clock, rng: this.#rng } = options);
+    this.#timers = new TimerQueue(this.#clock);
     this.#slots = new FetchSlots(options.maxConcurrentFetches ?? 8);
     this.#graceMs = options.forgetGraceMs ?? 30_000;
     this.#policy = options.policy ?? DEFAULT_REFRESH_POLICY;
@@ -114,7 +120,7 @@ export class CertManager {
     this.#assertRunning();
     let entry = this.#entries.get(identity);
     if (!entry) {
-      entry = newEntry({ identity, wanted: priority, clock: this.#clock });
+      entry = newEntry({ identity, wanted: priority, timers: this.#timers });
       this.#entries.set(identity, entry);
     }
     entry.holders.add(holder);
@@ -126,7 +132,7 @@ export class CertManager {
   release(identity: string, holder: string): void {
     const entry = this.#entries.get(identity);
     if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace?.armed) return;
-    entry.grace ??= new ClockTimer(this.#clock);
+    entry.grace ??= new ClockTimer(this.#timers);
     entry.grace.arm(this.#graceMs, () => {
       if (entry.holders.size === 0) this.#forget(entry);
     });
@@ -270,7 +276,7 @@ export class CertManager {
     try {
       if (this.#entries.get(entry.identity) === entry && !ac.signal.aborted) {
         const durationMs = this.#clock.now() - started;
-        if ('cert' in outcome) this.#onSuccess(entry, outcome.cert, durationMs);
+        if ('cert' in outcome) this.#onSuccess(entry, this.#interner.hold(entry.identity, outcome.cert), durationMs);
         else this.#onFailure(entry, outcome.failure, durationMs);
       }
     } finally {
