@@ -18,13 +18,14 @@
  * BENCH_CA_INFLIGHT (default 32) calls in flight on each; BENCH_CA_DOCS overrides the file
  * written; BENCH_CA_ONLY=<h2load|http2|grpc-js> keeps only the comparison rows with that load client.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { credentials, Metadata, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
 import { median, writeDocSection } from './report.js';
+import { h2loadMissing } from '../test/support/tools.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SECONDS = Number(process.env.BENCH_CA_SECONDS ?? 4);
@@ -256,10 +257,6 @@ async function runLoad(job: ClientJob, dir: string, window: Window): Promise<Cli
   return JSON.parse(out.trim().split('\n').pop()!) as ClientResult;
 }
 
-/** True when nghttp2's `h2load` is on PATH (Debian: nghttp2-client). */
-function hasH2load(): boolean {
-  return spawnSync('h2load', ['--version'], { stdio: 'ignore' }).status === 0;
-}
 
 interface H2loadJob {
   readonly port: number;
@@ -396,10 +393,11 @@ async function main(): Promise<void> {
     csrs.push(pki.createCsr({ privateKey, uri: 'spiffe://cluster.local/ns/ignored/sa/ignored' }).pem);
   }
   const poolSize = availableParallelism();
-  const h2load = hasH2load();
+  const h2loadProblem = h2loadMissing();
+  const h2load = h2loadProblem === undefined;
   const headlineClient: LoadClient = h2load ? 'h2load' : 'http2';
   process.stdout.write(`bench:ca — ${SECONDS}s per measurement, ${ROUNDS} paired rounds, ${CHANNELS} connections x ${INFLIGHT} in flight, ${cpus().length} cores\n`);
-  if (!h2load) process.stdout.write('h2load not found (Debian: apt-get install nghttp2-client): the headline uses the node:http2 load client, and the h2load rows are skipped\n');
+  if (!h2load) process.stdout.write(`${h2loadProblem}: the headline uses the node:http2 load client, and the h2load rows are skipped\n`);
 
   const root = await pki.createRootCa({ subject: 'O=cluster.local', ttlSeconds: 10 * 365 * 86_400 });
   const material = pki.caKeyMaterial({ cert: root.cert, keyObject: root.privateKey });

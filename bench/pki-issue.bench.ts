@@ -27,6 +27,7 @@ import {
   LeafIssuerPool,
 } from '../src/pki/index.js';
 import { median, writeDocSection } from './report.js';
+import { goMissing } from '../test/support/tools.js';
 
 const ROOT = resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 const ROUNDS = Number(process.env.BENCH_PKI_ROUNDS ?? 16);
@@ -211,6 +212,11 @@ async function runChild(): Promise<void> {
  * (bench/go-issue/main.go). Built once with the local Go toolchain; skipped without one.
  */
 function buildGoBaseline(): { binary: string; version: string; dir: string } | undefined {
+  const missing = goMissing();
+  if (missing !== undefined) {
+    process.stdout.write(`Go baseline skipped: ${missing}\n`);
+    return undefined;
+  }
   const dir = mkdtempSync(join(tmpdir(), 'bench-go-'));
   const binary = join(dir, 'go-issue');
   const env = { ...process.env, GO111MODULE: 'off', GOCACHE: process.env.GOCACHE ?? join(dir, 'cache'), HOME: process.env.HOME ?? dir };
@@ -220,7 +226,7 @@ function buildGoBaseline(): { binary: string; version: string; dir: string } | u
     return { binary, version, dir };
   } catch (err) {
     rmSync(dir, { recursive: true, force: true });
-    process.stdout.write(`Go baseline skipped (no usable Go toolchain: ${err instanceof Error ? err.message.split('\n')[0] : String(err)})\n`);
+    process.stdout.write(`Go baseline skipped (go build failed: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}; Debian: apt-get install golang-go)\n`);
     return undefined;
   }
 }

@@ -7,11 +7,14 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { benchToolHints } from '../test/support/tools.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const files = readdirSync(here)
   .filter((f) => f.endsWith('.bench.js'))
   .sort();
+// Nothing is installed here: say up front what is missing and how to get it.
+for (const hint of benchToolHints()) process.stdout.write(`${hint}\n`);
 let failed = 0;
 for (const f of files) {
   process.stdout.write(`\n=== ${f} ===\n`);

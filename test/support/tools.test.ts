@@ -10,7 +10,7 @@ import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT } from './fixtures.js';
 import { Scratch } from './scratch.js';
-import { commandProblem } from './tools.js';
+import { benchToolHints, commandProblem } from './tools.js';
 
 const TOOLS = join(REPO_ROOT, 'dist/test/support/tools.js');
 
@@ -56,8 +56,31 @@ test('with the tools absent every probe says why, naming the Debian package', as
   const reasons = JSON.parse(r.out) as Record<string, string | undefined>;
   assert.equal(reasons.openssl, 'openssl is not installed (Debian package openssl)');
   assert.match(reasons.kubectl ?? '', /^kubectl is not installed \(Debian package kubernetes-client/);
-  assert.equal(reasons.go, 'go is not installed (Debian package golang-go)');
+  assert.equal(reasons.go, 'go is not installed (Debian package golang-go: apt-get install golang-go)');
   assert.match(reasons.python ?? '', /cannot import grpc and grpc_tools .*python3-grpcio python3-grpc-tools/);
+});
+
+test('npm run bench installs nothing: without go and h2load it says what each skips and how to get them', (t) => {
+  const none = benchToolHints({ ...process.env, PATH: emptyPath(t) });
+  assert.deepEqual(none, [
+    "go is not installed (Debian package golang-go: apt-get install golang-go): bench:pki skips its Go crypto/x509 rows (the issue's reference)",
+    'h2load is not installed (Debian package nghttp2-client: apt-get install nghttp2-client): bench:ca uses its node:http2 load client and skips the h2load rows',
+    'to measure everything: apt-get install golang-go nghttp2-client',
+  ]);
+  // With working stand-ins for both on PATH there is nothing to say; with only one, only the other.
+  const dir = emptyPath(t);
+  for (const tool of ['go', 'h2load']) {
+    writeFileSync(join(dir, tool), '#!/bin/sh\nexit 0\n');
+    chmodSync(join(dir, tool), 0o755);
+  }
+  assert.deepEqual(benchToolHints({ ...process.env, PATH: dir }), []);
+  const onlyGo = emptyPath(t);
+  writeFileSync(join(onlyGo, 'go'), '#!/bin/sh\nexit 0\n');
+  chmodSync(join(onlyGo, 'go'), 0o755);
+  const hints = benchToolHints({ ...process.env, PATH: onlyGo });
+  assert.equal(hints.length, 2);
+  assert.match(hints[0]!, /^h2load is not installed/);
+  assert.equal(hints[1], 'to measure everything: apt-get install nghttp2-client');
 });
 
 /** Runs one compiled test file in its own runner; it must pass with every listed test skipped for `reason`. */

@@ -30,8 +30,8 @@ function firstLine(text: string | null | undefined): string {
  * Why `command args` cannot serve a test (not installed, or it fails), or undefined when it exits 0.
  * `install` says what provides the command (a Debian package name, or a hint).
  */
-export function commandProblem(command: string, args: readonly string[], install: string): string | undefined {
-  const r = spawnSync(command, [...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000 });
+export function commandProblem(command: string, args: readonly string[], install: string, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  const r = spawnSync(command, [...args], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 30_000, env });
   const err = r.error as NodeJS.ErrnoException | undefined;
   if (err?.code === 'ENOENT') return `${command} is not installed (${install})`;
   if (err) return `\`${[command, ...args].join(' ')}\` failed: ${err.message} (${install})`;
@@ -49,9 +49,31 @@ export function kubectlMissing(): string | undefined {
   return once('kubectl', () => commandProblem('kubectl', ['version', '--client'], 'Debian package kubernetes-client, or any kubectl >= 1.27 on PATH'));
 }
 
+const GO_INSTALL = 'Debian package golang-go: apt-get install golang-go';
+const H2LOAD_INSTALL = 'Debian package nghttp2-client: apt-get install nghttp2-client';
+
 /** A Go toolchain, for the crypto/x509 reference encoder. */
 export function goMissing(): string | undefined {
-  return once('go', () => commandProblem('go', ['version'], 'Debian package golang-go'));
+  return once('go', () => commandProblem('go', ['version'], GO_INSTALL));
+}
+
+/** nghttp2's h2load, the CA benchmark's load generator. */
+export function h2loadMissing(): string | undefined {
+  return once('h2load', () => commandProblem('h2load', ['--version'], H2LOAD_INSTALL));
+}
+
+/**
+ * What `npm run bench` cannot measure on this host and how to get it (it installs nothing): one
+ * line per missing tool (go: bench:pki's Go crypto/x509 rows; h2load: bench:ca's h2load rows),
+ * then the one command installing all of them. Empty when both are there. Probes `env`'s PATH.
+ */
+export function benchToolHints(env: NodeJS.ProcessEnv = process.env): string[] {
+  const tools = [
+    { pkg: 'golang-go', problem: commandProblem('go', ['version'], GO_INSTALL, env), skips: "bench:pki skips its Go crypto/x509 rows (the issue's reference)" },
+    { pkg: 'nghttp2-client', problem: commandProblem('h2load', ['--version'], H2LOAD_INSTALL, env), skips: 'bench:ca uses its node:http2 load client and skips the h2load rows' },
+  ].filter((t) => t.problem !== undefined);
+  if (tools.length === 0) return [];
+  return [...tools.map((t) => `${t.problem}: ${t.skips}`), `to measure everything: apt-get install ${tools.map((t) => t.pkg).join(' ')}`];
 }
 
 const GRPC_PACKAGES = 'Debian packages python3-grpcio python3-grpc-tools';
