@@ -100,7 +100,7 @@ test('deploy/ renders with kubectl kustomize and holds every part', { skip }, as
   assert.deepStrictEqual(kinds('ServiceAccount'), ['certbroker-ca', 'istio-cni', 'ztunnel']);
   assert.deepStrictEqual(kinds('DaemonSet'), ['certbroker-node-broker', 'istio-cni-node']);
   assert.deepStrictEqual(kinds('Deployment'), ['certbroker-ca']);
-  assert.deepStrictEqual(kinds('Service'), ['certbroker-ca', 'certbroker-istio-ca-front']);
+  assert.deepStrictEqual(kinds('Service'), ['certbroker-ca', 'certbroker-ca-headless', 'certbroker-istio-ca-front']);
   assert.deepStrictEqual(kinds('PodDisruptionBudget'), ['certbroker-ca']);
   assert.deepStrictEqual(kinds('FlowSchema'), ['certbroker-node-agents']);
   assert.deepStrictEqual(kinds('PriorityLevelConfiguration'), ['certbroker-node-agents']);
