@@ -24,7 +24,9 @@ import { checkX509Svid } from '../../src/spiffe/index.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
-import { opensslVerifyChain } from '../ca/support/pki-fixtures.js';
+import { cacertsFiles, makePluginCa, opensslVerifyChain, writeCacertsAtomic, type PluginCa } from '../ca/support/pki-fixtures.js';
+import { removeTempDir, tempDirSync } from '../support/scratch.js';
+import { parsePemBlocksOfType } from '../../src/pki/pem.js';
 import { BROKER_NS, NODE, Stack, TD, tokenFor } from './support/stack.js';
 import { eventually } from './support/eventually.js';
 
@@ -262,8 +264,11 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
   });
 });
 
-describe('Istio CA front: an ALT_CA_HOSTNAME-style name (ISTIO_CA_FRONT_ALT_HOSTNAME)', { skip }, () => {
+describe('Istio CA front on a plug-in CA (cacerts) mid root rotation, with an ALT_CA_HOSTNAME-style name', { skip }, () => {
   const ALT = 'node-ca.istio-system.svc';
+  let cacerts: string;
+  let old: PluginCa;
+  let fresh: PluginCa;
   let stack: Stack;
   let broker: Broker;
   let clock: SkipClock;
@@ -271,24 +276,48 @@ describe('Istio CA front: an ALT_CA_HOSTNAME-style name (ISTIO_CA_FRONT_ALT_HOST
   let token: string;
 
   before(async () => {
+    // Both roots published (the rotation's overlap), the old root's intermediate still signing.
+    old = await makePluginCa('Old');
+    fresh = await makePluginCa('New');
+    cacerts = tempDirSync('istio-ca-front-cacerts-');
+    await writeCacertsAtomic(cacerts, cacertsFiles(old, [fresh.root]));
     stack = await Stack.start({
       tmpPrefix: 'istio-ca-front-alt-',
-      namespaces: [],
-      serviceAccounts: [],
-      ca: { grantableServingNames: ['localhost', '127.0.0.1', ALT] },
+      namespaces: ['shop'],
+      serviceAccounts: ['shop/cart'],
+      ca: { grantableServingNames: ['localhost', '127.0.0.1', ALT], signer: { kind: 'cacerts', dir: cacerts } },
     });
     stubs = await caStubs(stack.dir);
     await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
+    await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
     clock = new SkipClock();
     broker = await startBroker({ ...stack.brokerConfig({ clock }), istioCaFront: frontConfig({ servingNames: [...ISTIO_CA_FRONT_DEFAULTS.servingNames, ALT] }) });
     await broker.whenReady(AbortSignal.timeout(20_000));
-    await eventually('ztunnel pod on the node', () => broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
+    await eventually('pods on the node', () => broker.pods.byKey(BROKER_NS, 'ztunnel-local') && broker.pods.byKey('shop', 'cart-0'));
     token = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
   });
 
   after(async () => {
     await broker?.stop(500);
     await stack?.close();
+    if (cacerts) await removeTempDir(cacerts);
+  });
+
+  it("Istio's answer shape: leaf, the intermediate, then one last element holding both roots; openssl verifies under each bundle", async () => {
+    const before = await ztunnelClient({ dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem() }, [
+      { token, san: ZTUNNEL_ID },
+      { token, san: cartId, impersonate: cartId },
+    ]);
+    for (const [res, id] of [[before[0], ZTUNNEL_ID], [before[1], cartId]] as const) {
+      assert.ok(res && 'cert_chain' in res, JSON.stringify(res));
+      const chain = res.cert_chain;
+      assert.equal(chain.length, 3, 'leaf, intermediate, root bundle');
+      assert.equal(checkX509Svid(chain[0]!)?.id, id);
+      assert.equal(new X509Certificate(chain[1]!).fingerprint256, new X509Certificate(old.intermediate.der).fingerprint256, 'the signing intermediate, on its own');
+      const roots = parsePemBlocksOfType(chain[2]!, 'CERTIFICATE').map((der) => new X509Certificate(der).fingerprint256);
+      assert.deepEqual(roots, [old.root, fresh.root].map((r) => new X509Certificate(r.der).fingerprint256), 'both roots in the last element');
+      assert.match(await opensslVerifyChain(chain), /OK/);
+    }
   });
 
   it('the served certificate names localhost, 127.0.0.1 and the alt name; ztunnel verifying for the alt name is served; so after a rotation', async () => {
