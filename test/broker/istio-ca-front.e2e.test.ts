@@ -215,6 +215,23 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
     }
   });
 
+  it("the caller's token is reviewed once (TokenReview, audience istio-ca) and the review reused by the next calls", async () => {
+    const reviews = async (result: string): Promise<number> => {
+      const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_token_reviews_total');
+      const line = text.split('\n').find((l) => l.includes(`result="${result}"`));
+      return line ? Number(line.split(' ').at(-1)) : 0;
+    };
+    const posted = () => stack.dc.requestLog.entries({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews' }).length;
+    const fresh = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
+    const [miss, hit, apiBefore] = [await reviews('miss'), await reviews('hit'), posted()];
+    const results = await py([1, 2, 3].map(() => ({ token: fresh, san: ZTUNNEL_ID })));
+    for (const r of results) assert.ok('cert_chain' in r, JSON.stringify(r));
+    assert.equal((await reviews('miss')) - miss, 1, 'one TokenReview for the new token');
+    assert.equal((await reviews('hit')) - hit, 2, 'the next two calls answered from the cache');
+    // The front's one review, and at most one by the CA of the broker's own token (its cache is 60 s).
+    assert.ok(posted() - apiBefore <= 2, `${posted() - apiBefore} TokenReviews reached the API server for 3 calls`);
+  });
+
   it("a TTL over the CA's maximum and a CSR whose signature does not verify are the CA's INVALID_ARGUMENT, relayed (one CA call each)", async () => {
     const before = await caCalls();
     const results = await py([
