@@ -1,0 +1,308 @@
+/**
+ * `npm run bench:pod-index` (long; optional in `npm run bench`, see run-all.ts): the CA's pod
+ * index at cluster scale. 150,000 realistic pods (~3 KB of JSON each) on 5,000 nodes plus one
+ * ztunnel per node, in three processes so that each one's memory is its own:
+ *
+ * - cluster: a devcluster loaded with the pods (load time, heap and RSS per stored pod, the time
+ *   of a first page, of a page deep in the list via its continue token, and of a whole paged
+ *   walk of 500-pod pages);
+ * - ca: the CA's PodInformer syncing from it (sync time; RSS and heap per indexed pod after a GC),
+ *   then NodeAuthorizer.authorize per call, p50/p99, against that index and against an index of
+ *   1,000 pods at the same pods-per-node density;
+ * - baseline: a fresh process holding the same tuples as a Map of plain objects (RSS per pod).
+ *
+ * `--pods N --nodes N` shrink it for a smoke run; `--write-docs` updates docs/benchmarks.md.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createInterface } from 'node:readline';
+import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { startDevCluster } from '../src/devcluster/index.js';
+import { CompactPodIndex } from '../src/ca/compact-pod-index.js';
+import { NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
+import { silentLogger } from '../src/core/log.js';
+import { realisticPod, nodeName, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
+import { pct, writeDocSection } from './report.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = join(here, '..', '..');
+const MiB = 1024 * 1024;
+
+function arg(name: string, dflt: number): number {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : dflt;
+}
+
+const PODS = arg('pods', 150_000);
+const NODES = arg('nodes', 5_000);
+const SHAPE: ClusterShape = { pods: PODS, nodes: NODES, namespaces: 200, accounts: 20 };
+const CLUSTER_HEAP_MB = 8192;
+const CA_HEAP_MB = 1024;
+
+function gc(): void {
+  (globalThis as { gc?: () => void }).gc?.();
+  (globalThis as { gc?: () => void }).gc?.();
+}
+
+function mem(): { rss: number; heap: number } {
+  gc();
+  const m = process.memoryUsage();
+  return { rss: m.rss, heap: m.heapUsed + m.external + m.arrayBuffers };
+}
+
+function ztunnel(n: number): Record<string, unknown> {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { namespace: 'istio-system', name: `ztunnel-${n}`, uid: podUid(0x7000000 + n) },
+    spec: { serviceAccountName: 'ztunnel', nodeName: nodeName(n), containers: [{ name: 'istio-proxy', image: 'istio/ztunnel' }] },
+    status: { phase: 'Running' },
+  };
+}
+
+/** The cluster process: loads the pods, reports, serves until stdin closes. */
+async function clusterMode(kubeconfigPath: string): Promise<void> {
+  const before = mem();
+  const cluster = await startDevCluster({ historyLimit: 1000 });
+  const namespaces = Array.from({ length: SHAPE.namespaces }, (_, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `team-${i}-prod` } }));
+  await cluster.apply([...namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'istio-system' } }]);
+  const t0 = performance.now();
+  for (let i = 0; i < PODS; i += 1000) {
+    const batch = [];
+    for (let j = i; j < Math.min(PODS, i + 1000); j++) batch.push({ apiVersion: 'v1', kind: 'Pod', ...realisticPod(j, SHAPE) });
+    await cluster.apply(batch);
+  }
+  await cluster.apply(Array.from({ length: NODES }, (_, n) => ztunnel(n)));
+  const loadMs = performance.now() - t0;
+  const loaded = mem();
+  await cluster.writeKubeconfig(kubeconfigPath);
+  // Pages over HTTPS through node's own client (the devcluster's CA is not in fetch's trust).
+  const https = await import('node:https');
+  const agent = new https.Agent({ ca: cluster.caCertPem, keepAlive: true });
+  const page = (query: string) =>
+    new Promise<{ ms: number; items: number; cont: string | undefined; bytes: number }>((resolve, reject) => {
+      const started = performance.now();
+      https
+        .get(`${cluster.url}/api/v1/pods?${query}`, { agent, headers: { authorization: `Bearer ${cluster.adminToken}` } }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const text = Buffer.concat(chunks).toString('utf8');
+            const body = JSON.parse(text) as { items: unknown[]; metadata: { continue?: string } };
+            resolve({ ms: performance.now() - started, items: body.items.length, cont: body.metadata.continue, bytes: text.length });
+          });
+        })
+        .on('error', reject);
+    });
+  const first = await page('limit=500');
+  let walkMs = 0;
+  let pages = 0;
+  let deepMs = 0;
+  let cont: string | undefined;
+  let bytes = 0;
+  do {
+    const p = await page(`limit=500${cont ? `&continue=${cont}` : ''}`);
+    walkMs += p.ms;
+    bytes += p.bytes;
+    pages++;
+    if (pages === Math.ceil((PODS + NODES) / 1000)) deepMs = p.ms;
+    cont = p.cont;
+  } while (cont !== undefined);
+  agent.destroy();
+  const served = mem();
+  const stored = PODS + NODES;
+  process.stdout.write(
+    `${JSON.stringify({
+      url: cluster.url,
+      loadMs,
+      storedPods: stored,
+      heapPerPod: (loaded.heap - before.heap) / stored,
+      rssPerPod: (loaded.rss - before.rss) / stored,
+      rssMiB: loaded.rss / MiB,
+      rssAfterWalkMiB: served.rss / MiB,
+      firstPageMs: first.ms,
+      deepPageMs: deepMs,
+      walkMs,
+      pages,
+      listBytes: bytes,
+    })}\n`,
+  );
+  // Serve the CA until the parent closes stdin.
+  process.stdin.resume();
+  await new Promise((r) => process.stdin.on('end', r));
+  await cluster.close();
+}
+
+function callers(index: PodIndex, pods: number, shape: ClusterShape): Array<{ caller: Caller; identity: string }> {
+  const out = [];
+  for (let k = 0; out.length < 2000; k++) {
+    const i = Math.floor((k * 7919) % pods);
+    const p = toPodInfo(realisticPod(i, shape) as V1Pod)!;
+    // Pods that authorize (a Failed or Succeeded pod alone on its node is refused: another path).
+    if (p.phase !== 'Running' && p.phase !== 'Pending') continue;
+    const n = Math.imul(i, 7919) % shape.nodes;
+    // The UID as the index has it (the devcluster's admission gives created pods their own).
+    const uid = index.getPod({ namespace: 'istio-system', name: `ztunnel-${n}` })?.uid ?? '';
+    const caller: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' } as Caller;
+    out.push({ caller, identity: `spiffe://cluster.local/ns/${p.namespace}/sa/${p.serviceAccountName}` });
+  }
+  return out;
+}
+
+function authorizer(pods: PodIndex): NodeAuthorizer {
+  return new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: ['cluster.local'], pods });
+}
+
+/**
+ * authorize() per call on each index, p50/p99 in µs: both warmed up first, then measured in
+ * alternating rounds so JIT state and machine noise fall on both alike.
+ */
+function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; count: number; shape: ClusterShape }>): Array<{ p50: number; p99: number; allowed: number }> {
+  const runs = sets.map((s) => ({ authz: authorizer(s.pods), calls: callers(s.pods, s.count, s.shape), samples: [] as number[], allowed: 0 }));
+  const call = (r: (typeof runs)[number], c: { caller: Caller; identity: string }): boolean => {
+    try {
+      r.authz.authorize(c.caller, c.identity);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  for (const r of runs) for (let k = 0; k < 3; k++) for (const c of r.calls) call(r, c);
+  for (let round = 0; round < 10; round++) {
+    for (const r of runs) {
+      for (const c of r.calls) {
+        const t = process.hrtime.bigint();
+        const ok = call(r, c);
+        r.samples.push(Number(process.hrtime.bigint() - t) / 1000);
+        if (ok) r.allowed++;
+      }
+    }
+  }
+  return runs.map((r) => {
+    r.samples.sort((a, b) => a - b);
+    return { p50: pct(r.samples, 50), p99: pct(r.samples, 99), allowed: r.allowed / r.samples.length };
+  });
+}
+
+/** The CA process: syncs the PodInformer from the cluster, then measures authorization. */
+async function caMode(kubeconfigPath: string): Promise<void> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const before = mem();
+  const informer = new PodInformer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
+  const t0 = performance.now();
+  informer.start();
+  await informer.waitForSync();
+  const syncMs = performance.now() - t0;
+  let peakRss = process.memoryUsage().rss;
+  const synced = mem();
+  peakRss = Math.max(peakRss, synced.rss);
+  const indexed = informer.size;
+  const smallShape: ClusterShape = { pods: 1000, nodes: Math.max(1, Math.round((1000 * NODES) / PODS)), namespaces: 200, accounts: 20 };
+  const small = new CompactPodIndex();
+  for (let i = 0; i < 1000; i++) small.upsert(toPodInfo(realisticPod(i, smallShape) as V1Pod)!);
+  for (let n = 0; n < smallShape.nodes; n++) small.upsert(toPodInfo(ztunnel(n) as V1Pod)!);
+  const [big, little] = authzCosts([
+    { pods: informer, count: PODS, shape: SHAPE },
+    { pods: small, count: 1000, shape: smallShape },
+  ]);
+  await informer.stop();
+  process.stdout.write(
+    `${JSON.stringify({ indexed, syncMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little })}\n`,
+  );
+}
+
+/** The baseline process: the same tuples as a Map of plain objects. */
+function baselineMode(): void {
+  const before = mem();
+  const map = new Map<string, unknown>();
+  const nodes = new Map<string, unknown[]>();
+  for (let i = 0; i < PODS + NODES; i++) {
+    const raw = i < PODS ? realisticPod(i, SHAPE) : ztunnel(i - PODS);
+    const p = toPodInfo(JSON.parse(JSON.stringify(raw)) as V1Pod)!;
+    // Fresh strings per pod, as decoding each pod's JSON makes them.
+    const t = { namespace: p.namespace, name: p.name, uid: p.uid, serviceAccountName: p.serviceAccountName, nodeName: p.nodeName, phase: p.phase };
+    map.set(`${t.namespace}/${t.name}`, t);
+    let l = nodes.get(t.nodeName);
+    if (!l) nodes.set(t.nodeName, (l = []));
+    l.push(t);
+  }
+  const after = mem();
+  process.stdout.write(`${JSON.stringify({ pods: map.size, rssPerPod: (after.rss - before.rss) / map.size, heapPerPod: (after.heap - before.heap) / map.size })}\n`);
+}
+
+function child(mode: string, heapMb: number, extra: string[] = []): { lines: AsyncIterableIterator<string>; close: () => void; done: Promise<number | null> } {
+  const p = spawn(process.execPath, [`--max-old-space-size=${heapMb}`, '--expose-gc', fileURLToPath(import.meta.url), '--mode', mode, '--pods', String(PODS), '--nodes', String(NODES), ...extra], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const rl = createInterface({ input: p.stdout });
+  return { lines: rl[Symbol.asyncIterator](), close: () => p.stdin.end(), done: new Promise((r) => p.on('exit', (code) => r(code))) };
+}
+
+async function firstLine(it: AsyncIterableIterator<string>): Promise<Record<string, unknown>> {
+  const { value, done } = await it.next();
+  if (done) throw new Error('the child ended without a report');
+  return JSON.parse(value as string) as Record<string, unknown>;
+}
+
+const f0 = (x: unknown) => (x as number).toFixed(0);
+const f1 = (x: unknown) => (x as number).toFixed(1);
+const f2 = (x: unknown) => (x as number).toFixed(2);
+
+async function main(): Promise<void> {
+  const i = process.argv.indexOf('--mode');
+  const mode = i >= 0 ? process.argv[i + 1] : undefined;
+  if (mode === 'cluster') return clusterMode(process.argv[process.argv.indexOf('--kubeconfig') + 1]!);
+  if (mode === 'ca') return caMode(process.argv[process.argv.indexOf('--kubeconfig') + 1]!);
+  if (mode === 'baseline') return baselineMode();
+
+  const dir = mkdtempSync(join(tmpdir(), 'bench-pod-index-'));
+  const kubeconfig = join(dir, 'kubeconfig');
+  try {
+    console.log(`pod index: ${PODS} pods on ${NODES} nodes (+${NODES} ztunnels); cluster --max-old-space-size=${CLUSTER_HEAP_MB}, CA ${CA_HEAP_MB}`);
+    const cluster = child('cluster', CLUSTER_HEAP_MB, ['--kubeconfig', kubeconfig]);
+    const c = await firstLine(cluster.lines);
+    console.log(`devcluster: load ${f1((c.loadMs as number) / 1000)} s, ${f0(c.heapPerPod)} B heap / ${f0(c.rssPerPod)} B RSS per stored pod (RSS ${f0(c.rssMiB)} MiB); first page of 500 ${f1(c.firstPageMs)} ms, a page halfway ${f1(c.deepPageMs)} ms, ${c.pages} pages in ${f1((c.walkMs as number) / 1000)} s (${f0((c.listBytes as number) / MiB)} MiB of JSON)`);
+    const ca = child('ca', CA_HEAP_MB, ['--kubeconfig', kubeconfig]);
+    const r = await firstLine(ca.lines);
+    await ca.done;
+    cluster.close();
+    await cluster.done;
+    const base = child('baseline', 4096);
+    const b = await firstLine(base.lines);
+    await base.done;
+    const a150 = r.authz150k as { p50: number; p99: number; allowed: number };
+    const a1 = r.authz1k as { p50: number; p99: number; allowed: number };
+    const lines = [
+      `CA: synced ${r.indexed} pods in ${f1((r.syncMs as number) / 1000)} s; ${f0(r.rssPerPod)} B RSS / ${f0(r.heapPerPod)} B heap per indexed pod (RSS ${f0(r.rssMiB)} MiB, peak ${f0(r.peakRssMiB)} MiB)`,
+      `baseline (Map of the same tuples, fresh process): ${f0(b.rssPerPod)} B RSS / ${f0(b.heapPerPod)} B heap per pod -> CA/baseline RSS ${f2((r.rssPerPod as number) / (b.rssPerPod as number))}`,
+      `authorize per call: ${f2(a150.p50)} / ${f2(a150.p99)} µs p50/p99 at ${PODS} pods vs ${f2(a1.p50)} / ${f2(a1.p99)} µs at 1000 pods (allowed ${f2(a150.allowed)} / ${f2(a1.allowed)})`,
+    ];
+    for (const l of lines) console.log(l);
+    if (process.argv.includes('--write-docs')) {
+      const body = [
+        `Command: \`npm run bench:pod-index -- --write-docs\` (${PODS} realistic pods of ~3 KB JSON on ${NODES} nodes, plus one ztunnel per node; three processes: devcluster, CA, baseline). Same-run numbers on a shared 2-core machine.`,
+        '',
+        '| what | value |',
+        '|---|---|',
+        `| CA sync (paged list, 500 per page, streamed decode) | ${f1((r.syncMs as number) / 1000)} s |`,
+        `| CA RSS per indexed pod (after GC) | ${f0(r.rssPerPod)} B (heap ${f0(r.heapPerPod)} B); CA RSS ${f0(r.rssMiB)} MiB |`,
+        `| baseline: Map of the same tuples, fresh process | ${f0(b.rssPerPod)} B RSS (heap ${f0(b.heapPerPod)} B) per pod |`,
+        `| authorize p50 / p99 at ${PODS} pods | ${f2(a150.p50)} / ${f2(a150.p99)} µs |`,
+        `| authorize p50 / p99 at 1,000 pods (same pods per node) | ${f2(a1.p50)} / ${f2(a1.p99)} µs |`,
+        `| devcluster: load ${c.storedPods} pods through admission | ${f1((c.loadMs as number) / 1000)} s |`,
+        `| devcluster: memory per stored pod | ${f0(c.heapPerPod)} B heap, ${f0(c.rssPerPod)} B RSS (RSS ${f0(c.rssMiB)} MiB) |`,
+        `| devcluster: first page of 500 / a page halfway (continue token) | ${f1(c.firstPageMs)} ms / ${f1(c.deepPageMs)} ms |`,
+        `| devcluster: whole list in ${c.pages} pages of 500 | ${f1((c.walkMs as number) / 1000)} s |`,
+        '',
+        `Memory needed: the devcluster child runs with --max-old-space-size=${CLUSTER_HEAP_MB} (it used ${f0(c.rssAfterWalkMiB)} MiB RSS after the walk), the CA child with ${CA_HEAP_MB}.`,
+      ].join('\n');
+      writeDocSection({ root, marker: 'pod-index', heading: '## CA pod index at cluster scale', body });
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
