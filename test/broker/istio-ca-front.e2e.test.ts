@@ -21,6 +21,7 @@ import { credentials, type ChannelCredentials, type Client, type ServiceError } 
 import { ISTIO_CA_FRONT_DEFAULTS, startBroker, type Broker, type IstioCaFrontConfig } from '../../src/broker/index.js';
 import { loadProtos, lookup, protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
+import { createLogger } from '../../src/core/log.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
@@ -123,6 +124,8 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
   let clock: SkipClock;
   let stubs: string;
   const tokens: Record<string, string> = {};
+  /** The broker's log lines (warn and up). */
+  const logs: string[] = [];
 
   /** Runs the ztunnel-like client once for a batch of requests (one Python start). */
   const py = (requests: readonly PyRequest[]) => ztunnelClient({ dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem() }, requests);
@@ -147,7 +150,7 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
     await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
     await stack.createPod({ namespace: 'shop', name: 'web-remote', serviceAccount: 'web', nodeName: 'node-2' });
     clock = new SkipClock();
-    broker = await startBroker({ ...stack.brokerConfig({ clock }), istioCaFront: frontConfig() });
+    broker = await startBroker({ ...stack.brokerConfig({ clock, logger: createLogger({ level: 'warn', sink: (l) => logs.push(l) }) }), istioCaFront: frontConfig() });
     await broker.whenReady(AbortSignal.timeout(20_000));
     await eventually('pods on the node', () => broker.pods.byKey('shop', 'cart-0') && broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
     tokens.local = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
@@ -213,6 +216,12 @@ describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
       if (c.code === 'UNAUTHENTICATED') assert.equal(r.details, 'authentication failed', 'the caller learns nothing more, as from istiod');
       if (!c.reason.endsWith('_')) assert.ok((await frontCount(c.reason)) > countsBefore[i]!, `case ${i}: reason ${c.reason} counted`);
     }
+    // Each denial's precise reason is in the broker's log (what the caller is not told), no token is.
+    const denials = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === 'CreateCertificate denied');
+    for (const c of cases.filter((x) => x.code === 'UNAUTHENTICATED')) {
+      assert.ok(denials.some((r) => r.reason === c.reason && typeof r.detail === 'string' && r.detail !== ''), `${c.reason} logged with its detail`);
+    }
+    for (const t of [tokens.local!, tokens.remote!, tokens.cart!, unbound.reveal()]) assert.ok(!logs.some((l) => l.includes(t)), 'no token in the log');
   });
 
   it("the caller's token is reviewed once (TokenReview, audience istio-ca) and the review reused by the next calls", async () => {
