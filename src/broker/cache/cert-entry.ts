@@ -7,14 +7,16 @@ import type { CertListener } from './cert-events.js';
 import { PENDING, type CertState } from './cert-state.js';
 import { ClockTimer, type TimerQueue } from './clock-timer.js';
 import type { FetchPriority } from './priority-queue.js';
-import { Waiters } from './waiters.js';
+import type { Waiters } from './waiters.js';
 import type { WorkloadCert } from './workload-cert.js';
 
 export interface Entry {
   readonly identity: string;
   readonly holders: Set<string>;
-  readonly listeners: Set<CertListener>;
-  readonly waiters: Waiters<WorkloadCert>;
+  /** Made by the first subscriber, dropped when the last leaves (most identities have none). */
+  listeners: Set<CertListener> | undefined;
+  /** Made by the first waiter, dropped once they are answered. */
+  waiters: Waiters<WorkloadCert> | undefined;
   state: CertState;
   /** Priority to use for the next queued fetch (upgraded by waiters). */
   wanted: FetchPriority;
@@ -35,8 +37,8 @@ export function newEntry(options: { readonly identity: string; readonly wanted: 
   return {
     identity,
     holders: new Set(),
-    listeners: new Set(),
-    waiters: new Waiters(),
+    listeners: undefined,
+    waiters: undefined,
     state: PENDING,
     wanted,
     inFlight: undefined,

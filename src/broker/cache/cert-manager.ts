@@ -35,6 +35,7 @@ import {
 import { BrokerError } from '../errors.js';
 import { emitGuarded, guard, Listeners } from './listeners.js';
 import { FetchSlots } from './fetch-slots.js';
+import { Waiters } from './waiters.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
 import { DEFAULT_REFRESH_POLICY, fetchFailureOf, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
 import { fetchOnce, isUsable, type CaClient, type FetchOutcome, type WorkloadCert } from './workload-cert.js';
@@ -160,7 +161,7 @@ export class CertManager {
     }
     const cert = this.current(identity);
     if (cert) return Promise.resolve(cert);
-    const waiting = entry.waiters.wait(signal);
+    const waiting = (entry.waiters ??= new Waiters()).wait(signal);
     if (!signal?.aborted) this.#want(entry, 'realtime');
     return waiting;
   }
@@ -183,8 +184,12 @@ export class CertManager {
       guard(() => listener({ type: 'forgotten' }), (err) => this.#threw('subscribe listener', identity, err));
       return () => undefined;
     }
-    entry.listeners.add(listener);
-    return () => entry.listeners.delete(listener);
+    const listeners = (entry.listeners ??= new Set());
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && entry.listeners === listeners) entry.listeners = undefined;
+    };
   }
 
   /**
@@ -219,7 +224,7 @@ export class CertManager {
     for (const entry of this.#entries.values()) {
       this.#cancelTimers(entry);
       entry.inFlight?.abort();
-      entry.waiters.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
+      this.#takeWaiters(entry)?.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
     }
     this.#entries.clear();
   }
@@ -298,8 +303,8 @@ export class CertManager {
       this.#notify('firstReady', identity, (o) => o.firstReady?.(identity, now - retainedAt));
     }
     this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
-    entry.waiters.resolveAll(cert);
-    emitGuarded(entry.listeners, { type: 'updated', cert }, (err) => this.#threw('subscribe listener', identity, err));
+    this.#takeWaiters(entry)?.resolveAll(cert);
+    if (entry.listeners) emitGuarded(entry.listeners, { type: 'updated', cert }, (err) => this.#threw('subscribe listener', identity, err));
   }
 
   #onFailure(entry: Entry, err: unknown, durationMs: number): void {
@@ -316,7 +321,7 @@ export class CertManager {
     entry.state = fetchFailed(entry.state, { error: err, refused, keep });
     this.#notify('fetchFailed', entry.identity, (o) => o.fetchFailed?.(entry.identity, err, durationMs, delay));
     if (!keep) {
-      entry.waiters.rejectAll(
+      this.#takeWaiters(entry)?.rejectAll(
         new BrokerError('ERR_CERT_UNAVAILABLE', `no certificate for ${entry.identity}: ${describeError(err)}`, {
           status: 'unavailable',
           cause: err,
@@ -334,7 +339,7 @@ export class CertManager {
     entry.next.arm(delayMs, () => {
       if (this.#entries.get(entry.identity) !== entry) return;
       // Whoever asked meanwhile (a waiter, a new pod) may need it sooner than the timer's priority.
-      const wanted = entry.waiters.size > 0 ? 'realtime' : entry.wanted;
+      const wanted = (entry.waiters?.size ?? 0) > 0 ? 'realtime' : entry.wanted;
       entry.wanted = isMoreUrgent(wanted, priority) ? wanted : priority;
       this.#slots.push(entry.identity, entry.wanted);
       this.#pump();
@@ -367,11 +372,19 @@ export class CertManager {
     this.#slots.delete(identity);
     entry.inFlight?.abort();
     this.#cancelTimers(entry);
-    entry.waiters.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
-    emitGuarded(entry.listeners, { type: 'forgotten' }, (err) => this.#threw('subscribe listener', identity, err));
-    entry.listeners.clear();
+    this.#takeWaiters(entry)?.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
+    const listeners = entry.listeners;
+    entry.listeners = undefined;
+    if (listeners) emitGuarded(listeners, { type: 'forgotten' }, (err) => this.#threw('subscribe listener', identity, err));
     this.#all.emit({ identity, event: { type: 'forgotten' } }, (err) => this.#threw('subscribeAll listener', identity, err));
     this.#notify('forgotten', identity, (o) => o.forgotten?.(identity));
+  }
+
+  /** The entry's waiters, to answer them all; the entry keeps none until the next one waits. */
+  #takeWaiters(entry: Entry): Waiters<WorkloadCert> | undefined {
+    const waiters = entry.waiters;
+    entry.waiters = undefined;
+    return waiters;
   }
 
   #cancelTimers(entry: Entry): void {
