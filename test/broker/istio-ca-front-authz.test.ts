@@ -1,12 +1,17 @@
 /**
  * The Istio CA front's local decisions, on plain data: `FrontAuthorizer` over a real `NodePods`
  * (who may call, whose identity it may have) and `CallerLimits` on a FakeClock (concurrency and
- * rate per caller pod).
+ * rate per caller pod), and `IstioCaFrontService` over them with a CA answer given per test (a
+ * leaf of the CSR's key, or of another: somebody else's misbehaving CA).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CallerLimits, FrontAuthorizer, NodePods, type PodFacts } from '../../src/broker/index.js';
 import { FakeClock } from '../support/fake-clock.js';
+import { IstioCaFrontService, type CsrForwarder } from '../../src/broker/fronts/istio-ca/index.js';
+import { silentLogger } from '../../src/core/log.js';
+import { createCsr, csrPublicKeyInfo } from '../../src/pki/csr.js';
+import { exportSpkiDer, generateKeyPair } from '../../src/pki/keys.js';
 
 const TD = 'cluster.local';
 const retainer = { retain: () => undefined, release: () => undefined };
@@ -125,5 +130,56 @@ describe('CallerLimits', () => {
     limits.acquire('new')(); // 'idle' (bucket empty but nothing in flight) makes room; 'busy' stays
     assert.equal(limits.inFlight('busy'), 1);
     assert.throws(() => limits.acquire('busy'), { code: 'ERR_FRONT_RATE_LIMITED' });
+  });
+});
+
+describe('IstioCaFrontService: what it checks of the CA answer, and its bounds as statuses', () => {
+  /** A CA that signs the identity asked for but answers with a leaf of `leafKey` (somebody else's misbehaving CA when not the CSR's). */
+  async function service(options: { leafKey?: 'csr' | 'other'; burst?: number } = {}) {
+    const { authz } = setup();
+    const other = await generateKeyPair();
+    const calls: string[] = [];
+    const forwarder: CsrForwarder = {
+      forwardCsr: async (req) => {
+        calls.push(req.identity);
+        const spki = options.leafKey === 'other' ? exportSpkiDer(other.publicKey) : csrPublicKeyInfo(req.csrPem);
+        return { certChain: ['LEAF', 'ROOTS'], leafSpki: spki };
+      },
+    };
+    const svc = new IstioCaFrontService({
+      clusterId: 'Kubernetes',
+      authenticator: { authenticate: async () => ztunnel },
+      authorizer: authz,
+      limits: new CallerLimits({ clock: new FakeClock(), ratePerSecond: 1, burst: options.burst ?? 10, maxInFlight: 4 }),
+      forwarder,
+      logger: silentLogger,
+    });
+    const csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: `spiffe://${TD}/ns/shop/sa/cart` }).pem;
+    const request = { csr, validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: `spiffe://${TD}/ns/shop/sa/cart` } } } };
+    const metadata = { get: (key: string) => (key === 'authorization' ? ['Bearer t'] : []) };
+    return { svc, calls, call: () => svc.createCertificate(request as never, metadata as never) };
+  }
+
+  it("relays the CA's chain as it came when the leaf holds the CSR's key", async () => {
+    const { call, calls } = await service();
+    assert.deepEqual(await call(), { cert_chain: ['LEAF', 'ROOTS'] });
+    assert.deepEqual(calls, [`spiffe://${TD}/ns/shop/sa/cart`], 'ImpersonatedIdentity forwarded as the granted identity');
+  });
+
+  it("a leaf that does not hold the CSR's key is never answered: ERR_CA_BAD_RESPONSE, UNAVAILABLE to the caller", async () => {
+    const { svc, call } = await service({ leafKey: 'other' });
+    const err = await call().then(() => assert.fail('answered'), (e: unknown) => e);
+    assert.equal((err as { code?: string }).code, 'ERR_CA_BAD_RESPONSE');
+    assert.equal(svc.rejection(err, 'test').code, 14, 'UNAVAILABLE');
+  });
+
+  it('over its burst the caller gets RESOURCE_EXHAUSTED, with no CA call', async () => {
+    const { svc, call, calls } = await service({ burst: 2 });
+    await call();
+    await call();
+    const err = await call().then(() => assert.fail('answered'), (e: unknown) => e);
+    assert.equal((err as { code?: string }).code, 'ERR_FRONT_RATE_LIMITED');
+    assert.equal(svc.rejection(err, 'test').code, 8, 'RESOURCE_EXHAUSTED');
+    assert.equal(calls.length, 2);
   });
 });
