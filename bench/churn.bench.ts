@@ -8,8 +8,8 @@
  * `retryDelay`) with the broker's own fetch queue (FetchSlots, 8 calls at once). The devcluster
  * runs in this process too (TokenReview, pods); the CA is `certbroker ca` as its own process(es),
  * TLS, self-signed root in istio-ca-secret, default signing workers — first one process, then
- * three (the simulated brokers spread over them by node, broker i to CA i mod 3: the broker has
- * a single CA_ADDRESS, so this is what a load-balanced Service does per connection).
+ * three (each simulated broker holds a connection to every CA and sends its calls round robin
+ * over them, as the broker's grpc-js channel does over the headless Service of the replicas).
  *
  * Pod churn: a driver deletes a random workload pod and creates one of another service account
  * on the same node through the API at BENCH_CHURN_RATE pods/s; that node's broker drops the old
@@ -42,8 +42,8 @@ const num = (name: string, short: number, long: number): number => {
   const v = process.env[name];
   return v === undefined || v === '' ? (LONG ? long : short) : Number(v);
 };
-const NODES = num('BENCH_CHURN_NODES', 100, 1000);
-const SAS = num('BENCH_CHURN_SAS', 10, 30);
+const NODES = num('BENCH_CHURN_NODES', 40, 1000);
+const SAS = num('BENCH_CHURN_SAS', 8, 30);
 const TTL = num('BENCH_CHURN_TTL_SECONDS', 20, 120);
 const WINDOW = num('BENCH_CHURN_SECONDS', 30, 120);
 const RATE = num('BENCH_CHURN_RATE', 2, 20);
@@ -195,13 +195,19 @@ async function main(): Promise<void> {
         const brokers: SimBroker[] = [];
         let stopped = false;
         class SimBroker {
-          readonly session: ClientHttp2Session;
+          /** One connection per CA; calls go round robin over them, as the broker's grpc-js channel does over the headless Service. */
+          readonly sessions: ClientHttp2Session[];
+          #next: number;
           readonly queue = new FetchSlots<number>(MAX_FETCHES);
           /** Identities (service-account index) with a pod on this node -> what is held. */
           readonly wanted = new Map<number, { notBefore: number; notAfter: number; attempt: number; timer?: NodeJS.Timeout; churned: boolean }>();
-          constructor(readonly node: number, port: number) {
-            this.session = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
-            this.session.on('error', () => undefined);
+          constructor(readonly node: number, ports: readonly number[]) {
+            this.sessions = ports.map((port) => {
+              const s = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
+              s.on('error', () => undefined);
+              return s;
+            });
+            this.#next = node % ports.length;
           }
           want(sa: number, delayMs: number, churned: boolean): void {
             const w = { notBefore: 0, notAfter: 0, attempt: 0, churned };
@@ -261,7 +267,8 @@ async function main(): Promise<void> {
             return new Promise((resolve) => {
               let stream;
               try {
-                stream = this.session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
+                const session = this.sessions[this.#next++ % this.sessions.length]!;
+                stream = session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
               } catch (e) {
                 resolve({ error: 'session closed', err: e });
                 return;
@@ -296,11 +303,11 @@ async function main(): Promise<void> {
           }
           close(): void {
             for (const w of this.wanted.values()) if (w.timer) clearTimeout(w.timer);
-            this.session.close();
+            for (const s of this.sessions) s.close();
           }
         }
         for (let i = 0; i < NODES; i++) {
-          const b = new SimBroker(i, procs[i % caCount]!.port);
+          const b = new SimBroker(i, procs.map((p) => p.port));
           brokers.push(b);
           for (const s of slots[i]!) b.want(s.sa, rng() * interval * 1000, false);
         }
@@ -396,7 +403,7 @@ async function main(): Promise<void> {
         };
         results.push(r);
         process.stdout.write(
-          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${(NODES / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
+          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
         );
       } finally {
         await Promise.all(procs.map((p) => p.stop()));
@@ -439,11 +446,11 @@ export function nodesPerCore(cpuUsPerCall: number, sas: number, renewalIntervalS
 function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) => number): void {
   const f1 = (n: number) => n.toFixed(1);
   const lines = [
-    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) |`,
+    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: CAs × nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) |`,
     `|---:|---:|---:|---:|---:|---:|---:|---:|`,
     ...results.map(
       (r) =>
-        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${(NODES / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) |`,
+        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')}; the CAs logged ${r.denials.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${((r.cas * NODES) / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) |`,
     ),
     '',
     `Derived: nodes one CA core sustains, renewals only, 30 identities per node (= 1 s of CPU / (CPU per call × 30 / renewal interval)); all-in CPU per call, and above idle in brackets:`,
@@ -457,7 +464,7 @@ function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) 
   ];
   const note = [
     `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores (shared), Node ${process.version}: \`${LONG ? 'BENCH_CHURN_LONG=1 ' : ''}npm run bench:churn\` — ${NODES} nodes x ${SAS} identities, TTL ${TTL} s (renewal every ~${intervalSeconds(TTL).toFixed(1)} s by the broker's refresh policy: half the lifetime from the backdated notBefore, ±10 %), ${RATE} pods/s replaced, CA token cache ${TOKEN_CACHE} s, ${WINDOW} s window after one renewal interval of warm-up.`,
-    `One process holds the devcluster and every simulated broker (own bound token, own TLS connection, the broker's FetchSlots/refreshDelay/retryDelay); the CA is \`certbroker ca\` in its own process(es), TLS, default signing workers. With 3 CAs the brokers are spread by node (i mod 3), since the broker takes one CA_ADDRESS (a Service balances per connection). Latency is seen by the brokers, so it includes this process's event-loop delay.`,
+    `One process holds the devcluster and every simulated broker (own bound token, own TLS connection, the broker's FetchSlots/refreshDelay/retryDelay); the CA is \`certbroker ca\` in its own process(es), TLS, default signing workers. With 3 CAs each broker holds a connection to every CA and sends its calls round robin over them (as the broker does over the headless Service), so each CA reviews each broker token: the TokenReview bound is then 3 × nodes / cache s. Latency is seen by the brokers, so it includes this process's event-loop delay.`,
     `CPU per call = CA process CPU (all threads, /proc) in the window / calls answered; it includes the CA's idle cost, so at low call rates it overstates the marginal cost. Scaling to 1 h: the same calls happen at a 1/(renewal ratio) slower rate; CPU per call does not depend on the TTL, so nodes per core scale with the renewal interval (1 h → ${intervalSeconds(3600).toFixed(0)} s vs ${intervalSeconds(TTL).toFixed(1)} s here). TokenReviews stay about one per broker token per cache period whatever the TTL, as long as each broker calls at least once per period.`,
   ];
   writeDocSection({ root: ROOT, marker: 'churn', heading: 'Churn at scale (`npm run bench:churn`)', body: [...lines, '', ...note].join('\n'), file: process.env.BENCH_CHURN_DOCS });
