@@ -119,6 +119,29 @@ test('cgroup v2, systemd driver: a process in a pod container is attested to its
   socket.destroy();
 });
 
+// The other layouts kubelet makes on a cgroup v2 node (most nodes today): each driver with each runtime's names.
+for (const layout of [
+  { driver: 'systemd', qos: 'burstable', runtime: 'cri-o' },
+  { driver: 'systemd', qos: 'guaranteed', runtime: 'docker' },
+  { driver: 'cgroupfs', qos: 'burstable', runtime: 'containerd' },
+  { driver: 'cgroupfs', qos: 'besteffort', runtime: 'cri-o' },
+  { driver: 'cgroupfs', qos: 'guaranteed', runtime: 'containerd' },
+] as const) {
+  test(`cgroup v2, ${layout.driver} driver, ${layout.qos}, ${layout.runtime}: attested to its pod and container`, { skip: v2Problem }, async () => {
+    await listen();
+    const uid = randomUUID();
+    const ctr = container(layout.runtime);
+    const c = client();
+    v2!.place(c.pid!, podPath({ driver: layout.driver, qos: layout.qos, uid, container: ctr }));
+    const { socket, attestation } = await connectFrom(c);
+    assert.ok(attestation.ok, JSON.stringify(attestation));
+    assert.equal(attestation.peer.pid, c.pid);
+    assert.equal(attestation.process.pod.podUid, uid);
+    assert.equal(attestation.process.pod.containerId, ctr.id);
+    socket.destroy();
+  });
+}
+
 for (const way of ['helper', 'batch'] as const) {
 test(`concurrent connections (${way}) each get their own pod; a host process and a look-alike get none${way === 'batch' ? '; they share Perl runs' : ''}`, { skip: v2Problem }, async () => {
   await listen();
