@@ -5,7 +5,8 @@
  * with baselines measured in the same run, interleaved round-robin: `node -e 0` and the packaged
  * binary answering VERSION. Results go to the CNI section of docs/benchmarks.md.
  *
- * BENCH_CNI_ITERATIONS (default 40) runs per scenario.
+ * BENCH_CNI_ITERATIONS (default 40) runs per scenario. BENCH_CNI_BEFORE=<path of another istio-cni
+ * executable> adds its two ADD scenarios to the same run ("before" figures for a change).
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -103,6 +104,10 @@ async function main(): Promise<void> {
         JSON.stringify({ ...base, prevResult }),
       ),
     ];
+    const before = process.env.BENCH_CNI_BEFORE;
+    if (before) {
+      for (const s of scenarios.slice(3, 5)) scenarios.push({ ...s, name: `${s.name} [before: ${before}]`, command: before, samples: [] });
+    }
     const noNetns = e2eUnavailable();
     if (!noNetns) {
       netns = new Netns(`cbcni-bench-${process.pid}`);
