@@ -90,7 +90,7 @@ async function main(): Promise<void> {
       scenario('istio-cni VERSION (single executable)', bins.istioCni, [], { CNI_COMMAND: 'VERSION' }, ''),
       scenario('istio-cni VERSION (node + the same bundle, no SEA)', process.execPath, [bundle], { CNI_COMMAND: 'VERSION' }, ''),
       scenario(
-        'ADD ambient (GET pod + ns, POST /cmdadd to the broker)',
+        'ADD ambient (one round trip to the broker; an older binary: GET pod + ns, POST /cmdadd)',
         bins.istioCni,
         [],
         cniEnv('K8S_POD_NAMESPACE=mesh;K8S_POD_NAME=web-1', '/var/run/netns/bench-ambient'),

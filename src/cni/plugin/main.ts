@@ -2,11 +2,12 @@
  * istio-cni entry point (the binary the container runtime executes). Kept small and free of
  * heavy imports: it reads stdin, runs one command, prints the result and exits.
  *
- * Packaged with a V8 startup snapshot (scripts/build-sea.mjs, `useSnapshot`): the bundle's
- * modules are evaluated when the snapshot is built and `start` runs when the executable starts;
- * run any other way (node on the bundle, dist/), `start` runs at once. What ADD needs only on
- * some paths (the API client, the iptables code, node:http) is imported when used, so it is
- * neither in the snapshot's start-up work nor evaluated for VERSION.
+ * Packaged with a code cache (scripts/build-sea.mjs); it can also be packaged with a V8 startup
+ * snapshot (`startup: 'snapshot'` in scripts/esbuild-options.mjs): then the bundle's modules are
+ * evaluated when the snapshot is built and `start` runs when the executable starts; run any other
+ * way, `start` runs at once. What ADD needs only on some paths (the API client, the iptables
+ * code, the broker clients with node:http) is imported by plugin.ts when used, so VERSION and an
+ * ADD the broker answers evaluate none of it.
  */
 import { readFileSync } from 'node:fs';
 import { startupSnapshot } from 'node:v8';

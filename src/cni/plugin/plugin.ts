@@ -263,7 +263,7 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
     );
     if (ambient) {
       // Loaded when needed, as the API client, the broker client and the iptables code are: VERSION
-      // evaluates none of them, and node:http cannot be in the startup snapshot (main.ts).
+      // and an ADD the broker answers evaluate none of what they do not use (main.ts).
       const { pushCniAddEvent } = await import('./cni-event-client.js');
       await pushCniAddEvent(event, { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock });
       log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });

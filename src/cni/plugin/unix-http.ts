@@ -1,8 +1,8 @@
 /**
  * One HTTP POST over a Unix socket for the plugin's calls to the node broker (node:http only: the
- * plugin is a short-lived process). Its users are imported by plugin.ts when needed: node:http
- * cannot be in the startup snapshot, and a bundled module imported with import() is evaluated
- * (its require of node:http included) at that moment. Resolves with the status and up to 1 MiB of the body; rejects
+ * plugin is a short-lived process). Its users are imported by plugin.ts when needed, and node:http
+ * with them: a bundled module's import() runs its require then (a single executable cannot
+ * import() a builtin, and a startup snapshot cannot hold node:http). Resolves with the status and up to 1 MiB of the body; rejects
  * with the socket error (or the signal's abort), the request destroyed either way.
  */
 import { request } from 'node:http';
