@@ -24,7 +24,7 @@ import { startDevCluster } from '../src/devcluster/index.js';
 import { CompactPodIndex } from '../src/ca/compact-pod-index.js';
 import { NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
-import { realisticPod, nodeName, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
+import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
 import { pct, writeDocSection } from './report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -143,7 +143,7 @@ function callers(index: PodIndex, pods: number, shape: ClusterShape): Array<{ ca
     const p = toPodInfo(realisticPod(i, shape) as V1Pod)!;
     // Pods that authorize (a Failed or Succeeded pod alone on its node is refused: another path).
     if (p.phase !== 'Running' && p.phase !== 'Pending') continue;
-    const n = Math.imul(i, 7919) % shape.nodes;
+    const n = podNode(i, shape.nodes);
     // The UID as the index has it (the devcluster's admission gives created pods their own).
     const uid = index.getPod({ namespace: 'istio-system', name: `ztunnel-${n}` })?.uid ?? '';
     const caller: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' } as Caller;

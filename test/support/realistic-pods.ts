@@ -23,6 +23,11 @@ export function podUid(i: number): string {
   return `${h}-${hex(i, 4)}-4${hex(i >>> 4, 3)}-a${hex(Math.imul(i, 40503), 3)}-${hex(i, 4)}${hex(Math.imul(i, 97), 8)}`;
 }
 
+/** The node (index) pod `i` runs on: spread by a multiplicative hash, so the replicas of one service account land on different nodes as a scheduler spreads them. */
+export function podNode(i: number, nodes: number): number {
+  return (Math.imul(i ^ 0x5bd1e995, 2654435761) >>> 0) % nodes;
+}
+
 export function nodeName(n: number): string {
   return `ip-10-${(n >> 8) & 255}-${n & 255}-${(n * 7) % 250}.eu-west-1.compute.internal`;
 }
@@ -35,7 +40,7 @@ export function realisticPod(i: number, shape: ClusterShape): Record<string, unk
   const sa = `${app.slice(0, 4)}-sa-${i % shape.accounts}`;
   const hash = hex(Math.imul(i >> 3, 2246822519), 10);
   const name = `${app}-${hash}-${hex(Math.imul(i, 3266489917), 5)}`;
-  const node = nodeName(Math.imul(i, 7919) % shape.nodes);
+  const node = nodeName(podNode(i, shape.nodes));
   const phase = PHASES[i % PHASES.length]!;
   const image = `registry.example.com/${ns}/${app}:v1.${i % 40}.${i % 7}`;
   const started = '2026-11-30T08:15:27Z';
