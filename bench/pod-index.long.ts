@@ -298,7 +298,7 @@ async function main(): Promise<void> {
         '',
         `Memory needed: the devcluster child runs with --max-old-space-size=${CLUSTER_HEAP_MB} (it used ${f0(c.rssAfterWalkMiB)} MiB RSS after the walk), the CA child with ${CA_HEAP_MB}.`,
       ].join('\n');
-      writeDocSection({ root, marker: 'pod-index', heading: '## CA pod index at cluster scale', body });
+      writeDocSection({ root, marker: 'pod-index', heading: 'CA pod index at cluster scale (`npm run bench:pod-index`)', body });
     }
   } finally {
     rmSync(dir, { recursive: true, force: true });
