@@ -104,7 +104,7 @@ test('reflection vs protoc: without grpc_tools the protoc comparisons skip, the 
 
 test('openssl, kubectl, iproute2/iptables absent from PATH: the tests that drive them skip with the reason', async (t) => {
   const PATH = emptyPath(t);
-  await assertSkips('pki/csr.test.js', { PATH }, { skipped: 4, reason: /^openssl is not installed \(Debian package openssl\)$/ });
+  await assertSkips('pki/csr.test.js', { PATH }, { skipped: 5, reason: /^openssl is not installed \(Debian package openssl\)$/ });
   await assertSkips('devcluster/kubectl.test.js', { PATH }, { skipped: 4, reason: /^kubectl is not installed/ });
   await assertSkips('cni/repair/controller.test.js', { PATH }, { skipped: 5, reason: /^kubectl is not installed/ });
   const root = process.getuid?.() === 0;
