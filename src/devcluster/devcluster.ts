@@ -106,6 +106,8 @@ export interface DevCluster extends Stoppable {
   setSimulateKubelet(on: boolean): void;
   /** TCP connections open to the API server right now (tests check that clients leak none). */
   readonly openConnections: number;
+  /** TCP connections the API server accepted since it started (tests check that a client reuses its connections). */
+  readonly acceptedConnections: number;
   /** `stop()` with its default deadline. */
   close(): Promise<void>;
 }
@@ -187,10 +189,12 @@ async function serveHttps(
   listener: ApiServer['listener'],
   host: string,
   port: number,
-): Promise<{ readonly port: number; readonly openConnections: number; close(): Promise<void> }> {
+): Promise<{ readonly port: number; readonly openConnections: number; readonly acceptedConnections: number; close(): Promise<void> }> {
   const server: Server = createServer({ key: material.keyPem, cert: material.certPem, keepAlive: true }, listener);
   const sockets = new Set<Socket>();
+  let accepted = 0;
   server.on('connection', (s: Socket) => {
+    accepted += 1;
     sockets.add(s);
     s.on('close', () => sockets.delete(s));
   });
@@ -200,6 +204,9 @@ async function serveHttps(
     port: bound,
     get openConnections() {
       return sockets.size;
+    },
+    get acceptedConnections() {
+      return accepted;
     },
     close() {
       const done = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -263,6 +270,9 @@ export async function startDevCluster(options: DevClusterOptions = {}): Promise<
     },
     get openConnections() {
       return server.openConnections;
+    },
+    get acceptedConnections() {
+      return server.acceptedConnections;
     },
     podCertificateStates: (podUid) => podCertificates.states(podUid),
     setSimulateKubelet(on) {

@@ -84,7 +84,11 @@ export class CsrController implements SignerController {
   async stop(deadlineMs = 5000): Promise<void> {
     this.#unsubscribe();
     const stopping = this.#queue.stop();
-    await settleWithin(Promise.all([this.#informer.stop(deadlineMs), stopping]), deadlineMs);
+    try {
+      await settleWithin(Promise.all([this.#informer.stop(deadlineMs), stopping]), deadlineMs);
+    } finally {
+      this.#client.close();
+    }
   }
 
   async #handle(name: string): Promise<Outcome> {

@@ -7,7 +7,7 @@
  * CertificatesV1Api with a deadline on every call.
  */
 import { CertificatesV1Api, type KubeConfig, type KubernetesObject, type V1CertificateSigningRequest } from '@kubernetes/client-node';
-import { abortableApi } from './abortable-http.js';
+import { abortableApi, KeptAliveAgents } from './abortable-http.js';
 import { Informer, type InformerOptions } from './informer.js';
 
 export const CSR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
@@ -117,16 +117,22 @@ function plain(csr: V1CertificateSigningRequest): CsrObject {
   return JSON.parse(JSON.stringify(csr)) as CsrObject;
 }
 
-/** The CSR calls, each bounded by `signal` (a deadline). */
+/** The CSR calls, each bounded by `signal` (a deadline), over kept-alive connections until `close()`. */
 export class CsrClient {
   readonly #kubeConfig: KubeConfig;
+  readonly #agents = new KeptAliveAgents();
 
   constructor(kubeConfig: KubeConfig) {
     this.#kubeConfig = kubeConfig;
   }
 
   #api(signal: AbortSignal): CertificatesV1Api {
-    return abortableApi(this.#kubeConfig, CertificatesV1Api, signal);
+    return abortableApi(this.#kubeConfig, CertificatesV1Api, signal, this.#agents);
+  }
+
+  /** Closes the kept connections (a later call opens new ones). */
+  close(): void {
+    this.#agents.close();
   }
 
   async create(body: CsrObject, signal: AbortSignal): Promise<CsrObject> {

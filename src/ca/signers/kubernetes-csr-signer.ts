@@ -157,6 +157,7 @@ export class KubernetesCsrSigner implements Signer {
     this.#closed = true;
     this.#rootsFile?.close();
     await this.#informer.stop();
+    this.#client.close();
     this.#changed();
   }
 
