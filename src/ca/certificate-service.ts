@@ -26,7 +26,7 @@ import {
 import { kubernetesIdentity } from '../spiffe/index.js';
 import type { AuthenticatorChain } from './authn/authenticator.js';
 import type { Caller } from './caller.js';
-import { CaError, authnError, publicAuthError } from './errors.js';
+import { CaError, authnError, callCancelled, publicAuthError } from './errors.js';
 import type { CaMetrics, RequestOutcome } from './metrics.js';
 import type { NodeAuthorizer } from './node-authorizer.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES, parseServingNames, ServingNamesPolicy } from './serving-names.js';
@@ -104,7 +104,13 @@ export class CertificateService {
         call: ServerUnaryCall<IstioCertificateRequest, IstioCertificateResponse>,
         callback: sendUnaryData<IstioCertificateResponse>,
       ) => {
-        this.createCertificate(call.request, call.metadata).then(
+        // grpc-js emits 'cancelled' at the caller's deadline and when it cancels or goes away.
+        let cancel: AbortController | undefined;
+        if (this.cancellable) {
+          const ac = (cancel = new AbortController());
+          call.once('cancelled', () => ac.abort(callCancelled('CreateCertificate')));
+        }
+        this.createCertificate(call.request, call.metadata, cancel?.signal).then(
           (res) => callback(null, res),
           (err: unknown) => callback(toServiceError(this.rejection(err, call.getPeer()))),
         );
@@ -112,8 +118,13 @@ export class CertificateService {
     };
   }
 
-  /** The handler proper, transport-free (also used by the in-process benchmark). */
-  async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata): Promise<IstioCertificateResponse> {
+  /** True when the signer in use stops its outside call for a caller that gave up (the transports then pass a signal). */
+  get cancellable(): boolean {
+    return this.#o.signer().cancellable === true;
+  }
+
+  /** The handler proper, transport-free (also used by the in-process benchmark). `signal`: the caller stopped waiting. */
+  async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: AbortSignal): Promise<IstioCertificateResponse> {
     const o = this.#o;
     if (request === MALFORMED_REQUEST) {
       throw new CaError('ERR_CA_REQUEST_MALFORMED', 'request message is not a parsable IstioCertificateRequest', {
@@ -152,7 +163,7 @@ export class CertificateService {
       });
     }
     const start = performance.now();
-    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds, ...(servingNames.length > 0 ? { servingNames } : {}) });
+    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds, ...(servingNames.length > 0 ? { servingNames } : {}), ...(signal ? { signal } : {}) });
     o.metrics.signingSeconds.observe((performance.now() - start) / 1000);
     o.metrics.issuedOk.inc();
     if (o.logger.level === 'debug') {

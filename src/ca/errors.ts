@@ -57,6 +57,8 @@ export type CaErrorCode =
   | 'ERR_CA_CSR_FAILED'
   /** kubernetes-csr backend: no certificate (nor a denial) within the deadline. */
   | 'ERR_CA_CSR_TIMEOUT'
+  /** The caller stopped waiting (deadline, cancel) and the signer gave its outside call up. */
+  | 'ERR_CA_CALL_CANCELLED'
   /** kubernetes-csr backend: the API server refused or did not answer a CSR call (create, approve). */
   | 'ERR_CA_CSR_API'
   /** kubernetes-csr backend: the issued certificate is not a valid X509-SVID for the request, or does not chain to the configured roots. */
@@ -125,4 +127,9 @@ export function authzError(code: CaAuthzCode, message: string): CaError {
 /** Every UNAUTHENTICATED error leaves the server as this one code, with the generic message. */
 export function publicAuthError(): CaError {
   return new CaError('ERR_CA_UNAUTHENTICATED', 'authentication failed', { status: AUTH_STATUS });
+}
+
+/** The caller stopped waiting (its deadline passed, it cancelled) and the signer gave up its outside call; `what` names that call. */
+export function callCancelled(what: string, cause?: unknown): CaError {
+  return new CaError('ERR_CA_CALL_CANCELLED', `${what}: given up, the caller stopped waiting`, { status: 'cancelled', publicMessage: 'call cancelled', cause });
 }

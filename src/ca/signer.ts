@@ -20,6 +20,12 @@ export interface SignRequest {
    * checks the leaf for them and refuses one without.
    */
   readonly servingNames?: readonly string[];
+  /**
+   * Aborted when the caller stops waiting (its gRPC deadline passed, it cancelled, the stream
+   * closed). A signer that calls elsewhere (`cancellable`) gives that call up then; a local one
+   * may ignore it. Absent when nobody can cancel.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /** A leaf for a bare public key (no CSR): a Kubernetes PodCertificateRequest's. */
@@ -50,6 +56,11 @@ export interface Signer {
    * undefined while it can. Optional: a signer that always recovers leaves it out.
    */
   readonly brokenReason?: string | undefined;
+  /**
+   * True when `sign` honours `request.signal` (its work happens elsewhere and is worth stopping),
+   * so the transports make one per call; absent or false: no signal is made (it costs per call).
+   */
+  readonly cancellable?: boolean;
   /** The PEM roots clients should trust (more than one during a root rotation). */
   roots(): readonly string[];
   /**

@@ -38,15 +38,44 @@ export interface DeadlineOptions {
   /** What is being waited for, for the error ("GET /api/v1/pods/x", "TokenRequest"). */
   readonly what: string;
   readonly parent?: AbortSignal | undefined;
+  /** A second parent (e.g. the caller's call: it gave up); aborts with its reason too. */
+  readonly caller?: AbortSignal | undefined;
   readonly clock?: Clock;
 }
 
+/**
+ * One signal aborted when either `a` or `b` (optional) aborts, with that one's reason; `dispose()`
+ * removes the listeners. Without `b` it is `a` itself.
+ */
+export function eitherSignal(a: AbortSignal, b: AbortSignal | undefined): { readonly signal: AbortSignal; dispose(): void } {
+  if (!b) return { signal: a, dispose: () => undefined };
+  const controller = new AbortController();
+  const onA = () => controller.abort(a.reason);
+  const onB = () => controller.abort(b.reason);
+  const dispose = () => {
+    a.removeEventListener('abort', onA);
+    b.removeEventListener('abort', onB);
+  };
+  if (a.aborted) onA();
+  else if (b.aborted) onB();
+  else {
+    a.addEventListener('abort', onA, { once: true });
+    b.addEventListener('abort', onB, { once: true });
+  }
+  return { signal: controller.signal, dispose };
+}
+
 export function deadline(ms: number, options: DeadlineOptions): Deadline {
+  if (options.caller && options.parent) {
+    const both = eitherSignal(options.parent, options.caller);
+    const inner = deadline(ms, { what: options.what, parent: both.signal, ...(options.clock ? { clock: options.clock } : {}) });
+    return { ...inner, dispose: () => (inner.dispose(), both.dispose()), remainingMs: inner.remainingMs };
+  }
   const clock = options.clock ?? systemClock;
   const controller = new AbortController();
   const timer = new AbortController();
   const at = clock.now() + Math.max(0, ms);
-  const parent = options.parent;
+  const parent = options.parent ?? options.caller;
   const onParent = () => {
     timer.abort();
     controller.abort(parent!.reason);

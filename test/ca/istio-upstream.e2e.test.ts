@@ -15,9 +15,11 @@ import { X509Certificate } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { status } from '@grpc/grpc-js';
-import type { CaServer, SignerConfig } from '../../src/ca/index.js';
+import { loadSignerModule, type CaServer, type SignerConfig } from '../../src/ca/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
+import { REPO_ROOT } from '../support/fixtures.js';
 import { startHungServer, silentTlsMaterial } from '../support/hung-server.js';
 import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { interopCall, writeCaStubs } from './support/python-interop.js';
@@ -152,6 +154,39 @@ test('istio-upstream: refusals are relayed with ERR_CA_UPSTREAM_REFUSED, a rotat
     c.close();
     await writeFile(tokenFile, raToken);
     await ra.stop();
+  }
+});
+
+test("istio-upstream: a caller that gives up (its gRPC deadline) cancels the forwarded call: the upstream's signer hears of it at once, not at the RA's 120 s deadline", async () => {
+  // The upstream: a certbroker CA (http2 transport, TLS) whose module signer serves its own
+  // certificate and hangs on workload leaves until its signal fires.
+  const hangPath = join(dir.path, 'upstream-hang.mjs');
+  await writeFile(
+    hangPath,
+    `import base from ${JSON.stringify(pathToFileURL(join(REPO_ROOT, 'examples/signer-module.mjs')).href)};
+export const seen = { aborted: 0 };
+export default { ...base, sign: (r) => r.purpose === 'serving' ? base.sign(r) : new Promise((_, reject) => r.signal.addEventListener('abort', () => { seen.aborted++; reject(r.signal.reason); })) };\n`,
+  );
+  const { seen } = (await import(pathToFileURL(hangPath).href)) as { seen: { aborted: number } };
+  const slow = await env.startCa({
+    signer: { kind: 'module', module: await loadSignerModule(hangPath), specifier: hangPath, timeoutMs: 120_000 },
+    trustedRegistrationAuthorities: [`${CA_NAMESPACE}/${RA_SA}`],
+  });
+  await waitForIndex(slow, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  const slowRoot = join(dir.path, 'slow-upstream-root.pem');
+  await writeFile(slowRoot, slow.rootsPem());
+  const ra = await startRa(upstreamSigner({ address: `127.0.0.1:${slow.port}`, rootCertFile: slowRoot, timeoutMs: 120_000 }), true);
+  await waitFor(() => ra.signer.ready, 'the RA signer read its files');
+  const c = caClient(ra.port, undefined);
+  try {
+    const r = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP, deadlineMs: 2000 });
+    assert.equal(r.code, status.DEADLINE_EXCEEDED, JSON.stringify(r));
+    for (let i = 0; i < 500 && seen.aborted === 0; i++) await new Promise((res) => setTimeout(res, 10));
+    assert.equal(seen.aborted, 1, "the upstream's module signal fired: the RA reset the forwarded call when its caller gave up");
+  } finally {
+    c.close();
+    await ra.stop();
+    await slow.stop();
   }
 });
 

@@ -166,6 +166,32 @@ export default { ...base, sign: (r) => base.sign({ ...r, spkiDer: spki }) };`,
   assert.equal(seen.aborted, 1, "the hung module's AbortSignal fired");
 });
 
+test("a caller that gives up (its gRPC deadline) fires the module's signal at once, not at the module deadline, on both transports", async () => {
+  const hang = await moduleFile(
+    'hang-workload.mjs',
+    `export const seen = { aborted: 0 };
+export default { ...base, sign: (r) => r.purpose === 'serving' ? base.sign(r) : new Promise((_, reject) => r.signal.addEventListener('abort', () => { seen.aborted++; reject(r.signal.reason); })) };`,
+  );
+  const { seen } = (await import(pathToFileURL(hang).href)) as { seen: { aborted: number } };
+  for (const transport of ['grpc-js', 'http2'] as const) {
+    const plaintext = transport === 'grpc-js';
+    const ca = await env.startCa({ signer: await moduleSigner(hang, 120_000), plaintext, transport });
+    await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+    for (let i = 0; i < 500 && !ca.signer.ready; i++) await new Promise((r) => setTimeout(r, 10));
+    const c = caClient(ca.port, plaintext ? undefined : ca.rootsPem());
+    try {
+      const before = seen.aborted;
+      const r = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP, deadlineMs: 1500 });
+      assert.equal(r.code, status.DEADLINE_EXCEEDED, `${transport}: ${JSON.stringify(r)}`);
+      for (let i = 0; i < 500 && seen.aborted === before; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(seen.aborted, before + 1, `${transport}: the module's signal fired when the caller gave up (its own deadline is 120 s)`);
+    } finally {
+      c.close();
+      await ca.stop();
+    }
+  }
+});
+
 test('module deadline on an injected clock: nothing is answered before it, the signal fires at it', async () => {
   const hang = await moduleFile('hang-clock.mjs', `export const seen = { aborted: 0 };
 export default { ...base, sign: (r) => new Promise(() => r.signal.addEventListener('abort', () => seen.aborted++)) };`);

@@ -192,6 +192,25 @@ for (const kind of ['tcp', 'tls'] as const) {
   });
 }
 
+test("a caller that gives up (its gRPC deadline) cancels the step-ca request: its connection is closed long before the signer's own deadline", { skip }, async () => {
+  const hung: HungServer = await startHungServer();
+  const other = await plaintextCa(stepSigner({ url: `https://${hung.address}`, rootFile: step.rootFile, timeoutMs: 120_000 }));
+  try {
+    // The start-up /health probe holds one connection (until the signer's 120 s deadline).
+    for (let i = 0; i < 500 && hung.openConnections < 1; i++) await new Promise((r) => setTimeout(r, 10));
+    const held = hung.openConnections;
+    const res = await other.client.create({ token: ztunnel, csr: await newCsr(SLEEP), impersonate: SLEEP, deadlineMs: 1500 });
+    assert.equal(res.code, status.DEADLINE_EXCEEDED, JSON.stringify(res));
+    assert.ok(hung.accepted > held, `the sign request reached the hung server (${hung.accepted} connections)`);
+    for (let i = 0; i < 1000 && hung.openConnections > held; i++) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(hung.openConnections, held, 'the sign request was given up with the call, not at the 120 s signer deadline');
+  } finally {
+    other.client.close();
+    await other.ca.stop();
+    await hung.close();
+  }
+});
+
 test('certbroker ca --signer step-ca as a process: flags to a TLS CA whose serving certificate and leaves come from step-ca; the provisioner key never logged; exit 0 on SIGTERM', { skip }, async () => {
   const p = step.provisioners.get('certbroker')!;
   const kubeconfig = await scratch.write('ca.kubeconfig', env.caKubeConfig.exportConfig());

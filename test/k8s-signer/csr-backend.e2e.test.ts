@@ -262,6 +262,18 @@ test("the roots file is re-read during a root rotation: answers carry old -> bot
   }
 });
 
+test('a caller that gives up (its gRPC deadline) ends the wait for the CSR at once: the CSR is deleted long before the 120 s CSR timeout', { skip }, async () => {
+  const waiting = await plaintextCa({ signerName: 'certbroker.io/nobody-signs', autoApprove: false, timeoutMs: 120_000 });
+  const client = caClient(waiting.port, undefined);
+  try {
+    const res = await client.create({ token: await ztunnelToken(), csr: await csrFor(SLEEP), impersonate: SLEEP, ttlSeconds: 3600, deadlineMs: 1500 });
+    assert.equal(res.code, 4, JSON.stringify(res));
+    await eventually('the CSR is deleted once the caller gave up', csrNames, (names) => names.length === 0);
+  } finally {
+    client.close();
+  }
+});
+
 test('a signer without sign permission on its signerName cannot issue: the CA times out with DEADLINE_EXCEEDED (ERR_CA_CSR_TIMEOUT)', { skip }, async () => {
   const unsigned = 'certbroker.io/not-granted';
   const powerless = await startSigner(unsigned);

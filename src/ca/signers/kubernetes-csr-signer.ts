@@ -37,7 +37,7 @@ import {
   type InformerSettings,
 } from '../../kube/index.js';
 import { canonicalServingName, certificateToPem, createCsr, csrPublicKeyInfo, exportPkcs8Pem, generateKeyPair, parseCertificates, readCsrDetails, x509 } from '../../pki/index.js';
-import { CaError } from '../errors.js';
+import { CaError, callCancelled } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
 import { RootsFile } from './roots-file.js';
@@ -76,6 +76,8 @@ interface Waiter {
 
 export class KubernetesCsrSigner implements Signer {
   readonly description: string;
+  /** Its sign() stops waiting for (and deletes) the CSR when the caller stops waiting. */
+  readonly cancellable = true;
   readonly #o: KubernetesCsrSignerOptions;
   readonly #client: CsrClient;
   readonly #informer: Informer<CsrObject>;
@@ -173,7 +175,7 @@ export class KubernetesCsrSigner implements Signer {
         publicMessage: `the CSR must carry exactly the URI SAN ${request.spiffeId}${asked.size > 0 ? ' and the granted serving names' : ''}`,
       });
     }
-    const issued = await this.#roundTrip(request.csrPem, WORKLOAD_USAGES, request.ttlSeconds, request.spiffeId);
+    const issued = await this.#roundTrip(request.csrPem, WORKLOAD_USAGES, request.ttlSeconds, request.spiffeId, request.signal);
     return chainFromCsrAnswer({ ...this.#answerBase(issued, request.csrPem), expect: { spiffeId: request.spiffeId, ...(asked.size > 0 ? { servingNames: request.servingNames } : {}) } });
   }
 
@@ -190,11 +192,12 @@ export class KubernetesCsrSigner implements Signer {
   }
 
   /** Create (+ approve), wait, delete. Resolves with the issued PEM; throws the outcome's CaError otherwise. */
-  async #roundTrip(csrPem: string, usages: readonly string[], ttlSeconds: number, what: string): Promise<{ name: string; certificatePem: string }> {
+  async #roundTrip(csrPem: string, usages: readonly string[], ttlSeconds: number, what: string, caller?: AbortSignal): Promise<{ name: string; certificatePem: string }> {
     if (!this.ready) throw new CaError('ERR_CA_SIGNER_NOT_READY', `signer not ready: ${this.notReadyReason}`, { status: 'unavailable', publicMessage: 'CA is not ready' });
     const name = `certbroker-${randomBytes(12).toString('hex')}`;
     const timeoutMs = this.#o.timeoutMs ?? DEFAULT_CSR_TIMEOUT_MS;
-    const wait = deadline(timeoutMs, { what: `certificate for CSR ${name}`, clock: this.#o.clock });
+    // Ends at the timeout or when the caller stops waiting; the CSR is deleted either way.
+    const wait = deadline(timeoutMs, { what: `certificate for CSR ${name}`, clock: this.#o.clock, caller });
     let settled: (csr: CsrObject) => void = () => undefined;
     const outcome = new Promise<CsrObject | undefined>((resolve) => {
       settled = resolve;
@@ -207,16 +210,18 @@ export class KubernetesCsrSigner implements Signer {
         metadata: { name, labels: { [CSR_MANAGED_BY_LABEL]: CSR_MANAGED_BY } },
         spec: { request: Buffer.from(csrPem).toString('base64'), signerName: this.#o.signerName, usages: [...usages], expirationSeconds: Math.max(CSR_MIN_EXPIRATION_SECONDS, ttlSeconds) },
       };
-      const csr = await this.#call('create', (signal) => this.#client.create(body, signal));
+      const csr = await this.#call('create', (signal) => this.#client.create(body, signal), caller);
       created = true;
       if (this.#o.autoApprove) {
         await this.#call('approve', (signal) =>
           this.#client.addApprovalCondition(csr, { type: 'Approved', status: 'True', reason: 'AutoApproved', message: `approved by certbroker-ca for an authorized caller (${what})`, lastUpdateTime: new Date(this.#o.clock.now()).toISOString() }, signal),
+          caller,
         );
       }
       const cached = this.#informer.get(undefined, name);
       if (cached && csrState(cached) !== 'pending' && csrState(cached) !== 'approved') settled(cached);
       const final = await outcome;
+      if (final === undefined && caller?.aborted) throw callCancelled(`CSR ${name} (${what})`);
       if (final === undefined) {
         throw new CaError('ERR_CA_CSR_TIMEOUT', `no certificate for CSR ${name} (${what}) from signer ${this.#o.signerName} within ${timeoutMs} ms${this.#o.autoApprove ? '' : ' (approved by no one?)'}`, {
           status: 'deadline-exceeded',
@@ -250,11 +255,12 @@ export class KubernetesCsrSigner implements Signer {
     });
   }
 
-  async #call<T>(what: 'create' | 'approve', run: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const d = deadline(CSR_CALL_TIMEOUT_MS, { what: `CSR ${what}`, clock: this.#o.clock });
+  async #call<T>(what: 'create' | 'approve', run: (signal: AbortSignal) => Promise<T>, caller?: AbortSignal): Promise<T> {
+    const d = deadline(CSR_CALL_TIMEOUT_MS, { what: `CSR ${what}`, clock: this.#o.clock, caller });
     try {
       return await run(d.signal);
     } catch (err) {
+      if (caller?.aborted) throw callCancelled(`CSR ${what}`, err);
       const httpStatus = (err as { code?: unknown }).code;
       throw new CaError('ERR_CA_CSR_API', `CSR ${what} for signer ${this.#o.signerName} failed: ${typeof httpStatus === 'number' ? `HTTP ${httpStatus}: ` : ''}${describeError(err).slice(0, 300)}`, {
         status: 'unavailable',

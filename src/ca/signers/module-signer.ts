@@ -44,6 +44,8 @@ function notReady(why: string): CaError {
 
 export class ModuleSigner implements Signer {
   readonly description: string;
+  /** The module's signal also fires when the caller stops waiting. */
+  readonly cancellable = true;
   readonly #o: ModuleSignerOptions;
   readonly #listeners = new Set<() => void>();
   readonly #closing = new AbortController();
@@ -105,7 +107,7 @@ export class ModuleSigner implements Signer {
       publicKey: csr.publicKey,
       spkiDer: csr.spki,
       ttlSeconds: request.ttlSeconds,
-    });
+    }, request.signal);
     return checked;
   }
 
@@ -141,10 +143,11 @@ export class ModuleSigner implements Signer {
   }
 
   /** One module call under the deadline; its result checked against the request. */
-  async #call(fields: Omit<SignerModuleRequest, 'signal'>): Promise<SignedChain> {
+  async #call(fields: Omit<SignerModuleRequest, 'signal'>, caller?: AbortSignal): Promise<SignedChain> {
     const reason = this.notReadyReason;
     if (reason !== undefined) throw notReady(reason);
-    const limit = deadline(this.#o.timeoutMs, { what: `signer module ${this.#o.specifier}`, parent: this.#closing.signal, clock: this.#o.clock });
+    // The module's signal fires at the deadline, at close, or when the caller stops waiting.
+    const limit = deadline(this.#o.timeoutMs, { what: `signer module ${this.#o.specifier}`, parent: this.#closing.signal, caller, clock: this.#o.clock });
     try {
       const result = await this.#raced(this.#o.module.sign({ ...fields, signal: limit.signal }), limit.signal);
       return checkModuleResult(result, { ...fields, signal: limit.signal }, this.#o.clock.now());

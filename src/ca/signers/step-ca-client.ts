@@ -13,7 +13,7 @@ import { Agent, request } from 'node:https';
 import type { Clock } from '../../core/clock.js';
 import { deadline, isDeadlineError } from '../../core/deadline.js';
 import { describeError } from '../../core/errors.js';
-import { CaError, type StepCaErrorCode } from '../errors.js';
+import { CaError, callCancelled, type StepCaErrorCode } from '../errors.js';
 
 /** The sign path, also the token's audience (`<url>/1.0/sign`). */
 export const STEP_CA_SIGN_PATH = '/1.0/sign';
@@ -136,10 +136,10 @@ export class StepCaClient {
     return this.#base + STEP_CA_SIGN_PATH;
   }
 
-  /** Signs; throws a CaError with a StepCaErrorCode for every failure. */
-  async sign(body: StepCaSignBody): Promise<StepCaChain> {
+  /** Signs; throws a CaError with a StepCaErrorCode for every failure. `signal`: the caller gave up (the request is aborted, its connection closed). */
+  async sign(body: StepCaSignBody, signal?: AbortSignal): Promise<StepCaChain> {
     const what = `step-ca POST ${this.signAudience}`;
-    const answer = await this.#send('POST', STEP_CA_SIGN_PATH, JSON.stringify(body), what);
+    const answer = await this.#send('POST', STEP_CA_SIGN_PATH, JSON.stringify(body), what, signal);
     if (answer.status < 200 || answer.status > 299) {
       throw stepCaError(codeForStatus(answer.status), `${what}: ${answer.status} ${errorMessage(answer.body)}`);
     }
@@ -158,10 +158,11 @@ export class StepCaClient {
     this.#agent.destroy();
   }
 
-  #send(method: 'GET' | 'POST', path: string, body: string | undefined, what: string): Promise<Answer> {
+  #send(method: 'GET' | 'POST', path: string, body: string | undefined, what: string, caller?: AbortSignal): Promise<Answer> {
     const limitMs = this.#o.timeoutMs ?? DEFAULT_STEP_CA_TIMEOUT_MS;
-    const guard = deadline(limitMs, { what, clock: this.#o.clock });
+    const guard = deadline(limitMs, { what, clock: this.#o.clock, caller });
     const failed = (err: unknown): CaError => {
+      if (caller?.aborted && guard.signal.reason === caller.reason) return callCancelled(what, err);
       if (isDeadlineError(err) || (guard.signal.aborted && isDeadlineError(guard.signal.reason))) {
         return stepCaError('ERR_CA_STEP_CA_TIMEOUT', `${what}: no answer within ${limitMs} ms`, err);
       }

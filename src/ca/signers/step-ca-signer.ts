@@ -56,6 +56,8 @@ interface Loaded {
 
 export class StepCaSigner implements Signer {
   readonly description: string;
+  /** Its sign() gives up the step-ca request when the caller stops waiting. */
+  readonly cancellable = true;
   readonly #o: StepCaSignerOptions;
   #loaded: Loaded | undefined;
   #rootsFile: RootsFile | undefined;
@@ -128,7 +130,7 @@ export class StepCaSigner implements Signer {
     const loaded = this.#require();
     const csr = await parseCsrAsync(request.csrPem);
     const servingNames = request.servingNames ?? [];
-    const chain = await this.#askStepCa(loaded, { csrPem: request.csrPem, subject: request.spiffeId, sans: [request.spiffeId, ...servingNames], ttlSeconds: request.ttlSeconds });
+    const chain = await this.#askStepCa(loaded, { csrPem: request.csrPem, subject: request.spiffeId, sans: [request.spiffeId, ...servingNames], ttlSeconds: request.ttlSeconds, signal: request.signal });
     return this.#checked(loaded, chain, csr.spki, { spiffeId: request.spiffeId, ...(servingNames.length > 0 ? { servingNames } : {}) });
   }
 
@@ -157,9 +159,9 @@ export class StepCaSigner implements Signer {
     if (loaded) this.#changed();
   }
 
-  async #askStepCa(loaded: Loaded, ask: { csrPem: string; subject: string; sans: readonly string[]; ttlSeconds: number }): Promise<StepCaChain> {
+  async #askStepCa(loaded: Loaded, ask: { csrPem: string; subject: string; sans: readonly string[]; ttlSeconds: number; signal?: AbortSignal | undefined }): Promise<StepCaChain> {
     const ott = await signToken(loaded.key, { audience: loaded.client.signAudience, subject: ask.subject, sans: ask.sans, nowMs: this.#o.clock.now() });
-    return loaded.client.sign({ csr: ask.csrPem, ott, notAfter: `${ask.ttlSeconds}s` });
+    return loaded.client.sign({ csr: ask.csrPem, ott, notAfter: `${ask.ttlSeconds}s` }, ask.signal);
   }
 
   /** The answer as the CA sends it (leaf, intermediates on the verified path, roots), once checked. */

@@ -16,6 +16,7 @@
 import { setMaxListeners } from 'node:events';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { Clock } from '../../core/clock.js';
+import { eitherSignal } from '../../core/deadline.js';
 import { CertbrokerError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { Secret } from '../../core/secret.js';
@@ -27,7 +28,7 @@ import { createCsr, parseCsrAsync } from '../../pki/csr.js';
 import { exportPkcs8Pem, generateKeyPair } from '../../pki/keys.js';
 import { parsePem, pemEncode } from '../../pki/pem.js';
 import { IMPERSONATED_IDENTITY_KEY, SERVING_NAMES_KEY, type IstioCertificateRequest } from '../../protocol/istio-ca.js';
-import { CaError } from '../errors.js';
+import { CaError, callCancelled } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { checkServingAnswer, checkWorkloadAnswer } from './upstream-answer.js';
 
@@ -67,6 +68,8 @@ export function upstreamFailure(code: GrpcStatus, details: string, cause?: unkno
 
 export class IstioUpstreamSigner implements Signer {
   readonly description: string;
+  /** Its sign() gives up the upstream call when the caller stops waiting. */
+  readonly cancellable = true;
   readonly #o: UpstreamSignerOptions;
   readonly #rootFile: RereadFile;
   readonly #tokenFile: RereadFile;
@@ -114,11 +117,20 @@ export class IstioUpstreamSigner implements Signer {
     }
     const csr = await parseCsrAsync(request.csrPem);
     const { channel, token, tails } = await this.#usable();
-    const answer = await channel.createCertificate(
-      { csr: request.csrPem, validity_duration: request.ttlSeconds, metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: request.spiffeId }) },
-      { token: token.reveal(), clusterId: this.#o.clusterId },
-      this.#closing.signal,
-    );
+    const stop = eitherSignal(this.#closing.signal, request.signal);
+    let answer;
+    try {
+      answer = await channel.createCertificate(
+        { csr: request.csrPem, validity_duration: request.ttlSeconds, metadata: stringStruct({ [IMPERSONATED_IDENTITY_KEY]: request.spiffeId }) },
+        { token: token.reveal(), clusterId: this.#o.clusterId },
+        stop.signal,
+      );
+    } catch (err) {
+      if (request.signal?.aborted && !this.#closing.signal.aborted) throw callCancelled(`upstream CreateCertificate at ${this.#o.address}`, err);
+      throw err;
+    } finally {
+      stop.dispose();
+    }
     const leaf = checkWorkloadAnswer(answer, { identity: request.spiffeId, spki: csr.spki, tails, nowMs: this.#o.clock.now() });
     return { certChain: answer.cert_chain ?? [], serialHex: leaf.serialHex, notAfterMs: leaf.notAfterMs };
   }
