@@ -22,7 +22,7 @@ import { createInterface } from 'node:readline';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
 import { CompactPodIndex } from '../src/ca/compact-pod-index.js';
-import { NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
+import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
 import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
 import { pct, writeDocSection } from './report.js';
@@ -202,16 +202,24 @@ async function caMode(kubeconfigPath: string): Promise<void> {
   peakRss = Math.max(peakRss, synced.rss);
   const indexed = informer.size;
   const smallShape: ClusterShape = { pods: 1000, nodes: Math.max(1, Math.round((1000 * NODES) / PODS)), namespaces: 200, accounts: 20 };
-  const small = new CompactPodIndex();
-  for (let i = 0; i < 1000; i++) small.upsert(toPodInfo(realisticPod(i, smallShape) as V1Pod)!);
-  for (let n = 0; n < smallShape.nodes; n++) small.upsert(toPodInfo(ztunnel(n) as V1Pod)!);
-  const [big, little] = authzCosts([
+  const fill = <I extends { upsert(p: ReturnType<typeof toPodInfo> & object): void }>(idx: I, count: number, shape: ClusterShape): I => {
+    for (let i = 0; i < count; i++) idx.upsert(toPodInfo(realisticPod(i, shape) as V1Pod)!);
+    for (let n = 0; n < shape.nodes; n++) idx.upsert(toPodInfo(ztunnel(n) as V1Pod)!);
+    return idx;
+  };
+  const small = fill(new CompactPodIndex(), 1000, smallShape);
+  // The map-based index this replaced (InMemoryPodIndex), at both sizes, for the same calls.
+  const oldBig = fill(new InMemoryPodIndex(), PODS, SHAPE);
+  const oldSmall = fill(new InMemoryPodIndex(), 1000, smallShape);
+  const [big, little, mapBig, mapSmall] = authzCosts([
     { pods: informer, count: PODS, shape: SHAPE },
     { pods: small, count: 1000, shape: smallShape },
+    { pods: oldBig, count: PODS, shape: SHAPE },
+    { pods: oldSmall, count: 1000, shape: smallShape },
   ]);
   await informer.stop();
   process.stdout.write(
-    `${JSON.stringify({ indexed, syncMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little })}\n`,
+    `${JSON.stringify({ indexed, syncMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall })}\n`,
   );
 }
 
@@ -274,10 +282,12 @@ async function main(): Promise<void> {
     await base.done;
     const a150 = r.authz150k as { p50: number; p99: number; allowed: number };
     const a1 = r.authz1k as { p50: number; p99: number; allowed: number };
+    const m150 = r.map150k as { p50: number; p99: number };
+    const m1 = r.map1k as { p50: number; p99: number };
     const lines = [
       `CA: synced ${r.indexed} pods in ${f1((r.syncMs as number) / 1000)} s; ${f0(r.rssPerPod)} B RSS / ${f0(r.heapPerPod)} B heap per indexed pod (RSS ${f0(r.rssMiB)} MiB, peak ${f0(r.peakRssMiB)} MiB)`,
       `baseline (Map of the same tuples, fresh process): ${f0(b.rssPerPod)} B RSS / ${f0(b.heapPerPod)} B heap per pod -> CA/baseline RSS ${f2((r.rssPerPod as number) / (b.rssPerPod as number))}`,
-      `authorize per call: ${f2(a150.p50)} / ${f2(a150.p99)} µs p50/p99 at ${PODS} pods vs ${f2(a1.p50)} / ${f2(a1.p99)} µs at 1000 pods (allowed ${f2(a150.allowed)} / ${f2(a1.allowed)})`,
+      `authorize per call: ${f2(a150.p50)} / ${f2(a150.p99)} µs p50/p99 at ${PODS} pods vs ${f2(a1.p50)} / ${f2(a1.p99)} µs at 1000 pods (allowed ${f2(a150.allowed)} / ${f2(a1.allowed)}); the old map index: ${f2(m150.p50)} / ${f2(m150.p99)} vs ${f2(m1.p50)} / ${f2(m1.p99)} µs`,
     ];
     for (const l of lines) console.log(l);
     if (process.argv.includes('--write-docs')) {
@@ -291,6 +301,7 @@ async function main(): Promise<void> {
         `| baseline: Map of the same tuples, fresh process | ${f0(b.rssPerPod)} B RSS (heap ${f0(b.heapPerPod)} B) per pod |`,
         `| authorize p50 / p99 at ${PODS} pods | ${f2(a150.p50)} / ${f2(a150.p99)} µs |`,
         `| authorize p50 / p99 at 1,000 pods (same pods per node) | ${f2(a1.p50)} / ${f2(a1.p99)} µs |`,
+        `| the old map index (InMemoryPodIndex), same calls: ${PODS} / 1,000 pods | ${f2(m150.p50)} / ${f2(m150.p99)} µs; ${f2(m1.p50)} / ${f2(m1.p99)} µs |`,
         `| devcluster: load ${c.storedPods} pods through admission | ${f1((c.loadMs as number) / 1000)} s |`,
         `| devcluster: memory per stored pod | ${f0(c.heapPerPod)} B heap, ${f0(c.rssPerPod)} B RSS (RSS ${f0(c.rssMiB)} MiB) |`,
         `| devcluster: first page of 500 / a page halfway (continue token) | ${f1(c.firstPageMs)} ms / ${f1(c.deepPageMs)} ms |`,

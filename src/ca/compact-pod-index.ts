@@ -3,8 +3,9 @@
  * A pod is a slot: its `namespace/name` key (the one string per pod, also the map key), its UID
  * as 16 bytes when it is a UUID (as the API server makes them; any other UID is kept as a
  * string), and small numbers for namespace, service account, node and phase, which are interned
- * (a cluster has few distinct ones). Each node has the list of its pods' slots, so
- * `podsOnNode` costs what the node holds, not what the cluster holds.
+ * (a cluster has few distinct ones). Each node has the list of its pods' slots and, beside it,
+ * their (namespace, service account) ids, so `podsOnNode` reads what the node holds, in order,
+ * and touches a pod's columns only when it matches.
  *
  * It is the informer's store (InformerStore): list pages and watch events upsert into it as
  * they are decoded, and a complete re-list drops the pods it did not name (a generation per
@@ -60,9 +61,10 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   /** UIDs that are not UUIDs, by slot. */
   readonly #otherUid = new Map<number, string>();
   readonly #free: number[] = [];
-  /** Slots per node id (unscheduled pods are in none). */
+  /** Slots per node id (unscheduled pods are in none), and beside them each slot's account id, so a node check reads two short arrays in order. */
   readonly #onNode: number[][] = [];
-  readonly #strings = { ns: new Interned(), sa: new Interned(), node: new Interned(), phase: new Interned() };
+  readonly #onNodeAccount: number[][] = [];
+  readonly #strings = { ns: new Interned(), sa: new Interned(), node: new Interned(), phase: new Interned(), account: new Interned() };
   #generation = 0;
   #synced: boolean;
 
@@ -89,21 +91,23 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const key = `${pod.namespace}/${pod.name}`;
     let slot = this.#slotByKey.get(key);
     const nodeId = pod.nodeName === '' ? undefined : this.#strings.node.id(pod.nodeName);
+    const nsId = this.#strings.ns.id(pod.namespace);
+    const saId = this.#strings.sa.id(pod.serviceAccountName);
     if (slot !== undefined) {
       const old = this.#nodeOf(slot);
-      if (old !== nodeId) {
-        if (old !== undefined) this.#unlink(old, slot);
-        if (nodeId !== undefined) (this.#onNode[nodeId] ??= []).push(slot);
-      }
+      if (old !== undefined) this.#unlink(old, slot);
     } else {
       slot = this.#free.pop() ?? this.#keys.length;
       this.#ensure(slot + 1);
       this.#keys[slot] = key;
       this.#slotByKey.set(key, slot);
-      if (nodeId !== undefined) (this.#onNode[nodeId] ??= []).push(slot);
     }
-    this.#ns[slot] = this.#strings.ns.id(pod.namespace);
-    this.#sa[slot] = this.#strings.sa.id(pod.serviceAccountName);
+    if (nodeId !== undefined) {
+      (this.#onNode[nodeId] ??= []).push(slot);
+      (this.#onNodeAccount[nodeId] ??= []).push(this.#strings.account.id(`${nsId}/${saId}`));
+    }
+    this.#ns[slot] = nsId;
+    this.#sa[slot] = saId;
     this.#node[slot] = nodeId === undefined ? 0 : nodeId + 1;
     this.#phase[slot] = this.#strings.phase.id(pod.phase);
     this.#gen[slot] = this.#generation;
@@ -138,8 +142,12 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const ns = this.#strings.ns.find(key.namespace);
     const sa = this.#strings.sa.find(key.serviceAccountName);
     if (nodeId === undefined || ns === undefined || sa === undefined) return [];
+    const account = this.#strings.account.find(`${ns}/${sa}`);
+    const accounts = this.#onNodeAccount[nodeId];
+    if (account === undefined || accounts === undefined) return [];
+    const slots = this.#onNode[nodeId]!;
     const out: PodInfo[] = [];
-    for (const slot of this.#onNode[nodeId] ?? []) if (this.#ns[slot] === ns && this.#sa[slot] === sa) out.push(this.#info(slot));
+    for (let i = 0; i < accounts.length; i++) if (accounts[i] === account) out.push(this.#info(slots[i]!));
     return out;
   }
 
@@ -205,9 +213,12 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
 
   #unlink(nodeId: number, slot: number): void {
     const list = this.#onNode[nodeId]!;
+    const accounts = this.#onNodeAccount[nodeId]!;
     const i = list.indexOf(slot);
     list[i] = list[list.length - 1]!;
     list.pop();
+    accounts[i] = accounts[accounts.length - 1]!;
+    accounts.pop();
   }
 
   #ensure(n: number): void {
