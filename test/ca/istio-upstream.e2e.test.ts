@@ -157,6 +157,33 @@ test('istio-upstream: refusals are relayed with ERR_CA_UPSTREAM_REFUSED, a rotat
   }
 });
 
+test('istio-upstream: the root file is read again during a root rotation (no restart): the upstream is trusted under what it holds now', async () => {
+  const other = await makePluginCa('Upstream-Next');
+  const raRoots = join(dir.path, 'ra-rotating-root.pem');
+  await writeFile(raRoots, plugin.root.pem);
+  const ra = await startRa(upstreamSigner({ rootCertFile: raRoots }), true);
+  await waitFor(() => ra.signer.ready, 'the RA signer read its files');
+  const c = caClient(ra.port, undefined);
+  const ask = async () => c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP, ttlSeconds: 3600 });
+  try {
+    assert.ok((await ask()).chain, 'the upstream root alone: served');
+    // The new root alone (the upstream not rotated yet): the file is also the upstream's TLS trust,
+    // so the RA no longer reaches it under the old root (the channel is made again from the file).
+    await writeFile(raRoots, other.root.pem);
+    const refused = await ask();
+    assert.deepEqual([refused.code, refused.errorCode], [status.UNAVAILABLE, 'ERR_CA_UPSTREAM_UNAVAILABLE'], JSON.stringify(refused));
+    // The overlap: both roots; served again, and the RA's own roots are both.
+    await writeFile(raRoots, other.root.pem + plugin.root.pem);
+    const served = await ask();
+    assert.ok(served.chain, JSON.stringify(served));
+    assert.equal(served.chain.at(-1), plugin.root.pem, "the answer's last element is still the upstream's roots");
+    assert.equal(ra.signer.roots().join('').match(/BEGIN CERTIFICATE/g)?.length, 2);
+  } finally {
+    c.close();
+    await ra.stop();
+  }
+});
+
 test("istio-upstream: a caller that gives up (its gRPC deadline) cancels the forwarded call: the upstream's signer hears of it at once, not at the RA's 120 s deadline", async () => {
   // The upstream: a certbroker CA (http2 transport, TLS) whose module signer serves its own
   // certificate and hangs on workload leaves until its signal fires.
