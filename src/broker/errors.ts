@@ -76,7 +76,9 @@ export type BrokerErrorCode =
   /** Istio CA front: the caller has too many requests in flight or exceeded its rate. */
   | 'ERR_FRONT_RATE_LIMITED'
   /** Istio CA front: validity_duration is negative or not an integer. */
-  | 'ERR_FRONT_TTL_INVALID';
+  | 'ERR_FRONT_TTL_INVALID'
+  /** Istio CA front: the caller reset the stream or its deadline passed while the call was being served. */
+  | 'ERR_FRONT_CALL_CANCELLED';
 
 export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(

@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import { CallerLimits, FrontAuthorizer, NodePods, type PodFacts } from '../../src/broker/index.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { IstioCaFrontService, type CsrForwarder } from '../../src/broker/fronts/istio-ca/index.js';
-import { silentLogger } from '../../src/core/log.js';
+import { createLogger, silentLogger } from '../../src/core/log.js';
 import { createCsr, csrPublicKeyInfo } from '../../src/pki/csr.js';
 import { exportSpkiDer, generateKeyPair } from '../../src/pki/keys.js';
 
@@ -135,13 +135,17 @@ describe('CallerLimits', () => {
 
 describe('IstioCaFrontService: what it checks of the CA answer, and its bounds as statuses', () => {
   /** A CA that signs the identity asked for but answers with a leaf of `leafKey` (somebody else's misbehaving CA when not the CSR's). */
-  async function service(options: { leafKey?: 'csr' | 'other'; burst?: number } = {}) {
+  async function service(options: { leafKey?: 'csr' | 'other'; burst?: number; hangUntilAborted?: boolean; logLines?: string[] } = {}) {
     const { authz } = setup();
     const other = await generateKeyPair();
     const calls: string[] = [];
     const forwarder: CsrForwarder = {
-      forwardCsr: async (req) => {
+      forwardCsr: async (req, signal) => {
         calls.push(req.identity);
+        if (options.hangUntilAborted) {
+          // As the lean channel does: the abandoned call rejects with the signal's reason (an AbortError).
+          await new Promise((_, reject) => signal?.addEventListener('abort', () => reject(signal.reason), { once: true }));
+        }
         const spki = options.leafKey === 'other' ? exportSpkiDer(other.publicKey) : csrPublicKeyInfo(req.csrPem);
         return { certChain: ['LEAF', 'ROOTS'], leafSpki: spki };
       },
@@ -152,12 +156,12 @@ describe('IstioCaFrontService: what it checks of the CA answer, and its bounds a
       authorizer: authz,
       limits: new CallerLimits({ clock: new FakeClock(), ratePerSecond: 1, burst: options.burst ?? 10, maxInFlight: 4 }),
       forwarder,
-      logger: silentLogger,
+      logger: options.logLines ? createLogger({ level: 'debug', sink: (line) => options.logLines!.push(line) }) : silentLogger,
     });
     const csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: `spiffe://${TD}/ns/shop/sa/cart` }).pem;
     const request = { csr, validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: `spiffe://${TD}/ns/shop/sa/cart` } } } };
     const metadata = { get: (key: string) => (key === 'authorization' ? ['Bearer t'] : []) };
-    return { svc, calls, call: () => svc.createCertificate(request as never, metadata as never) };
+    return { svc, calls, call: (signal?: AbortSignal) => svc.createCertificate(request as never, metadata as never, signal) };
   }
 
   it("relays the CA's chain as it came when the leaf holds the CSR's key", async () => {
@@ -181,5 +185,17 @@ describe('IstioCaFrontService: what it checks of the CA answer, and its bounds a
     assert.equal((err as { code?: string }).code, 'ERR_FRONT_RATE_LIMITED');
     assert.equal(svc.rejection(err, 'test').code, 8, 'RESOURCE_EXHAUSTED');
     assert.equal(calls.length, 2);
+  });
+
+  it('a caller that resets or runs out of time while the CA works: ERR_FRONT_CALL_CANCELLED (CANCELLED), not an unexpected error', async () => {
+    const logLines: string[] = [];
+    const { svc, call } = await service({ hangUntilAborted: true, logLines });
+    const caller = new AbortController();
+    const pending = call(caller.signal);
+    setImmediate(() => caller.abort());
+    const err = await pending.then(() => assert.fail('answered'), (e: unknown) => e);
+    assert.equal((err as { code?: string }).code, 'ERR_FRONT_CALL_CANCELLED');
+    assert.equal(svc.rejection(err, 'test').code, 1, 'CANCELLED');
+    assert.deepEqual(logLines.filter((l) => l.includes('"level":"error"')), [], 'no error logged for a caller that went away');
   });
 });

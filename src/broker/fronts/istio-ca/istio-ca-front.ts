@@ -157,7 +157,12 @@ export class IstioCaFrontService {
       const res = await this.#issue(request, metadata, signal);
       this.#o.observer?.answered?.('issued', 'ok', (performance.now() - started) / 1000);
       return res;
-    } catch (err) {
+    } catch (thrown) {
+      // The transport aborts `signal` when the caller resets the stream or its deadline passes;
+      // whatever the abandoned work then throws (the signal's own AbortError) is that, not a bug.
+      const err = signal.aborted && !(thrown instanceof CertbrokerError)
+        ? new BrokerError('ERR_FRONT_CALL_CANCELLED', 'the caller cancelled the call or its deadline passed', { status: 'cancelled', cause: thrown })
+        : thrown;
       this.#o.observer?.answered?.(outcomeOf(err), err instanceof CertbrokerError ? err.code : 'unexpected', (performance.now() - started) / 1000);
       throw err;
     }
