@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import { FakeClock } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { CertManager, type CaClient, type WorkloadCert } from '../../src/broker/index.js';
-import { ClockTimer, TimerQueue } from '../../src/broker/cache/clock-timer.js';
+import { ClockTimer, TimerQueue } from '../../src/broker/cache/index.js';
 
 const HOUR = 3_600_000;
 const id = (i: number) => `spiffe://cluster.local/ns/default/sa/sa-${i}`;
