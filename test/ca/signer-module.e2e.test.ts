@@ -23,7 +23,7 @@ import { REPO_ROOT } from '../support/fixtures.js';
 import { opensslMissing } from '../support/tools.js';
 import { caClient, CA_NAMESPACE, CA_SA, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { startCaProcess, writeCaLauncher } from './support/ca-process.js';
-import { newCsr, opensslVerifyChain, tempDir } from './support/pki-fixtures.js';
+import { makePluginCa, newCsr, opensslVerifyChain, tempDir } from './support/pki-fixtures.js';
 
 const EXAMPLE = join(REPO_ROOT, 'examples/signer-module.mjs');
 const EXAMPLE_URL = pathToFileURL(EXAMPLE).href;
@@ -122,6 +122,45 @@ test('certbroker ca --signer module:./examples/signer-module.mjs as a process (p
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     assert.notEqual(code, 0, stderr);
     assert.match(stderr, want);
+  }
+});
+
+test("a module's root rotation (changed()): the CA's roots and its answers' last element follow at once, with no restart", async () => {
+  const rotating = await moduleFile(
+    'rotating.mjs',
+    `export const control = { extra: [], changed: undefined };
+export default {
+  ...base,
+  async start(ctx) { control.changed = () => ctx.changed(); await base.start(ctx); },
+  roots: () => [...base.roots(), ...control.extra],
+  async sign(r) { const res = await base.sign(r); return { ...res, roots: [...res.roots, ...control.extra] }; },
+};`,
+  );
+  const ca = await env.startCa({ signer: await moduleSigner(rotating), plaintext: true, transport: 'grpc-js' });
+  await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
+  for (let i = 0; i < 500 && !ca.signer.ready; i++) await new Promise((r) => setTimeout(r, 10));
+  const c = caClient(ca.port, undefined);
+  try {
+    const rootsIn = (chain: readonly string[] | undefined): number => (chain?.at(-1)?.match(/-----BEGIN CERTIFICATE-----/g) ?? []).length;
+    const before = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP });
+    assert.equal(rootsIn(before.chain), 1, JSON.stringify(before).slice(0, 200));
+    assert.equal(ca.signer.roots().length, 1);
+    let notified = 0;
+    const unsubscribe = ca.signer.onChange(() => notified++);
+    const { control } = (await import(pathToFileURL(rotating).href)) as { control: { extra: string[]; changed: () => void } };
+    const next = await makePluginCa('Next');
+    control.extra.push(next.root.pem);
+    control.changed();
+    unsubscribe();
+    assert.equal(notified, 1, "the CA's change listeners heard the module's changed()");
+    assert.deepEqual(ca.signer.roots().length, 2, 'both roots trusted during the overlap');
+    assert.ok(ca.signer.roots().some((r) => r.includes(next.root.pem.split('\n')[1]!)), 'the new root is among them');
+    const during = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP });
+    assert.equal(rootsIn(during.chain), 2, 'the answer carries both roots in its last element');
+    assert.equal(checkX509Svid(during.chain![0]!)?.id, SLEEP);
+  } finally {
+    c.close();
+    await ca.stop();
   }
 });
 
