@@ -7,8 +7,7 @@ import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { silentLogger } from '../../src/core/log.js';
-import { BrokerError, NodePods, parseCniAddEvent, type RegistrationServer, startRegistrationServer } from '../../src/broker/index.js';
-import type { AmbientPodView } from '../../src/broker/adapters/registration-server.js';
+import { BrokerError, NodePods, parseCniAddEvent, type AmbientPodView, type RegistrationServer, startRegistrationServer } from '../../src/broker/index.js';
 import { requestUnix as post } from './support/unix-http.js';
 import { tempDirSync } from '../support/scratch.js';
 

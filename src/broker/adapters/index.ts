@@ -26,6 +26,8 @@ export { brokerRbacObjects } from './rbac.js';
 export {
   parseCniAddEvent,
   startRegistrationServer,
+  type AmbientLookup,
+  type AmbientPodView,
   type PodLookup,
   type RegistrationObserver,
   type RegistrationServer,
@@ -35,3 +37,4 @@ export { prepareSharedSocketPath, prepareSocketPath, SHARED_SOCKET_DIR_MODE, SHA
 export { checkForwardedChain, type ForwardedChain } from './forwarded-chain.js';
 export { CaForwarder, forwardRequestBytes, type CaForwarderOptions } from './ca-forwarder.js';
 export { tokenReviewCallerAuthenticator, type CallerAuthenticatorAdapter, type CallerTokenReviewOptions } from './caller-token-review.js';
+export { NamespaceWatch, watchedAmbientLookup } from './namespace-watch.js';

@@ -30,7 +30,7 @@ import {
   type CniPluginAddEvent,
 } from '../../protocol/cni-event.js';
 import { AMBIENT_ADD_METHOD, AMBIENT_ADD_PATH, decodeAmbientAddRequest, type AmbientAddAnswer } from '../../protocol/cni-ambient-add.js';
-import { decodeEnablementSelectors, isAmbientPod, type EnablementSelector } from '../../cni/plugin/enablement.js';
+import { decodeEnablementSelectors, isAmbientPod, type EnablementSelector } from '../../core/ambient-enablement.js';
 import { BrokerError } from '../errors.js';
 import type { NodePods, PodEligibility, PodFacts } from '../cache/node-pods.js';
 import { prepareSocketPath } from './unix-socket.js';
@@ -195,12 +195,9 @@ async function handleAmbientAdd(options: RegistrationServerOptions, lookup: Ambi
 }
 
 function decodeSelectors(raw: unknown): readonly EnablementSelector[] {
-  try {
-    return decodeEnablementSelectors(raw);
-  } catch (err) {
-    const why = err instanceof Error ? err.message : 'invalid selectors';
+  return decodeEnablementSelectors(raw, (why) => {
     throw new BrokerError('ERR_REGISTRATION_INVALID', `invalid ambient add: ${why}`, { status: 'invalid-argument', publicMessage: why });
-  }
+  });
 }
 
 type LookupResult =

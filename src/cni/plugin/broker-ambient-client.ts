@@ -12,9 +12,14 @@ import { AMBIENT_ADD_PATH, decodeAmbientAddAnswer, type AmbientAddAnswer, type A
 import { encodeCniAddEvent } from '../../protocol/cni-event.js';
 import { postOverUnixSocket } from './unix-http.js';
 
+/** How long the broker's answer may take (at most `cniEventTimeoutMs`) before the API path is taken instead. */
+export const BROKER_ASK_TIMEOUT_MS = 500;
+
 export interface BrokerAmbientOptions {
-  readonly socketPath: string;
-  readonly timeoutMs: number;
+  /** The registration socket (the plugin's `cni_event_socket`). */
+  readonly cniEventSocketPath: string;
+  readonly cniEventTimeoutMs: number;
+  /** The ADD's budget. */
   readonly signal: AbortSignal;
   readonly clock: Clock;
 }
@@ -26,16 +31,17 @@ export function encodeAmbientAddRequest(request: AmbientAddRequest): string {
 }
 
 export async function askBrokerAmbientAdd(request: AmbientAddRequest, options: BrokerAmbientOptions): Promise<BrokerAmbientOutcome> {
-  const limit = deadline(options.timeoutMs, { what: 'broker ambient check', parent: options.signal, clock: options.clock });
+  const timeoutMs = Math.min(BROKER_ASK_TIMEOUT_MS, options.cniEventTimeoutMs);
+  const limit = deadline(timeoutMs, { what: 'broker ambient check', parent: options.signal, clock: options.clock });
   try {
-    const answer = await postOverUnixSocket(options.socketPath, AMBIENT_ADD_PATH, encodeAmbientAddRequest(request), limit.signal);
+    const answer = await postOverUnixSocket(options.cniEventSocketPath, AMBIENT_ADD_PATH, encodeAmbientAddRequest(request), limit.signal);
     if (answer.status !== 200) return { known: false, why: `HTTP ${answer.status}` };
     const decoded = decodeAmbientAddAnswer(answer.body);
     if (decoded === undefined) return { known: false, why: 'answer is not one the protocol defines' };
     return decoded.known ? decoded : { known: false, why: 'the broker has not seen the pod yet' };
   } catch (err) {
     if (options.signal.aborted) throw abortReason(options.signal);
-    if (limit.signal.aborted) return { known: false, why: `no answer within ${options.timeoutMs} ms` };
+    if (limit.signal.aborted) return { known: false, why: `no answer within ${timeoutMs} ms` };
     const e = err as NodeJS.ErrnoException;
     return { known: false, why: e.code ?? e.message };
   } finally {

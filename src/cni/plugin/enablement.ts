@@ -1,107 +1,23 @@
 /**
- * Which pods are ambient: Istio's enablement selectors (pure). A selector pairs a pod label
- * selector with a namespace label selector; a pod is ambient when some pair matches both its own
- * labels and its namespace's labels. Host-network pods and pods that already have a sidecar
- * (annotation `sidecar.istio.io/status`) never are.
+ * Which pods are ambient (src/core/ambient-enablement.ts, shared with the node broker), with the
+ * plugin's config errors: a selector that does not decode is ERR_CNI_INVALID_CONFIG.
  */
-import { isSelectorOperator, selectorMatches, type LabelSelector, type LabelSelectorRequirement, type Labels } from '../../core/label-selector.js';
+import { decodeEnablementSelectors as decode, type EnablementSelector } from '../../core/ambient-enablement.js';
 import { CniError } from './cni-error.js';
 
-export type { LabelSelector } from '../../core/label-selector.js';
-
-export interface EnablementSelector {
-  readonly podSelector: LabelSelector;
-  readonly namespaceSelector: LabelSelector;
-}
-
-export const DATAPLANE_MODE_LABEL = 'istio.io/dataplane-mode';
-export const SIDECAR_STATUS_ANNOTATION = 'sidecar.istio.io/status';
-
-const EVERYTHING: LabelSelector = Object.freeze({ matchLabels: {}, matchExpressions: [] });
-
-/**
- * Istio's default selectors (its Helm values): a pod labelled ambient, or a pod in a namespace
- * labelled ambient unless the pod itself says `none`. Used when the config gives none.
- */
-const DEFAULTS: EnablementSelector[] = [
-  { podSelector: { matchLabels: { [DATAPLANE_MODE_LABEL]: 'ambient' }, matchExpressions: [] }, namespaceSelector: EVERYTHING },
-  {
-    podSelector: { matchLabels: {}, matchExpressions: [{ key: DATAPLANE_MODE_LABEL, operator: 'NotIn', values: ['none'] }] },
-    namespaceSelector: { matchLabels: { [DATAPLANE_MODE_LABEL]: 'ambient' }, matchExpressions: [] },
-  },
-];
-export const DEFAULT_ENABLEMENT_SELECTORS: readonly EnablementSelector[] = Object.freeze(DEFAULTS);
-
-export interface AmbientCandidate {
-  readonly podLabels: Labels;
-  readonly podAnnotations: Labels;
-  readonly hostNetwork: boolean;
-  readonly namespaceLabels: Labels;
-}
-
-export function isAmbientPod(pod: AmbientCandidate, selectors: readonly EnablementSelector[]): boolean {
-  if (pod.hostNetwork) return false;
-  if (Object.prototype.hasOwnProperty.call(pod.podAnnotations, SIDECAR_STATUS_ANNOTATION)) return false;
-  return selectors.some(
-    (s) => selectorMatches(s.podSelector, pod.podLabels) && selectorMatches(s.namespaceSelector, pod.namespaceLabels),
-  );
-}
-
-// ---- decoding selectors from the plugin config (JSON as Kubernetes writes LabelSelector) ----
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return typeof v === 'object' && v !== null && !Array.isArray(v);
-}
-
-function decodeLabelSelector(raw: unknown, where: string): LabelSelector {
-  if (raw === undefined || raw === null) return EVERYTHING;
-  if (!isObject(raw)) throw new CniError('ERR_CNI_INVALID_CONFIG', `${where} is not an object`);
-  const matchLabels: Record<string, string> = {};
-  if (raw.matchLabels !== undefined && raw.matchLabels !== null) {
-    if (!isObject(raw.matchLabels)) throw new CniError('ERR_CNI_INVALID_CONFIG', `${where}.matchLabels is not an object`);
-    for (const [k, v] of Object.entries(raw.matchLabels)) {
-      if (typeof v !== 'string') throw new CniError('ERR_CNI_INVALID_CONFIG', `${where}.matchLabels[${JSON.stringify(k)}] is not a string`);
-      matchLabels[k] = v;
-    }
-  }
-  const matchExpressions: LabelSelectorRequirement[] = [];
-  if (raw.matchExpressions !== undefined && raw.matchExpressions !== null) {
-    if (!Array.isArray(raw.matchExpressions)) throw new CniError('ERR_CNI_INVALID_CONFIG', `${where}.matchExpressions is not an array`);
-    raw.matchExpressions.forEach((e: unknown, i: number) => {
-      const at = `${where}.matchExpressions[${i}]`;
-      if (!isObject(e) || typeof e.key !== 'string' || typeof e.operator !== 'string') {
-        throw new CniError('ERR_CNI_INVALID_CONFIG', `${at} needs string key and operator`);
-      }
-      const op = e.operator;
-      if (!isSelectorOperator(op)) {
-        throw new CniError('ERR_CNI_INVALID_CONFIG', `${at}.operator ${JSON.stringify(op)} is not In|NotIn|Exists|DoesNotExist`);
-      }
-      const values = e.values === undefined || e.values === null ? [] : e.values;
-      if (!Array.isArray(values) || !values.every((v) => typeof v === 'string')) {
-        throw new CniError('ERR_CNI_INVALID_CONFIG', `${at}.values is not an array of strings`);
-      }
-      if ((op === 'In' || op === 'NotIn') && values.length === 0) {
-        throw new CniError('ERR_CNI_INVALID_CONFIG', `${at}: operator ${op} needs at least one value`);
-      }
-      if ((op === 'Exists' || op === 'DoesNotExist') && values.length > 0) {
-        throw new CniError('ERR_CNI_INVALID_CONFIG', `${at}: operator ${op} takes no values`);
-      }
-      matchExpressions.push({ key: e.key, operator: op, values: values as string[] });
-    });
-  }
-  return { matchLabels, matchExpressions };
-}
+export {
+  DATAPLANE_MODE_LABEL,
+  DEFAULT_ENABLEMENT_SELECTORS,
+  SIDECAR_STATUS_ANNOTATION,
+  isAmbientPod,
+  type AmbientCandidate,
+  type EnablementSelector,
+  type LabelSelector,
+} from '../../core/ambient-enablement.js';
 
 /** `enablement_selectors` from the config; null, absent or empty -> Istio's defaults. */
 export function decodeEnablementSelectors(raw: unknown): readonly EnablementSelector[] {
-  if (raw === undefined || raw === null) return DEFAULT_ENABLEMENT_SELECTORS;
-  if (!Array.isArray(raw)) throw new CniError('ERR_CNI_INVALID_CONFIG', 'enablement_selectors is not an array');
-  if (raw.length === 0) return DEFAULT_ENABLEMENT_SELECTORS;
-  return raw.map((s: unknown, i: number) => {
-    if (!isObject(s)) throw new CniError('ERR_CNI_INVALID_CONFIG', `enablement_selectors[${i}] is not an object`);
-    return {
-      podSelector: decodeLabelSelector(s.podSelector, `enablement_selectors[${i}].podSelector`),
-      namespaceSelector: decodeLabelSelector(s.namespaceSelector, `enablement_selectors[${i}].namespaceSelector`),
-    };
+  return decode(raw, (message) => {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', message);
   });
 }

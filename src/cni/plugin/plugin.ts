@@ -237,12 +237,9 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
     return result;
   }
 
-  const ips = resultAddresses(result)
-    .map(toPodIpConfig)
-    .filter((ip): ip is PodIpConfig => ip !== undefined);
+  const ips = resultAddresses(result).map(toPodIpConfig).filter((ip): ip is PodIpConfig => ip !== undefined);
   const event = { Netns: env[ENV.netns] ?? '', PodName: args.podName, PodNamespace: args.podNamespace, IPs: ips.length > 0 ? ips : null };
-  // With ambient on, the broker answers from its watches first (one round trip, no API call);
-  // only a pod it does not know yet (or no broker) takes the API server path below.
+  // With ambient on, the broker answers from its watches first (one round trip, no API call); a pod it does not know takes the API path.
   const asked: BrokerAmbientOutcome | undefined = config.ambientEnabled ? await askBroker(ctx, event, args.podUid) : undefined;
   if (asked?.known && asked.ambient) {
     log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP), via: 'broker watch', ...(asked.reason ? { reason: asked.reason } : {}) });
@@ -262,8 +259,7 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
       config.enablementSelectors,
     );
     if (ambient) {
-      // Loaded when needed, as the API client, the broker client and the iptables code are: VERSION
-      // and an ADD the broker answers evaluate none of what they do not use (main.ts).
+      // Imported when needed, as the API client and the iptables code are (main.ts).
       const { pushCniAddEvent } = await import('./cni-event-client.js');
       await pushCniAddEvent(event, { socketPath: config.cniEventSocketPath, timeoutMs: config.cniEventTimeoutMs, signal: ctx.budget.signal, clock: ctx.clock });
       log.info('ambient pod registered with the node broker', { pod, ips: ips.map((ip) => ip.Address?.IP) });
@@ -292,15 +288,9 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
   return result;
 }
 
-/** How long the broker's one-round-trip answer may take before the API server path is taken instead. */
-export const BROKER_ASK_TIMEOUT_MS = 500;
-
 async function askBroker(ctx: AddContext, event: CniPluginAddEvent, podUid: string): Promise<BrokerAmbientOutcome> {
   const { askBrokerAmbientAdd } = await import('./broker-ambient-client.js');
-  return askBrokerAmbientAdd(
-    { event, podUid, selectors: ctx.config.enablementSelectors },
-    { socketPath: ctx.config.cniEventSocketPath, timeoutMs: Math.min(BROKER_ASK_TIMEOUT_MS, ctx.config.cniEventTimeoutMs), signal: ctx.budget.signal, clock: ctx.clock },
-  );
+  return askBrokerAmbientAdd({ event, podUid, selectors: ctx.config.enablementSelectors }, { ...ctx.config, signal: ctx.budget.signal, clock: ctx.clock });
 }
 
 async function sidecarProgrammer(ctx: CommandContext): Promise<SidecarProgrammer> {
