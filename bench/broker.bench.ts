@@ -11,7 +11,11 @@
  * 3. Resident memory per identity with 10,000 identities (certificate manager + pod registry
  *    holding real P-256 SVIDs issued by the pki leaf issuer in a process of their own), in a
  *    fresh process with --expose-gc; baseline: a plain Map holding the same DER chain and key
- *    buffers. `--memory-only` runs just this part.
+ *    buffers. Measured at 5,000 / 10,000 / 20,000 identities in one process (GC at each): the
+ *    absolute figure (growth to 10,000 / 10,000) next to the marginal slope ((20k - 10k) / 10k),
+ *    which leaves out fixed costs such as the young generation. The broker holder runs again with
+ *    `--max-semi-space-size` 1/2/4 MB, each next to a default run: CPU per fetch and fetches/s.
+ *    `--memory-only` runs just this part.
  *
  * Results print as a markdown table for the broker section of docs/benchmarks.md.
  * BENCH_BROKER_SAMPLES (default 1000) first-message samples per side.
@@ -34,6 +38,10 @@ const SAMPLES = Number(process.env.BENCH_BROKER_SAMPLES ?? 1000);
 const PODS = 500;
 const SERVICE_ACCOUNTS = 200;
 const MEMORY_IDENTITIES = 10_000;
+/** Identity counts measured in one holder process, after a GC each: the slope between the last two is the marginal cost. */
+const MEMORY_STAGES = [5_000, MEMORY_IDENTITIES, 20_000] as const;
+/** Young-generation caps (`--max-semi-space-size`, MB) compared against Node's default in the same run. */
+const SEMI_SPACE_MB = [1, 2, 4] as const;
 const ROUNDS = 3;
 
 function pct(sorted: readonly number[], p: number): number {
@@ -157,8 +165,20 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
   }
 }
 
+/** Growth from the empty holder to `identities`, after a GC; cpu and wall of filling the stage's new identities. */
+interface MemoryStage {
+  readonly identities: number;
+  readonly rssBytes: number;
+  readonly heapBytes: number;
+  readonly heapTotalBytes: number;
+  /** CPU (user + system) and wall time spent adding this stage's identities (fetches), before its GC. */
+  readonly fillCpuUs: number;
+  readonly fillWallMs: number;
+}
+
 interface MemoryResult {
   readonly mode: 'broker' | 'bare';
+  readonly stages: readonly MemoryStage[];
   readonly identities: number;
   readonly rssBytes: number;
   readonly heapBytes: number;
@@ -167,7 +187,7 @@ interface MemoryResult {
   readonly externalBytes: number;
 }
 
-const memoryIds = Array.from({ length: MEMORY_IDENTITIES }, (_, i) => `spiffe://cluster.local/ns/ns-${i % 100}/sa/sa-${i}`);
+const memoryIds = Array.from({ length: MEMORY_STAGES.at(-1)! }, (_, i) => `spiffe://cluster.local/ns/ns-${i % 100}/sa/sa-${i}`);
 
 /**
  * Child process: issues MEMORY_IDENTITIES real P-256 SVIDs (pki `FastLeafIssuer`) and writes them
@@ -239,18 +259,28 @@ async function memoryChild(mode: 'broker' | 'bare', file: string): Promise<void>
     const notAfter = data.readDoubleLE(at + 8);
     return { leafDer, key, serial, notBefore, notAfter, rootDer: Buffer.from(rootView) };
   };
-  const ids = memoryIds;
+  const settle = async () => {
+    for (let i = 0; i < 3; i++) {
+      gc();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  };
   gc();
   await new Promise((r) => setTimeout(r, 50));
   gc();
   const before = process.memoryUsage();
+  const stages: MemoryStage[] = [];
+  let at10k: NodeJS.MemoryUsage | undefined;
+  let fill: (from: number, to: number) => Promise<void>;
   let keep: unknown;
   if (mode === 'bare') {
     const map = new Map<string, { chain: Buffer; key: Buffer }>();
-    for (const id of ids) {
-      const c = answer(id);
-      map.set(id, { chain: c.leafDer, key: c.key });
-    }
+    fill = async (from, to) => {
+      for (const id of memoryIds.slice(from, to)) {
+        const c = answer(id);
+        map.set(id, { chain: c.leafDer, key: c.key });
+      }
+    };
     keep = map;
   } else {
     const certs = new CertManager({
@@ -266,21 +296,33 @@ async function memoryChild(mode: 'broker' | 'bare', file: string): Promise<void>
       maxConcurrentFetches: 8,
     });
     const pods = new NodePods({ nodeName: 'node-1', trustDomain: 'cluster.local', certs, now: Date.now });
-    ids.forEach((id, i) => {
-      const m = /ns\/([^/]+)\/sa\/(.+)$/.exec(id)!;
-      pods.upsert({ uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, namespace: m[1]!, name: `pod-${i}`, serviceAccount: m[2]!, nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
-    });
-    await waitFor('all ready', () => certs.countByState().ready === ids.length, 600_000);
+    fill = async (from, to) => {
+      for (let i = from; i < to; i++) {
+        const m = /ns\/([^/]+)\/sa\/(.+)$/.exec(memoryIds[i]!)!;
+        pods.upsert({ uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, namespace: m[1]!, name: `pod-${i}`, serviceAccount: m[2]!, nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
+      }
+      await waitFor('all ready', () => certs.countByState().ready === to, 600_000);
+    };
     keep = { certs, pods };
   }
-  for (let i = 0; i < 3; i++) {
-    gc();
-    await new Promise((r) => setTimeout(r, 50));
+  let done = 0;
+  for (const n of MEMORY_STAGES) {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    await fill(done, n);
+    const fillWallMs = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    done = n;
+    await settle();
+    const m = process.memoryUsage();
+    if (n === MEMORY_IDENTITIES) at10k = m;
+    stages.push({ identities: n, rssBytes: m.rss - before.rss, heapBytes: m.heapUsed - before.heapUsed, heapTotalBytes: m.heapTotal - before.heapTotal, fillCpuUs: cpu.user + cpu.system, fillWallMs });
   }
-  const after = process.memoryUsage();
+  const after = at10k!;
   const result: MemoryResult = {
     mode,
-    identities: ids.length,
+    stages,
+    identities: MEMORY_IDENTITIES,
     rssBytes: after.rss - before.rss,
     heapBytes: after.heapUsed - before.heapUsed,
     heapTotalBytes: after.heapTotal - before.heapTotal,
@@ -291,28 +333,85 @@ async function memoryChild(mode: 'broker' | 'bare', file: string): Promise<void>
   process.exit(0);
 }
 
-function runChild(args: readonly string[]): string {
-  const r = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url), ...args], { encoding: 'utf8', maxBuffer: 1 << 20 });
+function runChild(args: readonly string[], nodeFlags: readonly string[] = []): string {
+  const r = spawnSync(process.execPath, ['--expose-gc', ...nodeFlags, fileURLToPath(import.meta.url), ...args], { encoding: 'utf8', maxBuffer: 1 << 20 });
   if (r.status !== 0) throw new Error(`child ${args.join(' ')} failed: ${r.stderr}`);
   return r.stdout;
 }
 
-function runMemoryChild(mode: 'broker' | 'bare', file: string): MemoryResult {
-  return JSON.parse(runChild(['--memory-child', mode, file]).trim().split('\n').at(-1)!) as MemoryResult;
+function runMemoryChild(mode: 'broker' | 'bare', file: string, nodeFlags: readonly string[] = []): MemoryResult {
+  return JSON.parse(runChild(['--memory-child', mode, file], nodeFlags).trim().split('\n').at(-1)!) as MemoryResult;
+}
+
+interface MemoryRun {
+  readonly bare: MemoryResult;
+  readonly broker: MemoryResult;
+  /** The broker holder again with `--max-semi-space-size=<mb>`, interleaved with default runs. */
+  readonly capped: readonly { readonly semiSpaceMb: number; readonly broker: MemoryResult; readonly defaultBroker: MemoryResult }[];
 }
 
 /** Issues the identities once (own process), then measures each holder in a fresh process. */
-async function measureMemory(): Promise<{ broker: MemoryResult; bare: MemoryResult }> {
+async function measureMemory(): Promise<MemoryRun> {
   const { mkdtempSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
   const dir = mkdtempSync(join(tmpdir(), 'broker-memory-'));
   try {
     const file = join(dir, 'svids.bin');
     runChild(['--memory-issue', file]);
-    return { broker: runMemoryChild('broker', file), bare: runMemoryChild('bare', file) };
+    const bare = runMemoryChild('bare', file);
+    const broker = runMemoryChild('broker', file);
+    // Each cap next to a default run of its own, so a load change between them shows as a ratio.
+    const capped = SEMI_SPACE_MB.map((mb) => ({
+      semiSpaceMb: mb,
+      broker: runMemoryChild('broker', file, [`--max-semi-space-size=${mb}`]),
+      defaultBroker: runMemoryChild('broker', file),
+    }));
+    return { bare, broker, capped };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+function memoryTable(run: MemoryRun): string[] {
+  const kb = (b: number) => (b / 1024).toFixed(2);
+  const per = (m: MemoryResult, f: keyof MemoryResult) => (m[f] as number) / m.identities;
+  const stage = (m: MemoryResult, n: number) => m.stages.find((s) => s.identities === n)!;
+  const [, mid, last] = MEMORY_STAGES;
+  /** (X(20k) - X(10k)) / 10k: what one more identity costs, without the fixed part. */
+  const slope = (m: MemoryResult, f: 'rssBytes' | 'heapBytes' | 'heapTotalBytes') => (stage(m, last)[f] - stage(m, mid)[f]) / (last - mid);
+  /** CPU per fetch over every stage's fill (all 20,000 identities). */
+  const cpuPerFetchUs = (m: MemoryResult) => m.stages.reduce((t, s) => t + s.fillCpuUs, 0) / last;
+  const fetchesPerS = (m: MemoryResult) => last / (m.stages.reduce((t, s) => t + s.fillWallMs, 0) / 1000);
+  const lines: string[] = [];
+  lines.push(`### Memory with ${MEMORY_IDENTITIES.toLocaleString('en')} identities (one pod each, real P-256 SVIDs), after GC`, '');
+  lines.push(
+    `Absolute: growth from the empty holder to ${mid.toLocaleString('en')} identities, divided by ${mid.toLocaleString('en')} (includes fixed costs such as the young generation V8 grew while fetching). ` +
+      `Marginal: (X(${last.toLocaleString('en')}) - X(${mid.toLocaleString('en')})) / ${(last - mid).toLocaleString('en')} in the same process, after a GC at each point: what one more identity costs.`,
+    '',
+  );
+  lines.push(
+    '| holder | RSS KiB / identity, absolute | RSS KiB / identity, marginal | heap used KiB / identity, absolute / marginal | heap committed KiB / identity, absolute / marginal | off-heap KiB / identity | RSS at 5k / 10k / 20k, MB | RSS / baseline (absolute) |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|',
+  );
+  const mb = (m: MemoryResult) => m.stages.map((s) => (s.rssBytes / 1048576).toFixed(1)).join(' / ');
+  const row = (name: string, m: MemoryResult) =>
+    `| ${name} | ${kb(per(m, 'rssBytes'))} | ${kb(slope(m, 'rssBytes'))} | ${kb(per(m, 'heapBytes'))} / ${kb(slope(m, 'heapBytes'))} | ${kb(per(m, 'heapTotalBytes'))} / ${kb(slope(m, 'heapTotalBytes'))} | ${kb(per(m, 'externalBytes'))} | ${mb(m)} | ${(per(m, 'rssBytes') / per(run.bare, 'rssBytes')).toFixed(2)} |`;
+  lines.push(row('Map of DER chain + key buffers (baseline)', run.bare));
+  lines.push(row('CertManager + NodePods (Node defaults)', run.broker));
+  for (const c of run.capped) {
+    lines.push(row(`CertManager + NodePods, \`--max-semi-space-size=${c.semiSpaceMb}\``, c.broker));
+    lines.push(row(`CertManager + NodePods, defaults (run next to the ${c.semiSpaceMb} MB cap)`, c.defaultBroker));
+  }
+  lines.push('', `### Fetch cost with the young generation capped (${last.toLocaleString('en')} fetches into the cache, decode + X509 parse + entry, per holder process)`, '');
+  lines.push('| node flag | CPU µs / fetch | fetches / s | CPU / default (run next to it) | fetches/s / default | RSS absolute / default |', '|---|---:|---:|---:|---:|---:|');
+  lines.push(`| defaults (first run) | ${cpuPerFetchUs(run.broker).toFixed(1)} | ${fetchesPerS(run.broker).toFixed(0)} | 1.00 | 1.00 | 1.00 |`);
+  for (const c of run.capped) {
+    const d = c.defaultBroker;
+    lines.push(
+      `| \`--max-semi-space-size=${c.semiSpaceMb}\` | ${cpuPerFetchUs(c.broker).toFixed(1)} | ${fetchesPerS(c.broker).toFixed(0)} | ${(cpuPerFetchUs(c.broker) / cpuPerFetchUs(d)).toFixed(2)} | ${(fetchesPerS(c.broker) / fetchesPerS(d)).toFixed(2)} | ${(c.broker.rssBytes / d.rssBytes).toFixed(2)} |`,
+    );
+  }
+  return lines;
 }
 
 async function main(): Promise<void> {
@@ -321,13 +420,13 @@ async function main(): Promise<void> {
   const issueAt = process.argv.indexOf('--memory-issue');
   if (issueAt >= 0) return memoryIssueChild(process.argv[issueAt + 1]!);
   if (process.argv.includes('--memory-only')) {
-    const { broker, bare } = await measureMemory();
-    process.stdout.write(JSON.stringify({ broker, bare }) + '\n');
+    const run = await measureMemory();
+    process.stdout.write(JSON.stringify(run) + '\n' + memoryTable(run).join('\n') + '\n');
     return;
   }
 
   const { runs, latency } = await coldStartAndLatency();
-  const { broker: memBroker, bare: memBare } = await measureMemory();
+  const memory = await measureMemory();
 
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const summary = [1, 8].map((concurrency) => {
@@ -335,7 +434,6 @@ async function main(): Promise<void> {
     return { concurrency, ms: median(rs.map((r) => r.ms)), all: rs.map((r) => r.ms.toFixed(0)).join(' / '), caCalls: median(rs.map((r) => r.caCalls)), peak: Math.max(...rs.map((r) => r.peak)) };
   });
   const base = summary[0]!;
-  const kb = (b: number) => (b / 1024).toFixed(2);
   const lines: string[] = [];
   lines.push(`### Cold start: ${PODS} pods across ${SERVICE_ACCOUNTS} service accounts (real CA over TLS, same process), median of ${ROUNDS} alternating rounds`, '');
   lines.push('| max CA calls in flight | time to all ready, ms (median) | each round, ms | CA calls | peak in flight | time / baseline |', '|---:|---:|---:|---:|---:|---:|');
@@ -346,11 +444,7 @@ async function main(): Promise<void> {
   const b99 = pct(latency.bare, 99);
   lines.push(`| bare grpc-js unary, same ${latency.payloadBytes}-byte payload (baseline) | ${b50.toFixed(3)} | ${b99.toFixed(3)} | 1.00 | 1.00 |`);
   lines.push(`| SubscribeToX509SVID: open, first message, cancel | ${pct(latency.broker, 50).toFixed(3)} | ${pct(latency.broker, 99).toFixed(3)} | ${(pct(latency.broker, 50) / b50).toFixed(2)} | ${(pct(latency.broker, 99) / b99).toFixed(2)} |`);
-  lines.push('', `### Memory with ${MEMORY_IDENTITIES.toLocaleString('en')} identities (one pod each, real P-256 SVIDs), after GC`, '');
-  lines.push('| holder | RSS KiB / identity | heap used KiB / identity | heap committed KiB / identity | off-heap KiB / identity | RSS / baseline |', '|---|---:|---:|---:|---:|---:|');
-  const per = (m: MemoryResult, f: keyof MemoryResult) => (m[f] as number) / m.identities;
-  lines.push(`| Map of DER chain + key buffers (baseline) | ${kb(per(memBare, 'rssBytes'))} | ${kb(per(memBare, 'heapBytes'))} | ${kb(per(memBare, 'heapTotalBytes'))} | ${kb(per(memBare, 'externalBytes'))} | 1.00 |`);
-  lines.push(`| CertManager + NodePods | ${kb(per(memBroker, 'rssBytes'))} | ${kb(per(memBroker, 'heapBytes'))} | ${kb(per(memBroker, 'heapTotalBytes'))} | ${kb(per(memBroker, 'externalBytes'))} | ${(per(memBroker, 'rssBytes') / per(memBare, 'rssBytes')).toFixed(2)} |`);
+  lines.push('', ...memoryTable(memory));
   lines.push('', `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, Node ${process.version}, ${(await import('node:os')).availableParallelism()} cores.`);
   process.stdout.write(lines.join('\n') + '\n');
 }
