@@ -202,12 +202,21 @@ async function main(): Promise<void> {
           /** Identities (service-account index) with a pod on this node -> what is held. */
           readonly wanted = new Map<number, { notBefore: number; notAfter: number; attempt: number; timer?: NodeJS.Timeout; churned: boolean }>();
           constructor(readonly node: number, ports: readonly number[]) {
-            this.sessions = ports.map((port) => {
-              const s = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
-              s.on('error', () => undefined);
-              return s;
-            });
+            this.ports = ports;
+            this.sessions = ports.map((port) => SimBroker.open(port));
             this.#next = node % ports.length;
+          }
+          readonly ports: readonly number[];
+          static open(port: number): ClientHttp2Session {
+            const s = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
+            s.on('error', () => undefined);
+            return s;
+          }
+          /** The next CA's connection, opened again if the CA closed it (grpc-js reconnects the same way). */
+          nextSession(): ClientHttp2Session {
+            const i = this.#next++ % this.sessions.length;
+            if (this.sessions[i]!.closed || this.sessions[i]!.destroyed) this.sessions[i] = SimBroker.open(this.ports[i]!);
+            return this.sessions[i]!;
           }
           want(sa: number, delayMs: number, churned: boolean): void {
             const w = { notBefore: 0, notAfter: 0, attempt: 0, churned };
@@ -267,8 +276,7 @@ async function main(): Promise<void> {
             return new Promise((resolve) => {
               let stream;
               try {
-                const session = this.sessions[this.#next++ % this.sessions.length]!;
-                stream = session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
+                stream = this.nextSession().request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
               } catch (e) {
                 resolve({ error: 'session closed', err: e });
                 return;
