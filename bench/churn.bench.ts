@@ -84,8 +84,7 @@ function procCpuSeconds(pid: number): number {
 async function main(): Promise<void> {
   const pki = await import('../src/pki/index.js');
   const { protobufRoot } = await import('../src/grpc/index.js');
-  const { FetchSlots } = await import('../src/broker/cache/fetch-slots.js');
-  const { refreshDelay, retryDelay, fetchFailureOf, DEFAULT_REFRESH_POLICY } = await import('../src/broker/cache/refresh-policy.js');
+  const { FetchSlots, refreshDelay, retryDelay, fetchFailureOf, DEFAULT_REFRESH_POLICY } = await import('../src/broker/cache/index.js');
   const { CaCallError } = await import('../src/broker/adapters/index.js');
   const { parseManifest } = await import('../src/devcluster/index.js');
   const { CA_CERT_KEY } = await import('../src/ca/index.js');

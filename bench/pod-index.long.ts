@@ -21,7 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
-import { CompactPodIndex } from '../src/ca/compact-pod-index.js';
+import { CompactPodIndex } from '../src/ca/index.js';
 import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
 import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';

@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1Pod } from '@kubernetes/client-node';
-import { CompactPodIndex } from '../../src/ca/compact-pod-index.js';
+import { CompactPodIndex } from '../../src/ca/index.js';
 import { InMemoryPodIndex, toPodInfo, type PodInfo } from '../../src/ca/index.js';
 import { SlimPodPageDecoder, slimPod } from '../../src/kube/slim-pod-page.js';
 import { JsonScanError } from '../../src/core/json-field-scanner.js';

@@ -9,6 +9,7 @@
  * - `refreshAt`, `refreshDelay`, `backoff`, `backoffCeiling`, `retryDelay`, `fetchFailureOf`:
  *   the refresh policy as pure functions.
  * - `KeyedPriorityQueue`: realtime > warmup > background, one entry per key.
+ * - `FetchSlots`: the keyed priority queue in front of at most `max` CA calls at once.
  * - `TimerQueue`, `ClockTimer`: every timer of the cache behind one clock sleep (a min-heap by due time).
  * - `NodePods`: this node's pods and the identity each needs; drives the manager.
  * - `TrustBundle`: the trust domain's roots, following the CA's (`follow`).
@@ -19,6 +20,7 @@
  * May import: src/core, src/pki, src/spiffe and src/broker/errors.ts. Nothing else of the broker.
  */
 export { ClockTimer, TimerQueue } from './clock-timer.js';
+export { FetchSlots } from './fetch-slots.js';
 export {
   CertManager,
   type AllCertsListener,
