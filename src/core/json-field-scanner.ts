@@ -213,62 +213,66 @@ export class JsonFieldScanner {
           break;
       }
       i++;
-      if (isWs(c)) continue;
-      switch (this.#state) {
-        case S.Value:
-        case S.ArrFirst: {
-          if (this.#state === S.ArrFirst && c === 0x5d) {
-            this.#close(i - 1);
-            break;
-          }
-          const target = this.#next;
-          if (c === Q) {
-            this.#startString(false, target?.field);
-          } else if (c === 0x7b || c === 0x5b) {
-            if (target === undefined || target.children.size === 0) {
-              this.#skipDepth = 1;
-              this.#skipInStr = false;
-              this.#skipEsc = false;
-              this.#state = S.Skip;
-            } else this.#open(c === 0x5b, target);
-          } else if ((c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x74 || c === 0x66 || c === 0x6e) {
-            this.#litBytes = 1;
-            this.#state = S.Lit;
-          } else this.#fail(`unexpected ${JSON.stringify(String.fromCharCode(c))}`, i - 1);
-          break;
-        }
-        case S.KeyOrEnd:
-        case S.Key:
-          if (c === Q) this.#startString(true, undefined);
-          else if (c === 0x7d && this.#state === S.KeyOrEnd) this.#close(i - 1);
-          else this.#fail('expected a key', i - 1);
-          break;
-        case S.Colon:
-          if (c !== 0x3a) this.#fail("expected ':'", i - 1);
-          this.#state = S.Value;
-          break;
-        case S.ObjNext:
-          if (c === 0x2c) this.#state = S.Key;
-          else if (c === 0x7d) this.#close(i - 1);
-          else this.#fail("expected ',' or '}'", i - 1);
-          break;
-        case S.ArrNext: {
-          const f = this.#stack[this.#stack.length - 1]!;
-          if (c === 0x2c) {
-            this.#next = f.node?.children.get('*');
-            this.#state = S.Value;
-          } else if (c === 0x5d) this.#close(i - 1);
-          else this.#fail("expected ',' or ']'", i - 1);
-          break;
-        }
-        case S.Done:
-          this.#fail('data after the document', i - 1);
-          break;
-        default:
-          break;
-      }
+      if (!isWs(c)) this.#structural(c, i - 1);
     }
     this.#offset += n;
+  }
+
+  /** A byte outside strings, literals and skipped subtrees (not whitespace), at offset `at` of the chunk. */
+  #structural(c: number, at: number): void {
+    switch (this.#state) {
+      case S.Value:
+      case S.ArrFirst: {
+        if (this.#state === S.ArrFirst && c === 0x5d) {
+          this.#close(at);
+          break;
+        }
+        const target = this.#next;
+        if (c === Q) {
+          this.#startString(false, target?.field);
+        } else if (c === 0x7b || c === 0x5b) {
+          if (target === undefined || target.children.size === 0) {
+            this.#skipDepth = 1;
+            this.#skipInStr = false;
+            this.#skipEsc = false;
+            this.#state = S.Skip;
+          } else this.#open(c === 0x5b, target);
+        } else if ((c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x74 || c === 0x66 || c === 0x6e) {
+          this.#litBytes = 1;
+          this.#state = S.Lit;
+        } else this.#fail(`unexpected ${JSON.stringify(String.fromCharCode(c))}`, at);
+        break;
+      }
+      case S.KeyOrEnd:
+      case S.Key:
+        if (c === Q) this.#startString(true, undefined);
+        else if (c === 0x7d && this.#state === S.KeyOrEnd) this.#close(at);
+        else this.#fail('expected a key', at);
+        break;
+      case S.Colon:
+        if (c !== 0x3a) this.#fail("expected ':'", at);
+        this.#state = S.Value;
+        break;
+      case S.ObjNext:
+        if (c === 0x2c) this.#state = S.Key;
+        else if (c === 0x7d) this.#close(at);
+        else this.#fail("expected ',' or '}'", at);
+        break;
+      case S.ArrNext: {
+        const f = this.#stack[this.#stack.length - 1]!;
+        if (c === 0x2c) {
+          this.#next = f.node?.children.get('*');
+          this.#state = S.Value;
+        } else if (c === 0x5d) this.#close(at);
+        else this.#fail("expected ',' or ']'", at);
+        break;
+      }
+      case S.Done:
+        this.#fail('data after the document', at);
+        break;
+      default:
+        break;
+    }
   }
 
   #startString(isKey: boolean, field: string | undefined): void {
