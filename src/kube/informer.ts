@@ -36,36 +36,13 @@ import { InformerCache, type InformerHandlers, type InformerStore, type WatchEve
 import { backoffMs, isGone, retryAfterFailure } from './informer-retry.js';
 import { RestartCounts, type InformerStats, type RestartReason } from './informer-stats.js';
 import { INFORMER_DEFAULTS, type InformerSettings } from './informer-settings.js';
+import type { InformerOptions } from './informer-options.js';
 import { listAllPages, type PageReader } from './list-page.js';
 import { followWatch, startWatchdog, type WatchEnd } from './watch-stream.js';
 
 export type { InformerHandlers, InformerStore } from './informer-cache.js';
 export { RESTART_REASONS, type InformerStats, type RestartReason } from './informer-stats.js';
-
-export interface Selectors {
-  readonly fieldSelector?: string;
-  readonly labelSelector?: string;
-}
-
-export interface InformerOptions<T> extends Selectors, InformerHandlers<T>, InformerSettings {
-  readonly kubeConfig: KubeConfig;
-  /** Collection path, e.g. `/api/v1/pods` or `/api/v1/namespaces/x/pods`. */
-  readonly path: string;
-  /** Name in logs and metrics (default: the last segment of `path`). */
-  readonly resource?: string;
-  /** Applied to every object before it is cached and handed to the callbacks (keep metadata). */
-  readonly transform?: (obj: T) => T;
-  /**
-   * Keeps the listed and watched objects instead of the default cache (which runs `transform`
-   * and the callbacks); `what` names the watch in errors.
-   */
-  readonly store?: (what: string) => InformerStore<T>;
-  /** Reads each list page's response (default: JSON.parse of the whole page). */
-  readonly readPage?: PageReader<T>;
-  readonly clock?: Clock;
-  readonly rng?: Rng;
-  readonly logger?: Logger;
-}
+export type { InformerOptions, Selectors } from './informer-options.js';
 
 function stoppedBeforeSync(): KubeError {
   return new KubeError('ERR_KUBE_INFORMER_STOPPED', 'informer stopped before sync', { status: 'cancelled' });
