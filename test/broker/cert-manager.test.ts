@@ -188,6 +188,25 @@ describe('CertManager', () => {
     assert.equal(manager.size, 0);
   });
 
+  it('keeps an identity while any of several holders is left (one holder, then a set), whatever order they leave in', async () => {
+    const { clock, manager } = setup();
+    manager.retain(id('a'), 'pod-1');
+    manager.retain(id('a'), 'pod-1'); // again: still one holder
+    assert.deepEqual(manager.status(id('a'))?.holders, ['pod-1']);
+    manager.retain(id('a'), 'pod-2');
+    manager.retain(id('a'), 'pod-3');
+    assert.deepEqual(manager.status(id('a'))?.holders, ['pod-1', 'pod-2', 'pod-3']);
+    manager.release(id('a'), 'pod-9'); // not a holder: nothing changes
+    manager.release(id('a'), 'pod-1');
+    manager.release(id('a'), 'pod-3');
+    await clock.advance(60_000);
+    assert.deepEqual(manager.status(id('a'))?.holders, ['pod-2']);
+    manager.release(id('a'), 'pod-2');
+    assert.deepEqual(manager.status(id('a'))?.holders, []);
+    await clock.advance(30_000);
+    assert.equal(manager.size, 0, 'forgotten once the last holder left for the grace period');
+  });
+
   it('backs off exponentially per identity and resets the backoff after a success', async () => {
     const { clock, ca, manager } = setup({ rng: () => 0.5 });
     manager.retain(id('flaky'), 'pod-1');

@@ -12,7 +12,8 @@ import type { WorkloadCert } from './workload-cert.js';
 
 export interface Entry {
   readonly identity: string;
-  readonly holders: Set<string>;
+  /** The pods holding the identity: the one holder itself (the common case, no Set), a Set from the second. */
+  holders: string | Set<string> | undefined;
   /** Made by the first subscriber, dropped when the last leaves (most identities have none). */
   listeners: Set<CertListener> | undefined;
   /** Made by the first waiter, dropped once they are answered. */
@@ -36,7 +37,7 @@ export function newEntry(options: { readonly identity: string; readonly wanted: 
   const { identity, wanted, timers } = options;
   return {
     identity,
-    holders: new Set(),
+    holders: undefined,
     listeners: undefined,
     waiters: undefined,
     state: PENDING,
@@ -47,4 +48,26 @@ export function newEntry(options: { readonly identity: string; readonly wanted: 
     grace: undefined,
     retainedAt: timers.clock.now(),
   };
+}
+
+/** Adds `holder` to the entry's holders (idempotent). */
+export function addHolder(entry: Entry, holder: string): void {
+  const h = entry.holders;
+  if (h === undefined || h === holder) entry.holders = holder;
+  else if (typeof h === 'string') entry.holders = new Set([h, holder]);
+  else h.add(holder);
+}
+
+/** Removes `holder`; false when it did not hold the identity. */
+export function removeHolder(entry: Entry, holder: string): boolean {
+  const h = entry.holders;
+  if (h === holder) entry.holders = undefined;
+  else if (typeof h !== 'object' || !h.delete(holder)) return false;
+  else if (h.size === 0) entry.holders = undefined;
+  return true;
+}
+
+export function holderList(entry: Entry): string[] {
+  const h = entry.holders;
+  return h === undefined ? [] : typeof h === 'string' ? [h] : [...h];
 }

@@ -17,7 +17,7 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/log.js';
 import type { Rng } from '../../core/rng.js';
-import { newEntry, type Entry } from './cert-entry.js';
+import { addHolder, holderList, newEntry, removeHolder, type Entry } from './cert-entry.js';
 import { ClockTimer, TimerQueue } from './clock-timer.js';
 import { CertInterner } from './cert-interner.js';
 import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
@@ -124,7 +124,7 @@ export class CertManager {
       entry = newEntry({ identity, wanted: priority, timers: this.#timers });
       this.#entries.set(identity, entry);
     }
-    entry.holders.add(holder);
+    addHolder(entry, holder);
     entry.grace?.cancel();
     if (heldCert(entry.state) === undefined) this.#want(entry, priority);
   }
@@ -132,10 +132,10 @@ export class CertManager {
   /** `holder` no longer needs `identity`; once no holder is left for the grace period, it is forgotten. */
   release(identity: string, holder: string): void {
     const entry = this.#entries.get(identity);
-    if (!entry || !entry.holders.delete(holder) || entry.holders.size > 0 || entry.grace?.armed) return;
+    if (!entry || !removeHolder(entry, holder) || entry.holders !== undefined || entry.grace?.armed) return;
     entry.grace ??= new ClockTimer(this.#timers);
     entry.grace.arm(this.#graceMs, () => {
-      if (entry.holders.size === 0) this.#forget(entry);
+      if (entry.holders === undefined) this.#forget(entry);
     });
   }
 
@@ -230,7 +230,7 @@ export class CertManager {
   }
 
   #statusOf(e: Entry): IdentityStatus {
-    return identityStatus(e.identity, e.state, { holders: [...e.holders], nextAttemptAt: e.next.due });
+    return identityStatus(e.identity, e.state, { holders: holderList(e), nextAttemptAt: e.next.due });
   }
 
   #assertRunning(): void {
