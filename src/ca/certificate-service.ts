@@ -201,7 +201,10 @@ export class CertificateService {
       o.logger.warn('CreateCertificate denied', { reason, detail: err.message, peer });
       return grpcStatusFor(publicAuthError(), o.logger);
     }
-    if (err instanceof CertbrokerError) {
+    if (err instanceof CertbrokerError && err.code === 'ERR_CA_AUTHN_BACKEND') {
+      // An outage, not the caller's fault: UNAVAILABLE (retryable); the backend's own error is logged.
+      o.logger.warn('CreateCertificate failed', { reason, detail: err.message, ...(err.cause !== undefined ? { cause: err.cause } : {}), peer });
+    } else if (err instanceof CertbrokerError) {
       o.logger.info('CreateCertificate failed', { reason, detail: err.message, peer });
     }
     return grpcStatusFor(err, o.logger, { rpc: CREATE_CERTIFICATE_METHOD, peer });

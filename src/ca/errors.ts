@@ -1,7 +1,10 @@
 /**
  * The CA's error codes. Authentication and authorization failures all answer UNAUTHENTICATED
  * with a generic message (as istiod does); their precise code goes to the log and to the
- * `reason` label of the request counter, never to the caller.
+ * `reason` label of the request counter, never to the caller. The one exception is
+ * ERR_CA_AUTHN_BACKEND: no verdict was reached (TokenReview, OIDC discovery or JWKS unreachable,
+ * 5xx, 429, timed out), so it answers UNAVAILABLE ("authentication backend unavailable"),
+ * which callers retry, and is never remembered as a refusal.
  */
 import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
 
@@ -15,6 +18,7 @@ export type CaAuthnCode =
   | 'ERR_CA_TOKEN_EXPIRED'
   | 'ERR_CA_TOKEN_AUDIENCE'
   | 'ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT'
+  /** No verdict: the authentication backend failed or did not answer (status unavailable, not unauthenticated). */
   | 'ERR_CA_AUTHN_BACKEND';
 
 /** Authorization failures (may this caller have this identity). */
@@ -116,7 +120,15 @@ export class CaError extends CertbrokerError<CaErrorCode> {}
 
 const AUTH_STATUS: ErrorStatus = 'unauthenticated';
 
+/** What a caller is told when the authentication backend could not decide (ERR_CA_AUTHN_BACKEND). */
+export const AUTHN_BACKEND_PUBLIC_MESSAGE = 'authentication backend unavailable';
+
+/**
+ * An authentication failure: status unauthenticated (a verdict), except ERR_CA_AUTHN_BACKEND,
+ * which is an outage of the backend and answers UNAVAILABLE with a generic message.
+ */
 export function authnError(code: CaAuthnCode, message: string, cause?: unknown): CaError {
+  if (code === 'ERR_CA_AUTHN_BACKEND') return new CaError(code, message, { status: 'unavailable', publicMessage: AUTHN_BACKEND_PUBLIC_MESSAGE, cause });
   return new CaError(code, message, { status: AUTH_STATUS, cause });
 }
 

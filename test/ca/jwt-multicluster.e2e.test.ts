@@ -131,7 +131,11 @@ test('JWT: discovery document for another issuer is refused', async () => {
   const c = caClient(wrong.port, wrong.rootsPem());
   try {
     const t = await a.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
-    denied(await c.create({ token: t, csr }), a.logs, 'ERR_CA_AUTHN_BACKEND');
+    // No verdict (the key set cannot be trusted): UNAVAILABLE, not an authentication refusal.
+    const r = await c.create({ token: t, csr });
+    assert.equal(r.code, status.UNAVAILABLE, JSON.stringify(r).slice(0, 200));
+    assert.equal(r.details, 'authentication backend unavailable');
+    assert.equal(lastDenialReason(a.logs), 'ERR_CA_AUTHN_BACKEND');
   } finally {
     c.close();
     await wrong.stop();

@@ -173,10 +173,29 @@ test('no token and unknown clusterid: denied', { skip: opensslMissing() }, async
   await assertIssued(await client.create({ token: tokens.a!, csr, clusterId: 'Kubernetes' }), id('istio-system', 'ztunnel'));
 });
 
-test('TokenReview failing at the apiserver: denied (and not cached), then works again', async () => {
+test('TokenReview failing at the apiserver (500): every call sharing the review gets UNAVAILABLE, nothing cached, the next call is issued', { skip: opensslMissing() }, async () => {
   const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  const before = tokenReviews(env);
   env.cluster.faults.failWith500(1, { match: { path: '/tokenreviews' } });
-  assertDenied(await client.create({ token: t, csr }), 'ERR_CA_AUTHN_BACKEND');
+  // Eight concurrent calls with one token share one review (as a broker's cold start does).
+  const shared = await Promise.all(Array.from({ length: 8 }, () => client.create({ token: t, csr })));
+  for (const r of shared) {
+    assert.equal(r.code, status.UNAVAILABLE, `an outage is not an authentication refusal: ${JSON.stringify(r).slice(0, 200)}`);
+    assert.equal(r.details, 'authentication backend unavailable');
+    assert.equal(r.errorCode, 'ERR_CA_AUTHN_BACKEND');
+  }
+  assert.equal(lastDenialReason(env.logs), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(tokenReviews(env) - before, 1, 'the eight calls shared one review');
+  // The failed review was not remembered as a refusal: the next call reviews again and is issued.
+  await assertIssued(await client.create({ token: t, csr }), id('istio-system', 'ztunnel'));
+  assert.equal(tokenReviews(env) - before, 2);
+});
+
+test('TokenReview throttled by the apiserver (429): UNAVAILABLE, then issued', { skip: opensslMissing() }, async () => {
+  const t = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+  env.cluster.faults.failWith429(1, { retryAfterSeconds: 1, match: { path: '/tokenreviews' } });
+  const r = await client.create({ token: t, csr });
+  assert.equal(r.code, status.UNAVAILABLE, JSON.stringify(r).slice(0, 200));
   await assertIssued(await client.create({ token: t, csr }), id('istio-system', 'ztunnel'));
 });
 

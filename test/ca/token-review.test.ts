@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { rejectionCode, thrownCode } from './support/error-code.js';
 import { FakeClock } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
-import { RefusalCache, TokenCache, JwtAuthenticator, callerFromReview, TokenReviewAuthenticator, type TokenReviewResult } from '../../src/ca/index.js';
+import { RefusalCache, TokenCache, JwtAuthenticator, callerFromReview, TokenReviewAuthenticator, type CaError, type TokenReviewResult } from '../../src/ca/index.js';
+import { DeadlineError } from '../../src/core/deadline.js';
 
 const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
@@ -201,4 +202,46 @@ test('refusals are remembered by token hash for their ttl (one review per ttl), 
   answer = { authenticated: false };
   for (const salt of ['1', '2', '3']) await rejectionCode(authn.authenticate(new Secret(jwtWithExp(clock.now() / 1000 + 3600, salt))));
   assert.equal(refusals.size, 2, 'bounded');
+});
+
+test('a review that fails (5xx, timeout) is an outage for every call sharing it: UNAVAILABLE, not a refusal, not cached; the next call reviews again', async () => {
+  const clock = new FakeClock();
+  const refusals = new RefusalCache({ clock, ttlMs: 10_000, maxEntries: 10 });
+  const lookups: string[] = [];
+  let reviews = 0;
+  let release!: (failure: unknown) => void;
+  let fail = true;
+  const authn = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+    refusals,
+    reviewer: async () => {
+      reviews++;
+      if (!fail) return OK;
+      // The first review hangs until the test fails it, so the other calls join it in flight.
+      return new Promise<TokenReviewResult>((_resolve, reject) => (release = reject));
+    },
+    onCacheLookup: (r) => lookups.push(r),
+  });
+  const token = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'shared'));
+  for (const failure of [new Error('500 Internal error occurred'), new DeadlineError('TokenReview', 5000)]) {
+    fail = true;
+    lookups.length = 0;
+    const calls = Array.from({ length: 8 }, () => authn.authenticate(token).then(() => undefined, (err: unknown) => err));
+    await Promise.resolve();
+    release(failure);
+    const errors = await Promise.all(calls);
+    assert.deepEqual(lookups, ['miss', 'shared', 'shared', 'shared', 'shared', 'shared', 'shared', 'shared'], 'one review for the eight calls');
+    for (const err of errors) {
+      assert.equal((err as CaError).code, 'ERR_CA_AUTHN_BACKEND');
+      assert.equal((err as CaError).status, 'unavailable', 'an outage of the API server is not an authentication refusal');
+      assert.equal((err as CaError).publicMessage, 'authentication backend unavailable');
+    }
+    assert.equal(refusals.size, 0, 'the failed shared review is not remembered as a refusal');
+  }
+  fail = false;
+  assert.equal((await authn.authenticate(token)).serviceAccount, 'ztunnel', 'the next call reviews again and succeeds');
+  assert.equal(reviews, 3);
 });

@@ -36,7 +36,7 @@ export class AuthenticatorChain {
       try {
         return await a.authenticate(token);
       } catch (err) {
-        // An unexpected exception is neither a verdict nor a known outage: deny, do not fall through.
+        // An unexpected exception is not a verdict: no fall-through (and no refusal cached), UNAVAILABLE.
         if (!(err instanceof CaError)) throw authnError('ERR_CA_AUTHN_BACKEND', `${a.kind} authenticator failed`, err);
         if (!couldNotDecide(err)) throw err;
         this.#logger.debug('authenticator could not decide, trying the next', { authenticator: a.kind, err });
