@@ -8,6 +8,11 @@
  * ConfigMap when missing and rewrites `root-cert.pem` (and istiod's label) when it differs,
  * leaving other keys alone; terminating and skipped namespaces are left alone, and a missing
  * bundle (signer not loaded) writes nothing. Failed writes are retried by the queue with backoff.
+ * A third informer lists the ClusterTrustBundles carrying the CA's label
+ * (`app.kubernetes.io/managed-by=certbroker-ca`): one of them not named after the current signer
+ * (left by a CA that published under another signer name) is deleted, with its uid and
+ * resourceVersion as preconditions, at each leadership gain and whenever the informer sees it
+ * again (relist, edits). A bundle without the label is never deleted, whatever its name.
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.js';
@@ -24,6 +29,7 @@ import {
   desiredTrustBundle,
   ROOT_CONFIGMAP_NAME,
   rootBundlePem,
+  TRUST_BUNDLE_LABELS,
   trustBundleName,
   trustBundleUpdate,
   type StoredConfigMap,
@@ -48,7 +54,7 @@ export interface PublicationOptions {
 
 export interface PublishedWrite {
   readonly object: 'configmap' | 'clustertrustbundle';
-  readonly action: 'create' | 'update';
+  readonly action: 'create' | 'update' | 'delete';
   readonly result: 'ok' | 'error';
 }
 
@@ -58,7 +64,16 @@ type TrustBundle = KubernetesObject & StoredTrustBundle;
 
 const CTB_KEY = 'ctb';
 const NS_PREFIX = 'ns/';
+const STALE_PREFIX = 'stale-ctb/';
 const CTB_PATH = '/apis/certificates.k8s.io/v1beta1/clustertrustbundles';
+
+function ownedSelector(): string {
+  return Object.entries(TRUST_BUNDLE_LABELS).map(([k, v]) => `${k}=${v}`).join(',');
+}
+
+function isOwned(ctb: TrustBundle): boolean {
+  return Object.entries(TRUST_BUNDLE_LABELS).every(([k, v]) => ctb.metadata?.labels?.[k] === v);
+}
 
 function httpStatus(err: unknown): number | undefined {
   return err instanceof KubeApiError ? err.httpStatus : undefined;
@@ -71,6 +86,7 @@ export class RootPublication {
   readonly #namespaces: Informer<Namespace>;
   readonly #configMaps: Informer<ConfigMap>;
   readonly #bundles: Informer<TrustBundle> | undefined;
+  readonly #owned: Informer<TrustBundle> | undefined;
   readonly #skip: ReadonlySet<string>;
   #synced = false;
 
@@ -95,10 +111,15 @@ export class RootPublication {
       ...common, path: CTB_PATH, resource: 'clustertrustbundles', fieldSelector: `metadata.name=${trustBundleName(signer)}`,
       onAdd: onBundle, onUpdate: onBundle, onDelete: onBundle,
     });
+    const onOwned = (ctb: TrustBundle) => this.#queueStale(ctb.metadata?.name);
+    this.#owned = signer === undefined ? undefined : new Informer<TrustBundle>({
+      ...common, path: CTB_PATH, resource: 'owned-clustertrustbundles', labelSelector: ownedSelector(),
+      onAdd: onOwned, onUpdate: onOwned,
+    });
   }
 
   #informers(): Informer<KubernetesObject>[] {
-    return [this.#namespaces, this.#configMaps, ...(this.#bundles ? [this.#bundles] : [])];
+    return [this.#namespaces, this.#configMaps, ...(this.#bundles ? [this.#bundles] : []), ...(this.#owned ? [this.#owned] : [])];
   }
 
   /** Starts the informers, queues everything once they synced, and stops when the signal aborts. */
@@ -136,14 +157,22 @@ export class RootPublication {
     if (this.#synced && this.#bundles) this.#queue.add(CTB_KEY);
   }
 
+  /** Queues an owned bundle that is not the current one (the current one is #reconcileBundle's). */
+  #queueStale(name: string | undefined): void {
+    const signer = this.#o.clusterTrustBundleSignerName;
+    if (this.#synced && signer !== undefined && name !== undefined && name !== trustBundleName(signer)) this.#queue.add(STALE_PREFIX + name);
+  }
+
   #queueAll(): void {
     if (!this.#synced) return;
     for (const ns of this.#namespaces.list()) this.#queueNamespace(ns.metadata?.name);
     this.#queueBundle();
+    for (const ctb of this.#owned?.list() ?? []) this.#queueStale(ctb.metadata?.name);
   }
 
   async #reconcile(key: string): Promise<void> {
     if (this.#signal.aborted) return;
+    if (key.startsWith(STALE_PREFIX)) return this.#deleteStale(key.slice(STALE_PREFIX.length));
     const bundle = rootBundlePem(this.#o.roots());
     if (bundle === '') return; // nothing loaded yet: the signer's change queues everything again
     if (key === CTB_KEY) await this.#reconcileBundle(bundle);
@@ -186,6 +215,23 @@ export class RootPublication {
     if (next === undefined) return;
     await this.#write({ object: 'configmap', action: 'update' }, () => writer.replaceConfigMap(ns, ROOT_CONFIGMAP_NAME, next, this.#signal));
     logger.info('root ConfigMap restored', { namespace: ns });
+  }
+
+  /** Deletes an owned bundle named after another signer, unless it changed since the informer saw it. */
+  async #deleteStale(name: string): Promise<void> {
+    const stored = this.#owned?.get(undefined, name);
+    const uid = stored?.metadata?.uid;
+    const resourceVersion = stored?.metadata?.resourceVersion;
+    if (!stored || uid === undefined || resourceVersion === undefined || !isOwned(stored)) return;
+    try {
+      await this.#write({ object: 'clustertrustbundle', action: 'delete' }, () => this.#o.writer.deleteTrustBundle(name, { uid, resourceVersion }, this.#signal));
+      this.#o.logger.info('old ClusterTrustBundle deleted', { name, signerName: stored.spec?.signerName });
+    } catch (err) {
+      // Gone already, or replaced/changed since it was read (the watch brings the new version,
+      // which queues it again if it is still ours).
+      if (httpStatus(err) === 404 || httpStatus(err) === 409) return;
+      throw err;
+    }
   }
 
   async #reconcileBundle(bundle: string): Promise<void> {
