@@ -71,3 +71,16 @@ export function holderList(entry: Entry): string[] {
   const h = entry.holders;
   return h === undefined ? [] : typeof h === 'string' ? [h] : [...h];
 }
+
+/** The entry's waiters, detached (answered by the caller). */
+export function takeWaiters(entry: Entry): Waiters<WorkloadCert> | undefined {
+  const waiters = entry.waiters;
+  entry.waiters = undefined;
+  return waiters;
+}
+
+export function cancelTimers(entry: Entry): void {
+  entry.grace?.cancel();
+  entry.next.cancel();
+  entry.expiry.cancel();
+}

@@ -17,7 +17,7 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import { silentLogger, type Logger } from '../../core/log.js';
 import type { Rng } from '../../core/rng.js';
-import { addHolder, holderList, newEntry, removeHolder, type Entry } from './cert-entry.js';
+import { addHolder, cancelTimers, holderList, newEntry, removeHolder, takeWaiters, type Entry } from './cert-entry.js';
 import { ClockTimer, TimerQueue } from './clock-timer.js';
 import { CertInterner } from './cert-interner.js';
 import type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
@@ -222,9 +222,9 @@ export class CertManager {
     if (this.#stopped) return;
     this.#stopped = true;
     for (const entry of this.#entries.values()) {
-      this.#cancelTimers(entry);
+      cancelTimers(entry);
       entry.inFlight?.abort();
-      this.#takeWaiters(entry)?.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
+      takeWaiters(entry)?.rejectAll(new BrokerError('ERR_SHUTTING_DOWN', 'broker is shutting down', { status: 'unavailable' }));
     }
     this.#entries.clear();
   }
@@ -303,7 +303,7 @@ export class CertManager {
       this.#notify('firstReady', identity, (o) => o.firstReady?.(identity, now - retainedAt));
     }
     this.#arm(entry, refreshDelay(cert, now, this.#rng, this.#policy), 'background');
-    this.#takeWaiters(entry)?.resolveAll(cert);
+    takeWaiters(entry)?.resolveAll(cert);
     if (entry.listeners) emitGuarded(entry.listeners, { type: 'updated', cert }, (err) => this.#threw('subscribe listener', identity, err));
   }
 
@@ -321,7 +321,7 @@ export class CertManager {
     entry.state = fetchFailed(entry.state, { error: err, refused, keep });
     this.#notify('fetchFailed', entry.identity, (o) => o.fetchFailed?.(entry.identity, err, durationMs, delay));
     if (!keep) {
-      this.#takeWaiters(entry)?.rejectAll(
+      takeWaiters(entry)?.rejectAll(
         new BrokerError('ERR_CERT_UNAVAILABLE', `no certificate for ${entry.identity}: ${describeError(err)}`, {
           status: 'unavailable',
           cause: err,
@@ -371,8 +371,8 @@ export class CertManager {
     this.#entries.delete(identity);
     this.#slots.delete(identity);
     entry.inFlight?.abort();
-    this.#cancelTimers(entry);
-    this.#takeWaiters(entry)?.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
+    cancelTimers(entry);
+    takeWaiters(entry)?.rejectAll(new BrokerError('ERR_IDENTITY_FORGOTTEN', `identity ${identity} was forgotten`, { status: 'not-found' }));
     const listeners = entry.listeners;
     entry.listeners = undefined;
     if (listeners) emitGuarded(listeners, { type: 'forgotten' }, (err) => this.#threw('subscribe listener', identity, err));
@@ -381,18 +381,6 @@ export class CertManager {
   }
 
   /** The entry's waiters, to answer them all; the entry keeps none until the next one waits. */
-  #takeWaiters(entry: Entry): Waiters<WorkloadCert> | undefined {
-    const waiters = entry.waiters;
-    entry.waiters = undefined;
-    return waiters;
-  }
-
-  #cancelTimers(entry: Entry): void {
-    entry.grace?.cancel();
-    entry.next.cancel();
-    entry.expiry.cancel();
-  }
-
   /** Calls `hook` on every observer, each guarded. */
   #notify(hook: keyof CertManagerObserver, identity: string, call: (observer: CertManagerObserver) => void): void {
     for (const observer of this.#observers) guard(() => call(observer), (err) => this.#threw(`observer ${hook}`, identity, err));
