@@ -8,7 +8,7 @@ import type { Logger } from '../core/log.js';
 import type { ObjectStore, KubeObject } from './store.js';
 import { ApiError, badRequest, forbidden, methodNotAllowed, unauthorized, unknownPath, internalError } from './status.js';
 import { resolveRequest, type RequestInfo } from './request-info.js';
-import { decodeBody, mediaType, readBody, sendError, sendJson, BODY_TYPES, PATCH_TYPES } from './http-io.js';
+import { decodeBody, mediaType, readBody, sendError, sendJson, sendJsonList, BODY_TYPES, PATCH_TYPES } from './http-io.js';
 import { apiGroup, apiGroupList, apiResourceList, apiVersions, versionInfo } from './discovery.js';
 import { serviceAccountUser, type Authenticator, type UserInfo } from './authn.js';
 import { forbiddenMessage, isAuthorizedForSignerName, type Attributes, type RbacAuthorizer } from './rbac.js';
@@ -211,12 +211,13 @@ export class ApiServer {
         return sendJson(res, r.code, r.body);
       }
       case 'list': {
-        const r = rest.list(t, ns, q);
-        if (wantsTable(req)) {
-          const list = r.body as { items: KubeObject[]; metadata: { resourceVersion?: string; continue?: string } };
-          return sendJson(res, r.code, toTable(t, list.items, { nowMs: this.#p.now(), include: includeObjectParam(q), ...(list.metadata.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}), ...(list.metadata.continue ? { continueToken: list.metadata.continue } : {}) }));
+        if (!wantsTable(req)) {
+          const r = rest.listJson(t, ns, q);
+          return sendJsonList(res, r.code, r.envelope, r.items);
         }
-        return sendJson(res, r.code, r.body);
+        const r = rest.list(t, ns, q);
+        const list = r.body as { items: KubeObject[]; metadata: { resourceVersion?: string; continue?: string } };
+        return sendJson(res, r.code, toTable(t, list.items, { nowMs: this.#p.now(), include: includeObjectParam(q), ...(list.metadata.resourceVersion ? { resourceVersion: list.metadata.resourceVersion } : {}), ...(list.metadata.continue ? { continueToken: list.metadata.continue } : {}) }));
       }
       case 'watch':
         return this.#watch(req, res, info, q);

@@ -88,3 +88,25 @@ export function sendJson(res: ServerResponse, code: number, body: unknown, heade
 export function sendError(res: ServerResponse, err: ApiError): void {
   sendJson(res, err.httpCode, err.toStatus(), { ...err.headers });
 }
+
+/** Items per write of a JSON list body: ~100-200 KB chunks of ~1-3 KB objects. */
+const LIST_CHUNK_ITEMS = 64;
+
+/**
+ * A JSON list whose items are already JSON texts: the same bytes as `sendJson` of
+ * `{...envelope, items}`, written in chunks of cached texts joined with commas rather than
+ * serialized as one string.
+ */
+export function sendJsonList(res: ServerResponse, code: number, envelope: object, items: readonly string[]): void {
+  if (res.headersSent || res.destroyed) return;
+  const head = `${JSON.stringify(envelope).slice(0, -1)},"items":[`;
+  let length = Buffer.byteLength(head) + 2 + Math.max(0, items.length - 1);
+  for (const item of items) length += Buffer.byteLength(item);
+  res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'content-length': length });
+  res.write(head);
+  for (let i = 0; i < items.length; i += LIST_CHUNK_ITEMS) {
+    const chunk = items.slice(i, i + LIST_CHUNK_ITEMS).join(',');
+    res.write(i === 0 ? chunk : `,${chunk}`);
+  }
+  res.end(']}');
+}

@@ -4,7 +4,7 @@
  * namespace cascade) and deletecollection, with dryRun. Kind-specific behaviour lives in
  * admission.ts; this file is only the verbs.
  */
-import type { ObjectStore, KubeObject } from './store.js';
+import { stripTypeMeta, type ObjectStore, type KubeObject, type PageRequest } from './store.js';
 import { apiVersionOf, findResource, RESOURCE_TYPES, type ResourceType } from './resources.js';
 import { admitCreate, admitUpdate, isoSeconds, type CreateContext } from './admission.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js';
@@ -38,9 +38,12 @@ export interface Outcome {
   readonly body: unknown;
 }
 
-function stripTypeMeta(o: KubeObject): KubeObject {
-  const { apiVersion: _a, kind: _k, ...rest } = o;
-  return rest as KubeObject;
+/** A list answer whose items are JSON texts (http-io `sendJsonList` writes it). */
+export interface JsonListOutcome {
+  readonly code: number;
+  /** The list without its items: kind, apiVersion, metadata. */
+  readonly envelope: { kind: string; apiVersion: string; metadata: Record<string, unknown> };
+  readonly items: string[];
 }
 
 function withTypeMeta(t: ResourceType, o: KubeObject): KubeObject {
@@ -86,6 +89,19 @@ export class RestStorage {
    * or deleted meanwhile: nothing that existed throughout is skipped or repeated.
    */
   list(t: ResourceType, ns: string | undefined, q: URLSearchParams): Outcome {
+    const { req, finish } = this.#listRequest(t, q);
+    const page = this.#o.store.page(t, ns, req);
+    return { code: 200, body: { ...finish(page), items: page.items.map(stripTypeMeta) } };
+  }
+
+  /** The same list as `list`, its items the store's cached JSON texts (no copy, no serialization). */
+  listJson(t: ResourceType, ns: string | undefined, q: URLSearchParams): JsonListOutcome {
+    const { req, finish } = this.#listRequest(t, q);
+    const page = this.#o.store.pageJson(t, ns, req);
+    return { code: 200, envelope: finish(page), items: page.items };
+  }
+
+  #listRequest(t: ResourceType, q: URLSearchParams): { req: PageRequest; finish: (page: { next: string | undefined; remaining: number | undefined }) => JsonListOutcome['envelope'] } {
     const rvMatch = q.get('resourceVersionMatch');
     const rv = q.get('resourceVersion');
     if (rvMatch === 'Exact' && rv && Number(rv) < this.#o.store.compactedResourceVersion) {
@@ -110,16 +126,19 @@ export class RestStorage {
       }
     }
     const limit = Number(q.get('limit') ?? '0');
-    const page = this.#o.store.page(t, ns, {
+    const req: PageRequest = {
       ...(after !== undefined ? { after } : {}),
       ...(Number.isInteger(limit) && limit > 0 ? { limit } : {}),
       ...(filter ? { filter } : {}),
-    });
-    if (page.next !== undefined) {
-      metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: page.next })).toString('base64url');
-      if (page.remaining !== undefined) metadata.remainingItemCount = page.remaining;
-    }
-    return { code: 200, body: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata, items: page.items.map(stripTypeMeta) } };
+    };
+    const finish = (page: { next: string | undefined; remaining: number | undefined }): JsonListOutcome['envelope'] => {
+      if (page.next !== undefined) {
+        metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: page.next })).toString('base64url');
+        if (page.remaining !== undefined) metadata.remainingItemCount = page.remaining;
+      }
+      return { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata };
+    };
+    return { req, finish };
   }
 
   create(t: ResourceType, ns: string | undefined, input: unknown, q: URLSearchParams, user?: CreateContext['user']): Outcome {

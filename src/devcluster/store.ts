@@ -4,7 +4,9 @@
  * listeners so a watch never misses an event between its snapshot and its subscription.
  * Objects are plain JSON; every read and write copies, so callers never share state. Each type's
  * keys (`namespace/name`) are also kept in order (ordered-keys.ts), so a list page seeks to its
- * continue key and copies only the objects it returns.
+ * continue key and copies only the objects it returns. Each stored object's JSON as a list item
+ * (without apiVersion/kind) is kept beside it, written once when the object is stored and
+ * replaced with it, so a list page in JSON (`pageJson`) is the cached texts, never a copy.
  */
 import { OrderedKeys } from './ordered-keys.js';
 import { storeKey, type ResourceType } from './resources.js';
@@ -47,6 +49,13 @@ export interface StorePage {
   readonly remaining: number | undefined;
 }
 
+/** A page whose items are their JSON texts as list items (no apiVersion/kind), in key order. */
+export interface StoreJsonPage {
+  readonly items: string[];
+  readonly next: string | undefined;
+  readonly remaining: number | undefined;
+}
+
 export interface PageRequest {
   /** Continue strictly after this key (`namespace/name`). */
   readonly after?: string;
@@ -58,7 +67,15 @@ export interface PageRequest {
 
 interface Bucket {
   readonly objects: Map<string, KubeObject>;
+  /** The JSON of each stored object as a list item (no apiVersion/kind); set and dropped with it. */
+  readonly json: Map<string, string>;
   readonly keys: OrderedKeys;
+}
+
+/** The object without apiVersion/kind (as list items carry it), other keys in their order. */
+export function stripTypeMeta(o: KubeObject): KubeObject {
+  const { apiVersion: _a, kind: _k, ...rest } = o;
+  return rest as KubeObject;
 }
 
 export interface StoreOptions {
@@ -98,7 +115,7 @@ export class ObjectStore {
     const k = storeKey(t);
     let b = this.#objects.get(k);
     if (!b) {
-      b = { objects: new Map(), keys: new OrderedKeys() };
+      b = { objects: new Map(), json: new Map(), keys: new OrderedKeys() };
       this.#objects.set(k, b);
     }
     return b;
@@ -107,6 +124,7 @@ export class ObjectStore {
   #put(t: ResourceType, key: string, obj: KubeObject): void {
     const b = this.#bucket(t);
     b.objects.set(key, obj);
+    b.json.set(key, JSON.stringify(stripTypeMeta(obj)));
     b.keys.add(key);
   }
 
@@ -131,21 +149,33 @@ export class ObjectStore {
    */
   page(t: ResourceType, ns: string | undefined, req: PageRequest): StorePage {
     const b = this.#bucket(t);
-    const prefix = ns !== undefined && t.namespaced ? `${ns}/` : '';
+    return this.#scan(b, ns !== undefined && t.namespaced ? ns : undefined, req, (key) => structuredClone(b.objects.get(key)!));
+  }
+
+  /**
+   * The same page as `page` (same keys, `next`, `remaining`), each item its cached JSON text as
+   * a list item: nothing is copied or serialized per request.
+   */
+  pageJson(t: ResourceType, ns: string | undefined, req: PageRequest): StoreJsonPage {
+    const b = this.#bucket(t);
+    return this.#scan(b, ns !== undefined && t.namespaced ? ns : undefined, req, (key) => b.json.get(key)!);
+  }
+
+  #scan<T>(b: Bucket, ns: string | undefined, req: PageRequest, take: (key: string) => T): { items: T[]; next: string | undefined; remaining: number | undefined } {
+    const prefix = ns !== undefined ? `${ns}/` : '';
     const limit = req.limit !== undefined && req.limit > 0 ? req.limit : Infinity;
     const start = req.after !== undefined && req.after > prefix ? req.after : prefix;
-    const items: KubeObject[] = [];
+    const items: T[] = [];
     let last: string | undefined;
     let more = false;
     for (const key of b.keys.from(start, start === req.after)) {
       if (!key.startsWith(prefix)) break;
-      const o = b.objects.get(key)!;
-      if (req.filter && !req.filter(o)) continue;
+      if (req.filter && !req.filter(b.objects.get(key)!)) continue;
       if (items.length === limit) {
         more = true;
         break;
       }
-      items.push(structuredClone(o));
+      items.push(take(key));
       last = key;
     }
     if (!more) return { items, next: undefined, remaining: undefined };
@@ -181,6 +211,7 @@ export class ObjectStore {
     const prev = b.objects.get(key);
     if (!prev) return undefined;
     b.objects.delete(key);
+    b.json.delete(key);
     b.keys.delete(key);
     const last = structuredClone(prev);
     last.metadata.resourceVersion = String(++this.#rv);
