@@ -108,7 +108,7 @@ export class CertificateService {
         let cancel: AbortController | undefined;
         if (this.cancellable) {
           const ac = (cancel = new AbortController());
-          call.once('cancelled', () => ac.abort(callCancelled('CreateCertificate')));
+          call.once('cancelled', () => ac.abort(callCancelled(CREATE_CERTIFICATE_METHOD)));
         }
         this.createCertificate(call.request, call.metadata, cancel?.signal).then(
           (res) => callback(null, res),

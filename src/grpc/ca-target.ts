@@ -11,6 +11,7 @@
  * over every endpoint that is connected (caServiceConfig). Pure: no sockets, no DNS.
  */
 import { isIP } from 'node:net';
+import { CA_SERVICE } from '../protocol/istio-ca.js';
 
 export interface CaEndpoint {
   readonly host: string;
@@ -88,7 +89,7 @@ export function caServiceConfig(target: CaTarget | undefined): string {
       ? {
           methodConfig: [
             {
-              name: [{ service: 'istio.v1.auth.IstioCertificateService' }],
+              name: [{ service: CA_SERVICE }],
               retryPolicy: { maxAttempts: 3, initialBackoff: '0.05s', maxBackoff: '0.5s', backoffMultiplier: 2, retryableStatusCodes: ['UNAVAILABLE'] },
             },
           ],
