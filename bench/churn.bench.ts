@@ -30,7 +30,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { connect, type ClientHttp2Session } from 'node:http2';
+import { connect, constants as h2constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +49,10 @@ const WINDOW = num('BENCH_CHURN_SECONDS', 30, 120);
 const RATE = num('BENCH_CHURN_RATE', 2, 20);
 const TOKEN_CACHE = num('BENCH_CHURN_TOKEN_CACHE_SECONDS', 10, 30);
 const CA_COUNTS = (process.env.BENCH_CHURN_CAS ?? '1,3').split(',').map(Number);
+/** Cold start: every broker asks for all its identities at once (a fleet restart after a CA outage), not spread over an interval. */
+const COLD = process.env.BENCH_CHURN_COLD === '1';
+/** How long a cold start may take to have every identity ready before the window opens anyway. */
+const COLD_CAP_SECONDS = num('BENCH_CHURN_COLD_CAP_SECONDS', 120, 600);
 /** Service accounts in the pool the churn draws from (each node holds SAS of them at a time). */
 const POOL = SAS * 3;
 const NAMESPACES = 5;
@@ -84,7 +88,9 @@ function procCpuSeconds(pid: number): number {
 async function main(): Promise<void> {
   const pki = await import('../src/pki/index.js');
   const { protobufRoot } = await import('../src/grpc/index.js');
-  const { FetchSlots, refreshDelay, retryDelay, fetchFailureOf, DEFAULT_REFRESH_POLICY } = await import('../src/broker/cache/index.js');
+  const { FetchSlots, refreshDelay, retryDelay, fetchFailureInfoOf, DEFAULT_REFRESH_POLICY } = await import('../src/broker/cache/index.js');
+  const { grpcTimeoutHeader, parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } = await import('../src/grpc/index.js');
+  const { DEFAULT_CA_CALL_TIMEOUT_MS } = await import('../src/grpc/istio-ca-channel.js');
   const { CaCallError } = await import('../src/broker/adapters/index.js');
   const { parseManifest } = await import('../src/devcluster/index.js');
   const { CA_CERT_KEY } = await import('../src/ca/index.js');
@@ -190,7 +196,11 @@ async function main(): Promise<void> {
         const idleCores = (caCpu() - idle0) / 3;
 
         // --- the simulated brokers ---
-        const stats = newStats();
+        // The warm-up's counts first (the start: cold or spread), then the window's.
+        let stats = newStats();
+        stats.measuring = true;
+        /** Identities wanted at the start that have not held a certificate yet ("node/sa"). */
+        const initialPending = new Set<string>();
         const brokers: SimBroker[] = [];
         let stopped = false;
         class SimBroker {
@@ -223,6 +233,7 @@ async function main(): Promise<void> {
             this.schedule(sa, delayMs);
           }
           drop(sa: number): void {
+            initialPending.delete(`${this.node}/${sa}`);
             const w = this.wanted.get(sa);
             if (w?.timer) clearTimeout(w.timer);
             this.wanted.delete(sa);
@@ -260,6 +271,7 @@ async function main(): Promise<void> {
             }
             if (!w || stopped) return;
             if (outcome.chain) {
+              initialPending.delete(`${this.node}/${sa}`);
               const leaf = new X509Certificate(outcome.chain);
               w.notBefore = Date.parse(leaf.validFrom);
               w.notAfter = Date.parse(leaf.validTo);
@@ -267,15 +279,26 @@ async function main(): Promise<void> {
               this.schedule(sa, refreshDelay(w, now(), rng));
             } else {
               const held = w.notAfter > 0 ? { notBefore: w.notBefore, notAfter: w.notAfter } : undefined;
-              this.schedule(sa, retryDelay(w.attempt++, held, now(), rng, DEFAULT_REFRESH_POLICY, fetchFailureOf(outcome.err)));
+              this.schedule(sa, retryDelay(w.attempt++, held, now(), rng, DEFAULT_REFRESH_POLICY, fetchFailureInfoOf(outcome.err)));
             }
           }
-          /** One CreateCertificate call: the leaf PEM, or why not. */
+          /**
+           * One CreateCertificate call: the leaf PEM, or why not. With the broker's call deadline
+           * (DEFAULT_CA_CALL_TIMEOUT_MS, sent as grpc-timeout and enforced here: DEADLINE_EXCEEDED)
+           * and the CA's retry pushback read as the broker's channel reads it.
+           */
           call(frame: Buffer): Promise<{ chain?: string; error?: string; err?: unknown }> {
             return new Promise((resolve) => {
-              let stream;
+              let stream: ClientHttp2Stream;
               try {
-                stream = this.nextSession().request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', authorization: `Bearer ${tokens[this.node]}` });
+                stream = this.nextSession().request({
+                  ':method': 'POST',
+                  ':path': CREATE_CERTIFICATE_PATH,
+                  'content-type': 'application/grpc',
+                  te: 'trailers',
+                  'grpc-timeout': grpcTimeoutHeader(DEFAULT_CA_CALL_TIMEOUT_MS),
+                  authorization: `Bearer ${tokens[this.node]}`,
+                });
               } catch (e) {
                 resolve({ error: 'session closed', err: e });
                 return;
@@ -283,26 +306,31 @@ async function main(): Promise<void> {
               const chunks: Buffer[] = [];
               let status: string | undefined;
               let message = '';
-              stream.on('response', (h) => {
-                if (h['grpc-status'] !== undefined) {
-                  status = String(h['grpc-status']);
-                  message = String(h['grpc-message'] ?? '');
-                }
-              });
-              stream.on('trailers', (t) => {
-                status = String(t['grpc-status']);
-                message = String(t['grpc-message'] ?? '');
-              });
+              let pushback: number | undefined;
+              const deadline = setTimeout(() => {
+                status ??= '4';
+                message ||= 'deadline exceeded (client)';
+                stream.close(h2constants.NGHTTP2_CANCEL);
+              }, DEFAULT_CA_CALL_TIMEOUT_MS);
+              const readStatus = (h: IncomingHttpHeaders) => {
+                if (h['grpc-status'] === undefined) return;
+                status = String(h['grpc-status']);
+                message = String(h['grpc-message'] ?? '');
+                pushback = parseRetryPushbackMs(h[RETRY_PUSHBACK_METADATA]);
+              };
+              stream.on('response', readStatus);
+              stream.on('trailers', readStatus);
               stream.on('data', (d: Buffer) => chunks.push(d));
               stream.on('error', () => undefined);
               stream.on('close', () => {
+                clearTimeout(deadline);
                 if (status === '0') {
                   const res = Res.decode(Buffer.concat(chunks).subarray(5)) as unknown as { cert_chain: string[] };
                   resolve({ chain: res.cert_chain[0]! });
                   return;
                 }
                 // The broker's CA client's own mapping of the status onto the error model (the retry policy reads it).
-                const err = CaCallError.fromStatus(Number(status ?? 14), decodeURIComponent(message));
+                const err = CaCallError.fromStatus(Number(status ?? 14), decodeURIComponent(message), undefined, pushback);
                 resolve({ error: `grpc-status ${status ?? 'none'} ${decodeURIComponent(message).slice(0, 80)}`, err });
               });
               stream.end(frame);
@@ -316,8 +344,12 @@ async function main(): Promise<void> {
         for (let i = 0; i < NODES; i++) {
           const b = new SimBroker(i, procs.map((p) => p.port));
           brokers.push(b);
-          for (const s of slots[i]!) b.want(s.sa, rng() * interval * 1000, false);
+          for (const s of slots[i]!) {
+            initialPending.add(`${i}/${s.sa}`);
+            b.want(s.sa, COLD ? 0 : rng() * interval * 1000, false);
+          }
         }
+        const start0 = performance.now();
 
         // --- pod churn through the API ---
         let churnInFlight = 0;
@@ -352,8 +384,19 @@ async function main(): Promise<void> {
             }, 1000 / RATE)
           : undefined;
 
-        // --- warm-up one interval, then the window ---
-        await new Promise((r) => setTimeout(r, (interval + 2) * 1000));
+        // --- warm-up: one interval, and (cold start) until every identity held a certificate once ---
+        let readyAfter: number | undefined;
+        const warmCap = Math.max(interval + 2, COLD ? COLD_CAP_SECONDS : 0) * 1000;
+        while (performance.now() - start0 < warmCap) {
+          if (initialPending.size === 0 && readyAfter === undefined) readyAfter = (performance.now() - start0) / 1000;
+          if (readyAfter !== undefined && performance.now() - start0 >= (interval + 2) * 1000) break;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+        const warm = stats;
+        const warmSeconds = (performance.now() - start0) / 1000;
+        const warmLine = `${COLD ? 'cold start (every broker at once)' : 'spread start (first fetches over one interval)'}: ${readyAfter !== undefined ? `all ${NODES * SAS} identities held a certificate ${readyAfter.toFixed(1)} s after the start` : `${NODES * SAS - initialPending.size} of ${NODES * SAS} identities held a certificate after ${warmSeconds.toFixed(0)} s (never all)`}; ${warm.ok} calls answered, ${[...warm.failures.values()].reduce((a, b) => a + b, 0)} failed${warm.failures.size ? ` (${[...warm.failures.entries()].map(([k, v]) => `${v}× ${k}`).join('; ')})` : ''}, latency p99 ${warm.latenciesMs.length ? pct([...warm.latenciesMs].sort((a, b) => a - b), 99).toFixed(0) : '-'} ms`;
+        process.stdout.write(`${caCount} CA warm-up, ${warmLine}\n`);
+        stats = newStats();
         env.cluster.requestLog.clear();
         let reviews = 0;
         const countReviews = () => {
@@ -408,7 +451,7 @@ async function main(): Promise<void> {
           caCores: cpuSeconds / seconds,
           idleCores,
         };
-        results.push(r);
+        results.push({ ...r, warmLine });
         process.stdout.write(
           `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
         );
@@ -443,6 +486,8 @@ interface PhaseResult {
   readonly marginalUsPerCall: number;
   readonly caCores: number;
   readonly idleCores: number;
+  /** The warm-up: how the start went. */
+  readonly warmLine?: string;
 }
 
 /** Nodes one CA core sustains at TTL `ttl` with `sas` identities per node, from CPU per call. */

@@ -36,6 +36,8 @@ export interface ClusterAuthSettings {
   readonly trustedRegistrationAuthorities?: readonly string[];
   readonly tokenCacheSeconds: number;
   readonly tokenNegativeCacheSeconds: number;
+  /** One TokenReview's bound (default the reviewer's TOKEN_REVIEW_TIMEOUT_MS). */
+  readonly tokenReviewTimeoutMs?: number;
   readonly informer?: InformerSettings;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -100,7 +102,7 @@ function authenticators(c: ClusterConfig, s: ClusterAuthSettings): Authenticator
       new TokenReviewAuthenticator({
         clusterId: c.id,
         audiences: c.audiences,
-        reviewer: kubeTokenReviewer(c.kubeConfig),
+        reviewer: kubeTokenReviewer(c.kubeConfig, s.tokenReviewTimeoutMs !== undefined ? { timeoutMs: s.tokenReviewTimeoutMs } : {}),
         cache,
         refusals,
         clock: s.clock,

@@ -14,7 +14,9 @@ import { signerNameProblem } from '../core/signer-name.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
-import { DEFAULT_CA_LIMITS, type CaLimits } from './limits.js';
+import type { CaLimits } from './limits.js';
+import { LIMITS_ENV, readLimits } from './limits-config.js';
+import { TOKEN_REVIEW_TIMEOUT_MS } from './authn/token-review.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
 import { publishSetting, readPublishConfig, type PublishFlags, type TrustBundlePublishConfig } from './publish/publish-config.js';
 import type { Signer } from './signer.js';
@@ -60,14 +62,9 @@ export const ENV = Object.freeze({
   TRANSPORT: 'CA_TRANSPORT',
   SHUTDOWN_SECONDS: 'CA_SHUTDOWN_GRACE_SECONDS',
   TOKEN_NEGATIVE_CACHE_SECONDS: 'CA_TOKEN_NEGATIVE_CACHE_SECONDS',
-  TLS_HANDSHAKE_TIMEOUT_SECONDS: 'CA_TLS_HANDSHAKE_TIMEOUT_SECONDS',
-  IDLE_SESSION_TIMEOUT_SECONDS: 'CA_IDLE_SESSION_TIMEOUT_SECONDS',
-  REQUEST_BODY_TIMEOUT_SECONDS: 'CA_REQUEST_BODY_TIMEOUT_SECONDS',
-  MAX_CONCURRENT_STREAMS: 'CA_MAX_CONCURRENT_STREAMS',
-  MAX_CONNECTIONS: 'CA_MAX_CONNECTIONS',
-  MAX_STREAMS: 'CA_MAX_STREAMS',
-  MAX_HEADER_LIST_BYTES: 'CA_MAX_HEADER_LIST_BYTES',
+  TOKEN_REVIEW_TIMEOUT_SECONDS: 'CA_TOKEN_REVIEW_TIMEOUT_SECONDS',
   LOG_LEVEL: 'LOG_LEVEL',
+  ...LIMITS_ENV,
   ...EXTERNAL_SIGNER_ENV,
 });
 
@@ -175,6 +172,8 @@ export interface CaServerConfig {
   readonly tokenCacheSeconds: number;
   /** Refusals cached by token hash (default DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS; 0 = off). */
   readonly tokenNegativeCacheSeconds?: number;
+  /** One TokenReview is abandoned after this long: ERR_CA_AUTHN_BACKEND (default TOKEN_REVIEW_TIMEOUT_MS, 5 s). */
+  readonly tokenReviewTimeoutMs?: number;
   /** Connection, stream and header bounds for unauthenticated clients (unset fields: DEFAULT_CA_LIMITS). */
   readonly limits?: Partial<CaLimits>;
   readonly signingWorkers: number;
@@ -210,12 +209,14 @@ export interface CaCliFlags extends StepCaFlags, PublishFlags {
   readonly upstreamRootCertFile?: string;
   readonly upstreamTokenFile?: string;
   readonly upstreamClusterId?: string;
+  readonly tokenReviewTimeoutSeconds?: string;
 }
 
 /** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
-export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds'>, ExternalSignerEnv {
+export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds' | 'tokenReviewTimeoutMs'>, ExternalSignerEnv {
   readonly limits: CaLimits;
   readonly tokenNegativeCacheSeconds: number;
+  readonly tokenReviewTimeoutMs: number;
   readonly kubeconfigPath: string | undefined;
   readonly audiences: readonly string[];
   readonly tokenReview: boolean;
@@ -281,23 +282,6 @@ function splitHostPort(raw: string, name: string, reader: ConfigReader): { host:
   const port = Number(m[2]);
   if (port > 65535) reader.problem(`${name}=${raw} has a port above 65535`);
   return { host: (m[1] ?? '').replace(/^\[|\]$/g, '') || '0.0.0.0', port };
-}
-
-/** The transport limits from their env vars (seconds and counts), each range-checked. */
-function readLimits(r: ConfigReader): CaLimits {
-  const d = DEFAULT_CA_LIMITS;
-  const seconds = (name: string, fallbackMs: number, max: number) => r.int(name, fallbackMs / 1000, { min: 1, max }) * 1000;
-  return Object.freeze({
-    tlsHandshakeTimeoutMs: seconds(ENV.TLS_HANDSHAKE_TIMEOUT_SECONDS, d.tlsHandshakeTimeoutMs, 120),
-    idleSessionTimeoutMs: seconds(ENV.IDLE_SESSION_TIMEOUT_SECONDS, d.idleSessionTimeoutMs, 86_400),
-    requestBodyTimeoutMs: seconds(ENV.REQUEST_BODY_TIMEOUT_SECONDS, d.requestBodyTimeoutMs, 300),
-    maxConcurrentStreams: r.int(ENV.MAX_CONCURRENT_STREAMS, d.maxConcurrentStreams, { min: 1, max: 10_000 }),
-    maxConnections: r.int(ENV.MAX_CONNECTIONS, d.maxConnections, { min: 1, max: 1_000_000 }),
-    maxStreams: r.int(ENV.MAX_STREAMS, d.maxStreams, { min: 1, max: 1_000_000 }),
-    // Below 4 KiB a real token plus gRPC's own headers may not fit; above 64 KiB node's HPACK
-    // encoder (grpc-js clients) cannot send one field anyway and nghttp2 caps CONTINUATION frames.
-    maxHeaderListBytes: r.int(ENV.MAX_HEADER_LIST_BYTES, d.maxHeaderListBytes, { min: 4096, max: 65_536 }),
-  });
 }
 
 /** The kubernetes-csr settings (read always, so a stray one is still checked; required only for that signer). */
@@ -372,6 +356,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     defaultClusterId: r.string(ENV.CLUSTER_ID, DEFAULT_CLUSTER_ID, flags.clusterId),
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     tokenNegativeCacheSeconds: r.int(ENV.TOKEN_NEGATIVE_CACHE_SECONDS, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, { min: 0, max: 300 }),
+    tokenReviewTimeoutMs: r.int(ENV.TOKEN_REVIEW_TIMEOUT_SECONDS, TOKEN_REVIEW_TIMEOUT_MS / 1000, { min: 1, max: 60, explicit: flags.tokenReviewTimeoutSeconds }) * 1000,
     limits,
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
     transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),

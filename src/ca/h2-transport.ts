@@ -34,6 +34,7 @@ import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import { listenTcp } from '../ops/listen.js';
 import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYPE, HEALTH_PROTO, SERVING_STATUS_NUMBER, type HealthCheckRequest } from '../protocol/grpc-health.js';
+import { RETRY_PUSHBACK_METADATA } from '../protocol/grpc-status.js';
 import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST } from './certificate-service.js';
 import { certChainFrame } from './h2-framing.js';
@@ -41,6 +42,7 @@ import { limitConnections } from './h2-limits.js';
 import { LoopbackRelay } from './h2-relay.js';
 import { readMessage, type ReadOptions } from './h2-request.js';
 import { sendFrame, sendStatus, sendWireError, transportStatus } from './h2-respond.js';
+import { OverloadHint } from './overload-hint.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
 
@@ -216,13 +218,17 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
   const create = { codec, handler: o.handler, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onBodyTimeout } };
   const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onBodyTimeout } };
   const tooMany = transportStatus(GrpcStatus.RESOURCE_EXHAUSTED, 'too many open calls at the CA; retry later');
+  // Turned away with a pushback of about the time the open calls take to drain (overload-hint.ts).
+  const hint = new OverloadHint({ clock: o.clock ?? systemClock });
+  const onAnswered = () => hint.completed();
   return (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
     if (streams() > limits.maxStreams) {
       streamLimit?.inc();
       stream.resume();
-      sendStatus(stream, tooMany);
+      sendStatus(stream, tooMany, { [RETRY_PUSHBACK_METADATA]: String(hint.retryAfterMs(streams() - 1)) });
       return;
     }
+    stream.once('close', onAnswered);
     const path = headers[h2.HTTP2_HEADER_PATH];
     if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
       stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });

@@ -119,6 +119,7 @@ export { publicAuthError } from './errors.js';
 export { RefusalCache, type Refusal } from './authn/refusal-cache.js';
 export { jwtShapeProblem, MAX_TOKEN_BYTES } from './authn/token-shape.js';
 export { DEFAULT_CA_LIMITS, resolveLimits, type CaLimits } from './limits.js';
+export { DEFAULT_OVERLOAD_HINT, OverloadHint, type OverloadHintOptions } from './overload-hint.js';
 export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
 export { CaError, authnError, type CaErrorCode, type CaAuthnCode, type StepCaErrorCode } from './errors.js';
 export type { Caller } from './caller.js';

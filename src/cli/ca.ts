@@ -29,6 +29,7 @@ interface CaOptions {
   upstreamRootCertFile?: string;
   upstreamTokenFile?: string;
   upstreamClusterId?: string;
+  tokenReviewTimeoutSeconds?: string;
 }
 
 export function command(): Command {
@@ -54,6 +55,7 @@ export function command(): Command {
     .option('--upstream-root-cert-file <pem>', 'istio-upstream: roots the upstream and its answers must chain to (CA_UPSTREAM_ROOT_CERT_FILE)')
     .option('--upstream-token-file <file>', 'istio-upstream: this CA\'s bearer token for the upstream, re-read on change (CA_UPSTREAM_TOKEN_FILE)')
     .option('--upstream-cluster-id <id>', 'istio-upstream: clusterid sent upstream (CA_UPSTREAM_CLUSTER_ID, default Kubernetes)')
+    .option('--token-review-timeout-seconds <n>', 'one TokenReview is abandoned after this long: ERR_CA_AUTHN_BACKEND, UNAVAILABLE to the caller (CA_TOKEN_REVIEW_TIMEOUT_SECONDS, 1-60, default 5)')
     .option('--publish-trust-bundle', 'publish the roots: istio-ca-root-cert in every namespace and a ClusterTrustBundle, by the Lease holder (CA_PUBLISH_TRUST_BUNDLE, default on)')
     .option('--no-publish-trust-bundle', 'do not publish the roots')
     .option('--trust-bundle-signer-name <name>', 'signerName of the published ClusterTrustBundle (CA_TRUST_BUNDLE_SIGNER_NAME, default istio.io/istiod-ca)')
@@ -76,6 +78,7 @@ export function command(): Command {
         ...(opts.upstreamRootCertFile !== undefined ? { upstreamRootCertFile: opts.upstreamRootCertFile } : {}),
         ...(opts.upstreamTokenFile !== undefined ? { upstreamTokenFile: opts.upstreamTokenFile } : {}),
         ...(opts.upstreamClusterId !== undefined ? { upstreamClusterId: opts.upstreamClusterId } : {}),
+        ...(opts.tokenReviewTimeoutSeconds !== undefined ? { tokenReviewTimeoutSeconds: opts.tokenReviewTimeoutSeconds } : {}),
         ...(opts.publishTrustBundle !== undefined ? { publishTrustBundle: String(opts.publishTrustBundle) } : {}),
         ...(opts.trustBundleSignerName !== undefined ? { trustBundleSignerName: opts.trustBundleSignerName } : {}),
       });

@@ -33,12 +33,18 @@ export interface CertbrokerErrorOptions {
    * vague (authentication, authorization) send a generic message instead of `message`.
    */
   readonly publicMessage?: string;
+  /**
+   * The other side asked not to be asked again sooner than this many ms (a server's retry
+   * pushback: gRPC's `grpc-retry-pushback-ms`); retry policies wait at least this long.
+   */
+  readonly retryAfterMs?: number;
 }
 
 export class CertbrokerError<Code extends string = string> extends Error {
   readonly code: Code;
   readonly status: ErrorStatus;
   readonly publicMessage: string | undefined;
+  readonly retryAfterMs: number | undefined;
 
   constructor(code: Code, message: string, options: CertbrokerErrorOptions) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -46,6 +52,7 @@ export class CertbrokerError<Code extends string = string> extends Error {
     this.code = code;
     this.status = options.status;
     this.publicMessage = options.publicMessage;
+    this.retryAfterMs = options.retryAfterMs;
   }
 }
 

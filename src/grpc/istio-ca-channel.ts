@@ -35,6 +35,7 @@ import {
 } from '../protocol/istio-ca.js';
 import { BoundedChannelCredentials } from './bounded-credentials.js';
 import { CA_DNS_MIN_RERESOLVE_MS, caServiceConfig, parseCaTarget } from './ca-target.js';
+import { retryPushbackOf } from './retry-pushback.js';
 import { serviceDefinitionOf, typedMethod } from './typed-methods.js';
 
 export const DEFAULT_CA_CALL_TIMEOUT_MS = 10_000;
@@ -50,8 +51,11 @@ export interface IstioCaChannelOptions {
   readonly callTimeoutMs?: number;
   /** A TLS handshake that takes longer is abandoned (and retried). Default 10 000. */
   readonly handshakeTimeoutMs?: number;
-  /** The error a failed call rejects with (gRPC status code and details; the grpc-js error as cause). */
-  readonly failure: (code: GrpcStatus, details: string, cause: unknown) => Error;
+  /**
+   * The error a failed call rejects with (gRPC status code and details; the grpc-js error as
+   * cause; the server's retry pushback in ms when its trailers carried one: retry-pushback.ts).
+   */
+  readonly failure: (code: GrpcStatus, details: string, cause: unknown, retryAfterMs: number | undefined) => Error;
 }
 
 /** A CA answer as read off the wire (a missing chain is the caller's to refuse, not a crash). */
@@ -115,7 +119,7 @@ export class IstioCaChannel {
         signal.removeEventListener('abort', onAbort);
         if (err) this.#dropChannelAfter(client, err.code);
         if (signal.aborted) reject(signal.reason);
-        else if (err) reject(this.#o.failure(err.code, err.details || err.message, err));
+        else if (err) reject(this.#o.failure(err.code, err.details || err.message, err, retryPushbackOf(err.metadata)));
         else resolve(response ?? {});
       });
       signal.addEventListener('abort', onAbort, { once: true });

@@ -35,17 +35,16 @@ export class KubeApiError extends KubeError {
   readonly httpStatus: number;
   /** `Status.reason` (e.g. `Expired`, `TooManyRequests`), when the body was a Status. */
   readonly reason: string | undefined;
-  /** The `Retry-After` header in milliseconds, when the server sent one. */
-  readonly retryAfterMs: number | undefined;
 
   constructor(options: { readonly what: string; readonly httpStatus: number; readonly reason?: string; readonly detail?: string; readonly retryAfterMs?: number }) {
     const retry = options.retryAfterMs === undefined ? '' : ` (Retry-After ${Math.round(options.retryAfterMs / 1000)} s)`;
     const detail = options.detail ? `: ${options.detail}` : '';
     super('ERR_KUBE_API_STATUS', `${options.what}: HTTP ${options.httpStatus}${options.reason ? ` ${options.reason}` : ''}${detail}${retry}`, {
       status: statusOf(options.httpStatus),
+      // The `Retry-After` header in milliseconds, when the server sent one (`retryAfterMs`).
+      ...(options.retryAfterMs !== undefined ? { retryAfterMs: options.retryAfterMs } : {}),
     });
     this.httpStatus = options.httpStatus;
     this.reason = options.reason;
-    this.retryAfterMs = options.retryAfterMs;
   }
 }

@@ -14,6 +14,12 @@ export const ERROR_INFO_TYPE = 'google.rpc.ErrorInfo';
 export const ERROR_INFO_TYPE_URL = typeUrlOf(ERROR_INFO_TYPE);
 /** Trailer with the certbroker error code (`ERR_CA_NO_TOKEN`, ...) of a refused call. */
 export const ERROR_CODE_METADATA = 'certbroker-error-code';
+/**
+ * Server pushback (gRFC A6): the server asks the client to wait this many milliseconds (a
+ * non-negative decimal integer) before trying the call again; sent with RESOURCE_EXHAUSTED when
+ * the CA sheds load.
+ */
+export const RETRY_PUSHBACK_METADATA = 'grpc-retry-pushback-ms';
 /** ErrorInfo domain of refusals that no standard gives a reason to. */
 export const CERTBROKER_ERROR_DOMAIN = 'certbroker';
 

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { backoff, backoffCeiling, KeyedPriorityQueue, refreshAt, refreshDelay, retryDelay } from '../../src/broker/index.js';
+import { backoff, backoffCeiling, DEFAULT_REFRESH_POLICY, KeyedPriorityQueue, refreshAt, refreshDelay, retryDelay } from '../../src/broker/index.js';
 import { seededRng } from '../support/seeded-rng.js';
 
 const almostOne = () => 0.999_999;
@@ -46,10 +46,23 @@ describe('backoff', () => {
     assert.ok(high > 599.99 && high < 600, String(high));
   });
   it('never exceeds 150 s, jitter included, even for huge attempt counts', () => {
-    assert.equal(backoff(30, almostOne), 150_000);
+    const top = backoff(30, almostOne);
+    assert.ok(top > 149_999 && top <= 150_000, String(top));
     assert.equal(backoff(1_000, () => 0), 120_000);
     assert.equal(backoff(8, () => 0), 102_400);
-    assert.equal(backoff(9, () => 0.5), 150_000);
+    assert.equal(backoff(9, () => 0.5), 135_000, 'at the ceiling a centred draw is the middle of the 20 % below it');
+  });
+  it('at the ceiling the delays spread over the 20 % below it instead of piling on the ceiling (a fleet in step)', () => {
+    const rng = seededRng(7);
+    for (const ceiling of [5_000, 150_000]) {
+      const delays = Array.from({ length: 1_000 }, () => backoff(12, rng, { ...DEFAULT_REFRESH_POLICY, backoffMaxMs: ceiling }));
+      const onCeiling = delays.filter((d) => d === ceiling).length;
+      assert.ok(onCeiling <= 5, `${onCeiling} of 1000 retries exactly on the ${ceiling} ms ceiling (a capped ±20 % puts half there)`);
+      assert.ok(delays.every((d) => d >= 0.8 * ceiling && d <= ceiling));
+      // Spread: every tenth of the band [0.8, 1.0] x ceiling gets some.
+      const deciles = new Set(delays.map((d) => Math.min(9, Math.floor(((d / ceiling - 0.8) / 0.2) * 10))));
+      assert.equal(deciles.size, 10);
+    }
   });
 });
 
@@ -69,8 +82,9 @@ describe('retryDelay: retries follow the certificate still held', () => {
     assert.equal(retryDelay(0, held, 10_000, () => 0.5), 500, 'short backoffs are left alone');
   });
   it('keeps exponential growth under each ceiling, jitter included', () => {
-    assert.equal(retryDelay(30, undefined, 0, () => 0.999_999), 5_000);
-    assert.equal(retryDelay(30, { notBefore: 0, notAfter: 24 * HOUR }, 12 * HOUR, () => 0.999_999), 150_000);
+    assert.ok(retryDelay(30, undefined, 0, () => 0.999_999) <= 5_000);
+    assert.ok(retryDelay(30, undefined, 0, () => 0.999_999) > 4_999);
+    assert.ok(retryDelay(30, { notBefore: 0, notAfter: 24 * HOUR }, 12 * HOUR, () => 0.999_999) > 149_999);
     assert.equal(retryDelay(2, undefined, 0, () => 0.5), 2_000);
   });
 

@@ -22,7 +22,8 @@ import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 
 const MIN = 60_000;
 const centred = () => 0.5;
-const doubling = [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 150_000, 150_000];
+/** Centred draws: doubling, then the middle of the 20 % band below the 150 s ceiling. */
+const doubling = [500, 1_000, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 135_000, 135_000];
 
 describe('refresh policy: refused vs unreachable', () => {
   it('the CA client maps refusals onto refusal statuses, every other code onto unavailable', () => {
@@ -44,17 +45,17 @@ describe('refresh policy: refused vs unreachable', () => {
   it('without a valid certificate: a refusal doubles up to 150 s, an unreachable CA stays under 5 s', () => {
     const delays = (failure: 'refused' | 'unreachable') => doubling.map((_, n) => retryDelay(n, undefined, 0, centred, undefined, failure));
     assert.deepEqual(delays('refused'), doubling);
-    assert.deepEqual(delays('unreachable'), [500, 1_000, 2_000, 4_000, 5_000, 5_000, 5_000, 5_000, 5_000, 5_000, 5_000]);
+    assert.deepEqual(delays('unreachable'), [500, 1_000, 2_000, 4_000, 4_500, 4_500, 4_500, 4_500, 4_500, 4_500, 4_500]);
     assert.deepEqual(doubling.map((_, n) => retryDelay(n, undefined, 0, centred)), delays('unreachable'), 'unreachable is the default');
     const expired = { notBefore: 0, notAfter: 1_000 };
-    assert.equal(retryDelay(9, expired, 2_000, centred, undefined, 'refused'), 150_000, 'an expired certificate is no certificate');
+    assert.equal(retryDelay(9, expired, 2_000, centred, undefined, 'refused'), 135_000, 'an expired certificate is no certificate');
   });
 
   it('with a valid certificate: a refusal never waits past its notAfter, and keeps 150 s far from it', () => {
     const cert = { notBefore: 0, notAfter: 60 * MIN };
-    assert.equal(retryDelay(9, cert, 30 * MIN, centred, undefined, 'refused'), 150_000);
+    assert.equal(retryDelay(9, cert, 30 * MIN, centred, undefined, 'refused'), 135_000);
     assert.equal(retryDelay(9, cert, 60 * MIN - 90_000, centred, undefined, 'refused'), 90_000, 'cut at notAfter');
-    assert.equal(retryDelay(9, cert, 60 * MIN - 90_000, centred, undefined, 'unreachable'), 22_500, 'unreachable: a quarter of what is left');
+    assert.equal(retryDelay(9, cert, 60 * MIN - 90_000, centred, undefined, 'unreachable'), 20_250, 'unreachable: under a quarter of what is left (the middle of the band below it)');
     assert.ok(retryDelay(9, cert, 60 * MIN - 90_000, () => 0.999_999, undefined, 'refused') <= 90_000, 'jitter never passes notAfter');
   });
 });

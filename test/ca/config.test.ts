@@ -129,6 +129,17 @@ test('connection and stream limits: defaults, env in seconds and counts, every b
   assert.equal(bad.length, 8, bad.join('; '));
 });
 
+test('CA_TOKEN_REVIEW_TIMEOUT_SECONDS (--token-review-timeout-seconds): 5 s by default, env or flag (the flag wins), 1-60 s, listed with the other problems', () => {
+  assert.equal(readCaConfig({}, {}).tokenReviewTimeoutMs, 5000);
+  assert.equal(readCaConfig({}, { CA_TOKEN_REVIEW_TIMEOUT_SECONDS: '12' }).tokenReviewTimeoutMs, 12_000);
+  assert.equal(readCaConfig({ tokenReviewTimeoutSeconds: '2' }, { CA_TOKEN_REVIEW_TIMEOUT_SECONDS: '12' }).tokenReviewTimeoutMs, 2000);
+  for (const bad of ['0', '61', '1.5', 'soon']) {
+    const listed = problems({ CA_TOKEN_REVIEW_TIMEOUT_SECONDS: bad, MAX_WORKLOAD_CERT_TTL_SECONDS: 'ten' });
+    assert.equal(listed.length, 2, listed.join('\n'));
+    assert.ok(listed.some((p) => p.startsWith(`CA_TOKEN_REVIEW_TIMEOUT_SECONDS=`)), listed.join('\n'));
+  }
+});
+
 test('CA_GRANTABLE_SERVING_NAMES: loopback by default; a configured list replaces it; a name that is neither DNS nor IP is listed with the other problems', () => {
   assert.deepEqual(readCaConfig({}, {}).grantableServingNames, ['localhost', '127.0.0.1', '::1']);
   assert.deepEqual(readCaConfig({}, { CA_GRANTABLE_SERVING_NAMES: 'localhost,node-ca.istio-system.svc' }).grantableServingNames, ['localhost', 'node-ca.istio-system.svc']);

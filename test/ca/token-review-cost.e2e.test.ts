@@ -8,7 +8,7 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { status } from '@grpc/grpc-js';
 import type { CaServer } from '../../src/ca/index.js';
-import { caClient, lastDenialReason, startNodeAScenario, tokenReviews, type CaClient, type CaEnv } from './support/ca-env.js';
+import { caClient, lastDenialReason, startNodeAScenario, tokenReviews, waitForIndex, type CaClient, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 
 let env: CaEnv;
@@ -59,4 +59,29 @@ test('a forged JWT sent again and again costs one TokenReview (refusal cached by
   const beforeGood = tokenReviews(env);
   for (let i = 0; i < 10; i++) assert.equal((await client.create({ token: good, csr })).code, undefined);
   assert.equal(tokenReviews(env) - beforeGood, 1);
+});
+
+test('CA_TOKEN_REVIEW_TIMEOUT_SECONDS bounds one TokenReview: with the API server answering after 2 s a 1 s CA answers UNAVAILABLE (ERR_CA_AUTHN_BACKEND), the default 5 s CA issues, and concurrent calls share one review', async () => {
+  const short = await env.startCa({ tokenReviewTimeoutMs: 1000 });
+  const shortClient = caClient(short.port, short.rootsPem());
+  try {
+    await waitForIndex(short, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-a' }) !== undefined);
+    const first = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
+    const second = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a', expirationSeconds: 7200 });
+    env.cluster.faults.setLatency(2000);
+    try {
+      const r = await shortClient.create({ token: first, csr });
+      assert.equal(r.code, status.UNAVAILABLE, JSON.stringify(r).slice(0, 200));
+      assert.equal(r.errorCode, 'ERR_CA_AUTHN_BACKEND');
+      const before = tokenReviews(env);
+      const shared = await Promise.all(Array.from({ length: 8 }, () => client.create({ token: second, csr })));
+      for (const s of shared) assert.equal(s.code, undefined, JSON.stringify(s).slice(0, 200));
+      assert.equal(tokenReviews(env) - before, 1, 'eight concurrent calls during a slow review: one review');
+    } finally {
+      env.cluster.faults.setLatency(0);
+    }
+  } finally {
+    shortClient.close();
+    await short.stop();
+  }
 });

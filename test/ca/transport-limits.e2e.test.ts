@@ -12,7 +12,10 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { connect as tcpConnect } from 'node:net';
 import { status } from '@grpc/grpc-js';
-import type { CaServer, CaLimits } from '../../src/ca/index.js';
+import { DEFAULT_OVERLOAD_HINT, type CaServer, type CaLimits } from '../../src/ca/index.js';
+import { CaCallError, fetchFailureInfoOf, IstioCaClient, retryDelay } from '../../src/broker/index.js';
+import { Secret } from '../../src/core/secret.js';
+import { parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } from '../../src/grpc/index.js';
 import { caClient, startNodeAScenario, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 import { frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
@@ -174,7 +177,7 @@ test('http2: connections beyond the cap are closed at once, before TLS; a freed 
   }
 });
 
-test('http2: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED at once', async () => {
+test('http2: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED at once, with a retry pushback the broker\'s CA client keeps', async () => {
   const capped = await env.startCa({ transport: 'http2', limits: { ...SMALL, maxStreams: 4, requestBodyTimeoutMs: 5000 } });
   const a = rawCaSession(capped);
   const b = rawCaSession(capped);
@@ -185,7 +188,32 @@ test('http2: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED
     for (let i = 0; i < 200 && (await capped.metrics.openStreams.get()).values[0]?.value !== 4; i++) await new Promise((r) => setTimeout(r, 10));
     const refused = await within(b.call(auth, requestFrame({ csr: await newCsr() })), 2000);
     assert.equal(refused?.grpc, status.RESOURCE_EXHAUSTED);
-    assert.equal(await counter(capped, 'streamsRefused', 'stream_limit'), 1);
+    // The pushback (gRFC A6): about the time the open calls take to drain, within the CA's bounds.
+    const pushback = parseRetryPushbackMs(refused?.metadata[RETRY_PUSHBACK_METADATA]);
+    assert.ok(pushback !== undefined && pushback >= DEFAULT_OVERLOAD_HINT.minMs && pushback <= DEFAULT_OVERLOAD_HINT.maxMs, JSON.stringify(refused?.metadata));
+    // The broker's own CA client (grpc-js) turns it into the error's retryAfterMs, which its retry honours.
+    const broker = new IstioCaClient({
+      address: `127.0.0.1:${capped.port}`,
+      caRootsPem: capped.rootsPem(),
+      tlsServerName: 'localhost',
+      tokens: { token: async () => new Secret(ztunnel) },
+      clusterId: 'Kubernetes',
+      certTtlSeconds: 3600,
+      impersonate: false,
+    });
+    try {
+      const err = await broker.fetchCertificate('spiffe://cluster.local/ns/istio-system/sa/ztunnel', new AbortController().signal).then(
+        () => assert.fail('issued past the stream cap'),
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof CaCallError, String(err));
+      assert.equal(err.grpcCode, 'RESOURCE_EXHAUSTED');
+      assert.ok(err.retryAfterMs !== undefined && err.retryAfterMs >= DEFAULT_OVERLOAD_HINT.minMs, String(err.retryAfterMs));
+      assert.ok(retryDelay(0, undefined, 0, () => 0, undefined, fetchFailureInfoOf(err)) >= err.retryAfterMs);
+    } finally {
+      broker.close();
+    }
+    assert.equal(await counter(capped, 'streamsRefused', 'stream_limit'), 2);
     // The held calls end by their body timeout; then calls go through again.
     for (const r of await Promise.all(held)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED);
     assert.equal((await a.call(auth, requestFrame({ csr: await newCsr() }))).grpc, status.OK);

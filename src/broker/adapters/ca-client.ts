@@ -77,14 +77,27 @@ const REFUSAL_STATUS: ReadonlyMap<GrpcStatus, ErrorStatus> = new Map<GrpcStatus,
  */
 export class CaCallError extends BrokerError {
   readonly grpcCode: string;
-  constructor(grpcCode: string, message: string, options: { readonly status?: ErrorStatus; readonly cause?: unknown } = {}) {
-    super('ERR_CA_CALL_FAILED', message, { status: options.status ?? 'unavailable', cause: options.cause, publicMessage: 'CA call failed' });
+  constructor(grpcCode: string, message: string, options: { readonly status?: ErrorStatus; readonly cause?: unknown; readonly retryAfterMs?: number } = {}) {
+    super('ERR_CA_CALL_FAILED', message, {
+      status: options.status ?? 'unavailable',
+      cause: options.cause,
+      publicMessage: 'CA call failed',
+      ...(options.retryAfterMs !== undefined ? { retryAfterMs: options.retryAfterMs } : {}),
+    });
     this.grpcCode = grpcCode;
   }
 
-  /** The error for a call that ended with gRPC status `code`. */
-  static fromStatus(code: GrpcStatus, details: string, cause?: unknown): CaCallError {
-    return new CaCallError(GrpcStatus[code] ?? 'UNKNOWN', `CA call failed: ${details}`, { status: REFUSAL_STATUS.get(code) ?? 'unavailable', cause });
+  /**
+   * The error for a call that ended with gRPC status `code`; `retryAfterMs` is the CA's retry
+   * pushback (a CA shedding load answers RESOURCE_EXHAUSTED with one), which the certificate
+   * manager's retry honours (refresh-policy.ts).
+   */
+  static fromStatus(code: GrpcStatus, details: string, cause?: unknown, retryAfterMs?: number): CaCallError {
+    return new CaCallError(GrpcStatus[code] ?? 'UNKNOWN', `CA call failed: ${details}`, {
+      status: REFUSAL_STATUS.get(code) ?? 'unavailable',
+      cause,
+      ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+    });
   }
 }
 
@@ -103,7 +116,7 @@ export class IstioCaClient implements CaClient {
       ...(options.tlsServerName ? { tlsServerName: options.tlsServerName } : {}),
       ...(options.callTimeoutMs !== undefined ? { callTimeoutMs: options.callTimeoutMs } : {}),
       ...(options.handshakeTimeoutMs !== undefined ? { handshakeTimeoutMs: options.handshakeTimeoutMs } : {}),
-      failure: (code, details, cause) => CaCallError.fromStatus(code, details, cause),
+      failure: (code, details, cause, retryAfterMs) => CaCallError.fromStatus(code, details, cause, retryAfterMs),
     });
   }
 

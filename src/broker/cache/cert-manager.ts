@@ -37,7 +37,7 @@ import { emitGuarded, guard, Listeners } from './listeners.js';
 import { FetchSlots } from './fetch-slots.js';
 import { Waiters } from './waiters.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';
-import { DEFAULT_REFRESH_POLICY, fetchFailureOf, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
+import { DEFAULT_REFRESH_POLICY, fetchFailureInfoOf, refreshDelay, retryDelay, type RefreshPolicy } from './refresh-policy.js';
 import { fetchOnce, isUsable, type CaClient, type FetchOutcome, type WorkloadCert } from './workload-cert.js';
 
 export type { AllCertsListener, CertEvent, CertListener, CertManagerObserver } from './cert-events.js';
@@ -314,8 +314,8 @@ export class CertManager {
     if (!keep && held) this.#expire(entry, held);
     // A refusal backs off by the refusals in a row (a CA back from an outage that refuses once
     // is asked again soon), any other failure by all failures in a row, under a short ceiling.
-    const failure = fetchFailureOf(err);
-    const refused = failure === 'refused';
+    const failure = fetchFailureInfoOf(err);
+    const refused = failure.kind === 'refused';
     const attempt = refused ? refusalsOf(entry.state) : failuresOf(entry.state);
     const delay = retryDelay(attempt, keep ? held : undefined, now, this.#rng, this.#policy, failure);
     entry.state = fetchFailed(entry.state, { error: err, refused, keep });

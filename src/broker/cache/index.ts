@@ -6,8 +6,8 @@
  *   refreshed at half-life, retried with backoff, forgotten after its last pod; its state per
  *   identity is a `CertState` (pending | ready | failed | expired); events for listeners
  *   (`subscribe`, `subscribeAll`) and observers (metrics, logs), every call guarded.
- * - `refreshAt`, `refreshDelay`, `backoff`, `backoffCeiling`, `retryDelay`, `fetchFailureOf`:
- *   the refresh policy as pure functions.
+ * - `refreshAt`, `refreshDelay`, `backoff`, `backoffCeiling`, `retryDelay`, `fetchFailureOf`,
+ *   `fetchFailureInfoOf` (the CA's retry pushback too): the refresh policy as pure functions.
  * - `KeyedPriorityQueue`: realtime > warmup > background, one entry per key.
  * - `FetchSlots`: the keyed priority queue in front of at most `max` CA calls at once.
  * - `TimerQueue`, `ClockTimer`: every timer of the cache behind one clock sleep (a min-heap by due time).
@@ -36,12 +36,14 @@ export {
   backoff,
   backoffCeiling,
   DEFAULT_REFRESH_POLICY,
+  fetchFailureInfoOf,
   fetchFailureOf,
   refreshAt,
   refreshDelay,
   retryDelay,
   type CertLifetime,
   type FetchFailure,
+  type FetchFailureInfo,
   type RefreshPolicy,
 } from './refresh-policy.js';
 export { isMoreUrgent, KeyedPriorityQueue, type FetchPriority } from './priority-queue.js';

@@ -13,6 +13,13 @@
  * INVALID_ARGUMENT, as the CA client reports them in the error model) will refuse the next try
  * too: those retries keep the full exponential backoff up to `backoffMaxMs`, so every node does
  * not ask again every 5 s (still never past a held certificate's notAfter).
+ *
+ * A CA that sheds load says when to come back (RESOURCE_EXHAUSTED with a retry pushback, which
+ * the CA client keeps as the error's `retryAfterMs`): the retry then waits at least that long,
+ * spread upwards by `pushbackJitter` so the nodes it turned away do not all return at once — even
+ * past the short ceiling of a missing certificate (the CA asked for it), never past a held
+ * certificate's notAfter nor `backoffMaxMs`. At a ceiling the jitter spreads below it, so retries
+ * that reached the ceiling do not all fall on the ceiling itself.
  */
 import { CertbrokerError, type ErrorStatus } from '../../core/errors.js';
 import { jitter, type Rng } from '../../core/rng.js';
@@ -48,6 +55,8 @@ export interface RefreshPolicy {
    * shrinking ceiling of an expiring one goes. Bounds how long a returning CA goes unnoticed.
    */
   readonly urgentBackoffMaxMs: number;
+  /** A server's retry pushback P is waited as P to P × (1 + this), uniformly (0.5: up to 1.5 P). */
+  readonly pushbackJitter: number;
 }
 
 export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
@@ -60,6 +69,7 @@ export const DEFAULT_REFRESH_POLICY: RefreshPolicy = Object.freeze({
   minRefreshDelayMs: 1_000,
   expiringBackoffFraction: 0.25,
   urgentBackoffMaxMs: 5_000,
+  pushbackJitter: 0.5,
 });
 
 /**
@@ -74,12 +84,15 @@ export function refreshAt(cert: CertLifetime, rng: Rng, policy: RefreshPolicy = 
 
 /**
  * Delay before retry number `attempt` (0 for the first retry after one failure):
- * 500 ms × 2^attempt, ±20 %, never above 150 s.
+ * 500 ms × 2^attempt, ±20 %, never above 150 s. Once the doubling reaches the ceiling the delay
+ * is spread over the 20 % below it (a capped ±20 % would put half of all retries on the ceiling
+ * itself, in step with each other).
  */
 export function backoff(attempt: number, rng: Rng, policy: RefreshPolicy = DEFAULT_REFRESH_POLICY): number {
   const n = Math.max(0, Math.floor(attempt));
   // Cap the exponent so the base never overflows to Infinity on absurd attempt counts.
-  const base = Math.min(policy.backoffBaseMs * Math.pow(policy.backoffFactor, Math.min(n, 64)), policy.backoffMaxMs);
+  const base = policy.backoffBaseMs * Math.pow(policy.backoffFactor, Math.min(n, 64));
+  if (base >= policy.backoffMaxMs) return policy.backoffMaxMs * (1 - policy.backoffJitter + policy.backoffJitter * rng());
   return Math.min(jitter(base, policy.backoffJitter, rng), policy.backoffMaxMs);
 }
 
@@ -124,10 +137,24 @@ export function fetchFailureOf(err: unknown): FetchFailure {
   return err instanceof CertbrokerError && REFUSALS.has(err.status) ? 'refused' : 'unreachable';
 }
 
+/** A failed fetch as the retry reads it: its kind, and the wait the CA asked for, if it did. */
+export interface FetchFailureInfo {
+  readonly kind: FetchFailure;
+  /** The CA's retry pushback (ms): no retry before it. */
+  readonly retryAfterMs?: number;
+}
+
+/** `fetchFailureOf(err)` with the error's `retryAfterMs` (a CA's pushback), for `retryDelay`. */
+export function fetchFailureInfoOf(err: unknown): FetchFailureInfo {
+  const retryAfterMs = err instanceof CertbrokerError ? err.retryAfterMs : undefined;
+  return { kind: fetchFailureOf(err), ...(retryAfterMs !== undefined && retryAfterMs >= 0 ? { retryAfterMs } : {}) };
+}
+
 /**
  * Delay before retry number `attempt` after a failed fetch at `now`, given the certificate still
  * `held` (if any): the exponential `backoff` under `backoffCeiling` (under `backoffMaxMs` alone
- * for a `refused` failure), and never past the held certificate's notAfter (the last retry
+ * for a `refused` failure); at least the CA's pushback spread by `pushbackJitter` when it sent
+ * one (under `backoffMaxMs`); and never past the held certificate's notAfter (the last retry
  * before expiry happens at expiry at the latest).
  */
 export function retryDelay(
@@ -136,10 +163,15 @@ export function retryDelay(
   now: number,
   rng: Rng,
   policy: RefreshPolicy = DEFAULT_REFRESH_POLICY,
-  failure: FetchFailure = 'unreachable',
+  failure: FetchFailure | FetchFailureInfo = 'unreachable',
 ): number {
-  const ceiling = failure === 'refused' ? policy.backoffMaxMs : backoffCeiling(held, now, policy);
-  const delay = backoff(attempt, rng, { ...policy, backoffMaxMs: ceiling });
+  const info: FetchFailureInfo = typeof failure === 'string' ? { kind: failure } : failure;
+  const ceiling = info.kind === 'refused' ? policy.backoffMaxMs : backoffCeiling(held, now, policy);
+  let delay = backoff(attempt, rng, { ...policy, backoffMaxMs: ceiling });
+  if (info.retryAfterMs !== undefined) {
+    const asked = Math.min(info.retryAfterMs * (1 + policy.pushbackJitter * rng()), policy.backoffMaxMs);
+    delay = Math.max(delay, asked);
+  }
   if (held === undefined || now >= held.notAfter) return delay;
   return Math.min(delay, held.notAfter - now);
 }

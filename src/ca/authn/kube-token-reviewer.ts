@@ -7,10 +7,9 @@
 import { AuthenticationV1Api, type KubeConfig } from '@kubernetes/client-node';
 import { withDeadline } from '../../core/deadline.js';
 import { abortableApi } from '../../kube/abortable-http.js';
-import type { TokenReviewer } from './token-review.js';
+import { TOKEN_REVIEW_TIMEOUT_MS, type TokenReviewer } from './token-review.js';
 
-/** Default bound of one TokenReview. */
-export const TOKEN_REVIEW_TIMEOUT_MS = 5000;
+export { TOKEN_REVIEW_TIMEOUT_MS };
 
 export function kubeTokenReviewer(kubeConfig: KubeConfig, options: { readonly timeoutMs?: number } = {}): TokenReviewer {
   return async (token, audiences) => {

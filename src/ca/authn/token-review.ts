@@ -18,6 +18,9 @@ import type { RefusalCache } from './refusal-cache.js';
 import { requireJwtShape } from './token-shape.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
 
+/** Default bound of one TokenReview (the CA's CA_TOKEN_REVIEW_TIMEOUT_SECONDS). */
+export const TOKEN_REVIEW_TIMEOUT_MS = 5000;
+
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 export const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
 
