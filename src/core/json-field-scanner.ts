@@ -13,6 +13,8 @@
  * `JsonScanError` with the byte offset.
  */
 
+import { decodeJsonString } from './json-string.js';
+
 export class JsonScanError extends Error {
   constructor(message: string, readonly offset: number) {
     super(`${message} at byte ${offset}`);
@@ -26,10 +28,31 @@ interface PathNode {
   /** The name the value is kept under (the wanted path itself). */
   field: string | undefined;
   record: boolean;
+  /** `onClose` is told when a container at this path closes. */
+  notify: boolean;
+  /** The children by key as UTF-8 bytes (not `*`): a key without escapes is matched on its raw bytes, never decoded. */
+  keyed: ReadonlyArray<{ readonly bytes: Uint8Array; readonly node: PathNode }>;
 }
 
 function node(path: string): PathNode {
-  return { path, children: new Map(), field: undefined, record: false };
+  return { path, children: new Map(), field: undefined, record: false, notify: false, keyed: [] };
+}
+
+function indexKeys(n: PathNode): void {
+  n.keyed = [...n.children].filter(([k]) => k !== '*').map(([k, c]) => ({ bytes: Buffer.from(k, 'utf8'), node: c }));
+  for (const c of n.children.values()) indexKeys(c);
+}
+
+/** The child of `n` whose key is `chunk[from, to)` (raw bytes of a key without escapes). */
+function childAt(n: PathNode, chunk: Uint8Array, from: number, to: number): PathNode | undefined {
+  const len = to - from;
+  next: for (const k of n.keyed) {
+    const b = k.bytes;
+    if (b.length !== len) continue;
+    for (let j = 0; j < len; j++) if (chunk[from + j] !== b[j]) continue next;
+    return k.node;
+  }
+  return undefined;
 }
 
 export interface ScanSpec {
@@ -37,6 +60,8 @@ export interface ScanSpec {
   readonly fields: readonly string[];
   /** Dotted paths whose elements are records (`items.*`); field names are then relative to it. */
   readonly records?: readonly string[];
+  /** Dotted paths of containers whose end `onClose` is told about (`metadata`: a list's continue token is known then). */
+  readonly closes?: readonly string[];
 }
 
 export type ScanRecord = Record<string, string>;
@@ -59,7 +84,6 @@ interface Frame {
   readonly array: boolean;
   readonly node: PathNode | undefined;
   readonly record: ScanRecord | undefined;
-  key: string;
 }
 
 const Q = 0x22;
@@ -74,6 +98,7 @@ export class JsonFieldScanner {
   /** Paths above a wanted field that held an array (`items` when the list had its items array). */
   readonly arrays = new Set<string>();
   readonly #onRecord: (r: ScanRecord) => void;
+  readonly #onClose: (path: string) => void;
   /** Wanted fields outside every record. */
   readonly top: ScanRecord = {};
   #state: S = S.Value;
@@ -83,7 +108,8 @@ export class JsonFieldScanner {
   #strIsKey = false;
   #strKeep = false;
   #strEsc = false;
-  #strBytes: number[] = [];
+  /** Pieces of a kept string from earlier chunks. */
+  #strParts: Uint8Array[] = [];
   #strField: string | undefined;
   /** Node of the value about to start (set by the key / array element that leads to it). */
   #next: PathNode | undefined;
@@ -93,8 +119,9 @@ export class JsonFieldScanner {
   #skipEsc = false;
   #litBytes = 0;
 
-  constructor(spec: ScanSpec, onRecord: (r: ScanRecord) => void = () => undefined) {
+  constructor(spec: ScanSpec, onRecord: (r: ScanRecord) => void = () => undefined, onClose: (path: string) => void = () => undefined) {
     this.#onRecord = onRecord;
+    this.#onClose = onClose;
     const add = (path: string): PathNode => {
       let n = this.#root;
       for (const part of path.split('.')) {
@@ -106,10 +133,12 @@ export class JsonFieldScanner {
     };
     const records = spec.records ?? [];
     for (const r of records) add(r).record = true;
+    for (const c of spec.closes ?? []) add(c).notify = true;
     for (const f of spec.fields) {
       const rec = records.filter((r) => f.startsWith(`${r}.`)).sort((a, b) => b.length - a.length)[0];
       add(f).field = rec ? f.slice(rec.length + 1) : f;
     }
+    indexKeys(this.#root);
     this.#next = this.#root;
   }
 
@@ -133,7 +162,7 @@ export class JsonFieldScanner {
 
   #open(array: boolean, n: PathNode | undefined): void {
     const record = n?.record && !array ? ({} as ScanRecord) : undefined;
-    this.#stack.push({ array, node: n, record, key: '' });
+    this.#stack.push({ array, node: n, record });
     if (array) {
       if (n) this.arrays.add(n.path);
       this.#next = n?.children.get('*');
@@ -146,6 +175,7 @@ export class JsonFieldScanner {
     if (f === undefined) this.#fail('unbalanced close', at);
     if (f.record) this.#onRecord(f.record);
     this.#afterValue();
+    if (f.node?.notify) this.#onClose(f.node.path);
   }
 
   /** Feeds the next bytes of the document. */
@@ -155,50 +185,12 @@ export class JsonFieldScanner {
     while (i < n) {
       const c = chunk[i]!;
       switch (this.#state) {
-        case S.Skip: {
-          // The hot loop: bytes of subtrees nobody asked for.
-          for (; i < n; i++) {
-            const b = chunk[i]!;
-            if (this.#skipInStr) {
-              if (this.#skipEsc) this.#skipEsc = false;
-              else if (b === BS) this.#skipEsc = true;
-              else if (b === Q) this.#skipInStr = false;
-            } else if (b === Q) this.#skipInStr = true;
-            else if (b === 0x7b || b === 0x5b) this.#skipDepth++;
-            else if (b === 0x7d || b === 0x5d) {
-              if (--this.#skipDepth === 0) {
-                i++;
-                this.#afterValue();
-                break;
-              }
-            }
-          }
+        case S.Skip:
+          i = this.#skip(chunk, i);
           continue;
-        }
-        case S.Str: {
-          if (!this.#strKeep) {
-            for (; i < n; i++) {
-              const b = chunk[i]!;
-              if (this.#strEsc) this.#strEsc = false;
-              else if (b === BS) this.#strEsc = true;
-              else if (b === Q) break;
-            }
-            if (i === n) continue;
-          } else {
-            for (; i < n; i++) {
-              const b = chunk[i]!;
-              if (this.#strEsc) this.#strEsc = false;
-              else if (b === BS) this.#strEsc = true;
-              else if (b === Q) break;
-              else if (b < 0x20) this.#fail('control character in a string', i);
-              this.#strBytes.push(b);
-            }
-            if (i === n) continue;
-          }
-          i++; // the closing quote
-          this.#endString(i - 1);
+        case S.Str:
+          i = this.#string(chunk, i);
           continue;
-        }
         case S.Lit: {
           if (c === 0x2c || c === 0x7d || c === 0x5d || isWs(c)) {
             this.#afterValue();
@@ -216,6 +208,81 @@ export class JsonFieldScanner {
       if (!isWs(c)) this.#structural(c, i - 1);
     }
     this.#offset += n;
+  }
+
+  /** The hot loop: bytes of a subtree nobody asked for, from `i`; returns where it stopped (the chunk's end, or after the subtree). */
+  #skip(chunk: Uint8Array, from: number): number {
+    const n = chunk.length;
+    let inStr = this.#skipInStr;
+    let esc = this.#skipEsc;
+    let depth = this.#skipDepth;
+    let i = from;
+    for (; i < n; i++) {
+      const b = chunk[i]!;
+      if (inStr) {
+        if (esc) esc = false;
+        else if (b === BS) esc = true;
+        else if (b === Q) inStr = false;
+      } else if (b === Q) inStr = true;
+      else if (b === 0x7b || b === 0x5b) depth++;
+      else if ((b === 0x7d || b === 0x5d) && --depth === 0) {
+        i++;
+        this.#afterValue();
+        break;
+      }
+    }
+    this.#skipInStr = inStr;
+    this.#skipEsc = esc;
+    this.#skipDepth = depth;
+    return i;
+  }
+
+  /**
+   * Inside a string, from `i`: returns where it stopped (the chunk's end, or after the closing
+   * quote). A kept string is decoded from the chunk itself when it ends there; a piece before a
+   * chunk boundary is copied (the caller may reuse its buffer).
+   */
+  #string(chunk: Uint8Array, from: number): number {
+    const n = chunk.length;
+    let esc = this.#strEsc;
+    let i = from;
+    /** Bytes OR-ed (>= 0x80: not ASCII) and whether a backslash was seen, in this chunk's piece. */
+    let bits = 0;
+    let escaped = false;
+    if (!this.#strKeep) {
+      for (; i < n; i++) {
+        const b = chunk[i]!;
+        if (esc) esc = false;
+        else if (b === BS) esc = true;
+        else if (b === Q) break;
+      }
+    } else {
+      for (; i < n; i++) {
+        const b = chunk[i]!;
+        bits |= b;
+        if (esc) esc = false;
+        else if (b === BS) esc = escaped = true;
+        else if (b === Q) break;
+        else if (b < 0x20) this.#fail('control character in a string', i);
+      }
+    }
+    this.#strEsc = esc;
+    if (i === n) {
+      if (this.#strKeep) this.#strParts.push(new Uint8Array(chunk.subarray(from, n)));
+      return n;
+    }
+    if (!this.#strKeep) this.#endString('');
+    else if (this.#strParts.length > 0 || escaped) {
+      const bytes = Buffer.concat([...this.#strParts, chunk.subarray(from, i)]);
+      this.#strParts = [];
+      this.#endString(decodeJsonString(bytes, () => this.#fail('bad escape in a string', i)));
+    } else if (this.#strIsKey) {
+      this.#endKey(childAt(this.#stack[this.#stack.length - 1]!.node!, chunk, from, i));
+    } else {
+      const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.length);
+      this.#endString(buf.toString(bits < 0x80 ? 'latin1' : 'utf8', from, i));
+    }
+    return i + 1; // after the closing quote
   }
 
   /** A byte outside strings, literals and skipped subtrees (not whitespace), at offset `at` of the chunk. */
@@ -281,22 +348,24 @@ export class JsonFieldScanner {
     this.#strKeep = isKey ? this.#stack[this.#stack.length - 1]!.node !== undefined : field !== undefined;
     this.#strField = field;
     this.#strEsc = false;
-    this.#strBytes = [];
+    this.#strParts = [];
     this.#state = S.Str;
   }
 
-  #endString(at: number): void {
-    const text = this.#strKeep ? decodeJsonString(this.#strBytes, () => this.#fail('bad escape in a string', at)) : '';
-    this.#strBytes = [];
+  /** A string ended at `at`: `text` when it was kept ('' otherwise). */
+  #endString(text: string): void {
     if (this.#strIsKey) {
-      const f = this.#stack[this.#stack.length - 1]!;
-      f.key = text;
-      this.#next = f.node?.children.get(text);
-      this.#state = S.Colon;
+      this.#endKey(text === '*' ? undefined : this.#stack[this.#stack.length - 1]!.node?.children.get(text));
       return;
     }
     if (this.#strField !== undefined) this.#record()[this.#strField] = text;
     this.#afterValue();
+  }
+
+  /** A key ended: `child` is the path node it leads to (undefined: a subtree nobody asked for). */
+  #endKey(child: PathNode | undefined): void {
+    this.#next = child;
+    this.#state = S.Colon;
   }
 
   /** The document is complete; throws when it is not (truncated, empty). */
@@ -304,45 +373,4 @@ export class JsonFieldScanner {
     if (this.#state === S.Lit && this.#stack.length === 0) this.#state = S.Done;
     if (this.#state !== S.Done) this.#fail('the document ends early', 0);
   }
-}
-
-/** The text of a JSON string's raw bytes (between the quotes): UTF-8 with escapes. */
-function decodeJsonString(bytes: number[], bad: () => never): string {
-  if (!bytes.includes(BS)) return Buffer.from(bytes).toString('utf8');
-  let out = '';
-  let run: number[] = [];
-  const flush = () => {
-    if (run.length) out += Buffer.from(run).toString('utf8');
-    run = [];
-  };
-  for (let i = 0; i < bytes.length; i++) {
-    const b = bytes[i]!;
-    if (b !== BS) {
-      run.push(b);
-      continue;
-    }
-    flush();
-    const e = bytes[++i];
-    switch (e) {
-      case Q: out += '"'; break;
-      case BS: out += '\\'; break;
-      case 0x2f: out += '/'; break;
-      case 0x62: out += '\b'; break;
-      case 0x66: out += '\f'; break;
-      case 0x6e: out += '\n'; break;
-      case 0x72: out += '\r'; break;
-      case 0x74: out += '\t'; break;
-      case 0x75: {
-        const hex = String.fromCharCode(...bytes.slice(i + 1, i + 5));
-        if (!/^[0-9a-fA-F]{4}$/.test(hex)) bad();
-        out += String.fromCharCode(parseInt(hex, 16));
-        i += 4;
-        break;
-      }
-      default:
-        bad();
-    }
-  }
-  flush();
-  return out;
 }

@@ -13,6 +13,7 @@
 import { request as httpRequest, type Agent, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { KubeConfig } from '@kubernetes/client-node';
+import type { KeptAliveAgents } from './abortable-http.js';
 import { KubeApiError, KubeError } from './errors.js';
 
 /** Bytes of an error body read for its Status message. */
@@ -79,6 +80,8 @@ export interface KubeGetOptions {
   readonly nowMs: number;
   /** How the request is named in errors (default `<method> <path>`). */
   readonly what?: string;
+  /** Kept-alive connections to reuse (a paged list: one TLS handshake, not one per page); default a fresh connection per request. */
+  readonly agents?: KeptAliveAgents;
 }
 
 export interface KubeRequestOptions extends KubeGetOptions {
@@ -111,7 +114,10 @@ export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Q
   (fetchOptions.headers as { forEach(fn: (value: string, key: string) => void): void } | undefined)?.forEach((value, key) => {
     headers[key] = value;
   });
-  const agent = fetchOptions.agent as Agent | undefined;
+  const own = fetchOptions.agent as Agent | undefined;
+  const kept = options.agents?.agentFor(own);
+  if (kept) own?.destroy();
+  const agent = kept ?? own;
   const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
   return new Promise<IncomingMessage>((resolve, reject) => {
     let settled = false;
@@ -122,8 +128,8 @@ export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Q
       fn();
     };
     const req = send(url, { method, headers, ...(agent ? { agent } : {}) });
-    // The agent is ours alone (client-node makes one per call): free its sockets with the request.
-    req.on('close', () => agent?.destroy());
+    // client-node makes an agent per call: free its sockets with the request (a kept one stays).
+    if (!kept) req.on('close', () => own?.destroy());
     // TCP keepalive, as client-node's Watch sets it: a peer that vanished is noticed by the kernel too.
     req.on('socket', (socket) => socket.setKeepAlive(true, 30_000));
     const onAbort = () => {

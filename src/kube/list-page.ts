@@ -1,6 +1,14 @@
-/** A paged list (`limit`/`continue`), each page within its own request deadline. */
+/**
+ * A paged list (`limit`/`continue`), each page within its own request deadline, over kept-alive
+ * connections (one TLS handshake per list, not per page). One page ahead: a reader that can tell
+ * the continue token early (the API server writes a list's `metadata` before its `items`)
+ * lets the next page be requested while this one's items are still being decoded, so the
+ * server's work on page n+1 overlaps the client's on page n. Never more than that one page
+ * ahead: its body waits unread (TCP backpressure) until the current page is done.
+ */
 import type { IncomingMessage } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
+import { KeptAliveAgents } from './abortable-http.js';
 import { kubeGet, readJson, type Query } from './api-request.js';
 import { KubeError } from './errors.js';
 
@@ -10,8 +18,12 @@ export interface ListPage<T> {
   readonly continueToken: string | undefined;
 }
 
-/** Reads one list response into a page (default: the whole body as JSON, `readJsonPage`). */
-export type PageReader<T> = (res: IncomingMessage, what: string, signal: AbortSignal) => Promise<ListPage<T>>;
+/**
+ * Reads one list response into a page (default: the whole body as JSON, `readJsonPage`). A
+ * reader that knows the continue token before the page is complete tells `onContinue` (at most
+ * once; undefined = the last page), so the next page can be asked for meanwhile.
+ */
+export type PageReader<T> = (res: IncomingMessage, what: string, signal: AbortSignal, onContinue?: (token: string | undefined) => void) => Promise<ListPage<T>>;
 
 /** A list response read whole with JSON.parse. */
 export async function readJsonPage<T>(res: IncomingMessage, what: string, signal: AbortSignal): Promise<ListPage<T>> {
@@ -40,6 +52,10 @@ export interface ListPageRequest {
   readonly signal: AbortSignal;
   /** How a response becomes a page (default `readJsonPage`). */
   readonly readPage?: PageReader<unknown>;
+  /** Told the continue token as soon as the reader knows it. */
+  readonly onContinue?: (token: string | undefined) => void;
+  /** Kept-alive connections (default: one per request). */
+  readonly agents?: KeptAliveAgents;
 }
 
 export async function fetchListPage<T>(req: ListPageRequest): Promise<ListPage<T>> {
@@ -53,33 +69,68 @@ export async function fetchListPage<T>(req: ListPageRequest): Promise<ListPage<T
   const both = AbortSignal.any([req.signal, deadline.signal]);
   try {
     const query: Query = { ...req.query, ...(req.continueToken ? { continue: req.continueToken } : {}) };
-    const res = await kubeGet(req.kubeConfig, req.path, query, { signal: both, nowMs: req.nowMs, what });
-    return (await (req.readPage ?? readJsonPage)(res, what, both)) as ListPage<T>;
+    const res = await kubeGet(req.kubeConfig, req.path, query, { signal: both, nowMs: req.nowMs, what, ...(req.agents ? { agents: req.agents } : {}) });
+    return (await (req.readPage ?? readJsonPage)(res, what, both, req.onContinue)) as ListPage<T>;
   } finally {
     clearTimeout(timer);
   }
 }
 
-export interface ListAllRequest extends Omit<ListPageRequest, 'continueToken' | 'nowMs'> {
+export interface ListAllRequest extends Omit<ListPageRequest, 'continueToken' | 'nowMs' | 'onContinue' | 'agents'> {
   /** Read per page, for its Retry-After arithmetic. */
   readonly now: () => number;
 }
 
+/** A page request under way: `early` settles with its continue token as soon as it is known (undefined when the request failed). */
+interface PendingPage<T> {
+  readonly early: Promise<string | undefined>;
+  readonly page: Promise<ListPage<T>>;
+  readonly cancel: () => void;
+}
+
+function requestPage<T>(req: ListAllRequest, agents: KeptAliveAgents, continueToken: string | undefined): PendingPage<T> {
+  const cancel = new AbortController();
+  let tell: (token: string | undefined) => void = () => undefined;
+  const early = new Promise<string | undefined>((resolve) => (tell = resolve));
+  const { now, ...rest } = req;
+  const page = fetchListPage<T>({ ...rest, signal: AbortSignal.any([req.signal, cancel.signal]), continueToken, nowMs: now(), agents, onContinue: (t) => tell(t) });
+  page.then((p) => tell(p.continueToken), () => tell(undefined));
+  return { early, page, cancel: () => cancel.abort() };
+}
+
 /**
- * Requests page after page until the last, handing each page's items to `onPage`; resolves with
- * the list's resourceVersion and page count, or undefined when `signal` aborted meanwhile.
+ * Requests page after page until the last, handing each page's items to `onPage` in order;
+ * resolves with the list's resourceVersion (its first page's: the snapshot every page of a
+ * list is served from, and the one a watch after it must start from so that nothing changed
+ * meanwhile is missed) and page count, or undefined when `signal` aborted meanwhile. A failed
+ * page rejects the whole list (the page ahead is cancelled).
  */
 export async function listAllPages<T>(req: ListAllRequest, onPage: (items: T[]) => void): Promise<{ resourceVersion: string; pages: number } | undefined> {
-  let continueToken: string | undefined;
-  let resourceVersion = '';
+  const agents = new KeptAliveAgents();
+  let current: PendingPage<T> | undefined = requestPage<T>(req, agents, undefined);
+  let ahead: PendingPage<T> | undefined;
+  let resourceVersion: string | undefined;
   let pages = 0;
-  do {
-    const page = await fetchListPage<T>({ ...req, continueToken, nowMs: req.now() });
-    if (req.signal.aborted) return undefined;
-    pages++;
-    onPage(page.items);
-    continueToken = page.continueToken;
-    resourceVersion = page.resourceVersion;
-  } while (continueToken !== undefined);
-  return { resourceVersion, pages };
+  try {
+    while (current !== undefined) {
+      const early: string | undefined = await current.early;
+      if (early !== undefined && !req.signal.aborted) ahead = requestPage<T>(req, agents, early);
+      const page: ListPage<T> = await current.page;
+      if (req.signal.aborted) return undefined;
+      pages++;
+      resourceVersion ??= page.resourceVersion;
+      onPage(page.items);
+      if (ahead !== undefined && early !== page.continueToken) {
+        ahead.cancel();
+        ahead = undefined;
+      }
+      current = ahead ?? (page.continueToken !== undefined ? requestPage<T>(req, agents, page.continueToken) : undefined);
+      ahead = undefined;
+    }
+    return { resourceVersion: resourceVersion ?? '', pages };
+  } finally {
+    current?.cancel();
+    ahead?.cancel();
+    agents.close();
+  }
 }

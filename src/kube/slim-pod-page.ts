@@ -17,6 +17,7 @@ const POD_FIELDS = ['metadata.namespace', 'metadata.name', 'metadata.uid', 'meta
 const SPEC = {
   fields: ['metadata.resourceVersion', 'metadata.continue', ...POD_FIELDS.map((f) => `items.*.${f}`)],
   records: ['items.*'],
+  closes: ['metadata'],
 };
 
 /** What is kept of a pod (all pods of a cluster may be cached: keep it small). */
@@ -40,7 +41,18 @@ function fromRecord(r: ScanRecord): V1Pod {
 /** Scans one pod list body pushed in chunks; `finish()` gives the page. */
 export class SlimPodPageDecoder {
   readonly #items: V1Pod[] = [];
-  readonly #scanner = new JsonFieldScanner(SPEC, (r) => this.#items.push(fromRecord(r)));
+  readonly #scanner: JsonFieldScanner;
+
+  /** `onContinue` hears the list's continue token (undefined on the last page) once the list's `metadata` is read, before its items when the server writes them first. */
+  constructor(onContinue?: (token: string | undefined) => void) {
+    this.#scanner = new JsonFieldScanner(
+      SPEC,
+      (r) => this.#items.push(fromRecord(r)),
+      (path) => {
+        if (path === 'metadata') onContinue?.(continueToken(this.#scanner.top));
+      },
+    );
+  }
 
   push(chunk: Uint8Array): void {
     this.#scanner.push(chunk);
@@ -50,14 +62,18 @@ export class SlimPodPageDecoder {
     this.#scanner.end();
     if (!this.#scanner.arrays.has('items')) throw new JsonScanError('the answer has no items', 0);
     const top = this.#scanner.top;
-    const cont = top['metadata.continue'];
-    return { items: this.#items, resourceVersion: top['metadata.resourceVersion'] ?? '', continueToken: cont !== undefined && cont !== '' ? cont : undefined };
+    return { items: this.#items, resourceVersion: top['metadata.resourceVersion'] ?? '', continueToken: continueToken(top) };
   }
 }
 
+function continueToken(top: ScanRecord): string | undefined {
+  const cont = top['metadata.continue'];
+  return cont !== undefined && cont !== '' ? cont : undefined;
+}
+
 /** A `PageReader` for pods: the response streamed through `SlimPodPageDecoder`. */
-export async function readSlimPodPage(res: IncomingMessage, what: string, signal: AbortSignal): Promise<ListPage<V1Pod>> {
-  const decoder = new SlimPodPageDecoder();
+export async function readSlimPodPage(res: IncomingMessage, what: string, signal: AbortSignal, onContinue?: (token: string | undefined) => void): Promise<ListPage<V1Pod>> {
+  const decoder = new SlimPodPageDecoder(onContinue);
   let page: ListPage<V1Pod> | undefined;
   const invalid = (err: unknown) =>
     err instanceof JsonScanError ? new KubeError('ERR_KUBE_RESPONSE_INVALID', `${what}: the answer is not JSON (${err.message})`, { status: 'unavailable', cause: err }) : err;

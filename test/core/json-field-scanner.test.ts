@@ -112,3 +112,23 @@ test('malformed and truncated documents are refused', () => {
     assert.throws(() => scan(Buffer.from(text), []), (err: unknown) => err instanceof JsonScanError, text);
   }
 });
+
+test('keys are matched whether written plainly, escaped or split: escaped keys name the same fields as JSON.parse reads them', () => {
+  const text = '{"\\u006detadata":{"resourceVersion":"7"},"items":[{"meta\\u0064ata":{"n\\u0061me":"a","namespace":"n"},"spec":{"node\\u004eame":"x","nodeNam":"no","nodeNamee":"no"},"st\\"atus":{"phase":"not-me"}}]}';
+  const bytes = Buffer.from(text);
+  const want = expected(JSON.parse(text));
+  assert.deepEqual(want.records, [{ 'metadata.name': 'a', 'metadata.namespace': 'n', 'spec.nodeName': 'x' }]);
+  assert.deepEqual(scan(bytes, []), want);
+  for (let cut = 1; cut < bytes.length; cut++) assert.deepEqual(scan(bytes, [cut]), want, `cut at ${cut}`);
+});
+
+test('onClose hears a watched container end as soon as its bytes are in (a list metadata before its items)', () => {
+  const closed: Array<[string, ScanRecord]> = [];
+  const s = new JsonFieldScanner({ ...SPEC, closes: ['metadata'] }, () => undefined, (path) => closed.push([path, { ...s.top }]));
+  const head = '{"metadata":{"resourceVersion":"5","continue":"abc"},"items":[';
+  s.push(Buffer.from(head));
+  assert.deepEqual(closed, [['metadata', { 'metadata.resourceVersion': '5', 'metadata.continue': 'abc' }]], 'told before any item arrived');
+  s.push(Buffer.from('{"metadata":{"name":"p","namespace":"n"}}]}'));
+  s.end();
+  assert.equal(closed.length, 1, 'items.*.metadata is not the watched path');
+});

@@ -13,6 +13,7 @@ import { FakeClock } from '../support/fake-clock.js';
 import { createLogger, type LogFields } from '../../src/core/log.js';
 import { createPodInformer, InformerMetrics, type PodInformer } from '../../src/kube/index.js';
 import { adminClient, createPod, kubeConfigFor, type DevCluster, startCluster } from '../support/cluster.js';
+import { until } from '../support/until.js';
 
 let cluster: DevCluster;
 before(async () => {
@@ -21,14 +22,6 @@ before(async () => {
 });
 after(() => cluster.close());
 
-/** Resolves once `pred` holds, polling every 5 ms; fails after ~10 s (a wait, never a timing assertion). */
-async function until(pred: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (pred()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 function capture(): { logs: LogFields[]; logger: ReturnType<typeof createLogger> } {
   const logs: LogFields[] = [];
