@@ -1,18 +1,22 @@
 /**
  * A small Kubernetes client for the plugin: GET one pod and one namespace over HTTPS with the
- * kubeconfig's bearer token. Not @kubernetes/client-node, which costs ~650 ms to load in a process
- * that lives for one CNI call.
+ * kubeconfig's bearer token or client certificate. Not @kubernetes/client-node, which costs ~650 ms
+ * to load in a process that lives for one CNI call. node:http over a TLS socket from api-tls.ts,
+ * which checks the server's certificate before the request gets the socket (no node:https: its
+ * agent would write the request while the handshake is still under way).
  *
  * Each request ends after `requestTimeoutMs` on the plugin's clock, counted from the start of
  * the request (connect, TLS, response: one bound for all of it), or earlier when the caller's
  * signal aborts (the ADD's budget); either way its socket is destroyed.
  */
-import { request as httpsRequest } from 'node:https';
-import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpRequest, type IncomingMessage, type RequestOptions } from 'node:http';
+import type { X509Certificate } from 'node:crypto';
 import { systemClock, type Clock } from '../../core/clock.js';
 import { abortReason, deadline, isDeadlineError } from '../../core/deadline.js';
 import { CniError } from './cni-error.js';
 import type { KubeAccess } from './kubeconfig.js';
+import { connectApiServer } from './api-tls.js';
+import { parseCaBundle, UntrustedServerError } from './server-chain.js';
 
 export interface ContainerInfo {
   readonly name: string;
@@ -45,7 +49,7 @@ export interface PodSource {
 }
 
 /** Why a request failed: decides retry and the CNI code of the final error. */
-export type KubeFailure = 'unreachable' | 'server-error' | 'not-found' | 'rejected';
+export type KubeFailure = 'unreachable' | 'server-error' | 'not-found' | 'rejected' | 'untrusted';
 
 export class KubeRequestError extends CniError {
   readonly failure: KubeFailure;
@@ -111,9 +115,12 @@ export class HttpsKubeClient implements PodSource {
   readonly #access: KubeAccess;
   readonly #timeoutMs: number;
   readonly #clock: Clock;
+  #anchors: readonly X509Certificate[] | undefined;
 
   constructor(options: HttpsKubeClientOptions) {
     this.#access = options.access;
+    // Parsed once for both GETs; a CA that is not PEM certificates is a configuration error (7).
+    this.#anchors = options.access.caPem === undefined || options.access.insecureSkipTlsVerify ? undefined : parseCaBundle(options.access.caPem);
     this.#timeoutMs = options.requestTimeoutMs;
     this.#clock = options.clock ?? systemClock;
   }
@@ -153,23 +160,22 @@ export class HttpsKubeClient implements PodSource {
     const access = this.#access;
     const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'certbroker-istio-cni' };
     if (access.token) headers.authorization = `Bearer ${access.token.reveal()}`;
+    const host = url.hostname.replace(/^\[(.*)\]$/u, '$1');
     const isHttps = url.protocol === 'https:';
-    const send = isHttps ? httpsRequest : httpRequest;
+    const port = Number(url.port || (isHttps ? 443 : 80));
+    // No agent with `createConnection` (node:http uses it only then); `agent: false` would make a new Agent.
+    const tls: RequestOptions = isHttps
+      ? {
+          defaultPort: 443,
+          createConnection: (_opts, ready) => {
+            connectApiServer({ access, anchors: this.#anchors, host, port, clock: this.#clock, signal }, ready);
+            return undefined;
+          },
+        }
+      : { agent: false };
     return new Promise((resolve, reject) => {
-      const req = send(
-        url,
-        {
-          method: 'GET',
-          headers,
-          agent: false,
-          signal,
-          ...(isHttps
-            ? {
-                ...(access.caPem !== undefined ? { ca: access.caPem } : {}),
-                rejectUnauthorized: !access.insecureSkipTlsVerify,
-              }
-            : {}),
-        },
+      const req = httpRequest(
+        { host, port, path: `${url.pathname}${url.search}`, method: 'GET', headers, signal, ...tls },
         (res: IncomingMessage) => {
           const chunks: Buffer[] = [];
           let size = 0;
@@ -199,6 +205,7 @@ export class HttpsKubeClient implements PodSource {
       );
       req.on('error', (err: NodeJS.ErrnoException) => {
         if (signal.aborted) reject(abortReason(signal));
+        else if (err instanceof UntrustedServerError) reject(new KubeRequestError('untrusted', err.message));
         else reject(new KubeRequestError('unreachable', `GET ${url.pathname} on ${url.host}: ${err.code ?? err.message}`));
       });
       req.end();

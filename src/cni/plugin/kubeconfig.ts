@@ -1,8 +1,9 @@
 /**
  * Reads the kubeconfig that install-cni writes for the plugin: current context -> cluster
  * (`server`, `certificate-authority-data` or `certificate-authority`, `insecure-skip-tls-verify`)
- * and user (`token` or `tokenFile`). Only what a bearer-token client needs; anything else
- * (client certificates, exec plugins) is refused with a clear error.
+ * and user (`token` or `tokenFile`, and/or a client certificate: `client-certificate-data` /
+ * `client-certificate` with `client-key-data` / `client-key`). Exec and auth-provider plugins
+ * are refused with a clear error.
  */
 import { readFile } from 'node:fs/promises';
 import { CniError } from './cni-error.js';
@@ -13,6 +14,8 @@ export interface KubeAccess {
   readonly caPem: string | undefined;
   readonly insecureSkipTlsVerify: boolean;
   readonly token: Secret<string> | undefined;
+  /** The user's TLS client certificate (PEM chain) and its key. */
+  readonly clientCert: { readonly certPem: string; readonly keyPem: Secret<string> } | undefined;
 }
 
 type Obj = Record<string, unknown>;
@@ -34,6 +37,29 @@ async function parseDocument(text: string): Promise<unknown> {
   // Loaded only here: most ADDs (excluded namespaces, the agent's own pod) never read a kubeconfig.
   const { parse } = await import('yaml');
   return parse(text);
+}
+
+/** An inlined (`<name>-data`, base64) or file (`<name>`) PEM value of `section`; undefined when neither is set. */
+async function pemValue(section: Obj, name: string, path: string): Promise<string | undefined> {
+  const inline = section[`${name}-data`];
+  if (typeof inline === 'string') return Buffer.from(inline, 'base64').toString('utf8');
+  const file = section[name];
+  if (typeof file !== 'string') return undefined;
+  try {
+    return await readFile(file, 'utf8');
+  } catch {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: cannot read ${name} ${file}`);
+  }
+}
+
+async function clientCertificate(user: Obj, path: string): Promise<KubeAccess['clientCert']> {
+  const certPem = await pemValue(user, 'client-certificate', path);
+  const keyPem = await pemValue(user, 'client-key', path);
+  if (certPem === undefined && keyPem === undefined) return undefined;
+  if (certPem === undefined || keyPem === undefined) {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: a client certificate needs both client-certificate and client-key`);
+  }
+  return Object.freeze({ certPem, keyPem: new Secret(keyPem) });
 }
 
 export async function loadKubeconfig(path: string): Promise<KubeAccess> {
@@ -71,16 +97,7 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   if (server.protocol !== 'https:' && server.protocol !== 'http:') {
     throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: server must be https://`);
   }
-  let caPem: string | undefined;
-  if (typeof cluster['certificate-authority-data'] === 'string') {
-    caPem = Buffer.from(cluster['certificate-authority-data'], 'base64').toString('utf8');
-  } else if (typeof cluster['certificate-authority'] === 'string') {
-    try {
-      caPem = await readFile(cluster['certificate-authority'], 'utf8');
-    } catch {
-      throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: cannot read certificate-authority ${cluster['certificate-authority']}`);
-    }
-  }
+  const caPem = await pemValue(cluster, 'certificate-authority', path);
   const insecure = cluster['insecure-skip-tls-verify'] === true;
 
   let token: Secret<string> | undefined;
@@ -92,8 +109,9 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
     } catch {
       throw new CniError('ERR_CNI_TRY_AGAIN', `kubeconfig ${path}: cannot read tokenFile ${user.tokenFile}`);
     }
-  } else if (user['client-certificate-data'] !== undefined || user.exec !== undefined || user['auth-provider'] !== undefined) {
-    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: only bearer-token users are supported`);
+  } else if (user.exec !== undefined || user['auth-provider'] !== undefined) {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: exec and auth-provider users are not supported (a token or a client certificate is)`);
   }
-  return Object.freeze({ server, caPem, insecureSkipTlsVerify: insecure, token });
+  const clientCert = await clientCertificate(user, path);
+  return Object.freeze({ server, caPem, insecureSkipTlsVerify: insecure, token, clientCert });
 }

@@ -58,10 +58,29 @@ test('a missing kubeconfig is "try again later" (11); a broken one is an invalid
     'bad-server': "current-context: c\ncontexts: [{name: c, context: {cluster: k}}]\nclusters: [{name: k, cluster: {server: 'ftp://x'}}]\n",
     'exec-user':
       "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n",
+    'cert-without-key':
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {client-certificate-data: UEVN}}]\n",
+    'unreadable-client-key':
+      "current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {client-certificate-data: UEVN, client-key: /nonexistent/key.pem}}]\n",
   };
   for (const [name, text] of Object.entries(cases)) {
     const p = join(dir, name);
     writeFileSync(p, text);
     await assert.rejects(loadKubeconfig(p), (e: unknown) => e instanceof CniError && e.wireCode === 7, name);
   }
+});
+
+test('client-certificate users: inlined or file certificate and key; the key kept secret', async () => {
+  writeFileSync(join(dir, 'client.key'), 'KEY-PEM-SECRET');
+  const path = join(dir, 'kc-client.yaml');
+  const certB64 = Buffer.from('CERT-PEM').toString('base64');
+  writeFileSync(
+    path,
+    `current-context: c\ncontexts: [{name: c, context: {cluster: k, user: u}}]\nclusters: [{name: k, cluster: {server: 'https://x'}}]\nusers: [{name: u, user: {client-certificate-data: ${certB64}, client-key: ${join(dir, 'client.key')}}}]\n`,
+  );
+  const k = await loadKubeconfig(path);
+  assert.equal(k.token, undefined);
+  assert.equal(k.clientCert?.certPem, 'CERT-PEM');
+  assert.equal(k.clientCert?.keyPem.reveal(), 'KEY-PEM-SECRET');
+  assert.doesNotMatch(inspect(k) + JSON.stringify(k), /KEY-PEM-SECRET/);
 });
