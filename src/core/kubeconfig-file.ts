@@ -5,12 +5,13 @@
  * for byte. Every component and test that writes a kubeconfig renders it here: install-cni's
  * plugin kubeconfig, the devcluster's user kubeconfigs, test fixtures.
  *
- * Pure string building with no dependency (install-cni stays light; the CNI plugin and the
- * devcluster read the result with `yaml`, kubectl and client-node with their own parsers).
+ * Pure string building with no dependency (install-cni stays light; the devcluster reads the
+ * result with `yaml`, kubectl and client-node with their own parsers, the CNI plugin with
+ * `readRenderedKubeconfigFile` below and `yaml` for any other layout).
  * Strings are written plain when YAML reads them back as the same string and double-quoted
  * otherwise, so any value round-trips.
  */
-import type { Secret } from './secret.js';
+import { Secret } from './secret.js';
 
 export interface KubeconfigFile {
   /** API server URL (`https://10.96.0.1:443`). */
@@ -69,4 +70,63 @@ export function renderKubeconfigFile(f: KubeconfigFile): string {
     `    token: ${yamlString(f.token.reveal())}`,
   ];
   return `${lines.join('\n')}\n`;
+}
+
+/** A scalar as `yamlString` writes it: plain, or double-quoted with JSON and `\U` escapes. */
+function readYamlString(text: string): string | undefined {
+  if (!text.startsWith('"')) return PLAIN_SAFE.test(text) ? text : undefined;
+  try {
+    const decoded: unknown = JSON.parse(text.replace(/\\U([0-9a-f]{8})/gu, (_m, hex: string) => JSON.stringify(String.fromCodePoint(parseInt(hex, 16))).slice(1, -1)));
+    return typeof decoded === 'string' ? decoded : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The fast reader of what `renderKubeconfigFile` wrote, for short-lived readers (the CNI plugin
+ * reads the file install-cni wrote on every ADD, and a YAML parser costs it milliseconds): the
+ * fields of that exact layout, or undefined for any other text (then use a YAML parser). A result
+ * is returned only when rendering it again gives the same text byte for byte, so it is exactly
+ * what a YAML parser would have read.
+ */
+export function readRenderedKubeconfigFile(text: string): KubeconfigFile | undefined {
+  const lines = text.split('\n');
+  let i = 0;
+  const take = (prefix: string): string | undefined => {
+    const line = lines[i];
+    if (line === undefined || !line.startsWith(prefix)) return undefined;
+    i++;
+    return readYamlString(line.slice(prefix.length));
+  };
+  const exact = (line: string): boolean => lines[i] === line && ++i > 0;
+  if (!exact('apiVersion: v1') || !exact('clusters:') || !exact('- cluster:')) return undefined;
+  const caData = lines[i]?.startsWith('    certificate-authority-data: ') ? take('    certificate-authority-data: ') : undefined;
+  const insecure = exact('    insecure-skip-tls-verify: true');
+  const server = take('    server: ');
+  const clusterName = take('  name: ');
+  if (!exact('contexts:') || !exact('- context:')) return undefined;
+  const contextCluster = take('    cluster: ');
+  const namespace = lines[i]?.startsWith('    namespace: ') ? take('    namespace: ') : undefined;
+  const contextUser = take('    user: ');
+  const contextName = take('  name: ');
+  const current = take('current-context: ');
+  if (!exact('kind: Config') || !exact('users:')) return undefined;
+  const userName = take('- name: ');
+  if (!exact('  user:')) return undefined;
+  const token = take('    token: ');
+  if (server === undefined || clusterName === undefined || contextName === undefined || userName === undefined || token === undefined) return undefined;
+  if (contextCluster !== clusterName || contextUser !== userName || current !== contextName) return undefined;
+  const caPem = caData === undefined ? undefined : Buffer.from(caData, 'base64').toString('utf8');
+  const file: KubeconfigFile = {
+    server,
+    ...(caPem !== undefined ? { caPem } : {}),
+    ...(insecure ? { insecureSkipTlsVerify: true } : {}),
+    token: new Secret(token),
+    clusterName,
+    userName,
+    contextName,
+    ...(namespace !== undefined ? { namespace } : {}),
+  };
+  return renderKubeconfigFile(file) === text ? file : undefined;
 }

@@ -13,7 +13,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { KubeConfig } from '@kubernetes/client-node';
-import { renderKubeconfigFile, yamlString, type KubeconfigFile } from '../../src/core/kubeconfig-file.js';
+import { readRenderedKubeconfigFile, renderKubeconfigFile, yamlString, type KubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { Secret } from '../../src/core/secret.js';
 import { kubeconfigYaml } from '../../src/devcluster/kubeconfig.js';
 import { Scratch } from '../support/scratch.js';
@@ -118,4 +118,43 @@ test("the devcluster's kubeconfig is the shared writer's text", () => {
     kubeconfigYaml({ server: 'https://127.0.0.1:1', caCertPem, token: 't', userName: 'admin', namespace: 'shop' }),
     renderKubeconfigFile({ server: 'https://127.0.0.1:1', caPem: caCertPem, token: new Secret('t'), clusterName: 'devcluster', userName: 'admin', contextName: 'devcluster', namespace: 'shop' }),
   );
+});
+
+/** The fields of `f` as plain data (the token revealed), for deep comparison. */
+function plainFields(f: KubeconfigFile): Record<string, unknown> {
+  return Object.fromEntries(Object.entries({ ...f, token: f.token.reveal() }).filter(([, v]) => v !== undefined));
+}
+
+test('the fast reader reads every rendered variant as the YAML parser does, tricky values included', () => {
+  const variants: Array<Partial<KubeconfigFile>> = [{}, { namespace: undefined }, { caPem: undefined }, { caPem: undefined, insecureSkipTlsVerify: true }];
+  for (const value of [...TRICKY, ...PLAIN]) {
+    for (const variant of variants) {
+      const f = file({ server: value, clusterName: value, userName: value, contextName: value, namespace: value, token: new Secret(value), ...variant });
+      const text = renderKubeconfigFile(f);
+      const read = readRenderedKubeconfigFile(text);
+      assert.ok(read, `fast reader refused its own writer's text for ${JSON.stringify(value)}`);
+      assert.deepEqual(plainFields(read), plainFields(f), JSON.stringify(value));
+      assertValues(parse(text) as Parsed, read, `fast vs yaml ${JSON.stringify(value)}`);
+    }
+  }
+});
+
+test('the fast reader refuses every other layout (the caller then parses YAML)', () => {
+  const text = renderKubeconfigFile(file());
+  const others: Record<string, string> = {
+    'a comment': `# written by hand\n${text}`,
+    'CRLF line ends': text.replace(/\n/gu, '\r\n'),
+    'no final newline': text.slice(0, -1),
+    'trailing content': `${text}preferences: {}\n`,
+    'a second cluster': text.replace('contexts:', '- cluster:\n    server: https://evil:1\n  name: c2\ncontexts:'),
+    'context naming another cluster': text.replace('    cluster: c\n', '    cluster: other\n'),
+    'context naming another user': text.replace('    user: u\n', '    user: other\n'),
+    'current-context naming another context': text.replace('current-context: ctx', 'current-context: other'),
+    'insecure set to false': text.replace('    server:', '    insecure-skip-tls-verify: false\n    server:'),
+    'a single-quoted value': text.replace('    token: header.payload.signature', "    token: 'header.payload.signature'"),
+    'a flow mapping': text.replace('- cluster:\n', '- cluster: {}\n'),
+    'a client certificate user': text.replace('    token: header.payload.signature\n', '    client-certificate-data: QQ==\n    client-key-data: QQ==\n'),
+    'JSON': JSON.stringify(parse(text)),
+  };
+  for (const [name, other] of Object.entries(others)) assert.equal(readRenderedKubeconfigFile(other), undefined, name);
 });

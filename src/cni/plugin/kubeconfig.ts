@@ -8,6 +8,7 @@
 import { readFile } from 'node:fs/promises';
 import { CniError } from './cni-error.js';
 import { Secret } from '../../core/secret.js';
+import { readRenderedKubeconfigFile, type KubeconfigFile } from '../../core/kubeconfig-file.js';
 
 export interface KubeAccess {
   readonly server: URL;
@@ -62,6 +63,25 @@ async function clientCertificate(user: Obj, path: string): Promise<KubeAccess['c
   return Object.freeze({ certPem, keyPem: new Secret(keyPem) });
 }
 
+function serverUrl(raw: unknown, path: string): URL {
+  let server: URL;
+  try {
+    server = new URL(String(raw ?? ''));
+  } catch {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: cluster server ${JSON.stringify(raw)} is not a URL`);
+  }
+  if (server.protocol !== 'https:' && server.protocol !== 'http:') {
+    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: server must be https://`);
+  }
+  return server;
+}
+
+/** The access a file in install-cni's own layout gives (what the document path reads from it). */
+function fromRendered(f: KubeconfigFile, path: string): KubeAccess {
+  const token = f.token.reveal() === '' ? undefined : f.token;
+  return Object.freeze({ server: serverUrl(f.server, path), caPem: f.caPem, insecureSkipTlsVerify: f.insecureSkipTlsVerify === true, token, clientCert: undefined });
+}
+
 export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   let text: string;
   try {
@@ -73,6 +93,9 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
       details: 'install-cni writes this file when it starts',
     });
   }
+  // install-cni's own layout needs no YAML parser; any other text is parsed in full.
+  const rendered = readRenderedKubeconfigFile(text);
+  if (rendered !== undefined) return fromRendered(rendered, path);
   let doc: unknown;
   try {
     doc = await parseDocument(text);
@@ -88,15 +111,7 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   const cluster = named(doc.clusters, String(context.cluster ?? ''), 'cluster', path);
   const user = context.user === undefined ? {} : named(doc.users, String(context.user), 'user', path);
 
-  let server: URL;
-  try {
-    server = new URL(String(cluster.server ?? ''));
-  } catch {
-    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: cluster server ${JSON.stringify(cluster.server)} is not a URL`);
-  }
-  if (server.protocol !== 'https:' && server.protocol !== 'http:') {
-    throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: server must be https://`);
-  }
+  const server = serverUrl(cluster.server, path);
   const caPem = await pemValue(cluster, 'certificate-authority', path);
   const insecure = cluster['insecure-skip-tls-verify'] === true;
 

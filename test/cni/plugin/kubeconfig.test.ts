@@ -7,6 +7,9 @@ import { loadKubeconfig } from '../../../src/cni/plugin/kubeconfig.js';
 import { CniError } from '../../../src/cni/plugin/cni-error.js';
 import { INSTALL_CNI_FIXTURES } from '../../support/fixtures.js';
 import { tempDirSync } from '../../support/scratch.js';
+import { renderKubeconfig } from '../../../src/cni/install/kubeconfig.js';
+import { readRenderedKubeconfigFile } from '../../../src/core/kubeconfig-file.js';
+import { Secret } from '../../../src/core/secret.js';
 
 const installCni = INSTALL_CNI_FIXTURES;
 let dir = '';
@@ -83,4 +86,21 @@ test('client-certificate users: inlined or file certificate and key; the key kep
   assert.equal(k.clientCert?.certPem, 'CERT-PEM');
   assert.equal(k.clientCert?.keyPem.reveal(), 'KEY-PEM-SECRET');
   assert.doesNotMatch(inspect(k) + JSON.stringify(k), /KEY-PEM-SECRET/);
+});
+
+test("install-cni's own file (fast reader) and the same file in another layout (YAML parser) give the same access", async () => {
+  const caPem = readFileSync(join(installCni, 'kube-ca.crt'), 'utf8');
+  for (const skipTlsVerify of [false, true]) {
+    const text = renderKubeconfig({ serviceHost: 'fd00::1', servicePort: '443', serviceProtocol: 'https', caPem, skipTlsVerify, token: new Secret('tok.en-1') });
+    assert.ok(readRenderedKubeconfigFile(text), 'the fast path is taken for the rendered file');
+    const fast = join(dir, `fast-${skipTlsVerify}`);
+    const slow = join(dir, `slow-${skipTlsVerify}`);
+    writeFileSync(fast, text);
+    writeFileSync(slow, `# any other layout goes to the YAML parser\n${text}`);
+    const [a, b] = await Promise.all([loadKubeconfig(fast), loadKubeconfig(slow)]);
+    const plain = (k: typeof a): unknown => ({ ...k, server: k.server.href, token: k.token?.reveal() });
+    assert.deepEqual(plain(a), plain(b));
+    assert.equal(a.server.href, 'https://[fd00::1]/');
+    assert.equal(a.caPem, skipTlsVerify ? undefined : caPem);
+  }
 });
