@@ -82,6 +82,7 @@ export class LeafTemplate {
   readonly #sigAlgAndIssuer: Buffer;
   /** KU, EKU, BC and AKI extensions, encoded once. */
   readonly #fixedExtensions: Buffer;
+  readonly #maxSignatureLength: number;
 
   constructor(signer: LeafSigner) {
     if (!signer.privateKey || signer.privateKey.type !== 'private') {
@@ -100,6 +101,7 @@ export class LeafTemplate {
     this.signer = signer;
     this.algorithm = signatureAlgorithmForKey(signer.keySpec);
     this.#sigAlgAndIssuer = Buffer.concat([this.algorithm.der, signer.subjectDer]);
+    this.#maxSignatureLength = maxSignatureLength(signer.keySpec);
     const exts = [
       extension('2.5.29.15', true, LEAF_KEY_USAGE_VALUE),
       extension('2.5.29.37', false, LEAF_EXT_KEY_USAGE_VALUE),
@@ -116,49 +118,92 @@ export class LeafTemplate {
    * DER of extra GeneralNames (`encodeServingNames`: dNSNames, iPAddresses) written before it.
    */
   buildTbs(plan: LeafPlan, spki: Buffer, uri: string, servingNames?: Buffer): Buffer {
-    // Sizes first, then one allocation written front to back (no intermediate buffers).
-    const uriLen = Buffer.byteLength(uri, 'utf8');
-    const extraLen = servingNames?.length ?? 0;
-    const gnLen = extraLen + tlvSize(uriLen); // [2] dns ... [7] ip ... [6] uri
-    const namesLen = tlvSize(gnLen); // SEQUENCE { ... [6] uri }
-    const octLen = tlvSize(namesLen); // OCTET STRING { ... }
-    const sanContent = SAN_HEAD.length + octLen;
-    const extsContent = this.#fixedExtensions.length + tlvSize(sanContent);
-    const extsSeqLen = tlvSize(extsContent);
-    const notBefore = this.#time(plan.notBeforeMs, 0);
-    const notAfter = this.#time(plan.notAfterMs, 1);
-    const validityContent = notBefore.length + notAfter.length;
-    const body =
+    const out = Buffer.allocUnsafe(this.#layout(plan, spki, uri, servingNames));
+    this.#writeTbs(out, 0, plan, spki, uri, servingNames);
+    return out;
+  }
+
+  /**
+   * The whole certificate in one allocation: the TBSCertificate is written after room for the
+   * outer header, signed in place, and the signature algorithm and signature follow it (what
+   * `signTbs(buildTbs(...))` returns, without the TBS copy and the intermediate buffers).
+   */
+  buildCertificate(plan: LeafPlan, spki: Buffer, uri: string, servingNames?: Buffer): Buffer {
+    const tbsSize = this.#layout(plan, spki, uri, servingNames);
+    const alg = this.algorithm.der;
+    const out = Buffer.allocUnsafe(CERT_HEAD_ROOM + tbsSize + alg.length + tlvSize(1 + this.#maxSignatureLength));
+    const tbsEnd = this.#writeTbs(out, CERT_HEAD_ROOM, plan, spki, uri, servingNames);
+    const signature = this.#sign(out.subarray(CERT_HEAD_ROOM, tbsEnd));
+    const content = tbsSize + alg.length + tlvSize(1 + signature.length);
+    if (signature.length > this.#maxSignatureLength || tlvSize(content) - content > CERT_HEAD_ROOM) {
+      return this.#assemble(out.subarray(CERT_HEAD_ROOM, tbsEnd), signature); // never for a real leaf; kept correct anyway
+    }
+    let p = tbsEnd + alg.copy(out, tbsEnd);
+    p = writeHeader(out, p, TAG_BIT_STRING, 1 + signature.length);
+    out[p++] = 0;
+    p += signature.copy(out, p);
+    const start = CERT_HEAD_ROOM - (tlvSize(content) - content);
+    writeHeader(out, start, TAG_SEQUENCE, content);
+    return out.subarray(start, p);
+  }
+
+  /**
+   * The sizes of one TBSCertificate, kept in fields between `#layout` and `#writeTbs` (called
+   * back to back, synchronously) so that neither the sizes nor the layout allocate per leaf.
+   */
+  #uriLen = 0;
+  #gnLen = 0;
+  #namesLen = 0;
+  #sanContent = 0;
+  #extsContent = 0;
+  #extsSeqLen = 0;
+  #validityContent = 0;
+  #body = 0;
+
+  /** Lays out one TBSCertificate; returns its whole size. */
+  #layout(plan: LeafPlan, spki: Buffer, uri: string, servingNames: Buffer | undefined): number {
+    this.#uriLen = Buffer.byteLength(uri, 'utf8');
+    this.#gnLen = (servingNames?.length ?? 0) + tlvSize(this.#uriLen); // [2] dns ... [7] ip ... [6] uri
+    this.#namesLen = tlvSize(this.#gnLen); // SEQUENCE { ... [6] uri }
+    this.#sanContent = SAN_HEAD.length + tlvSize(this.#namesLen); // OID, critical, OCTET STRING { ... }
+    this.#extsContent = this.#fixedExtensions.length + tlvSize(this.#sanContent);
+    this.#extsSeqLen = tlvSize(this.#extsContent);
+    this.#validityContent = this.#time(plan.notBeforeMs, 0).length + this.#time(plan.notAfterMs, 1).length;
+    this.#body =
       VERSION_V3.length +
       tlvSize(plan.serial.length) +
       this.#sigAlgAndIssuer.length +
-      tlvSize(validityContent) +
+      tlvSize(this.#validityContent) +
       EMPTY_NAME.length +
       spki.length +
-      tlvSize(extsSeqLen);
-    const out = Buffer.allocUnsafe(tlvSize(body));
-    let p = writeHeader(out, 0, TAG_SEQUENCE, body);
+      tlvSize(this.#extsSeqLen);
+    return tlvSize(this.#body);
+  }
+
+  /** Writes the TBSCertificate `#layout` just measured at `at`; returns where it ends. */
+  #writeTbs(out: Buffer, at: number, plan: LeafPlan, spki: Buffer, uri: string, servingNames: Buffer | undefined): number {
+    let p = writeHeader(out, at, TAG_SEQUENCE, this.#body);
     p += VERSION_V3.copy(out, p);
     p = writeHeader(out, p, TAG_INTEGER, plan.serial.length);
     p += plan.serial.copy(out, p);
     p += this.#sigAlgAndIssuer.copy(out, p);
-    p = writeHeader(out, p, TAG_SEQUENCE, validityContent);
-    p += notBefore.copy(out, p);
-    p += notAfter.copy(out, p);
+    p = writeHeader(out, p, TAG_SEQUENCE, this.#validityContent);
+    p += this.#time(plan.notBeforeMs, 0).copy(out, p);
+    p += this.#time(plan.notAfterMs, 1).copy(out, p);
     p += EMPTY_NAME.copy(out, p);
     p += spki.copy(out, p);
-    p = writeHeader(out, p, 0xa3, extsSeqLen);
-    p = writeHeader(out, p, TAG_SEQUENCE, extsContent);
+    p = writeHeader(out, p, 0xa3, this.#extsSeqLen);
+    p = writeHeader(out, p, TAG_SEQUENCE, this.#extsContent);
     p += this.#fixedExtensions.copy(out, p);
-    p = writeHeader(out, p, TAG_SEQUENCE, sanContent);
+    p = writeHeader(out, p, TAG_SEQUENCE, this.#sanContent);
     p += SAN_HEAD.copy(out, p);
-    p = writeHeader(out, p, TAG_OCTET_STRING, namesLen);
-    p = writeHeader(out, p, TAG_SEQUENCE, gnLen);
+    p = writeHeader(out, p, TAG_OCTET_STRING, this.#namesLen);
+    p = writeHeader(out, p, TAG_SEQUENCE, this.#gnLen);
     if (servingNames) p += servingNames.copy(out, p);
-    p = writeHeader(out, p, 0x86, uriLen);
+    p = writeHeader(out, p, 0x86, this.#uriLen);
     p += out.write(uri, p, 'utf8');
-    if (p !== out.length) throw new PkiError('ERR_PKI_SIGN_FAILED', 'internal error: TBSCertificate size mismatch');
-    return out;
+    if (p !== at + tlvSize(this.#body)) throw new PkiError('ERR_PKI_SIGN_FAILED', 'internal error: TBSCertificate size mismatch');
+    return p;
   }
 
   /** Time encodings change once a second: keep the last one per slot (0 notBefore, 1 notAfter). */
@@ -174,14 +219,30 @@ export class LeafTemplate {
 
   /** Signs a TBSCertificate and returns the Certificate DER. */
   signTbs(tbs: Buffer): Buffer {
-    let signature: Buffer;
+    return this.#assemble(tbs, this.#sign(tbs));
+  }
+
+  #sign(tbs: Buffer): Buffer {
     try {
-      signature = sign(this.algorithm.hash, tbs, this.signer.privateKey);
+      return sign(this.algorithm.hash, tbs, this.signer.privateKey);
     } catch (err) {
       throw new PkiError('ERR_PKI_SIGN_FAILED', 'signing the certificate failed', err);
     }
+  }
+
+  #assemble(tbs: Buffer, signature: Buffer): Buffer {
     return tlv(TAG_SEQUENCE, tbs, this.algorithm.der, tlv(TAG_BIT_STRING, Buffer.from([0]), signature));
   }
+}
+
+/** Room before the TBSCertificate for the Certificate's own header (tag + up to 3 length octets). */
+const CERT_HEAD_ROOM = 4;
+
+/** The longest DER signature `spec`'s key makes: ECDSA SEQUENCE of two INTEGERs, or the RSA modulus. */
+function maxSignatureLength(spec: KeySpec): number {
+  if (spec.kind === 'rsa') return Math.ceil(spec.bits / 8);
+  const n = spec.curve === 'P-384' ? 48 : 32;
+  return tlvSize(2 * tlvSize(n + 1));
 }
 
 export interface LeafRequest {
@@ -221,6 +282,9 @@ export interface FastLeafIssuerOptions {
   readonly maxTtlSeconds?: number;
 }
 
+/** How many valid SPIFFE IDs a FastLeafIssuer remembers (then it starts over). */
+const MAX_REMEMBERED_IDS = 1024;
+
 /** CSR parse + verify + leaf build + sign + PEM, on the current thread. */
 export class FastLeafIssuer {
   readonly #template: LeafTemplate;
@@ -236,7 +300,7 @@ export class FastLeafIssuer {
   }
 
   issue(request: LeafRequest): IssuedLeaf {
-    parseSpiffeId(request.spiffeId);
+    this.#checkSpiffeId(request.spiffeId);
     return this.#build(request, parseCsr(request.csr));
   }
 
@@ -245,7 +309,7 @@ export class FastLeafIssuer {
    * import goes through `parseCsrAsync`). What the CA and the pool workers use.
    */
   async issueAsync(request: LeafRequest): Promise<IssuedLeaf> {
-    parseSpiffeId(request.spiffeId);
+    this.#checkSpiffeId(request.spiffeId);
     return this.#build(request, await parseCsrAsync(request.csr));
   }
 
@@ -254,8 +318,18 @@ export class FastLeafIssuer {
    * possession the API server verified): the caller vouches for possession, not this method.
    */
   issueForKey(request: KeyLeafRequest): IssuedLeaf {
-    parseSpiffeId(request.spiffeId);
+    this.#checkSpiffeId(request.spiffeId);
     return this.#build(request, importSubjectKey(request.spki));
+  }
+
+  /** SPIFFE IDs that parsed, so a busy issuer (a pool worker) does not parse the same few again per leaf. */
+  readonly #validIds = new Set<string>();
+
+  #checkSpiffeId(id: string): void {
+    if (this.#validIds.has(id)) return;
+    parseSpiffeId(id); // throws a coded SpiffeError for a bad one, which is not remembered
+    if (this.#validIds.size >= MAX_REMEMBERED_IDS) this.#validIds.clear();
+    this.#validIds.add(id);
   }
 
   #build(request: Omit<LeafRequest, 'csr'>, csr: { readonly spki: Buffer }): IssuedLeaf {
@@ -267,7 +341,7 @@ export class FastLeafIssuer {
       randomBytes: this.#randomBytes,
     });
     const names = request.servingNames && request.servingNames.length > 0 ? encodeServingNames(request.servingNames) : undefined;
-    const der = this.#template.signTbs(this.#template.buildTbs(plan, csr.spki, request.spiffeId, names));
+    const der = this.#template.buildCertificate(plan, csr.spki, request.spiffeId, names);
     return {
       der,
       pem: pemEncode('CERTIFICATE', der),

@@ -73,8 +73,8 @@ export function randomSerial(randomBytes: RandomBytes = pooledRandomBytes): Buff
 
 /** Lowercase hex of a serial's INTEGER content without a sign-padding zero. */
 export function serialHex(serial: Uint8Array): string {
-  const b = Buffer.from(serial);
-  return (b.length > 1 && b[0] === 0 ? b.subarray(1) : b).toString('hex');
+  const b = Buffer.isBuffer(serial) ? serial : Buffer.from(serial.buffer, serial.byteOffset, serial.byteLength);
+  return b.toString('hex', b.length > 1 && b[0] === 0 ? 1 : 0);
 }
 
 export function planLeaf(input: LeafPlanInput): LeafPlan {

@@ -156,3 +156,56 @@ test('fast CSR parse agrees with @peculiar/x509 on the SPKI and the signature ve
     assert.equal(fastOk, i % 2 === 0, `case ${i}`);
   }
 });
+
+/** The rule csrDer applied before its one-pass scan: strip `\s`, then a strict base64 pattern. */
+function strippedBodyRule(body: string): Buffer | 'ERR_PKI_PEM_INVALID' {
+  const b64 = body.replace(/\s+/g, '');
+  if (b64 === '' || b64.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(b64)) return 'ERR_PKI_PEM_INVALID';
+  return Buffer.from(b64, 'base64');
+}
+
+test('csrDer reads a PEM body exactly as stripping its whitespace and matching strict base64 did', async () => {
+  const key = await generateKeyPair();
+  const b64 = createCsr({ privateKey: key.privateKey, uri: ID }).der.toString('base64');
+  const bodies = [
+    b64,
+    b64.replace(/(.{64})/g, '$1\n'),
+    b64.replace(/(.{76})/g, '$1\r\n'),
+    b64.replace(/(.{10})/g, '$1 \t'),
+    b64.replace(/(.{33})/g, '$1\v\f'),
+    b64.replace(/(.{20})/g, '$1\u00a0'),
+    b64.replace(/(.{20})/g, '$1\u2028\u3000'),
+    `\n\n${b64}\n\n`,
+    b64.slice(0, -1),
+    b64.slice(0, -2) + '=',
+    b64 + '=',
+    b64 + '====',
+    b64.slice(0, 40) + '=' + b64.slice(41),
+    b64.slice(0, 40) + '!' + b64.slice(41),
+    b64.slice(0, 40) + '-' + b64.slice(41),
+    b64.slice(0, 40) + '_' + b64.slice(41),
+    b64.slice(0, 40) + 'é' + b64.slice(41),
+    b64.slice(0, 40) + '\u0000' + b64.slice(41),
+    '',
+    ' \n\t ',
+    '====',
+    'AA==',
+    'AA=\n=',
+    'AA== \n',
+    'A===',
+    'AAA=',
+    'AA=A',
+  ];
+  for (const [i, body] of bodies.entries()) {
+    const pem = `-----BEGIN CERTIFICATE REQUEST-----\n${body}\n-----END CERTIFICATE REQUEST-----\n`;
+    const want = strippedBodyRule(body);
+    let got: Buffer | string;
+    try {
+      got = csrDer(pem);
+    } catch (err) {
+      got = err instanceof PkiError ? err.code : String(err);
+    }
+    if (typeof want === 'string') assert.equal(got, want, `body ${i}`);
+    else assert.ok(Buffer.isBuffer(got) && got.equals(want), `body ${i}: same DER`);
+  }
+});
