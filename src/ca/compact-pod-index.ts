@@ -1,24 +1,34 @@
 /**
- * The CA's pod index at cluster scale: per pod only what node authorization reads, in columns.
- * A pod is a slot: its `namespace/name` key (the one string per pod, also the map key), its UID
- * as 16 bytes when it is a UUID (as the API server makes them; any other UID is kept as a
- * string), and small numbers for namespace, service account, node and phase, which are interned
- * (a cluster has few distinct ones). Each node has the list of its pods' slots and, beside it,
- * their (namespace, service account) ids, so `podsOnNode` reads what the node holds, in order,
- * and touches a pod's columns only when it matches.
+ * The CA's pod index at cluster scale: per pod only what node authorization reads. A pod is a
+ * slot: its `namespace/name` key (the one string per pod, also the map key) and one 32-byte row
+ * (namespace, service account, node and phase as interned ids — a cluster has few distinct
+ * ones — and the UID as 16 bytes when it is a UUID, as the API server makes them; any other UID
+ * is kept as a string), so reading a pod touches one cache line beside its key. The node check
+ * (`hasActivePodOnNode`) is one probe of the (node, namespace, account) counts
+ * (node-account-counts.ts) instead of a walk of the node's pods: its cost does not grow with
+ * the cluster. Each node also keeps its slots, for `podsOnNode`.
  *
  * It is the informer's store (InformerStore): list pages and watch events upsert into it as
  * they are decoded, and a complete re-list drops the pods it did not name (a generation per
- * slot), so no second copy of the cluster is built for the diff. Unscheduled pods are in no
- * node's list (`podsOnNode` is only asked for the caller pod's node).
+ * slot), so no second copy of the cluster is built for the diff. Unscheduled pods are on no
+ * node (`podsOnNode` and `hasActivePodOnNode` are only asked for the caller pod's node).
  */
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorEvent, type Applied, type InformerStore, type WatchEvent } from '../kube/informer-cache.js';
-import type { PodIndex, PodInfo, PodRef } from './pod-index.js';
+import { NodeAccountCounts } from './node-account-counts.js';
+import type { NodeAccountKey, PodIndex, PodInfo, PodRef } from './pod-index.js';
+import { parseUuid, uuidText } from './uuid-words.js';
 
 const PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Unknown'];
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const HEX = Array.from({ length: 256 }, (_, i) => i.toString(16).padStart(2, '0'));
+const SUCCEEDED = 2;
+const FAILED = 3;
+/** Row: namespace, service account, node + 1 (0 = unscheduled), phase, UID (4 words); 32 bytes. */
+const ROW = 8;
+const R_NS = 0;
+const R_SA = 1;
+const R_NODE = 2;
+const R_PHASE = 3;
+const R_UID = 4;
 
 /** Strings to small numbers and back; never forgets (namespaces, accounts, nodes, phases are few). */
 class Interned {
@@ -40,31 +50,28 @@ class Interned {
   }
 }
 
-function grow<A extends Uint32Array | Uint8Array>(a: A, need: number, make: (n: number) => A): A {
+function grow<A extends Uint32Array>(a: A, need: number, make: (n: number) => A): A {
   if (need <= a.length) return a;
   const b = make(Math.max(need, a.length * 2, 1024));
   b.set(a);
   return b;
 }
 
+const active = (phase: number) => phase !== SUCCEEDED && phase !== FAILED;
+
 export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   readonly #what: string;
   readonly #slotByKey = new Map<string, number>();
   #keys: Array<string | undefined> = [];
-  #ns = new Uint32Array(0);
-  #sa = new Uint32Array(0);
-  #node = new Uint32Array(0);
+  #rows = new Uint32Array(0);
   #gen = new Uint32Array(0);
-  #phase = new Uint32Array(0);
-  /** 16 bytes per slot: the UID when it is a UUID. */
-  #uid = new Uint8Array(0);
   /** UIDs that are not UUIDs, by slot. */
   readonly #otherUid = new Map<number, string>();
   readonly #free: number[] = [];
-  /** Slots per node id (unscheduled pods are in none), and beside them each slot's account id, so a node check reads two short arrays in order. */
+  /** Slots per node id (unscheduled pods are in none). */
   readonly #onNode: number[][] = [];
-  readonly #onNodeAccount: number[][] = [];
-  readonly #strings = { ns: new Interned(), sa: new Interned(), node: new Interned(), phase: new Interned(), account: new Interned() };
+  readonly #active = new NodeAccountCounts();
+  readonly #strings = { ns: new Interned(), sa: new Interned(), node: new Interned(), phase: new Interned() };
   #generation = 0;
   #synced: boolean;
 
@@ -91,33 +98,26 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const key = `${pod.namespace}/${pod.name}`;
     let slot = this.#slotByKey.get(key);
     const nodeId = pod.nodeName === '' ? undefined : this.#strings.node.id(pod.nodeName);
-    const nsId = this.#strings.ns.id(pod.namespace);
-    const saId = this.#strings.sa.id(pod.serviceAccountName);
-    if (slot !== undefined) {
-      const old = this.#nodeOf(slot);
-      if (old !== undefined) this.#unlink(old, slot);
-    } else {
+    if (slot !== undefined) this.#unplace(slot);
+    else {
       slot = this.#free.pop() ?? this.#keys.length;
       this.#ensure(slot + 1);
       this.#keys[slot] = key;
       this.#slotByKey.set(key, slot);
     }
+    const r = this.#rows;
+    const o = slot * ROW;
+    r[o + R_NS] = this.#strings.ns.id(pod.namespace);
+    r[o + R_SA] = this.#strings.sa.id(pod.serviceAccountName);
+    r[o + R_NODE] = nodeId === undefined ? 0 : nodeId + 1;
+    r[o + R_PHASE] = this.#strings.phase.id(pod.phase);
     if (nodeId !== undefined) {
       (this.#onNode[nodeId] ??= []).push(slot);
-      (this.#onNodeAccount[nodeId] ??= []).push(this.#strings.account.id(`${nsId}/${saId}`));
+      if (active(r[o + R_PHASE]!)) this.#active.add(nodeId, r[o + R_NS]!, r[o + R_SA]!);
     }
-    this.#ns[slot] = nsId;
-    this.#sa[slot] = saId;
-    this.#node[slot] = nodeId === undefined ? 0 : nodeId + 1;
-    this.#phase[slot] = this.#strings.phase.id(pod.phase);
     this.#gen[slot] = this.#generation;
     this.#otherUid.delete(slot);
-    if (UUID.test(pod.uid)) {
-      for (let i = 0, j = 0; i < 16; i++, j += 2) {
-        if (j === 8 || j === 13 || j === 18 || j === 23) j++;
-        this.#uid[slot * 16 + i] = parseInt(pod.uid.slice(j, j + 2), 16);
-      }
-    } else this.#otherUid.set(slot, pod.uid);
+    if (!parseUuid(pod.uid, r, o + R_UID)) this.#otherUid.set(slot, pod.uid);
   }
 
   remove(ref: PodRef): void {
@@ -125,8 +125,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const slot = this.#slotByKey.get(key);
     if (slot === undefined) return;
     this.#slotByKey.delete(key);
-    const nodeId = this.#nodeOf(slot);
-    if (nodeId !== undefined) this.#unlink(nodeId, slot);
+    this.#unplace(slot);
     this.#keys[slot] = undefined;
     this.#otherUid.delete(slot);
     this.#free.push(slot);
@@ -137,18 +136,21 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     return slot === undefined ? undefined : this.#info(slot);
   }
 
-  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
+  hasActivePodOnNode(key: NodeAccountKey): boolean {
+    const node = this.#strings.node.find(key.nodeName);
+    const ns = this.#strings.ns.find(key.namespace);
+    const sa = this.#strings.sa.find(key.serviceAccountName);
+    return node !== undefined && ns !== undefined && sa !== undefined && this.#active.count(node, ns, sa) > 0;
+  }
+
+  podsOnNode(key: NodeAccountKey): readonly PodInfo[] {
     const nodeId = this.#strings.node.find(key.nodeName);
     const ns = this.#strings.ns.find(key.namespace);
     const sa = this.#strings.sa.find(key.serviceAccountName);
-    if (nodeId === undefined || ns === undefined || sa === undefined) return [];
-    const account = this.#strings.account.find(`${ns}/${sa}`);
-    const accounts = this.#onNodeAccount[nodeId];
-    if (account === undefined || accounts === undefined) return [];
-    const slots = this.#onNode[nodeId]!;
-    const out: PodInfo[] = [];
-    for (let i = 0; i < accounts.length; i++) if (accounts[i] === account) out.push(this.#info(slots[i]!));
-    return out;
+    const slots = nodeId === undefined ? undefined : this.#onNode[nodeId];
+    if (slots === undefined || ns === undefined || sa === undefined) return [];
+    const r = this.#rows;
+    return slots.filter((s) => r[s * ROW + R_NS] === ns && r[s * ROW + R_SA] === sa).map((s) => this.#info(s));
   }
 
   /** Every pod (a copy). */
@@ -206,53 +208,39 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     return rv ? { resourceVersion: rv } : {};
   }
 
-  #nodeOf(slot: number): number | undefined {
-    const n = this.#node[slot]!;
-    return n === 0 ? undefined : n - 1;
-  }
-
-  #unlink(nodeId: number, slot: number): void {
+  /** Takes a stored slot off its node (its list and the active counts). */
+  #unplace(slot: number): void {
+    const o = slot * ROW;
+    const n = this.#rows[o + R_NODE]!;
+    if (n === 0) return;
+    const nodeId = n - 1;
     const list = this.#onNode[nodeId]!;
-    const accounts = this.#onNodeAccount[nodeId]!;
     const i = list.indexOf(slot);
     list[i] = list[list.length - 1]!;
     list.pop();
-    accounts[i] = accounts[accounts.length - 1]!;
-    accounts.pop();
+    if (active(this.#rows[o + R_PHASE]!)) this.#active.remove(nodeId, this.#rows[o + R_NS]!, this.#rows[o + R_SA]!);
+    this.#rows[o + R_NODE] = 0;
   }
 
   #ensure(n: number): void {
-    this.#ns = grow(this.#ns, n, (k) => new Uint32Array(k));
-    this.#sa = grow(this.#sa, n, (k) => new Uint32Array(k));
-    this.#node = grow(this.#node, n, (k) => new Uint32Array(k));
+    this.#rows = grow(this.#rows, n * ROW, (k) => new Uint32Array(k));
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
-    this.#phase = grow(this.#phase, n, (k) => new Uint32Array(k));
-    this.#uid = grow(this.#uid, n * 16, (k) => new Uint8Array(k));
   }
 
   #info(slot: number): PodInfo {
     const key = this.#keys[slot]!;
-    const nsName = this.#strings.ns.names[this.#ns[slot]!]!;
-    const node = this.#nodeOf(slot);
+    const r = this.#rows;
+    const o = slot * ROW;
+    const nsName = this.#strings.ns.names[r[o + R_NS]!]!;
+    const node = r[o + R_NODE]!;
     return {
       namespace: nsName,
       name: key.slice(nsName.length + 1),
-      uid: this.#otherUid.get(slot) ?? this.#uuid(slot),
-      serviceAccountName: this.#strings.sa.names[this.#sa[slot]!]!,
-      nodeName: node === undefined ? '' : this.#strings.node.names[node]!,
-      phase: this.#strings.phase.names[this.#phase[slot]!]!,
+      uid: this.#otherUid.get(slot) ?? uuidText(r, o + R_UID),
+      serviceAccountName: this.#strings.sa.names[r[o + R_SA]!]!,
+      nodeName: node === 0 ? '' : this.#strings.node.names[node - 1]!,
+      phase: this.#strings.phase.names[r[o + R_PHASE]!]!,
     };
-  }
-
-  #uuid(slot: number): string {
-    const b = this.#uid;
-    const o = slot * 16;
-    let s = '';
-    for (let i = 0; i < 16; i++) {
-      if (i === 4 || i === 6 || i === 8 || i === 10) s += '-';
-      s += HEX[b[o + i]!];
-    }
-    return s;
   }
 }
 

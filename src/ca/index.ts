@@ -104,9 +104,10 @@ export { applyRotationStep, describeStoredCa, rotationPhase, trustedRootsDer, RO
 export { rotateStoredRoot } from './rotate-root.js';
 export { RootsFile, rootsOf, ROOTS_FILE_POLL_MS, type Roots } from './signers/roots-file.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
-export { InMemoryPodIndex, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
+export { InMemoryPodIndex, isActivePhase, type NodeAccountKey, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer, toPodInfo } from './pod-informer.js';
 export { CompactPodIndex } from './compact-pod-index.js';
+export { NodeAccountCounts } from './node-account-counts.js';
 export { CertificateService, MALFORMED_REQUEST } from './certificate-service.js';
 export { AuthenticatorChain, unverifiedJwtExpiryMs, type Authenticator } from './authn/authenticator.js';
 export { TokenReviewAuthenticator, callerFromReview, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';

@@ -56,10 +56,8 @@ export class NodeAuthorizer {
     const callerPod = this.#callerPod(caller, callerAccount);
     if (this.#authorities.has(callerAccount)) return requested;
     const nodeName = callerPod.nodeName;
-    const candidates = nodeName === ''
-      ? []
-      : this.#pods.podsOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
-    if (!candidates.some((p) => p.phase !== 'Failed' && p.phase !== 'Succeeded')) {
+    const onNode = nodeName !== '' && this.#pods.hasActivePodOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
+    if (!onNode) {
       throw authzError(
         'ERR_CA_NO_POD_ON_NODE',
         `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`,

@@ -21,12 +21,26 @@ export interface PodRef {
   readonly name: string;
 }
 
+/** A service account on a node. */
+export interface NodeAccountKey {
+  readonly namespace: string;
+  readonly serviceAccountName: string;
+  readonly nodeName: string;
+}
+
 export interface PodIndex {
   /** True once the initial list is complete. */
   readonly synced: boolean;
   getPod(ref: PodRef): PodInfo | undefined;
   /** Pods with this (namespace, serviceAccountName, nodeName). */
-  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[];
+  podsOnNode(key: NodeAccountKey): readonly PodInfo[];
+  /** Whether one of them is active (phase neither Succeeded nor Failed): the node authorizer's question. */
+  hasActivePodOnNode(key: NodeAccountKey): boolean;
+}
+
+/** A pod that can still run (and so stand for its identity on its node). */
+export function isActivePhase(phase: string): boolean {
+  return phase !== 'Failed' && phase !== 'Succeeded';
 }
 
 function saNodeKey(namespace: string, serviceAccountName: string, nodeName: string): string {
@@ -93,8 +107,14 @@ export class InMemoryPodIndex implements PodIndex {
     return this.#byName.get(`${ref.namespace}/${ref.name}`);
   }
 
-  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
+  podsOnNode(key: NodeAccountKey): readonly PodInfo[] {
     const bucket = this.#bySaNode.get(saNodeKey(key.namespace, key.serviceAccountName, key.nodeName));
     return bucket ? [...bucket.values()] : [];
+  }
+
+  hasActivePodOnNode(key: NodeAccountKey): boolean {
+    const bucket = this.#bySaNode.get(saNodeKey(key.namespace, key.serviceAccountName, key.nodeName));
+    if (bucket) for (const p of bucket.values()) if (isActivePhase(p.phase)) return true;
+    return false;
   }
 }

@@ -18,7 +18,7 @@ import type { InformerSettings } from '../kube/informer-settings.js';
 import { createPodInformer, type PodInformer as KubePodInformer } from '../kube/pod-informer.js';
 import { readSlimPodPage } from '../kube/slim-pod-page.js';
 import { CompactPodIndex } from './compact-pod-index.js';
-import type { PodIndex, PodInfo, PodRef } from './pod-index.js';
+import type { NodeAccountKey, PodIndex, PodInfo, PodRef } from './pod-index.js';
 
 export interface PodInformerOptions {
   readonly kubeConfig: KubeConfig;
@@ -75,10 +75,14 @@ export class PodInformer implements PodIndex {
     return this.#index.getPod(ref);
   }
 
-  podsOnNode(key: { readonly namespace: string; readonly serviceAccountName: string; readonly nodeName: string }): readonly PodInfo[] {
+  podsOnNode(key: NodeAccountKey): readonly PodInfo[] {
     // Pods without a service account (see toPodInfo) stand for no identity.
     if (key.serviceAccountName === '') return [];
     return this.#index.podsOnNode(key);
+  }
+
+  hasActivePodOnNode(key: NodeAccountKey): boolean {
+    return key.serviceAccountName !== '' && this.#index.hasActivePodOnNode(key);
   }
 
   /** Starts the list+watch in the background (retrying until it works, or `stop()`/`signal`). */

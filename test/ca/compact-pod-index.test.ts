@@ -58,17 +58,21 @@ test('the compact index answers as the map-based index on a generated cluster un
     const namespaces = [...new Set(names.map((p) => p.namespace))];
     const accounts = [...new Set(names.map((p) => p.serviceAccountName)), '', 'nobody'];
     let nonEmpty = 0;
+    let active = 0;
     for (let n = 0; n < shape.nodes; n++) {
       for (const namespace of namespaces) {
         for (const serviceAccountName of accounts) {
           const key = { namespace, serviceAccountName, nodeName: nodeName(n) };
           const want = sorted(old.podsOnNode(key));
           assert.deepEqual(sorted(compact.podsOnNode(key)), want, `seed ${seed}: podsOnNode ${JSON.stringify(key)}`);
+          assert.equal(compact.hasActivePodOnNode(key), old.hasActivePodOnNode(key), `seed ${seed}: hasActivePodOnNode ${JSON.stringify(key)}`);
+          if (old.hasActivePodOnNode(key)) active++;
           if (want.length > 0) nonEmpty++;
         }
       }
     }
     assert.ok(nonEmpty > 100, 'the comparison saw populated nodes');
+    assert.ok(active > 50 && active < nonEmpty, 'and nodes where only finished pods of an account are left');
     assert.deepEqual(compact.podsOnNode({ namespace: 'nope', serviceAccountName: 'x', nodeName: nodeName(1) }), []);
   }
 });
