@@ -207,6 +207,54 @@ async function runChild(): Promise<void> {
   process.disconnect();
 }
 
+interface Allocation {
+  readonly asyncBytes: number;
+  readonly syncBytes: number;
+}
+
+/**
+ * JS heap allocated per certificate, in a child whose young generation (128 MiB) holds a whole
+ * measurement, so no GC runs inside it: heapUsed after N issues minus before, / N, median of 3.
+ * Unlike the rates it does not move with the machine's load.
+ */
+function measureAllocation(): Promise<Allocation> {
+  return new Promise((resolveRun, reject) => {
+    const child = fork(fileURLToPath(import.meta.url), ['--alloc-child'], {
+      execArgv: ['--expose-gc', '--max-semi-space-size=128', '--min-semi-space-size=128'],
+      serialization: 'advanced',
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
+    child.once('message', (m) => resolveRun(m as Allocation));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? undefined : reject(new Error(`allocation child exited with ${code}`))));
+  });
+}
+
+async function runAllocChild(): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error('the allocation child needs --expose-gc');
+  const { FastLeafIssuer: Issuer, caKeyMaterial: material, createRootCa: root, createCsr: csr, generateKeyPair: keyPair } = await import('../src/pki/index.js');
+  const ca = await root({ subject: 'O=cluster.local', ttlSeconds: 365 * 86400 });
+  const issuer = new Issuer({ signer: material({ cert: ca.cert, keyObject: ca.privateKey }).leafSigner });
+  const csrs = await Promise.all(Array.from({ length: 256 }, async () => csr({ privateKey: (await keyPair()).privateKey, uri: ID }).pem));
+  const perIssue = async (one: (i: number) => unknown): Promise<number> => {
+    for (let i = 0; i < 500; i++) await one(i);
+    const reps: number[] = [];
+    for (let r = 0; r < 3; r++) {
+      gc();
+      const before = process.memoryUsage().heapUsed;
+      for (let i = 0; i < 1500; i++) await one(i);
+      reps.push((process.memoryUsage().heapUsed - before) / 1500);
+    }
+    return median(reps);
+  };
+  const request = (i: number) => ({ csr: csrs[i % csrs.length]!, spiffeId: ID, ttlSeconds: 86400 });
+  const asyncBytes = await perIssue((i) => issuer.issueAsync(request(i)));
+  const syncBytes = await perIssue((i) => issuer.issue(request(i)));
+  process.send!({ asyncBytes, syncBytes });
+  process.disconnect();
+}
+
 /**
  * The issue's reference, measured in the same run: Go crypto/x509 doing the same job
  * (bench/go-issue/main.go). Built once with the local Go toolchain; skipped without one.
@@ -257,6 +305,7 @@ async function main(): Promise<void> {
   const pool = new LeafIssuerPool({ signer: material.leafSigner, size });
   const pool1 = new LeafIssuerPool({ signer: material.leafSigner, size: 1 });
   const go = buildGoBaseline();
+  const allocation = await measureAllocation();
 
   const scenarios: Scenario[] = [
     { name: 'node:crypto P-256 sign (cached KeyObject)', rates: [], run: async (ms) => loopSync(ms, () => sign('sha256', tbsLike, material.keyObject)) },
@@ -361,6 +410,7 @@ async function main(): Promise<void> {
     `Run ${when}, ${ROUNDS} rounds × ${SECONDS} s per scenario, interleaved, median shown; ${cpus().length} cores (${cpus()[0]?.model ?? 'unknown'}), Node ${process.version}; load average at start ${loadStart}, at end ${loadavg()[0]!.toFixed(1)} (other work on the shared cores lowers every rate; compare ratios).`,
     'One issue = CSR PEM → DER, DER walk, P-256 key import, CSR signature verify, TBSCertificate from the DER template,',
     'ECDSA P-256 sign with the cached CA KeyObject, PEM. CSRs: 512 distinct keys, rotated (every real CSR brings a new key).',
+    `JS heap allocated per certificate (one thread, no GC in the window: a child with a 128 MiB young generation): issueAsync ${(allocation.asyncBytes / 1024).toFixed(1)} KiB, sync issue ${(allocation.syncBytes / 1024).toFixed(1)} KiB.`,
     'The pool keeps 256 requests in flight; it can only scale when the second core is idle ("cores busy" is this process\'s',
     'CPU time over wall time: near 2 for the pool means both cores were ours, near 1 means other work held the second one).',
     '',
@@ -395,7 +445,12 @@ async function main(): Promise<void> {
   writeDocSection({ root: ROOT, marker: 'pki-issue', heading: 'PKI leaf issuing, in process (`npm run bench:pki`)', body, file: process.env.BENCH_PKI_DOCS });
 }
 
-if (process.argv[2] === '--child') {
+if (process.argv[2] === '--alloc-child') {
+  runAllocChild().catch((err: unknown) => {
+    process.stderr.write(`bench:pki alloc child: ${err instanceof Error ? err.stack : String(err)}\n`);
+    process.exit(1);
+  });
+} else if (process.argv[2] === '--child') {
   runChild().catch((err: unknown) => {
     process.stderr.write(`bench:pki child: ${err instanceof Error ? err.stack : String(err)}\n`);
     process.exit(1);
