@@ -46,9 +46,26 @@ function children(buf: Buffer, outer: Tlv): Tlv[] {
   return out;
 }
 
-function readExtensions(buf: Buffer, extensions: Tlv): { uriSans: string[]; isCa: boolean } {
+/** basicConstraints as it reads: cA (DEFAULT FALSE) and pathLenConstraint (undefined: none). */
+export interface BasicConstraints {
+  readonly isCa: boolean;
+  readonly pathLen: number | undefined;
+}
+
+function readBasicConstraints(buf: Buffer, value: Tlv): BasicConstraints {
+  const [first, second] = children(buf, expectTlv(buf, value.contentStart, value.end, TAG_SEQUENCE, 'basicConstraints'));
+  const isCa = first !== undefined && first.tag === TAG_BOOLEAN && buf[first.contentStart] !== 0;
+  const lenTlv = first?.tag === TAG_INTEGER ? first : second;
+  if (lenTlv === undefined || lenTlv.tag !== TAG_INTEGER) return { isCa, pathLen: undefined };
+  if (lenTlv.end - lenTlv.contentStart > 4 || (buf[lenTlv.contentStart]! & 0x80) !== 0) throw new Error('pathLenConstraint out of range');
+  let pathLen = 0;
+  for (let i = lenTlv.contentStart; i < lenTlv.end; i++) pathLen = pathLen * 256 + buf[i]!;
+  return { isCa, pathLen };
+}
+
+function readExtensions(buf: Buffer, extensions: Tlv): { uriSans: string[]; basic: BasicConstraints | undefined } {
   let uriSans: string[] = [];
-  let isCa = false;
+  let basic: BasicConstraints | undefined;
   for (const ext of children(buf, expectTlv(buf, extensions.contentStart, extensions.end, TAG_SEQUENCE, 'extensions'))) {
     const parts = children(buf, ext);
     const oid = parts[0];
@@ -60,26 +77,45 @@ function readExtensions(buf: Buffer, extensions: Tlv): { uriSans: string[]; isCa
         .filter((n) => n.tag === TAG_URI)
         .map((n) => buf.toString('latin1', n.contentStart, n.end));
     } else if (isOid(buf, oid, OID_BASIC_CONSTRAINTS)) {
-      const bc = expectTlv(buf, value.contentStart, value.end, TAG_SEQUENCE, 'basicConstraints');
-      const first = children(buf, bc)[0];
-      isCa = first !== undefined && first.tag === TAG_BOOLEAN && buf[first.contentStart] !== 0;
+      basic = readBasicConstraints(buf, value);
     }
   }
-  return { uriSans, isCa };
+  return { uriSans, basic };
+}
+
+/** The TBSCertificate's fields: [0] version, serial, signature, issuer, validity, subject, spki, then [1] [2] [3]. */
+function tbsFields(buf: Buffer): { outer: Tlv; tbs: Tlv; fields: Tlv[]; at: number; extensions: Tlv | undefined } {
+  const outer = expectTlv(buf, 0, buf.length, TAG_SEQUENCE, 'Certificate');
+  const tbs = expectTlv(buf, outer.contentStart, outer.end, TAG_SEQUENCE, 'TBSCertificate');
+  const fields = children(buf, tbs);
+  const at = fields[0]?.tag === 0xa0 ? 1 : 0;
+  return { outer, tbs, fields, at, extensions: fields.slice(at + 6).find((f) => f.tag === TAG_EXTENSIONS) };
+}
+
+/**
+ * The basicConstraints of any certificate (whatever its signature algorithm), undefined when it
+ * has none; for path checks that need pathLenConstraint, which node's X509Certificate does not
+ * expose. A malformed certificate is ERR_PKI_CERT_INVALID.
+ */
+export function basicConstraintsOf(der: Uint8Array): BasicConstraints | undefined {
+  const buf = Buffer.from(der.buffer, der.byteOffset, der.byteLength);
+  try {
+    const { extensions } = tbsFields(buf);
+    return extensions ? readExtensions(buf, extensions).basic : undefined;
+  } catch (err) {
+    throw new PkiError('ERR_PKI_CERT_INVALID', `certificate: ${err instanceof Error ? err.message : 'unreadable'}`, err);
+  }
 }
 
 export function leafFacts(der: Uint8Array): LeafFacts {
   const buf = Buffer.from(der.buffer, der.byteOffset, der.byteLength);
   try {
-    const outer = expectTlv(buf, 0, buf.length, TAG_SEQUENCE, 'Certificate');
-    const [tbs, sigAlg, sig] = children(buf, outer);
-    if (!tbs || tbs.tag !== TAG_SEQUENCE || !sigAlg || sigAlg.tag !== TAG_SEQUENCE || !sig || sig.tag !== TAG_BIT_STRING) throw new Error('not tbs, algorithm, signature');
+    const { outer, tbs, fields, at, extensions } = tbsFields(buf);
+    const [, sigAlg, sig] = children(buf, outer);
+    if (!sigAlg || sigAlg.tag !== TAG_SEQUENCE || !sig || sig.tag !== TAG_BIT_STRING) throw new Error('not tbs, algorithm, signature');
     const algOid = expectTlv(buf, sigAlg.contentStart, sigAlg.end, TAG_OID, 'signatureAlgorithm');
     const signatureAlgorithm = findSignatureAlgorithm(buf, algOid.contentStart, algOid.end);
     if (!signatureAlgorithm) throw new Error('unsupported signature algorithm');
-    const fields = children(buf, tbs);
-    // [0] version, serial, signature, issuer, validity, subject, spki, then [1] [2] [3].
-    const at = fields[0]?.tag === 0xa0 ? 1 : 0;
     const serial = fields[at];
     const validity = fields[at + 3];
     const spki = fields[at + 5];
@@ -88,11 +124,10 @@ export function leafFacts(der: Uint8Array): LeafFacts {
     const [notBefore, notAfter] = children(buf, validity);
     if (!notBefore || !notAfter) throw new Error('validity without notBefore and notAfter');
     if (!spki || spki.tag !== TAG_SEQUENCE) throw new Error('no subjectPublicKeyInfo');
-    const extensions = fields.slice(at + 6).find((f) => f.tag === TAG_EXTENSIONS);
-    const { uriSans, isCa } = extensions ? readExtensions(buf, extensions) : { uriSans: [], isCa: false };
+    const { uriSans, basic } = extensions ? readExtensions(buf, extensions) : { uriSans: [], basic: undefined };
     return {
       uriSans,
-      isCa,
+      isCa: basic?.isCa ?? false,
       spki: buf.subarray(spki.start, spki.end),
       // A positive INTEGER whose top bit is set has a leading zero octet, which X509Certificate drops.
       serialHex: buf.toString('hex', serial.end - serial.contentStart > 1 && buf[serial.contentStart] === 0 ? serial.contentStart + 1 : serial.contentStart, serial.end),

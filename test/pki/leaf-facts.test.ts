@@ -18,6 +18,11 @@ import {
   type KeySpec,
 } from '../../src/pki/index.js';
 import { uriSans } from '../../src/pki/x509-fields.js';
+import { basicConstraintsOf, type BasicConstraints } from '../../src/pki/leaf-facts.js';
+import { PkiError } from '../../src/pki/errors.js';
+import { OpensslCerts, type OpensslCert } from '../support/openssl-certs.js';
+import { Scratch } from '../support/scratch.js';
+import { opensslMissing } from '../support/tools.js';
 
 const ID = 'spiffe://cluster.local/ns/shop/sa/cart';
 
@@ -58,4 +63,18 @@ test('leafFacts refuses what is not a certificate, with ERR_PKI_CERT_INVALID', a
   for (const bad of [Buffer.alloc(0), Buffer.from('3003020101', 'hex'), root.der.subarray(0, root.der.length - 10), Buffer.from('not der')]) {
     assert.throws(() => leafFacts(bad), { code: 'ERR_PKI_CERT_INVALID' });
   }
+});
+
+test('basicConstraintsOf reads cA and pathLenConstraint of openssl-made certificates', { skip: opensslMissing() }, (t) => {
+  const pki = new OpensslCerts(Scratch.forTest(t, 'basic-constraints-').dir);
+  const root = pki.ca('root', 30, 3);
+  const cases: Array<[OpensslCert, BasicConstraints]> = [
+    [root, { isCa: true, pathLen: 3 }],
+    [pki.ca('no-pathlen'), { isCa: true, pathLen: undefined }],
+    [pki.issue('inter-0', root, { ca: true, pathLen: 0 }), { isCa: true, pathLen: 0 }],
+    [pki.issue('inter-300', root, { ca: true, pathLen: 300 }), { isCa: true, pathLen: 300 }],
+    [pki.issue('leaf', root, { san: 'DNS:x' }), { isCa: false, pathLen: undefined }],
+  ];
+  for (const [cert, want] of cases) assert.deepEqual(basicConstraintsOf(new X509Certificate(cert.certPem).raw), want, cert.name);
+  assert.throws(() => basicConstraintsOf(Buffer.from('not a certificate')), (e: unknown) => e instanceof PkiError && e.code === 'ERR_PKI_CERT_INVALID');
 });

@@ -28,6 +28,8 @@ export interface IssueOptions {
   readonly ca?: boolean;
   /** keyUsage value (default: keyCertSign,cRLSign for a CA, digitalSignature otherwise). */
   readonly keyUsage?: string;
+  /** pathLenConstraint of a CA (`ca: true`). */
+  readonly pathLen?: number;
   readonly days?: number;
   /** Write authorityKeyIdentifier (default true); without it only the issuer name links the leaf to its CA. */
   readonly authorityKeyId?: boolean;
@@ -50,11 +52,11 @@ export class OpensslCerts {
   }
 
   /** A self-signed P-256 CA (basicConstraints critical CA:TRUE, keyCertSign). */
-  ca(name: string, days = 30): OpensslCert {
+  ca(name: string, days = 30, pathLen?: number): OpensslCert {
     this.#run([
       'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.pem`,
       '-subj', `/CN=${name}`, '-days', String(days),
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+      '-addext', `basicConstraints=critical,CA:TRUE${pathLen !== undefined ? `,pathlen:${pathLen}` : ''}`, '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
     ]);
     return this.#read(name);
   }
@@ -63,7 +65,7 @@ export class OpensslCerts {
   issue(name: string, issuer: OpensslCert, o: IssueOptions = {}): OpensslCert {
     this.#run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
     const ext = [
-      o.ca ? 'basicConstraints=critical,CA:TRUE' : 'basicConstraints=critical,CA:FALSE',
+      o.ca ? `basicConstraints=critical,CA:TRUE${o.pathLen !== undefined ? `,pathlen:${o.pathLen}` : ''}` : 'basicConstraints=critical,CA:FALSE',
       `keyUsage=critical,${o.keyUsage ?? (o.ca ? 'keyCertSign,cRLSign' : 'digitalSignature')}`,
       ...(o.san ? [`subjectAltName=${o.san}`] : []),
       ...(o.eku ? [`extendedKeyUsage=${o.eku}`] : []),

@@ -10,18 +10,20 @@
  *   (or the leaf is itself one of them): each link by issuer name and key identifiers, the
  *   issuer's keyUsage allowing keyCertSign (`X509Certificate.checkIssued`, OpenSSL's
  *   X509_check_issued) and the signature (`verify`), at most 8 intermediates, none used twice;
- * - every issuer on the path (intermediates and the anchor) is a CA (basicConstraints cA);
+ * - every issuer on the path (intermediates and the anchor) is a CA (basicConstraints cA) whose
+ *   pathLenConstraint, when it has one, allows the intermediates below it (read with pki's DER
+ *   reader: X509Certificate does not expose it);
  * - every certificate on the path, the anchor included, is within its validity window now;
  * - the leaf's extendedKeyUsage, when it has one, allows serverAuth;
  * - the host: `tls.checkServerIdentity` (DNS SANs with wildcards, IP SANs for an address, the
  *   subject CN only when there are no DNS SANs), what Node applies when it verifies.
- * Not checked (neither is by Node's verifier with a CA given): revocation. Path length and name
- * constraints of an intermediate are not read: a chain that needs them is refused only when its
- * signatures or CA flags are wrong (docs/security.md).
+ * Not checked: revocation (Node's verifier does not check it either without CRLs given), and name
+ * constraints, policies and key usage beyond keyCertSign (docs/security.md).
  */
 import { X509Certificate } from 'node:crypto';
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import { CniError } from './cni-error.js';
+import { basicConstraintsOf } from '../../pki/leaf-facts.js';
 
 /** At most this many certificates between the leaf and the anchor. */
 export const MAX_INTERMEDIATES = 8;
@@ -73,6 +75,19 @@ function within(cert: X509Certificate, nowMs: number): string | undefined {
   return undefined;
 }
 
+/** Why `issuer` may not sign for a path with `below` intermediates under it, or undefined. */
+function issuerProblem(issuer: X509Certificate, below: number, nowMs: number): string | undefined {
+  if (!issuer.ca) return `its issuer ${issuer.subject} is not a CA`;
+  let pathLen: number | undefined;
+  try {
+    pathLen = basicConstraintsOf(issuer.raw)?.pathLen;
+  } catch {
+    return `its issuer ${issuer.subject} has unreadable basicConstraints`;
+  }
+  if (pathLen !== undefined && below > pathLen) return `its issuer ${issuer.subject} allows ${pathLen} intermediates below it, the path has ${below}`;
+  return within(issuer, nowMs);
+}
+
 function issued(child: X509Certificate, issuer: X509Certificate): boolean {
   try {
     return child.checkIssued(issuer) && child.verify(issuer.publicKey);
@@ -89,24 +104,16 @@ function pathProblem(current: X509Certificate, pool: readonly X509Certificate[],
   let last: string | undefined;
   for (const anchor of check.anchors) {
     if (!issued(current, anchor)) continue;
-    if (!anchor.ca) {
-      last = `its issuer ${anchor.subject} is not a CA`;
-      continue;
-    }
-    const expired = within(anchor, check.nowMs);
-    if (expired === undefined) return undefined;
-    last = expired;
+    const problem = issuerProblem(anchor, used.size, check.nowMs);
+    if (problem === undefined) return undefined;
+    last = problem;
   }
   if (used.size >= MAX_INTERMEDIATES) return last ?? `no path to the configured CA within ${MAX_INTERMEDIATES} intermediates`;
   for (const next of pool) {
     if (used.has(next) || !issued(current, next)) continue;
-    if (!next.ca) {
-      last = `its issuer ${next.subject} is not a CA`;
-      continue;
-    }
-    const expired = within(next, check.nowMs);
-    if (expired !== undefined) {
-      last = expired;
+    const problem = issuerProblem(next, used.size, check.nowMs);
+    if (problem !== undefined) {
+      last = problem;
       continue;
     }
     const deeper = pathProblem(next, pool, check, new Set([...used, next]));

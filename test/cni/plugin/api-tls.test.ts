@@ -57,6 +57,21 @@ before(() => {
   const shortRoot = pki.ca('short-root', 5);
   leaf.outlivesRoot = pki.issue('outlives-root', shortRoot, { san: 'IP:127.0.0.1', eku: 'serverAuth', days: 20 });
   leaf.shortRoot = shortRoot;
+  // root -> inter (pathlen 0) -> inter2 -> leaf: inter allows no intermediate below it.
+  const inter0 = pki.issue('inter-pathlen-0', root, { ca: true, pathLen: 0, days: 10 });
+  leaf.inter0 = inter0;
+  leaf.inter0Child = pki.issue('below-pathlen-0', inter0, { ca: true, days: 10 });
+  leaf.tooDeep = pki.issue('too-deep', leaf.inter0Child, { san: 'IP:127.0.0.1', eku: 'serverAuth' });
+  // A root with pathlen 0 and an intermediate under it: the root allows none.
+  const root0 = pki.ca('root-pathlen-0', 30, 0);
+  leaf.root0 = root0;
+  leaf.underRoot0 = pki.issue('under-root-pathlen-0', root0, { ca: true, days: 10 });
+  leaf.viaRoot0 = pki.issue('via-root-pathlen-0', leaf.underRoot0, { san: 'IP:127.0.0.1', eku: 'serverAuth' });
+  leaf.directRoot0 = pki.issue('direct-root-pathlen-0', root0, { san: 'IP:127.0.0.1', eku: 'serverAuth' });
+  // CA:TRUE but keyUsage without keyCertSign: its signature on the leaf checks out, its key may not
+  // sign certificates (checkIssued refuses the link; OpenSSL's X509_check_ca, X509Certificate.ca, too).
+  leaf.noCertSign = pki.issue('no-cert-sign', root, { ca: true, keyUsage: 'digitalSignature', days: 10 });
+  leaf.byNoCertSign = pki.issue('by-no-cert-sign', leaf.noCertSign, { san: 'IP:127.0.0.1', eku: 'serverAuth' });
   leaf.client = pki.issue('plugin-client', clientRoot, { eku: 'clientAuth' });
 });
 
@@ -196,6 +211,19 @@ test('refused: the configured certificate-authority is not a CA (CA:FALSE) thoug
 
 test("refused: a leaf under the CA's name, signed by another key", { skip }, () =>
   withApi([leaf.forged!], (api, url) => refused(api, tokenKubeconfig(url, root), /not signed by the configured CA/)));
+
+test("refused: more intermediates than an intermediate's pathLenConstraint allows", { skip }, () =>
+  withApi([leaf.tooDeep!, leaf.inter0Child!, leaf.inter0!], (api, url) => refused(api, tokenKubeconfig(url, root), /allows 0 intermediates below it, the path has 1/)));
+
+test("refused: an intermediate under a CA whose pathLenConstraint is 0; that CA's direct leaf is trusted", { skip }, async () => {
+  await withApi([leaf.viaRoot0!, leaf.underRoot0!], (api, url) => refused(api, tokenKubeconfig(url, leaf.root0!), /CN=root-pathlen-0 allows 0 intermediates/));
+  await withApi([leaf.directRoot0!], async (_api, url) => {
+    assert.deepEqual(await getNamespace(tokenKubeconfig(url, leaf.root0!)), { team: 'a' });
+  });
+});
+
+test('refused: an intermediate whose keyUsage does not allow keyCertSign', { skip }, () =>
+  withApi([leaf.byNoCertSign!, leaf.noCertSign!], (api, url) => refused(api, tokenKubeconfig(url, root), /not signed by the configured CA/)));
 
 test('refused: an intermediate the server does not send', { skip }, () =>
   withApi([leaf.viaInter!], (api, url) => refused(api, tokenKubeconfig(url, root), /not signed by the configured CA/)));
