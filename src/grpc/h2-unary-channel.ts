@@ -6,7 +6,9 @@
  * given name; a deadline per call (`grpc-timeout` sent, and enforced here); cancellation through
  * an AbortSignal (RST_STREAM CANCEL). A call resolves with the gRPC status and the one response
  * message; transport failures are statuses too (UNAVAILABLE, DEADLINE_EXCEEDED, ...), as grpc-js
- * reports them. The caller encodes and decodes the messages.
+ * reports them. The caller encodes and decodes the messages; with `early` it decodes (and checks)
+ * the response message as soon as its last byte is in, while the status trailers — a separate
+ * write one event-loop turn later from a node:http2 server — are still on the way.
  *
  * Given several addresses (a list, grpc/ca-target.ts), one session is kept at a time and each new
  * session goes to the next address in turn, so when a replica's session fails the next call opens
@@ -33,7 +35,7 @@ export interface H2UnaryChannelOptions {
   readonly maxResponseBytes?: number;
 }
 
-export interface UnaryCallOptions {
+export interface UnaryCallOptions<T = never> {
   readonly path: string;
   /** Call metadata (lower-case keys; no pseudo-headers). */
   readonly metadata: Readonly<Record<string, string>>;
@@ -41,13 +43,67 @@ export interface UnaryCallOptions {
   readonly message: Uint8Array;
   readonly timeoutMs: number;
   readonly signal: AbortSignal;
+  /**
+   * Reads the response message as soon as it is complete (its length prefix says so), while the
+   * status (the trailers, which node:http2 servers send in a later write) is still on the way:
+   * decoding and checking the answer overlap that wait. Its outcome is returned with an OK status
+   * only (`early`); a call that ends otherwise returns its status and the outcome is dropped.
+   */
+  readonly early?: (message: Buffer) => T;
 }
 
+/** What `early` returned for the response message, or what it threw. */
+export type EarlyRead<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly error: unknown };
+
 /** How a call ended: `code` 0 with the response message, or another gRPC status and its message. */
-export interface UnaryResult {
+export interface UnaryResult<T = never> {
   readonly code: GrpcStatus;
   readonly details: string;
   readonly message?: Buffer;
+  /** With `early` and `code` 0: its outcome for `message`. */
+  readonly early?: EarlyRead<T>;
+}
+
+/**
+ * The result of a call whose status is OK: its one uncompressed message (with the early read's
+ * outcome, made now when the message was not read before the status), else INTERNAL.
+ */
+function okResult<T>(body: Buffer | undefined, early: EarlyReader<T> | undefined): UnaryResult<T> {
+  if (body === undefined || body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return { code: GrpcStatus.INTERNAL, details: 'response is not exactly one gRPC message' };
+  if (body[0] !== 0) return { code: GrpcStatus.INTERNAL, details: 'response message is compressed (none was accepted)' };
+  const message = body.subarray(5);
+  return early ? { code: GrpcStatus.OK, details: '', message, early: early.outcome ?? readEarly(early.read, message) } : { code: GrpcStatus.OK, details: '', message };
+}
+
+/** Reads a call's response message as soon as it is complete, before the status (`early`). */
+class EarlyReader<T> {
+  readonly read: (message: Buffer) => T;
+  /** The message's length from its prefix, once 5 bytes are in. */
+  #declared: number | undefined;
+  outcome: EarlyRead<T> | undefined;
+
+  constructor(read: (message: Buffer) => T) {
+    this.read = read;
+  }
+
+  /** After each chunk: the chunks so far (`first`, or all of them in `more`), `size` bytes in all. */
+  received(first: Buffer, more: Buffer[] | undefined, size: number): void {
+    if (this.outcome !== undefined || size < 5) return;
+    this.#declared ??= (first.length >= 5 ? first : Buffer.concat(more!)).readUInt32BE(1);
+    if (size !== this.#declared + 5) return;
+    const body = more ? Buffer.concat(more) : first;
+    // Compressed is refused at the end; a byte more makes it not one message, refused there too.
+    if (body[0] === 0) this.outcome = readEarly(this.read, body.subarray(5));
+  }
+}
+
+/** `read`'s outcome for `message`, never throwing. */
+function readEarly<T>(read: (message: Buffer) => T, message: Buffer): EarlyRead<T> {
+  try {
+    return { ok: true, value: read(message) };
+  } catch (error) {
+    return { ok: false, error };
+  }
 }
 
 /** `host` and `port` of a gRPC target (`host:port`, `[v6]:port`, `dns:///host:port`); undefined when it is not one. */
@@ -117,7 +173,7 @@ export class H2UnaryChannel {
   }
 
   /** One unary call; never rejects but with `signal`'s reason once it aborted. */
-  call(c: UnaryCallOptions): Promise<UnaryResult> {
+  call<T = never>(c: UnaryCallOptions<T>): Promise<UnaryResult<T>> {
     if (c.signal.aborted) return Promise.reject(c.signal.reason);
     if (this.#closed) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: 'channel closed' });
     if (this.#endpoints.length === 0) return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `address ${JSON.stringify(this.#o.address)} is not host:port` });
@@ -140,7 +196,7 @@ export class H2UnaryChannel {
       this.#drop(this.#session);
       return Promise.resolve({ code: GrpcStatus.UNAVAILABLE, details: `cannot start a call: ${(err as Error).message}` });
     }
-    return new Promise<UnaryResult>((resolve, reject) => {
+    return new Promise<UnaryResult<T>>((resolve, reject) => {
       const maxBytes = this.#o.maxResponseBytes ?? DEFAULT_MAX_RESPONSE_BYTES;
       let settled = false;
       let status: GrpcStatus | undefined;
@@ -149,7 +205,8 @@ export class H2UnaryChannel {
       let first: Buffer | undefined;
       let more: Buffer[] | undefined;
       let size = 0;
-      const finish = (r: UnaryResult | { readonly aborted: unknown }) => {
+      const early = c.early ? new EarlyReader(c.early) : undefined;
+      const finish = (r: UnaryResult<T> | { readonly aborted: unknown }) => {
         if (settled) return;
         settled = true;
         clearTimeout(deadline);
@@ -185,6 +242,8 @@ export class H2UnaryChannel {
         }
         if (first === undefined) first = chunk;
         else (more ??= [first]).push(chunk);
+        // The one message is complete: read it now (a byte more is refused at the end anyway).
+        early?.received(first, more, size);
       });
       stream.on('error', () => undefined); // the outcome is read on 'close'
       stream.once('close', () => {
@@ -207,10 +266,7 @@ export class H2UnaryChannel {
           return finish({ code: GrpcStatus.UNAVAILABLE, details: 'call ended without a status' });
         }
         if (status !== GrpcStatus.OK) return finish({ code: status, details });
-        const body = more ? Buffer.concat(more) : first;
-        if (body === undefined || body.length < 5 || body.readUInt32BE(1) !== body.length - 5) return finish({ code: GrpcStatus.INTERNAL, details: 'response is not exactly one gRPC message' });
-        if (body[0] !== 0) return finish({ code: GrpcStatus.INTERNAL, details: 'response message is compressed (none was accepted)' });
-        finish({ code: GrpcStatus.OK, details: '', message: body.subarray(5) });
+        finish(okResult(more ? Buffer.concat(more) : first, early));
       });
       stream.end(frame(c.message));
     });

@@ -14,6 +14,13 @@ import { frame, grpcMessage, H2UnaryChannel, parseTarget, type H2UnaryChannelOpt
 import { eventually } from '../broker/support/eventually.js';
 import { silentTlsMaterial, startHungServer, type TlsMaterial } from '../support/hung-server.js';
 
+/** What a '/t/held' call asks the server for. */
+interface HeldAsk {
+  readonly size: number;
+  readonly split: boolean;
+  readonly status: number;
+}
+
 interface Seen {
   readonly path: string;
   readonly headers: Record<string, string>;
@@ -28,6 +35,8 @@ describe('H2UnaryChannel', () => {
   const seen: Seen[] = [];
   /** rstCode of each '/t/hang' stream once it closed. */
   const hangResets: number[] = [];
+  /** Per '/t/held' call whose message is out: sends its held status (trailers). */
+  const held: Array<() => void> = [];
 
   before(async () => {
     material = await silentTlsMaterial();
@@ -53,6 +62,7 @@ describe('H2UnaryChannel', () => {
           stream.respond({ ':status': 503 }, { endStream: true });
           return;
         }
+        if (path === '/t/held') return answerHeld(stream, JSON.parse(Buffer.concat(chunks).subarray(5).toString()) as HeldAsk);
         stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
         stream.once('wantTrailers', () => {
           stream.sendTrailers({ 'grpc-status': '0' });
@@ -67,6 +77,19 @@ describe('H2UnaryChannel', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     port = (server.address() as AddressInfo).port;
   });
+
+  /**
+   * '/t/held': one message of `size` bytes, written in two parts a moment apart when `split`
+   * (so it spans DATA frames and reads), then the status `status` only once the test releases it.
+   */
+  function answerHeld(stream: ServerHttp2Stream, ask: HeldAsk): void {
+    const framed = frame(Buffer.alloc(ask.size, 0x78));
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.once('wantTrailers', () => held.push(() => stream.closed || stream.sendTrailers({ 'grpc-status': String(ask.status), 'grpc-message': ask.status === 0 ? '' : 'refused after the message' })));
+    if (!ask.split) return void stream.end(framed);
+    stream.write(framed.subarray(0, 3));
+    setTimeout(() => stream.end(framed.subarray(3)), 30);
+  }
 
   after(async () => {
     for (const s of sessions) s.destroy();
@@ -196,6 +219,63 @@ describe('H2UnaryChannel', () => {
     } finally {
       await hung.close();
     }
+  });
+
+  const heldCall = <T>(ch: H2UnaryChannel, ask: HeldAsk, early: (m: Buffer) => T, signal = new AbortController().signal) =>
+    ch.call({ path: '/t/held', metadata: {}, message: Buffer.from(JSON.stringify(ask)), timeoutMs: 10_000, signal, early });
+
+  it('early: the message is read as soon as it is complete, before the status arrives — once, across DATA frames, larger than one frame', async () => {
+    const ch = channel();
+    for (const ask of [{ size: 300, split: false, status: 0 }, { size: 40_000, split: true, status: 0 }]) {
+      const reads: number[] = [];
+      let settled = false;
+      const pending = heldCall(ch, ask, (m) => {
+        reads.push(m.length);
+        return m.length * 2;
+      }).finally(() => (settled = true));
+      // The status is held by the server: only an early read can have happened by now.
+      await eventually(`the early read of ${ask.size} bytes`, () => reads.length > 0);
+      assert.equal(settled, false, 'the call waits for the status');
+      await eventually('the held status', () => held.length > 0);
+      held.shift()!();
+      const r = await pending;
+      assert.equal(r.code, GrpcStatus.OK);
+      assert.equal(r.message?.length, ask.size);
+      assert.deepEqual(r.early, { ok: true, value: ask.size * 2 });
+      assert.deepEqual(reads, [ask.size], 'read once, the whole message');
+    }
+    ch.close();
+  });
+
+  it('early: a status other than OK after the message wins (the read is dropped); a read that throws comes back as its error', async () => {
+    const ch = channel();
+    const denied = heldCall(ch, { size: 100, split: false, status: GrpcStatus.PERMISSION_DENIED }, (m) => m.length);
+    await eventually('the held status', () => held.length > 0);
+    held.shift()!();
+    assert.deepEqual(await denied, { code: GrpcStatus.PERMISSION_DENIED, details: 'refused after the message' });
+    const boom = new Error('not an answer');
+    const throwing = heldCall(ch, { size: 100, split: true, status: 0 }, () => {
+      throw boom;
+    });
+    await eventually('the held status', () => held.length > 0);
+    held.shift()!();
+    const r = await throwing;
+    assert.equal(r.code, GrpcStatus.OK);
+    assert.deepEqual(r.early, { ok: false, error: boom });
+    ch.close();
+  });
+
+  it('early: a call aborted after the early read and before the status rejects with the reason', async () => {
+    const ch = channel();
+    const ac = new AbortController();
+    let read = false;
+    const pending = heldCall(ch, { size: 100, split: false, status: 0 }, () => (read = true), ac.signal);
+    await eventually('the early read', () => read);
+    ac.abort(new Error('caller left'));
+    await assert.rejects(pending, /caller left/);
+    await eventually('the held status', () => held.length > 0);
+    held.shift()!(); // the stream is already reset: nothing to send
+    ch.close();
   });
 
   it('parseTarget: host:port, [v6]:port, dns:///; anything else is not a target', () => {

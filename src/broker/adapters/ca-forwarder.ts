@@ -5,7 +5,7 @@
  * TLS session verified against the mesh root for `tlsServerName`, re-opened after GOAWAY, a
  * close, a failure or a deadline; `callTimeoutMs` per call; a caller that goes away cancels the
  * call). The request and response are encoded with protobufjs over the CA's own .proto; the
- * answer is checked by `checkForwardedChain`; the request is written by hand (`forwardRequestBytes`). A refusal is a `CaCallError` (its `grpcCode`; the
+ * answer is checked by `checkForwardedChain` as soon as its message is in (before the CA's status arrives; used once it is OK); the request is written by hand (`forwardRequestBytes`). A refusal is a `CaCallError` (its `grpcCode`; the
  * CA's message as `cause.details`), as from the grpc-js client.
  */
 import type protobuf from 'protobufjs';
@@ -91,23 +91,32 @@ export class CaForwarder {
    */
   async forwardCsr(request: { readonly csrPem: string; readonly identity: string; readonly ttlSeconds: number }, signal: AbortSignal): Promise<ForwardedChain> {
     const token = await this.#o.tokens.token(signal);
-    const Res = this.#codec.response;
-    const message = forwardRequestBytes(request);
     const result = await this.#channel.call({
       path: CREATE_CERTIFICATE_PATH,
       metadata: { [AUTHORIZATION_METADATA]: bearerAuthorization(token.reveal()), [CLUSTER_ID_METADATA]: this.#o.clusterId },
-      message,
+      message: forwardRequestBytes(request),
       timeoutMs: this.#o.callTimeoutMs ?? 10_000,
       signal,
+      // Decoded and checked as soon as the message is in, while the CA's status is on its way;
+      // used only once that status is OK.
+      early: (message) => this.#checked(message, request.identity),
     });
     if (result.code !== GrpcStatus.OK) throw CaCallError.fromStatus(result.code, result.details, { code: result.code, details: result.details });
+    const answer = result.early!;
+    if (!answer.ok) throw answer.error;
+    return answer.value;
+  }
+
+  /** The CA's answer decoded and accepted by `checkForwardedChain` (throws otherwise). */
+  #checked(message: Buffer, identity: string): ForwardedChain {
+    const Res = this.#codec.response;
     let response: Partial<IstioCertificateResponse>;
     try {
-      response = Res.toObject(Res.decode(result.message!), { arrays: true }) as Partial<IstioCertificateResponse>;
+      response = Res.toObject(Res.decode(message), { arrays: true }) as Partial<IstioCertificateResponse>;
     } catch (err) {
       throw CaCallError.fromStatus(GrpcStatus.INTERNAL, 'the CA answer is not an IstioCertificateResponse', err);
     }
-    return checkForwardedChain(response, request.identity);
+    return checkForwardedChain(response, identity);
   }
 
   /** Verifies the CA against `rootsPem` from the next session on (see `IstioCaClient.trustRoots`). */
