@@ -27,11 +27,21 @@
  * BENCH_CHURN_TTL_SECONDS, BENCH_CHURN_SECONDS (window), BENCH_CHURN_RATE (pods replaced per
  * second), BENCH_CHURN_TOKEN_CACHE_SECONDS (the CA's CA_TOKEN_CACHE_SECONDS), BENCH_CHURN_CAS
  * (e.g. "1,3"), BENCH_CHURN_DOCS (file written instead of docs/benchmarks.md).
+ *
+ * BENCH_CHURN_COLD=1: a cold start instead — every broker asks for all its identities at once (a
+ * fleet restarting after a CA outage); the warm-up then lasts until every identity held a
+ * certificate once (at most BENCH_CHURN_COLD_CAP_SECONDS) and its line says how long that took
+ * and what the CA refused meanwhile (RESOURCE_EXHAUSTED with its retry pushback, which the
+ * simulated brokers honour through the broker's own retryDelay). The simulated call has the
+ * broker's deadline (DEFAULT_CA_CALL_TIMEOUT_MS). Also reported: this process's event-loop delay
+ * and CPU (devcluster + brokers share it) and the machine's load average, to tell which resource
+ * ran out.
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { connect, constants as h2constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
-import { cpus } from 'node:os';
+import { cpus, loadavg } from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pct, writeDocSection } from './report.js';
@@ -406,6 +416,10 @@ async function main(): Promise<void> {
         const poll = setInterval(countReviews, 500);
         for (const p of procs) p.log.lines.length = 0;
         stats.measuring = true;
+        // This process's event loop (devcluster + every simulated broker) and the machine's load in the window.
+        const loop = monitorEventLoopDelay({ resolution: 20 });
+        loop.enable();
+        const load0 = loadavg()[0]!;
         const sim0 = process.cpuUsage();
         const cpu0 = caCpu();
         const w0 = performance.now();
@@ -414,6 +428,9 @@ async function main(): Promise<void> {
         const seconds = (performance.now() - w0) / 1000;
         const cpuSeconds = caCpu() - cpu0;
         const sim = process.cpuUsage(sim0);
+        loop.disable();
+        const loopP99Ms = loop.percentile(99) / 1e6;
+        const loadAverage = (load0 + loadavg()[0]!) / 2;
         // Why the CAs refused (their own log: the reason behind the public "authentication failed").
         const denials = new Map<string, number>();
         for (const p of procs)
@@ -428,7 +445,8 @@ async function main(): Promise<void> {
         countReviews();
         stopped = true;
         if (churnTimer) clearInterval(churnTimer);
-        await eventually('churn settles', () => churnInFlight === 0, 2400);
+        // A starved devcluster may hold churn requests for long: wait, but report rather than fail.
+        await eventually('churn settles', () => churnInFlight === 0, 4800).catch(() => process.stdout.write(`  ${churnInFlight} churn requests still open after 2 min\n`));
         for (const b of brokers) b.close();
 
         const lat = [...stats.latenciesMs].sort((a, b) => a - b);
@@ -443,6 +461,8 @@ async function main(): Promise<void> {
           failureKinds: [...stats.failures.entries()].map(([k, v]) => `${v}× ${k}`),
           denials: [...denials.entries()].map(([k, v]) => `${v}× ${k}`),
           simCores: (sim.user + sim.system) / 1e6 / seconds,
+          loopP99Ms,
+          loadAverage,
           reviewsPerSecond: reviews / seconds,
           p50: lat.length ? pct(lat, 50) : NaN,
           p99: lat.length ? pct(lat, 99) : NaN,
@@ -453,7 +473,7 @@ async function main(): Promise<void> {
         };
         results.push({ ...r, warmLine });
         process.stdout.write(
-          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
+          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores, event-loop delay p99 ${r.loopP99Ms.toFixed(0)} ms; machine load average ${r.loadAverage.toFixed(1)}${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
         );
       } finally {
         await Promise.all(procs.map((p) => p.stop()));
@@ -478,6 +498,10 @@ interface PhaseResult {
   readonly denials: readonly string[];
   /** Cores this process (devcluster + simulated brokers) used in the window. */
   readonly simCores: number;
+  /** This process's event-loop delay p99 in the window (ms). */
+  readonly loopP99Ms: number;
+  /** The machine's 1-minute load average (mean of the window's start and end). */
+  readonly loadAverage: number;
   readonly reviewsPerSecond: number;
   readonly p50: number;
   readonly p99: number;
@@ -495,15 +519,24 @@ export function nodesPerCore(cpuUsPerCall: number, sas: number, renewalIntervalS
   return 1e6 / (cpuUsPerCall * (sas / renewalIntervalSeconds));
 }
 
+/** The command line of this run: the BENCH_CHURN_* variables set, then the script. */
+function command(): string {
+  const set = Object.keys(process.env).filter((k) => k.startsWith('BENCH_CHURN_') && k !== 'BENCH_CHURN_DOCS').sort();
+  const vars = set.map((k) => `${k}=${process.env[k]}`).join(' ');
+  return `${vars}${vars ? ' ' : ''}npm run bench:churn${LONG && !set.includes('BENCH_CHURN_LONG') ? ' -- --long' : ''}`;
+}
+
 function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) => number): void {
   const f1 = (n: number) => n.toFixed(1);
   const lines = [
-    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: CAs × nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) |`,
-    `|---:|---:|---:|---:|---:|---:|---:|---:|`,
+    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: CAs × nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) | brokers + devcluster process: cores, event-loop delay p99 ms | machine load average |`,
+    `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
     ...results.map(
       (r) =>
-        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')}; the CAs logged ${r.denials.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${((r.cas * NODES) / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) |`,
+        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')}; the CAs logged ${r.denials.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${((r.cas * NODES) / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) | ${r.simCores.toFixed(2)}, ${r.loopP99Ms.toFixed(0)} | ${r.loadAverage.toFixed(1)} |`,
     ),
+    '',
+    ...results.map((r) => `Warm-up with ${r.cas} CA${r.cas > 1 ? 's' : ''}, ${r.warmLine ?? '-'}.`),
     '',
     `Derived: nodes one CA core sustains, renewals only, 30 identities per node (= 1 s of CPU / (CPU per call × 30 / renewal interval)); all-in CPU per call, and above idle in brackets:`,
     '',
@@ -515,7 +548,7 @@ function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) 
     }),
   ];
   const note = [
-    `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores (shared), Node ${process.version}: \`${LONG ? 'BENCH_CHURN_LONG=1 ' : ''}npm run bench:churn\` — ${NODES} nodes x ${SAS} identities, TTL ${TTL} s (renewal every ~${intervalSeconds(TTL).toFixed(1)} s by the broker's refresh policy: half the lifetime from the backdated notBefore, ±10 %), ${RATE} pods/s replaced, CA token cache ${TOKEN_CACHE} s, ${WINDOW} s window after one renewal interval of warm-up.`,
+    `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores (shared), Node ${process.version}: \`${command()}\` — ${NODES} nodes x ${SAS} identities, TTL ${TTL} s (renewal every ~${intervalSeconds(TTL).toFixed(1)} s by the broker's refresh policy: half the lifetime from the backdated notBefore, ±10 %), ${RATE} pods/s replaced, CA token cache ${TOKEN_CACHE} s, ${WINDOW} s window after one renewal interval of warm-up${COLD ? ' and the cold start (every identity fetched at once) having every identity held once' : ''}.`,
     `One process holds the devcluster and every simulated broker (own bound token, own TLS connection, the broker's FetchSlots/refreshDelay/retryDelay); the CA is \`certbroker ca\` in its own process(es), TLS, default signing workers. With 3 CAs each broker holds a connection to every CA and sends its calls round robin over them (as the broker does over the headless Service), so each CA reviews each broker token: the TokenReview bound is then 3 × nodes / cache s. Latency is seen by the brokers, so it includes this process's event-loop delay.`,
     `CPU per call = CA process CPU (all threads, /proc) in the window / calls answered; it includes the CA's idle cost, so at low call rates it overstates the marginal cost. Scaling to 1 h: the same calls happen at a 1/(renewal ratio) slower rate; CPU per call does not depend on the TTL, so nodes per core scale with the renewal interval (1 h → ${intervalSeconds(3600).toFixed(0)} s vs ${intervalSeconds(TTL).toFixed(1)} s here). TokenReviews stay about one per broker token per cache period whatever the TTL, as long as each broker calls at least once per period.`,
   ];
