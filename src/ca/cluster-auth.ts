@@ -15,7 +15,8 @@ import { kubeTokenReviewer } from './authn/kube-token-reviewer.js';
 import { discoveredJwks, originOf } from './authn/oidc-discovery.js';
 import { RefusalCache } from './authn/refusal-cache.js';
 import { TokenCache } from './authn/token-cache.js';
-import { TokenReviewAuthenticator } from './authn/token-review.js';
+import { DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS, TokenReviewAuthenticator } from './authn/token-review.js';
+import { ConcurrencyLimit } from '../core/concurrency-limit.js';
 import type { ClusterAuth } from './certificate-service.js';
 import type { ClusterConfig } from './config.js';
 import type { CaMetrics } from './metrics.js';
@@ -38,6 +39,8 @@ export interface ClusterAuthSettings {
   readonly tokenNegativeCacheSeconds: number;
   /** One TokenReview's bound (default the reviewer's TOKEN_REVIEW_TIMEOUT_MS). */
   readonly tokenReviewTimeoutMs?: number;
+  /** TokenReviews in flight at once per cluster (default DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS). */
+  readonly maxConcurrentTokenReviews?: number;
   readonly informer?: InformerSettings;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -105,6 +108,7 @@ function authenticators(c: ClusterConfig, s: ClusterAuthSettings): Authenticator
         reviewer: kubeTokenReviewer(c.kubeConfig, s.tokenReviewTimeoutMs !== undefined ? { timeoutMs: s.tokenReviewTimeoutMs } : {}),
         cache,
         refusals,
+        limit: new ConcurrencyLimit(s.maxConcurrentTokenReviews ?? DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS),
         clock: s.clock,
         onCacheLookup: (result) => (result === 'hit' ? s.metrics.cacheHit.inc() : s.metrics.tokenReviewCache.inc({ result })),
       }),

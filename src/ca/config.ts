@@ -16,7 +16,7 @@ import { readInformerSettings, type InformerSettings } from '../kube/informer-se
 import { DEFAULT_JWT_ALGORITHMS, jwtAlgorithmProblems } from './authn/jwt-verifier.js';
 import type { CaLimits } from './limits.js';
 import { LIMITS_ENV, readLimits } from './limits-config.js';
-import { TOKEN_REVIEW_TIMEOUT_MS } from './authn/token-review.js';
+import { DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS, TOKEN_REVIEW_TIMEOUT_MS } from './authn/token-review.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES } from './serving-names.js';
 import { publishSetting, readPublishConfig, type PublishFlags, type TrustBundlePublishConfig } from './publish/publish-config.js';
 import type { Signer } from './signer.js';
@@ -63,6 +63,7 @@ export const ENV = Object.freeze({
   SHUTDOWN_SECONDS: 'CA_SHUTDOWN_GRACE_SECONDS',
   TOKEN_NEGATIVE_CACHE_SECONDS: 'CA_TOKEN_NEGATIVE_CACHE_SECONDS',
   TOKEN_REVIEW_TIMEOUT_SECONDS: 'CA_TOKEN_REVIEW_TIMEOUT_SECONDS',
+  MAX_CONCURRENT_TOKEN_REVIEWS: 'CA_MAX_CONCURRENT_TOKEN_REVIEWS',
   LOG_LEVEL: 'LOG_LEVEL',
   ...LIMITS_ENV,
   ...EXTERNAL_SIGNER_ENV,
@@ -174,6 +175,8 @@ export interface CaServerConfig {
   readonly tokenNegativeCacheSeconds?: number;
   /** One TokenReview is abandoned after this long: ERR_CA_AUTHN_BACKEND (default TOKEN_REVIEW_TIMEOUT_MS, 5 s). */
   readonly tokenReviewTimeoutMs?: number;
+  /** TokenReviews in flight at once per cluster; the others wait their turn (default DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS, 16). */
+  readonly maxConcurrentTokenReviews?: number;
   /** Connection, stream and header bounds for unauthenticated clients (unset fields: DEFAULT_CA_LIMITS). */
   readonly limits?: Partial<CaLimits>;
   readonly signingWorkers: number;
@@ -213,10 +216,11 @@ export interface CaCliFlags extends StepCaFlags, PublishFlags {
 }
 
 /** Everything `readCaConfig` reads except what needs the Kubernetes client (kubeconfig paths). */
-export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds' | 'tokenReviewTimeoutMs'>, ExternalSignerEnv {
+export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' | 'clock' | 'logger' | 'limits' | 'tokenNegativeCacheSeconds' | 'tokenReviewTimeoutMs' | 'maxConcurrentTokenReviews'>, ExternalSignerEnv {
   readonly limits: CaLimits;
   readonly tokenNegativeCacheSeconds: number;
   readonly tokenReviewTimeoutMs: number;
+  readonly maxConcurrentTokenReviews: number;
   readonly kubeconfigPath: string | undefined;
   readonly audiences: readonly string[];
   readonly tokenReview: boolean;
@@ -357,6 +361,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     tokenCacheSeconds: r.int(ENV.TOKEN_CACHE_SECONDS, 60, { min: 0, max: 3600 }),
     tokenNegativeCacheSeconds: r.int(ENV.TOKEN_NEGATIVE_CACHE_SECONDS, DEFAULT_TOKEN_NEGATIVE_CACHE_SECONDS, { min: 0, max: 300 }),
     tokenReviewTimeoutMs: r.int(ENV.TOKEN_REVIEW_TIMEOUT_SECONDS, TOKEN_REVIEW_TIMEOUT_MS / 1000, { min: 1, max: 60, explicit: flags.tokenReviewTimeoutSeconds }) * 1000,
+    maxConcurrentTokenReviews: r.int(ENV.MAX_CONCURRENT_TOKEN_REVIEWS, DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS, { min: 1, max: 1024 }),
     limits,
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
     transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),

@@ -140,6 +140,12 @@ test('CA_TOKEN_REVIEW_TIMEOUT_SECONDS (--token-review-timeout-seconds): 5 s by d
   }
 });
 
+test('CA_MAX_CONCURRENT_TOKEN_REVIEWS: 16 by default, 1-1024', () => {
+  assert.equal(readCaConfig({}, {}).maxConcurrentTokenReviews, 16);
+  assert.equal(readCaConfig({}, { CA_MAX_CONCURRENT_TOKEN_REVIEWS: '64' }).maxConcurrentTokenReviews, 64);
+  for (const bad of ['0', '1025', 'many']) assert.ok(problems({ CA_MAX_CONCURRENT_TOKEN_REVIEWS: bad }).some((p) => p.startsWith('CA_MAX_CONCURRENT_TOKEN_REVIEWS=')), bad);
+});
+
 test('CA_GRANTABLE_SERVING_NAMES: loopback by default; a configured list replaces it; a name that is neither DNS nor IP is listed with the other problems', () => {
   assert.deepEqual(readCaConfig({}, {}).grantableServingNames, ['localhost', '127.0.0.1', '::1']);
   assert.deepEqual(readCaConfig({}, { CA_GRANTABLE_SERVING_NAMES: 'localhost,node-ca.istio-system.svc' }).grantableServingNames, ['localhost', 'node-ca.istio-system.svc']);

@@ -5,6 +5,7 @@ import { FakeClock } from '../support/fake-clock.js';
 import { Secret } from '../../src/core/secret.js';
 import { RefusalCache, TokenCache, JwtAuthenticator, callerFromReview, TokenReviewAuthenticator, type CaError, type TokenReviewResult } from '../../src/ca/index.js';
 import { DeadlineError } from '../../src/core/deadline.js';
+import { ConcurrencyLimit } from '../../src/core/concurrency-limit.js';
 
 const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
@@ -244,4 +245,31 @@ test('a review that fails (5xx, timeout) is an outage for every call sharing it:
   fail = false;
   assert.equal((await authn.authenticate(token)).serviceAccount, 'ztunnel', 'the next call reviews again and succeeds');
   assert.equal(reviews, 3);
+});
+
+test('a bounded number of reviews of distinct tokens at once (a fleet of brokers starting together); each token still reviewed once, every caller answered', async () => {
+  const clock = new FakeClock();
+  let inFlight = 0;
+  let peak = 0;
+  let reviews = 0;
+  const authn = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 1000 }),
+    limit: new ConcurrencyLimit(4),
+    reviewer: async () => {
+      reviews++;
+      peak = Math.max(peak, ++inFlight);
+      await new Promise((r) => setImmediate(r));
+      inFlight--;
+      return OK;
+    },
+  });
+  // 50 brokers, 8 calls each with the broker's one token.
+  const tokens = Array.from({ length: 50 }, (_, i) => jwtWithExp(clock.now() / 1000 + 3600, `broker-${i}`));
+  const callers = await Promise.all(tokens.flatMap((t) => Array.from({ length: 8 }, () => authn.authenticate(new Secret(t)))));
+  assert.equal(callers.length, 400);
+  assert.equal(reviews, 50, 'one review per token');
+  assert.equal(peak, 4, 'never more than the limit in flight');
 });

@@ -10,6 +10,7 @@
  * client; `kube-token-reviewer.ts` adapts @kubernetes/client-node.
  */
 import type { Clock } from '../../core/clock.js';
+import type { ConcurrencyLimit } from '../../core/concurrency-limit.js';
 import type { Secret } from '../../core/secret.js';
 import { parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError, type CaAuthnCode } from '../errors.js';
@@ -20,6 +21,8 @@ import { tokenCacheKey, type TokenCache } from './token-cache.js';
 
 /** Default bound of one TokenReview (the CA's CA_TOKEN_REVIEW_TIMEOUT_SECONDS). */
 export const TOKEN_REVIEW_TIMEOUT_MS = 5000;
+/** Default TokenReviews in flight at once per cluster (the CA's CA_MAX_CONCURRENT_TOKEN_REVIEWS). */
+export const DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS = 16;
 
 export const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 export const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
@@ -47,6 +50,13 @@ export interface TokenReviewAuthenticatorOptions {
    * sent), 'refused' (refused again from the refusal cache, no review).
    */
   readonly onCacheLookup?: (result: 'hit' | 'shared' | 'miss' | 'refused') => void;
+  /**
+   * Reviews of distinct tokens sent at once (the others wait their turn, FIFO; the reviewer's own
+   * deadline starts when a review is sent). A fleet of brokers starting together otherwise sends
+   * one review per broker at once: against a slow API server every one of them passes its
+   * deadline, none is cached, and the retries start over (no progress at all).
+   */
+  readonly limit?: ConcurrencyLimit;
 }
 
 export class TokenReviewAuthenticator implements Authenticator {
@@ -99,7 +109,8 @@ export class TokenReviewAuthenticator implements Authenticator {
   async #review(token: Secret<string>, expiresAtMs: number | undefined): Promise<Caller> {
     let result: TokenReviewResult;
     try {
-      result = await this.#o.reviewer(token, this.#o.audiences);
+      const { reviewer, audiences, limit } = this.#o;
+      result = await (limit ? limit.run(() => reviewer(token, audiences)) : reviewer(token, audiences));
     } catch (err) {
       if (err instanceof CaError) throw err;
       throw authnError('ERR_CA_AUTHN_BACKEND', 'TokenReview request failed', err);
