@@ -88,6 +88,9 @@ interface Frame {
 
 const Q = 0x22;
 const BS = 0x5c;
+/** Bytes that mean nothing outside a string in a skipped subtree (all but `"`, `{`, `[`, `}`, `]`). */
+const PLAIN = new Uint8Array(256).fill(1);
+for (const c of [Q, 0x7b, 0x5b, 0x7d, 0x5d]) PLAIN[c] = 0;
 
 function isWs(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
@@ -217,16 +220,28 @@ export class JsonFieldScanner {
     let esc = this.#skipEsc;
     let depth = this.#skipDepth;
     let i = from;
-    for (; i < n; i++) {
-      const b = chunk[i]!;
+    while (i < n) {
       if (inStr) {
-        if (esc) esc = false;
-        else if (b === BS) esc = true;
-        else if (b === Q) inStr = false;
-      } else if (b === Q) inStr = true;
-      else if (b === 0x7b || b === 0x5b) depth++;
-      else if ((b === 0x7d || b === 0x5d) && --depth === 0) {
+        if (esc) {
+          esc = false;
+          i++;
+          continue;
+        }
+        let b = 0;
+        while (i < n && (b = chunk[i]!) !== Q && b !== BS) i++;
+        if (i === n) break;
+        if (b === BS) esc = true;
+        else inStr = false;
         i++;
+        continue;
+      }
+      let c = 0;
+      while (i < n && PLAIN[(c = chunk[i]!)] === 1) i++;
+      if (i === n) break;
+      i++;
+      if (c === Q) inStr = true;
+      else if (c === 0x7b || c === 0x5b) depth++;
+      else if (--depth === 0) {
         this.#afterValue();
         break;
       }
@@ -250,20 +265,34 @@ export class JsonFieldScanner {
     let bits = 0;
     let escaped = false;
     if (!this.#strKeep) {
-      for (; i < n; i++) {
-        const b = chunk[i]!;
-        if (esc) esc = false;
-        else if (b === BS) esc = true;
-        else if (b === Q) break;
+      while (i < n) {
+        if (esc) {
+          esc = false;
+          i++;
+          continue;
+        }
+        let b = 0;
+        while (i < n && (b = chunk[i]!) !== Q && b !== BS) i++;
+        if (i === n || b === Q) break;
+        esc = true;
+        i++;
       }
     } else {
-      for (; i < n; i++) {
-        const b = chunk[i]!;
-        bits |= b;
-        if (esc) esc = false;
-        else if (b === BS) esc = escaped = true;
-        else if (b === Q) break;
-        else if (b < 0x20) this.#fail('control character in a string', i);
+      while (i < n) {
+        if (esc) {
+          esc = false;
+          i++;
+          continue;
+        }
+        let b = 0;
+        while (i < n && (b = chunk[i]!) !== Q && b !== BS && b >= 0x20) {
+          bits |= b;
+          i++;
+        }
+        if (i === n || b === Q) break;
+        if (b !== BS) this.#fail('control character in a string', i);
+        esc = escaped = true;
+        i++;
       }
     }
     this.#strEsc = esc;
