@@ -133,7 +133,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
 
   getPod(ref: PodRef): PodInfo | undefined {
     const slot = this.#slotByKey.get(`${ref.namespace}/${ref.name}`);
-    return slot === undefined ? undefined : this.#info(slot);
+    return slot === undefined ? undefined : this.#info(slot, ref.name);
   }
 
   hasActivePodOnNode(key: NodeAccountKey): boolean {
@@ -227,15 +227,15 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
   }
 
-  #info(slot: number): PodInfo {
-    const key = this.#keys[slot]!;
+  /** The pod in `slot` (`name` when the caller has it: the key is not read again). */
+  #info(slot: number, name?: string): PodInfo {
     const r = this.#rows;
     const o = slot * ROW;
     const nsName = this.#strings.ns.names[r[o + R_NS]!]!;
     const node = r[o + R_NODE]!;
     return {
       namespace: nsName,
-      name: key.slice(nsName.length + 1),
+      name: name ?? this.#keys[slot]!.slice(nsName.length + 1),
       uid: this.#otherUid.get(slot) ?? uuidText(r, o + R_UID),
       serviceAccountName: this.#strings.sa.names[r[o + R_SA]!]!,
       nodeName: node === 0 ? '' : this.#strings.node.names[node - 1]!,
