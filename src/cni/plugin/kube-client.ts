@@ -2,8 +2,9 @@
  * A small Kubernetes client for the plugin: GET one pod and one namespace over HTTPS with the
  * kubeconfig's bearer token or client certificate. Not @kubernetes/client-node, which costs ~650 ms
  * to load in a process that lives for one CNI call. node:http over a TLS socket from api-tls.ts,
- * which checks the server's certificate before the request gets the socket (no node:https: its
- * agent would write the request while the handshake is still under way).
+ * which checks the server's certificate before the request gets the socket: with node:https the
+ * request would be written into the socket while the handshake runs, and only the timing of
+ * TLS's buffering would keep it from a server the check then refuses; here it cannot exist yet.
  *
  * Each request ends after `requestTimeoutMs` on the plugin's clock, counted from the start of
  * the request (connect, TLS, response: one bound for all of it), or earlier when the caller's

@@ -5,7 +5,9 @@
  * `client-certificate` with `client-key-data` / `client-key`). Exec and auth-provider plugins
  * are refused with a clear error.
  */
-import { readFile } from 'node:fs/promises';
+// Synchronous reads: a process that lives for one ADD would otherwise start libuv's thread pool
+// for three small files (measured: the slowest step of a sidecar ADD under load, docs/benchmarks.md).
+import { readFileSync } from 'node:fs';
 import { CniError } from './cni-error.js';
 import { Secret } from '../../core/secret.js';
 import { readRenderedKubeconfigFile, type KubeconfigFile } from '../../core/kubeconfig-file.js';
@@ -47,7 +49,7 @@ async function pemValue(section: Obj, name: string, path: string): Promise<strin
   const file = section[name];
   if (typeof file !== 'string') return undefined;
   try {
-    return await readFile(file, 'utf8');
+    return readFileSync(file, 'utf8');
   } catch {
     throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: cannot read ${name} ${file}`);
   }
@@ -85,7 +87,7 @@ function fromRendered(f: KubeconfigFile, path: string): KubeAccess {
 export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   let text: string;
   try {
-    text = await readFile(path, 'utf8');
+    text = readFileSync(path, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     // Not written yet: install-cni is still starting; the runtime should retry the pod.
@@ -120,7 +122,7 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
     token = new Secret(user.token);
   } else if (typeof user.tokenFile === 'string') {
     try {
-      token = new Secret((await readFile(user.tokenFile, 'utf8')).trim());
+      token = new Secret(readFileSync(user.tokenFile, 'utf8').trim());
     } catch {
       throw new CniError('ERR_CNI_TRY_AGAIN', `kubeconfig ${path}: cannot read tokenFile ${user.tokenFile}`);
     }

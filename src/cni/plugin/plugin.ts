@@ -5,7 +5,6 @@
  * causes go to the log (stderr).
  */
 import { access } from 'node:fs/promises';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { Clock } from '../../core/clock.js';
 import { deadline, type Deadline } from '../../core/deadline.js';
 import { createLogger, type Logger } from '../../core/log.js';
@@ -19,6 +18,7 @@ import { isAmbientPod } from './enablement.js';
 import type { PodInfo, PodSource } from './kube-client.js';
 import type { SidecarProgrammer } from './sidecar-programmer.js';
 import { sidecarDecision } from './sidecar-redirect.js';
+import { pluginClock } from './plugin-clock.js';
 
 export const ENV = Object.freeze({
   command: 'CNI_COMMAND',
@@ -42,15 +42,6 @@ const REQUIRED_ENV: Readonly<Record<CniCommand, readonly string[]>> = {
 
 /** The istio-cni DaemonSet's pods: name prefix, in the plugin's own namespace. */
 export const OWN_AGENT_POD_PREFIX = 'istio-cni-node-';
-
-/**
- * The plugin's clock: unlike `systemClock`, whose timers are unref'd for long-lived daemons, a
- * retry wait here must keep this short-lived process alive.
- */
-export const pluginClock: Clock = {
-  now: () => Date.now(),
-  sleep: (ms, signal) => delay(Math.max(0, ms), undefined, signal ? { signal } : {}),
-};
 
 export interface PluginOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
@@ -248,6 +239,11 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
   if (asked && !asked.known) log.debug('broker does not know the pod; reading it from the API server', { pod, why: asked.why });
   const decidedByBroker = asked?.known === true;
 
+  // Without ambient, a pod that gets rules is the only kind left: the iptables code is loaded while
+  // the API server answers (its evaluation is CPU the round trip leaves idle; setImmediate: after
+  // the connection has been started, not before); unused when the pod needs none.
+  const programmer = config.ambientEnabled ? undefined : new Promise((r) => setImmediate(r)).then(() => sidecarProgrammer(ctx));
+  programmer?.catch(() => undefined); // awaited below when used; never an unhandled rejection
   // With ambient on (and undecided), the namespace is needed too: both are read at once.
   const fetched = await fetchPod(ctx, args, config.ambientEnabled && !decidedByBroker);
   if (fetched === 'own-agent') return result;
@@ -277,7 +273,7 @@ async function addWithinBudget(ctx: AddContext): Promise<Record<string, unknown>
   const addresses = resultAddresses(result).map((a) => a.address);
   const hasV4 = addresses.some((a) => !a.includes(':'));
   const hasV6 = addresses.some((a) => a.includes(':'));
-  await (await sidecarProgrammer(ctx)).program({
+  await (await (programmer ?? sidecarProgrammer(ctx))).program({
     netns: env[ENV.netns] ?? '',
     podName: args.podName,
     podNamespace: args.podNamespace,

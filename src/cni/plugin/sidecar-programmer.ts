@@ -4,7 +4,8 @@
  * there (a repeated ADD stays clean), runs `iptables-restore --noflush` and adds the TPROXY policy
  * route when needed. In dry-run the restore input is appended to a file and nothing is touched.
  */
-import { appendFile, access } from 'node:fs/promises';
+// Synchronous file calls: no libuv thread pool in a process that lives for one ADD (kubeconfig.ts).
+import { accessSync, appendFileSync } from 'node:fs';
 // The builder and applier modules directly, not iptables/index.js: that also loads the
 // istio-iptables CLI, which a plugin process (started once per pod) does not need.
 import { buildRestorePlan, type RestorePlan } from '../iptables/plan.js';
@@ -89,7 +90,7 @@ export class IptablesSidecarProgrammer implements SidecarProgrammer {
   async program(request: SidecarProgramRequest): Promise<void> {
     const plan = sidecarPlan(request.settings, request.enableIPv6);
     if (this.#dryRunFile !== undefined) {
-      await appendFile(this.#dryRunFile, plan.v4 + plan.v6);
+      appendFileSync(this.#dryRunFile, plan.v4 + plan.v6);
       this.#log.info('dry-run: sidecar rules written, not applied', { file: this.#dryRunFile });
       return;
     }
@@ -120,7 +121,7 @@ export class IptablesSidecarProgrammer implements SidecarProgrammer {
 
 async function requireNetns(netns: string): Promise<void> {
   try {
-    await access(netns);
+    accessSync(netns);
   } catch {
     throw new CniError('ERR_CNI_REDIRECT_FAILED', `network namespace ${netns} does not exist`);
   }
