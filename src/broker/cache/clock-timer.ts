@@ -11,6 +11,7 @@
  * callback re-arming itself at 0 cannot spin). Plain TypeScript.
  */
 import type { Clock } from '../../core/clock.js';
+import { siftDown, siftUp } from './binary-heap.js';
 
 /** A Clock's sleep rejects only when cancelled: nothing to do. */
 const cancelled = (): void => undefined;
@@ -41,7 +42,7 @@ export class TimerQueue {
     timer.seq = this.#seq++;
     timer.index = this.#heap.length;
     this.#heap.push(timer);
-    this.#up(timer.index);
+    siftUp(this.#heap, timer.index, earlier, placeTimer);
     this.#schedule();
   }
 
@@ -54,8 +55,8 @@ export class TimerQueue {
     if (last !== timer) {
       this.#heap[i] = last;
       last.index = i;
-      this.#down(i);
-      this.#up(last.index);
+      siftDown(this.#heap, i, earlier, placeTimer);
+      siftUp(this.#heap, last.index, earlier, placeTimer);
     }
     if (this.#heap.length === 0) this.#cancelSleep();
   }
@@ -102,44 +103,14 @@ export class TimerQueue {
     }
     this.#schedule();
   }
+}
 
-  #less(a: ClockTimer, b: ClockTimer): boolean {
-    return a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq);
-  }
+function earlier(a: ClockTimer, b: ClockTimer): boolean {
+  return a.dueAt < b.dueAt || (a.dueAt === b.dueAt && a.seq < b.seq);
+}
 
-  #swap(i: number, j: number): void {
-    const h = this.#heap;
-    const a = h[i]!;
-    const b = h[j]!;
-    h[i] = b;
-    b.index = i;
-    h[j] = a;
-    a.index = j;
-  }
-
-  #up(i: number): void {
-    const h = this.#heap;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.#less(h[i]!, h[parent]!)) return;
-      this.#swap(i, parent);
-      i = parent;
-    }
-  }
-
-  #down(i: number): void {
-    const h = this.#heap;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && this.#less(h[l]!, h[m]!)) m = l;
-      if (r < h.length && this.#less(h[r]!, h[m]!)) m = r;
-      if (m === i) return;
-      this.#swap(i, m);
-      i = m;
-    }
-  }
+function placeTimer(timer: ClockTimer, index: number): void {
+  timer.index = index;
 }
 
 export class ClockTimer {

@@ -4,6 +4,8 @@
  * A binary heap with lazy deletion keeps push/pop at O(log n) for tens of thousands of keys.
  */
 
+import { siftDown, siftUp } from './binary-heap.js';
+
 export type FetchPriority = 'realtime' | 'warmup' | 'background';
 
 const RANK: Record<FetchPriority, number> = { realtime: 0, warmup: 1, background: 2 };
@@ -47,7 +49,7 @@ export class KeyedPriorityQueue<K> {
     const item: HeapItem<K> = { key, rank, seq: this.#seq++ };
     this.#live.set(key, item);
     this.#heap.push(item);
-    this.#siftUp(this.#heap.length - 1);
+    siftUp(this.#heap, this.#heap.length - 1, moreUrgent);
     return true;
   }
 
@@ -63,7 +65,7 @@ export class KeyedPriorityQueue<K> {
       const last = this.#heap.pop()!;
       if (this.#heap.length > 0) {
         this.#heap[0] = last;
-        this.#siftDown(0);
+        siftDown(this.#heap, 0, moreUrgent);
       }
       if (this.#live.get(top.key) === top) {
         this.#live.delete(top.key);
@@ -72,32 +74,8 @@ export class KeyedPriorityQueue<K> {
     }
     return undefined;
   }
+}
 
-  #less(a: HeapItem<K>, b: HeapItem<K>): boolean {
-    return a.rank < b.rank || (a.rank === b.rank && a.seq < b.seq);
-  }
-
-  #siftUp(i: number): void {
-    const h = this.#heap;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!this.#less(h[i]!, h[parent]!)) break;
-      [h[i], h[parent]] = [h[parent]!, h[i]!];
-      i = parent;
-    }
-  }
-
-  #siftDown(i: number): void {
-    const h = this.#heap;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && this.#less(h[l]!, h[m]!)) m = l;
-      if (r < h.length && this.#less(h[r]!, h[m]!)) m = r;
-      if (m === i) return;
-      [h[i], h[m]] = [h[m]!, h[i]!];
-      i = m;
-    }
-  }
+function moreUrgent<K>(a: HeapItem<K>, b: HeapItem<K>): boolean {
+  return a.rank < b.rank || (a.rank === b.rank && a.seq < b.seq);
 }
