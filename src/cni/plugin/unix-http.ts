@@ -1,11 +1,13 @@
 /**
- * One HTTP POST over a Unix socket for the plugin's calls to the node broker (node:http only: the
+ * One HTTP POST over a Unix socket for the plugin's calls to the node broker, with the registration
+ * socket's method and content type (src/protocol/cni-event.ts) (node:http only: the
  * plugin is a short-lived process). Its users are imported by plugin.ts when needed, and node:http
  * with them: a bundled module's import() runs its require then (a single executable cannot
  * import() a builtin, and a startup snapshot cannot hold node:http). Resolves with the status and up to 1 MiB of the body; rejects
  * with the socket error (or the signal's abort), the request destroyed either way.
  */
 import { request } from 'node:http';
+import { CNI_ADD_EVENT_CONTENT_TYPE, CNI_ADD_EVENT_METHOD } from '../../protocol/cni-event.js';
 
 export interface UnixHttpAnswer {
   readonly status: number;
@@ -20,8 +22,8 @@ export function postOverUnixSocket(socketPath: string, path: string, body: strin
       {
         socketPath,
         path,
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), host: 'unix' },
+        method: CNI_ADD_EVENT_METHOD,
+        headers: { 'content-type': CNI_ADD_EVENT_CONTENT_TYPE, 'content-length': Buffer.byteLength(body), host: 'unix' },
         agent: false,
         signal,
       },
