@@ -30,6 +30,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { median, pct, writeDocSection } from './report.js';
+import { procCpuSeconds } from './proc-cpu.js';
 
 const SAMPLES = Number(process.env.BENCH_FRONT_SAMPLES ?? 400);
 const CONCURRENCY = 8;
@@ -56,14 +57,6 @@ interface Result {
   readonly throughput: Array<{ readonly side: Side; readonly perSecond: number }>;
   /** CPU (user + system) the middle process spent per call during its throughput rounds, ms. */
   readonly cpuPerCall: Readonly<Record<Middle, number>>;
-}
-
-/** User + system CPU of process `pid` so far, ms (/proc/<pid>/stat fields 14 and 15, in clock ticks). */
-async function cpuMs(pid: number): Promise<number> {
-  const { readFileSync } = await import('node:fs');
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
 }
 
 /** `--relay CA_PORT CERT KEY ROOTS`: the bare grpc-js relay (a child process), prints its port. */
@@ -238,7 +231,7 @@ async function measure(): Promise<Result> {
       for (const side of SIDES.map((_, k) => SIDES[(round + k) % SIDES.length]!)) {
         let started = 0;
         const pid = middle[side];
-        const cpuBefore = pid === undefined ? 0 : await cpuMs(pid);
+        const cpuBefore = pid === undefined ? 0 : procCpuSeconds(pid) * 1000;
         const t = performance.now();
         await Promise.all(
           Array.from({ length: CONCURRENCY }, async () => {
@@ -249,7 +242,7 @@ async function measure(): Promise<Result> {
           }),
         );
         throughput.push({ side, perSecond: BATCH / ((performance.now() - t) / 1000) });
-        if (pid !== undefined && side !== 'direct') cpu[side] += ((await cpuMs(pid)) - cpuBefore) / (BATCH * ROUNDS);
+        if (pid !== undefined && side !== 'direct') cpu[side] += (procCpuSeconds(pid) * 1000 - cpuBefore) / (BATCH * ROUNDS);
       }
     }
     for (const c of Object.values(clients)) c.close();

@@ -45,6 +45,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { pct, writeDocSection } from './report.js';
+import { procCpuSeconds } from './proc-cpu.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const LONG = process.env.BENCH_CHURN_LONG === '1' || process.argv.includes('--long');
@@ -86,14 +87,6 @@ interface Stats {
 }
 
 const newStats = (): Stats => ({ measuring: false, ok: 0, churnFetches: 0, failures: new Map(), latenciesMs: [], churnOps: 0 });
-
-/** CPU seconds (user + system, all threads) of `pid` so far, from /proc. */
-function procCpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  // After the comm: field 3 is index 0, so utime (14) and stime (15) are 11 and 12.
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 async function main(): Promise<void> {
   const pki = await import('../src/pki/index.js');

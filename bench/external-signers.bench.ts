@@ -16,7 +16,6 @@
  * BENCH_EXT_DOCS overrides the file written.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadSignerModule, type SignerConfig } from '../src/ca/index.js';
@@ -26,6 +25,7 @@ import { startCaProcess, type CaProcess } from '../test/ca/support/ca-process.js
 import { makePluginCa, newCsr, writeCacerts } from '../test/ca/support/pki-fixtures.js';
 import { compareSides, comparisonRows, type Side } from './signer-compare.js';
 import { writeDocSection } from './report.js';
+import { procCpuSeconds } from './proc-cpu.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const SAMPLES = Number(process.env.BENCH_EXT_SAMPLES ?? 300);
@@ -34,12 +34,6 @@ const SECONDS = Number(process.env.BENCH_EXT_SECONDS ?? 3);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_EXT_ROUNDS ?? 3));
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 const RA_SA = 'certbroker-ra';
-
-/** A process's CPU seconds so far (utime + stime from /proc/<pid>/stat). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 async function main(): Promise<void> {
   const scratch = Scratch.create('cb-bench-ext-');
@@ -86,8 +80,8 @@ async function main(): Promise<void> {
     let upstreamCpuMs = 0;
     // The upstream signs for two sides in the latency run (directly and through the RA).
     const onLatencyRun = (phase: 'start' | 'end') => {
-      if (phase === 'start') before = cpuSeconds(pid);
-      else upstreamCpuMs = ((cpuSeconds(pid) - before) / (2 * SAMPLES)) * 1000;
+      if (phase === 'start') before = procCpuSeconds(pid);
+      else upstreamCpuMs = ((procCpuSeconds(pid) - before) / (2 * SAMPLES)) * 1000;
     };
     const result = await compareSides(sides, { token, impersonate: SLEEP, csrs, samples: SAMPLES, inflight: INFLIGHT, seconds: SECONDS, rounds: ROUNDS, onLatencyRun });
     const body = [

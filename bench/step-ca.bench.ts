@@ -13,15 +13,15 @@
  * the median per-round ratio is reported. step-ca's CPU per certificate is read from /proc.
  * Skipped, with the reason, where step-ca cannot be built. BENCH_STEP_CA_DOCS overrides the file written.
  */
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SIGNING_WORKERS, type SignerConfig } from '../src/ca/index.js';
 import { Scratch } from '../test/support/scratch.js';
-import { startStepCa, stepCaMissing, type StepCa } from '../test/support/step-ca.js';
+import { startStepCa, stepCaMissing } from '../test/support/step-ca.js';
 import { caClient, startCaEnv, waitForIndex, TD } from '../test/ca/support/ca-env.js';
 import { newCsr } from '../test/ca/support/pki-fixtures.js';
 import { writeDocSection } from './report.js';
+import { procCpuSeconds } from './proc-cpu.js';
 import { compareSides, comparisonRows, type Side } from './signer-compare.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -30,12 +30,6 @@ const INFLIGHT = Number(process.env.BENCH_STEP_CA_INFLIGHT ?? 16);
 const SECONDS = Number(process.env.BENCH_STEP_CA_SECONDS ?? 3);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_STEP_CA_ROUNDS ?? 3));
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
-
-/** step-ca's CPU seconds so far (utime + stime from /proc/<pid>/stat). */
-function stepCpuSeconds(step: StepCa): number {
-  const fields = readFileSync(`/proc/${step.pid()}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 async function main(): Promise<void> {
   const missing = stepCaMissing();
@@ -66,7 +60,7 @@ async function main(): Promise<void> {
     const csrs = await Promise.all(Array.from({ length: 64 }, () => newCsr(SLEEP)));
     let cpuBefore = 0;
     let cpuAfter = 0;
-    const onLatencyRun = (phase: 'start' | 'end') => (phase === 'start' ? (cpuBefore = stepCpuSeconds(step)) : (cpuAfter = stepCpuSeconds(step)));
+    const onLatencyRun = (phase: 'start' | 'end') => (phase === 'start' ? (cpuBefore = procCpuSeconds(step.pid())) : (cpuAfter = procCpuSeconds(step.pid())));
     const result = await compareSides(sides, { token, impersonate: SLEEP, csrs, samples: SAMPLES, inflight: INFLIGHT, seconds: SECONDS, rounds: ROUNDS, onLatencyRun });
     const stepCpuPerCertMs = ((cpuAfter - cpuBefore) / SAMPLES) * 1000;
     const fmt = (n: number) => n.toFixed(2);
