@@ -14,6 +14,7 @@ import { X509Certificate } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { signerNameProblem } from '../core/signer-name.js';
 import { parsePem } from '../pki/index.js';
+import { SUBDOMAIN } from './admission.js';
 import type { UserInfo } from './authn.js';
 import { isAuthorizedForSignerName, type RbacAuthorizer } from './rbac.js';
 import type { ResourceType } from './resources.js';
@@ -21,7 +22,6 @@ import type { KubeObject } from './store.js';
 import { forbidden, invalid, type StatusCause } from './status.js';
 
 const GROUP = 'certificates.k8s.io';
-const SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 /** certificates.MaxTrustBundleSize. */
 export const MAX_TRUST_BUNDLE_BYTES = 1024 * 1024;
 const OMITTED = 'Invalid value: "<value omitted>"';
