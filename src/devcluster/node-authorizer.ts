@@ -5,8 +5,11 @@
  * authorizer (which limits reads to objects related to the node's pods); what a node may ask
  * for in a PodCertificateRequest is limited by NodeRestriction (pcr-admission.ts).
  */
+import type { UserInfo } from './authn.js';
 import type { Attributes, PolicyRule } from './rbac.js';
 import { ruleAllows } from './rbac.js';
+
+const NODE_PREFIX = 'system:node:';
 
 const NODE_RULES: readonly PolicyRule[] = [
   { verbs: ['get', 'list', 'watch'], apiGroups: [''], resources: ['pods', 'nodes'] },
@@ -15,8 +18,14 @@ const NODE_RULES: readonly PolicyRule[] = [
   { verbs: ['create', 'get', 'list', 'watch'], apiGroups: ['certificates.k8s.io'], resources: ['podcertificaterequests'] },
 ];
 
+/** nodeidentifier.NewDefaultNodeIdentifier: the node a user is, if it is one. */
+export function nodeNameOf(user: UserInfo | undefined): string | undefined {
+  if (!user || !user.username.startsWith(NODE_PREFIX) || !user.groups.includes('system:nodes')) return undefined;
+  return user.username.slice(NODE_PREFIX.length);
+}
+
 /** True when the request comes from a node and the Node authorizer allows it. */
 export function nodeAuthorizerAllows(a: Attributes): boolean {
-  if (!a.user.username.startsWith('system:node:') || !a.user.groups.includes('system:nodes')) return false;
+  if (nodeNameOf(a.user) === undefined) return false;
   return NODE_RULES.some((r) => ruleAllows(r, a));
 }

@@ -10,6 +10,7 @@
 import type { KubeObject, ObjectStore } from './store.js';
 import { findResource, type ResourceType } from './resources.js';
 import type { UserInfo } from './authn.js';
+import { nodeNameOf } from './node-authorizer.js';
 import { canonicalJson } from './admission.js';
 import { forbidden, internalError, invalid, qualifiedResource, type StatusCause } from './status.js';
 import { PCR_DEFAULT_MAX_EXPIRATION_SECONDS, pcrCreateCauses, specOf } from './pcr-validation.js';
@@ -20,19 +21,12 @@ const POD = findResource('', 'v1', 'pods')!;
 const NODE = findResource('', 'v1', 'nodes')!;
 const SA = findResource('', 'v1', 'serviceaccounts')!;
 const MIRROR_POD_ANNOTATION = 'kubernetes.io/config.mirror';
-const NODE_PREFIX = 'system:node:';
 
 export interface PcrAdmission {
   readonly store: ObjectStore;
   readonly nowMs: number;
   /** RBAC `sign` on `signers` for this signer name (or its `<domain>/*`). */
   readonly maySign: (user: UserInfo, signerName: string) => boolean;
-}
-
-/** nodeidentifier.NewDefaultNodeIdentifier: the node a user is, if it is one. */
-export function nodeNameOf(user: UserInfo | undefined): string | undefined {
-  if (!user || !user.username.startsWith(NODE_PREFIX) || !user.groups.includes('system:nodes')) return undefined;
-  return user.username.slice(NODE_PREFIX.length);
 }
 
 function nodeForbidden(obj: KubeObject, why: string) {
