@@ -24,7 +24,7 @@ import { TrustBundle } from './cache/trust-bundle.js';
 import type { BrokerConfig } from './config.js';
 import { BrokerApiService, type BrokerApiOptions } from './fronts/broker-api/broker-api.js';
 import { attestorPidResolver } from './fronts/broker-api/workload-resolver.js';
-import { cgroupAnchors, ownCgroup, ProcessAttestor, procfsReader } from './attestation/index.js';
+import { nodeProcessAttestor } from './attestation/index.js';
 import { startBrokerApiServer, type BrokerApiServer } from './fronts/broker-api/broker-api-server.js';
 import { BrokerMetrics } from './metrics.js';
 import { OwnIdentity } from './own-identity.js';
@@ -198,7 +198,7 @@ function brokerApiService(config: BrokerConfig, deps: Omit<BrokerApiOptions, 'al
     ...deps,
     allowedCallers: config.allowedCallers,
     ...(config.referenceCallers ? { referenceCallers: config.referenceCallers } : {}),
-    pids: attestorPidResolver(new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup()))),
+    pids: attestorPidResolver(nodeProcessAttestor()),
     updateJitterMs: config.updateJitterMs,
   });
 }

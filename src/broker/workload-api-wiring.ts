@@ -9,14 +9,11 @@ import { LogThrottle } from '../core/log-throttle.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import {
-  cgroupAnchors,
   ConnectionAttestor,
-  ownCgroup,
+  nodeProcessAttestor,
   PeerCredentialsHelper,
   PeerCredentialsWithFallback,
   PerlPeerCredentials,
-  ProcessAttestor,
-  procfsReader,
 } from './attestation/index.js';
 import type { CertManager, NodePods, TrustBundle } from './cache/index.js';
 import { AttestedConnections, ConnectionLimits, startWorkloadApiServer, WorkloadApiService, type WorkloadApiServer } from './fronts/index.js';
@@ -85,7 +82,7 @@ export function startWorkloadApi(w: WorkloadApiWiring): Promise<WorkloadApiServe
   const limits = workloadApiLimits(w);
   const attestor = new ConnectionAttestor({
     peers: workloadPeerCredentials(w),
-    processes: new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup())),
+    processes: nodeProcessAttestor(),
     observer: w.metrics.attestationObserver(),
   });
   const connections = new AttestedConnections(attestor, limits);

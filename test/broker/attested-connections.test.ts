@@ -9,12 +9,9 @@ import assert from 'node:assert/strict';
 import { connect, createServer, type Socket } from 'node:net';
 import { join } from 'node:path';
 import {
-  cgroupAnchors,
   ConnectionAttestor,
-  ownCgroup,
+  nodeProcessAttestor,
   PerlPeerCredentials,
-  ProcessAttestor,
-  procfsReader,
   type PeerCredentials,
   type PeerCredentialsSource,
 } from '../../src/broker/attestation/index.js';
@@ -37,7 +34,7 @@ test('an attestation that could not be made is made again by the next call on th
   const path = join(dir, 's.sock');
   const peers = new FailsFirst();
   const connections = new AttestedConnections(
-    new ConnectionAttestor({ peers, processes: new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup())) }),
+    new ConnectionAttestor({ peers, processes: nodeProcessAttestor() }),
   );
   const server = createServer();
   const accepted = new Promise<Socket>((resolve) =>
@@ -77,7 +74,7 @@ test('bounds: past the socket bound a connection is closed at accept; past its c
   const path = join(dir, 'b.sock');
   const limited: string[] = [];
   const limits = new ConnectionLimits({ maxConnections: 3, maxConnectionsPerCaller: 2, maxStreams: 10, maxStreamsPerCaller: 5 }, { limited: (l) => limited.push(l) });
-  const connections = new AttestedConnections(new ConnectionAttestor({ peers: new PerlPeerCredentials(), processes: new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup())) }), limits);
+  const connections = new AttestedConnections(new ConnectionAttestor({ peers: new PerlPeerCredentials(), processes: nodeProcessAttestor() }), limits);
   const accepted: Array<{ socket: Socket; admitted: boolean }> = [];
   const waiting: Array<() => void> = [];
   const server = createServer((s) => {

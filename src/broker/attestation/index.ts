@@ -30,7 +30,7 @@ export {
 } from './cgroup-pod.js';
 export { parseProcStat, parseUptimeTicks, isExited, CLOCK_TICKS_PER_SECOND, type ProcStat } from './proc-stat.js';
 export { ProcessAttestor, type Attestation, type AttestationFailure, type AttestedProcess, type ProcReader } from './process-attestor.js';
-export { procfsReader, ownCgroup } from './procfs-reader.js';
+export { nodeProcessAttestor, procfsReader, ownCgroup } from './procfs-reader.js';
 export {
   PerlPeerCredentials,
   peerClosed,

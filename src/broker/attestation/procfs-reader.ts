@@ -8,7 +8,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ProcReader } from './process-attestor.js';
+import { cgroupAnchors } from './cgroup-pod.js';
+import { ProcessAttestor, type ProcReader } from './process-attestor.js';
 
 function readOrUndefined(path: string): string | undefined {
   try {
@@ -33,4 +34,9 @@ export function procfsReader(procRoot = '/proc'): ProcReader {
 /** The broker's own `/proc/self/cgroup`, from which `cgroupAnchors` learns the node's cgroup root. */
 export function ownCgroup(procRoot = '/proc'): string {
   return readFileSync(join(procRoot, 'self', 'cgroup'), 'utf8');
+}
+
+/** The attestor of this node's processes: the real `/proc`, anchored at the cgroup root learned from the broker's own cgroup. */
+export function nodeProcessAttestor(procRoot = '/proc'): ProcessAttestor {
+  return new ProcessAttestor(procfsReader(procRoot), cgroupAnchors(ownCgroup(procRoot)));
 }

@@ -12,14 +12,11 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  cgroupAnchors,
   ConnectionAttestor,
-  ownCgroup,
+  nodeProcessAttestor,
   PeerCredentialsHelper,
   PeerCredentialsWithFallback,
   PerlPeerCredentials,
-  ProcessAttestor,
-  procfsReader,
   socketFd,
   type AttestationOutcome,
   type ConnectionAttestation,
@@ -36,7 +33,7 @@ const socketPath = join(scratch.dir, 'attest.sock');
 const children = new Set<ChildProcess>();
 
 const outcomes: AttestationOutcome[] = [];
-const processes = new ProcessAttestor(procfsReader(), cgroupAnchors(ownCgroup()));
+const processes = nodeProcessAttestor();
 const observer = { attested: (outcome: AttestationOutcome) => outcomes.push(outcome) };
 /** The broker's way: the helper (its fallback only if it cannot start here). */
 const helperPeers = new PeerCredentialsWithFallback(new PeerCredentialsHelper(), new PerlPeerCredentials());
