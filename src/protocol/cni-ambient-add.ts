@@ -13,9 +13,9 @@
  *   200 {"known":true,"ambient":false}                   not ambient (the plugin goes on with the sidecar path)
  *
  * Anything else (no socket, another status, a body that does not decode as one of these) means
- * "ask the API server": the plugin keeps its original path. This file imports nothing.
+ * "ask the API server": the plugin keeps its original path. This file imports only cni-event.ts.
  */
-import type { CniPluginAddEvent } from './cni-event.js';
+import { isObject, type CniPluginAddEvent } from './cni-event.js';
 
 export const AMBIENT_ADD_PATH = '/v1/ambient-add';
 export const AMBIENT_ADD_METHOD = 'POST';
@@ -32,10 +32,6 @@ export type AmbientAddAnswer =
   | { readonly known: false }
   | { readonly known: true; readonly ambient: false }
   | { readonly known: true; readonly ambient: true; readonly registered: boolean; readonly reason?: string };
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
 
 /** The answer body, or undefined when it is not exactly one of the documented shapes. */
 export function decodeAmbientAddAnswer(body: string): AmbientAddAnswer | undefined {

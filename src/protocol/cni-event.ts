@@ -95,7 +95,8 @@ export type DecodedCniAddEvent = { readonly ok: true; readonly event: CniPluginA
 
 const POD_NAME = /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 
-function isObject(v: unknown): v is Record<string, unknown> {
+/** A JSON object (not null, not an array): the room's decoders share it. */
+export function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
