@@ -5,14 +5,17 @@
  * readiness answer; all of them share the plug-in CA, the signer name and trust domain, the
  * kube client, the clock and the metrics registry.
  */
-import type { KubeConfig } from '@kubernetes/client-node';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Registry } from 'prom-client';
 import type { Signer } from '../ca/index.js';
 import type { Clock } from '../core/clock.js';
 import type { LongLived } from '../core/long-lived.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
-import type { InformerSettings } from '../kube/index.js';
+import { settleWithin, stopOnAbort } from '../core/long-lived.js';
+import type { Informer, InformerOptions, InformerSettings } from '../kube/index.js';
+import { SignerMetrics } from './metrics.js';
+import { RequestQueue, type HandleOutcome } from './request-queue.js';
 
 export interface SignerControllerContext {
   readonly kubeConfig: KubeConfig;
@@ -41,3 +44,88 @@ export interface SignerController extends LongLived {
 }
 
 export type SignerControllerFactory = (ctx: SignerControllerContext) => SignerController;
+
+/** How a queued controller watches its API and queues its requests. */
+export interface QueuedControllerSpec<T extends KubernetesObject> {
+  /** For logs, readiness check names and metrics labels ("csr"). */
+  readonly name: string;
+  /** Requests handled at the same time; retry delays double from the first to the last, jittered. */
+  readonly workers: number;
+  readonly initialRetryMs: number;
+  readonly maxRetryMs: number;
+  /** The work-queue key of a request (its name, or namespace/name). */
+  readonly keyOf: (request: T) => string;
+  /** The informer on the requests of `signerName` (createCsrInformer, createPcrInformer). */
+  readonly createInformer: (options: Omit<InformerOptions<T>, 'path' | 'fieldSelector'> & { readonly signerName: string }) => Informer<T>;
+}
+
+/**
+ * A signing controller over an informer and a RequestQueue: every added or updated request is
+ * queued by its key, a deleted one's failure count forgotten, and all of them queued again when
+ * the CA changes (a CA that becomes ready or rotates may now sign what waited for it). Readiness
+ * is the informer's; stop() stops the queue and the informer within the deadline, then
+ * `stopped()`. A subclass says how one request is handled.
+ */
+export abstract class QueuedSignerController<T extends KubernetesObject> implements SignerController {
+  readonly name: string;
+  protected readonly informer: Informer<T>;
+  protected readonly queue: RequestQueue;
+  protected readonly metrics: SignerMetrics;
+  readonly #unsubscribe: () => void;
+
+  constructor(ctx: SignerControllerContext, spec: QueuedControllerSpec<T>, metrics: SignerMetrics) {
+    this.name = spec.name;
+    this.metrics = metrics;
+    this.queue = new RequestQueue({
+      workers: spec.workers,
+      initialRetryMs: spec.initialRetryMs,
+      maxRetryMs: spec.maxRetryMs,
+      clock: ctx.clock,
+      rng: ctx.rng,
+      logger: ctx.logger,
+      what: spec.name,
+      handle: (key) => this.handle(key),
+      onRetry: (_key, why) => metrics.count(spec.name, 'retried', why.split(':')[0]),
+    });
+    const enqueue = (request: T) => this.queue.add(spec.keyOf(request));
+    this.informer = spec.createInformer({
+      kubeConfig: ctx.kubeConfig,
+      signerName: ctx.signerName,
+      ...ctx.informer,
+      clock: ctx.clock,
+      rng: ctx.rng,
+      logger: ctx.logger,
+      onAdd: enqueue,
+      onUpdate: enqueue,
+      onDelete: (request) => this.queue.forget(spec.keyOf(request)),
+    });
+    this.#unsubscribe = ctx.ca.onChange(() => {
+      for (const request of this.informer.list()) enqueue(request);
+    });
+  }
+
+  /** Handles the request queued under `key`: done, or retry because ... */
+  protected abstract handle(key: string): Promise<HandleOutcome>;
+
+  /** Called once stop() has settled (or timed out): frees what the subclass holds. */
+  protected stopped(): void {}
+
+  problem(): string | undefined {
+    return this.informer.problem();
+  }
+
+  async start(signal?: AbortSignal): Promise<void> {
+    stopOnAbort(signal, () => this.stop());
+    await this.informer.start(this.queue.signal);
+  }
+
+  async stop(deadlineMs = 5000): Promise<void> {
+    this.#unsubscribe();
+    const stopping = this.queue.stop();
+    try {
+      await settleWithin(Promise.all([this.informer.stop(deadlineMs), stopping]), deadlineMs);
+    } finally {
+      this.stopped();
+    }
+  }
+}

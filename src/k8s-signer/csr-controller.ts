@@ -11,13 +11,12 @@
  */
 import { describeError, isCertbrokerError } from '../core/errors.js';
 import { deadline } from '../core/deadline.js';
-import { settleWithin, stopOnAbort } from '../core/long-lived.js';
-import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject, type Informer } from '../kube/index.js';
+import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject } from '../kube/index.js';
 import { readCsrDetails } from '../pki/index.js';
-import type { SignerController, SignerControllerContext, SignerControllerFactory } from './controller.js';
+import { QueuedSignerController, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
 import { judgeCsr, type CsrRefusalReason } from './csr-policy.js';
 import { SignerMetrics } from './metrics.js';
-import { RequestQueue, type HandleOutcome } from './request-queue.js';
+import type { HandleOutcome } from './request-queue.js';
 
 export const CSR_CONTROLLER = 'csr';
 /** Requests signed at the same time. */
@@ -30,73 +29,37 @@ export const CSR_RETRY_MAX_MS = 30_000;
 
 type Outcome = HandleOutcome;
 
-export class CsrController implements SignerController {
-  readonly name = CSR_CONTROLLER;
+export class CsrController extends QueuedSignerController<CsrObject> {
   readonly #ctx: SignerControllerContext;
-  readonly #informer: Informer<CsrObject>;
   readonly #client: CsrClient;
-  readonly #metrics: SignerMetrics;
-  readonly #queue: RequestQueue;
-  readonly #unsubscribe: () => void;
 
   constructor(ctx: SignerControllerContext, metrics: SignerMetrics = new SignerMetrics(ctx.registry)) {
+    super(
+      ctx,
+      {
+        name: CSR_CONTROLLER,
+        workers: CSR_WORKERS,
+        initialRetryMs: CSR_RETRY_INITIAL_MS,
+        maxRetryMs: CSR_RETRY_MAX_MS,
+        keyOf: (csr) => csr.metadata?.name ?? '',
+        createInformer: createCsrInformer,
+      },
+      metrics,
+    );
     this.#ctx = ctx;
-    this.#metrics = metrics;
     this.#client = new CsrClient(ctx.kubeConfig);
-    this.#queue = new RequestQueue({
-      workers: CSR_WORKERS,
-      initialRetryMs: CSR_RETRY_INITIAL_MS,
-      maxRetryMs: CSR_RETRY_MAX_MS,
-      clock: ctx.clock,
-      rng: ctx.rng,
-      logger: ctx.logger,
-      what: 'csr',
-      handle: (name) => this.#handle(name),
-      onRetry: (_name, why) => this.#metrics.count(CSR_CONTROLLER, 'retried', why.split(':')[0]),
-    });
-    const enqueue = (csr: CsrObject) => this.#queue.add(csr.metadata?.name ?? '');
-    this.#informer = createCsrInformer({
-      kubeConfig: ctx.kubeConfig,
-      signerName: ctx.signerName,
-      ...ctx.informer,
-      clock: ctx.clock,
-      rng: ctx.rng,
-      logger: ctx.logger,
-      onAdd: enqueue,
-      onUpdate: enqueue,
-      onDelete: (csr) => this.#queue.forget(csr.metadata?.name ?? ''),
-    });
-    // A CA that becomes ready (or rotates) may now sign what waited for it.
-    this.#unsubscribe = ctx.ca.onChange(() => {
-      for (const csr of this.#informer.list()) enqueue(csr);
-    });
   }
 
-  problem(): string | undefined {
-    return this.#informer.problem();
+  protected override stopped(): void {
+    this.#client.close();
   }
 
-  async start(signal?: AbortSignal): Promise<void> {
-    stopOnAbort(signal, () => this.stop());
-    await this.#informer.start(this.#queue.signal);
-  }
-
-  async stop(deadlineMs = 5000): Promise<void> {
-    this.#unsubscribe();
-    const stopping = this.#queue.stop();
-    try {
-      await settleWithin(Promise.all([this.#informer.stop(deadlineMs), stopping]), deadlineMs);
-    } finally {
-      this.#client.close();
-    }
-  }
-
-  async #handle(name: string): Promise<Outcome> {
-    const csr = this.#informer.get(undefined, name);
+  protected async handle(name: string): Promise<Outcome> {
+    const csr = this.informer.get(undefined, name);
     if (!csr || csrState(csr) !== 'approved') return { done: true };
     const started = this.#ctx.clock.now();
     const outcome = await this.#sign(csr);
-    if (outcome.done) this.#metrics.observeIssue(CSR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
+    if (outcome.done) this.metrics.observeIssue(CSR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
     return outcome;
   }
 
@@ -126,7 +89,7 @@ export class CsrController implements SignerController {
     }
     const written = await this.#write(csr, { ...csr.status, certificate: Buffer.from(certificate).toString('base64') });
     if (!written.done) return written;
-    this.#metrics.count(CSR_CONTROLLER, 'issued', verdict.kind);
+    this.metrics.count(CSR_CONTROLLER, 'issued', verdict.kind);
     this.#ctx.logger.info('CSR signed', { csr: name, identity: verdict.spiffeId, requester: csr.spec.username, ttlSeconds });
     return written;
   }
@@ -136,14 +99,14 @@ export class CsrController implements SignerController {
     const failed: CsrCondition = { type: 'Failed', status: 'True', reason, message, lastUpdateTime: now, lastTransitionTime: now };
     const written = await this.#write(csr, { ...csr.status, conditions: [...(csr.status?.conditions ?? []), failed] });
     if (written.done) {
-      this.#metrics.count(CSR_CONTROLLER, 'refused', reason);
+      this.metrics.count(CSR_CONTROLLER, 'refused', reason);
       this.#ctx.logger.warn('CSR refused', { csr: csr.metadata?.name, requester: csr.spec.username, reason, message });
     }
     return written;
   }
 
   async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<Outcome> {
-    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.#queue.signal, clock: this.#ctx.clock });
+    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.queue.signal, clock: this.#ctx.clock });
     try {
       await this.#client.writeStatus(csr, status, d.signal);
       return { done: true };

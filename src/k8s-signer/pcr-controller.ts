@@ -11,14 +11,13 @@
 import { X509Certificate } from 'node:crypto';
 import { describeError, isCertbrokerError } from '../core/errors.js';
 import { deadline } from '../core/deadline.js';
-import { settleWithin, stopOnAbort } from '../core/long-lived.js';
-import { createPcrInformer, pcrState, PcrClient, type Informer, type PcrCondition, type PcrObject } from '../kube/index.js';
+import { createPcrInformer, pcrState, PcrClient, type PcrCondition, type PcrObject } from '../kube/index.js';
 import { pemEncode } from '../pki/index.js';
 import type { SignedChain } from '../ca/index.js';
-import type { SignerController, SignerControllerContext, SignerControllerFactory } from './controller.js';
+import { QueuedSignerController, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
 import { beginRefreshAtMs, judgePcr, MIN_PCR_LIFETIME_MS, type PcrRefusalReason } from './pcr-policy.js';
 import { SignerMetrics } from './metrics.js';
-import { RequestQueue, type HandleOutcome } from './request-queue.js';
+import type { HandleOutcome } from './request-queue.js';
 
 export const PCR_CONTROLLER = 'pcr';
 export const PCR_WORKERS = 4;
@@ -33,65 +32,30 @@ function rfc3339(ms: number): string {
 
 const keyOf = (pcr: PcrObject): string => `${pcr.metadata?.namespace ?? ''}/${pcr.metadata?.name ?? ''}`;
 
-export class PcrController implements SignerController {
-  readonly name = PCR_CONTROLLER;
+export class PcrController extends QueuedSignerController<PcrObject> {
   readonly #ctx: SignerControllerContext;
-  readonly #informer: Informer<PcrObject>;
   readonly #client: PcrClient;
-  readonly #metrics: SignerMetrics;
-  readonly #queue: RequestQueue;
-  readonly #unsubscribe: () => void;
 
   constructor(ctx: SignerControllerContext, metrics: SignerMetrics = new SignerMetrics(ctx.registry)) {
+    super(
+      ctx,
+      {
+        name: PCR_CONTROLLER,
+        workers: PCR_WORKERS,
+        initialRetryMs: PCR_RETRY_INITIAL_MS,
+        maxRetryMs: PCR_RETRY_MAX_MS,
+        keyOf,
+        createInformer: createPcrInformer,
+      },
+      metrics,
+    );
     this.#ctx = ctx;
-    this.#metrics = metrics;
     this.#client = new PcrClient(ctx.kubeConfig, () => ctx.clock.now());
-    this.#queue = new RequestQueue({
-      workers: PCR_WORKERS,
-      initialRetryMs: PCR_RETRY_INITIAL_MS,
-      maxRetryMs: PCR_RETRY_MAX_MS,
-      clock: ctx.clock,
-      rng: ctx.rng,
-      logger: ctx.logger,
-      what: 'pcr',
-      handle: (key) => this.#handle(key),
-      onRetry: (_key, why) => this.#metrics.count(PCR_CONTROLLER, 'retried', why.split(':')[0]),
-    });
-    const enqueue = (pcr: PcrObject) => this.#queue.add(keyOf(pcr));
-    this.#informer = createPcrInformer({
-      kubeConfig: ctx.kubeConfig,
-      signerName: ctx.signerName,
-      ...ctx.informer,
-      clock: ctx.clock,
-      rng: ctx.rng,
-      logger: ctx.logger,
-      onAdd: enqueue,
-      onUpdate: enqueue,
-      onDelete: (pcr) => this.#queue.forget(keyOf(pcr)),
-    });
-    this.#unsubscribe = ctx.ca.onChange(() => {
-      for (const pcr of this.#informer.list()) enqueue(pcr);
-    });
   }
 
-  problem(): string | undefined {
-    return this.#informer.problem();
-  }
-
-  async start(signal?: AbortSignal): Promise<void> {
-    stopOnAbort(signal, () => this.stop());
-    await this.#informer.start(this.#queue.signal);
-  }
-
-  async stop(deadlineMs = 5000): Promise<void> {
-    this.#unsubscribe();
-    const stopping = this.#queue.stop();
-    await settleWithin(Promise.all([this.#informer.stop(deadlineMs), stopping]), deadlineMs);
-  }
-
-  async #handle(key: string): Promise<HandleOutcome> {
+  protected async handle(key: string): Promise<HandleOutcome> {
     const slash = key.indexOf('/');
-    const pcr = this.#informer.get(key.slice(0, slash), key.slice(slash + 1));
+    const pcr = this.informer.get(key.slice(0, slash), key.slice(slash + 1));
     if (!pcr || pcr.spec.signerName !== this.#ctx.signerName || pcrState(pcr) !== 'pending') return { done: true };
     const started = this.#ctx.clock.now();
     const verdict = judgePcr(
@@ -122,7 +86,7 @@ export class PcrController implements SignerController {
       return this.#conclude(pcr, 'Failed', 'SigningFailed', 'the CA failed to sign the request');
     }
     const outcome = await this.#issue(pcr, signed, verdict.spiffeId);
-    if (outcome.done) this.#metrics.observeIssue(PCR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
+    if (outcome.done) this.metrics.observeIssue(PCR_CONTROLLER, (this.#ctx.clock.now() - started) / 1000);
     return outcome;
   }
 
@@ -146,7 +110,7 @@ export class PcrController implements SignerController {
     // The API server refused the issuance itself (422): retrying the same leaf cannot help.
     if (!written.done && written.why.startsWith('invalid')) return this.#conclude(pcr, 'Failed', 'SigningFailed', `the API server refused the issued certificate: ${written.why}`);
     if (written.done) {
-      this.#metrics.count(PCR_CONTROLLER, 'issued', 'svid');
+      this.metrics.count(PCR_CONTROLLER, 'issued', 'svid');
       this.#ctx.logger.info('PCR issued', { pcr: keyOf(pcr), pod: pcr.spec.podName, node: pcr.spec.nodeName, identity: spiffeId, serial: signed.serialHex, notAfter: rfc3339(notAfterMs) });
     }
     return written;
@@ -156,14 +120,14 @@ export class PcrController implements SignerController {
     const condition: PcrCondition = { type, status: 'True', reason, message, lastTransitionTime: rfc3339(this.#ctx.clock.now()) };
     const written = await this.#write(pcr, { conditions: [...(pcr.status?.conditions ?? []), condition] });
     if (written.done) {
-      this.#metrics.count(PCR_CONTROLLER, 'refused', reason);
+      this.metrics.count(PCR_CONTROLLER, 'refused', reason);
       this.#ctx.logger.warn(`PCR ${type.toLowerCase()}`, { pcr: keyOf(pcr), pod: pcr.spec.podName, reason, message });
     }
     return written;
   }
 
   async #write(pcr: PcrObject, status: NonNullable<PcrObject['status']>): Promise<HandleOutcome> {
-    const d = deadline(PCR_WRITE_TIMEOUT_MS, { what: `PUT podcertificaterequests/${keyOf(pcr)}/status`, parent: this.#queue.signal, clock: this.#ctx.clock });
+    const d = deadline(PCR_WRITE_TIMEOUT_MS, { what: `PUT podcertificaterequests/${keyOf(pcr)}/status`, parent: this.queue.signal, clock: this.#ctx.clock });
     try {
       await this.#client.writeStatus(pcr, status, d.signal);
       return { done: true };
