@@ -33,7 +33,7 @@ import {
   type IdentityStatus,
 } from './cert-state.js';
 import { BrokerError } from '../errors.js';
-import { emitGuarded, guard, Listeners } from './listeners.js';
+import { emitGuarded, guard, Listeners } from '../../core/listeners.js';
 import { FetchSlots } from './fetch-slots.js';
 import { Waiters } from './waiters.js';
 import { isMoreUrgent, type FetchPriority } from './priority-queue.js';

@@ -28,7 +28,7 @@ import { certificateToPem, parsePem } from '../../pki/pem.js';
 import { chainAnchor } from '../../pki/chain.js';
 import type { AllCertsListener } from './cert-events.js';
 import { ClockTimer } from './clock-timer.js';
-import { Listeners } from './listeners.js';
+import { Listeners } from '../../core/listeners.js';
 import type { WorkloadCert } from './workload-cert.js';
 
 export type BundleListener = (rootsDer: readonly Buffer[]) => void;

@@ -21,6 +21,7 @@ import type { Clock } from '../../core/clock.js';
 import { deadline } from '../../core/deadline.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { Listeners } from '../../core/listeners.js';
 import {
   createCsrInformer,
   csrCertificatePem,
@@ -82,7 +83,7 @@ export class KubernetesCsrSigner implements Signer {
   readonly #client: CsrClient;
   readonly #informer: Informer<CsrObject>;
   readonly #waiters = new Map<string, Waiter>();
-  readonly #listeners = new Set<() => void>();
+  readonly #listeners = new Listeners<void>();
   #roots: readonly x509.X509Certificate[];
   #rootsPem: string;
   #rootsFile: RootsFile | undefined;
@@ -140,19 +141,12 @@ export class KubernetesCsrSigner implements Signer {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   /** Readiness changed: tell the listeners (a throwing one is logged, the others still run). */
   #changed(): void {
-    for (const l of this.#listeners) {
-      try {
-        l();
-      } catch (err) {
-        this.#o.logger.error('signer change listener threw', { err: describeError(err) });
-      }
-    }
+    this.#listeners.emit(undefined, (err) => this.#o.logger.error('signer change listener threw', { err: describeError(err) }));
   }
 
   async close(): Promise<void> {

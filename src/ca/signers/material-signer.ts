@@ -7,6 +7,7 @@
  */
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/log.js';
+import { Listeners } from '../../core/listeners.js';
 import { certificateToPem, responseChainPems, type CaKeyMaterial, FastLeafIssuer } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import { issueServingCertificate } from '../serving-cert.js';
@@ -77,7 +78,7 @@ export abstract class MaterialSigner implements Signer {
   protected readonly options: MaterialSignerOptions;
   #loaded: Loaded | undefined;
   #notReady = 'signing material not loaded yet';
-  readonly #listeners = new Set<() => void>();
+  readonly #listeners = new Listeners<void>();
 
   constructor(options: MaterialSignerOptions) {
     this.options = options;
@@ -132,8 +133,7 @@ export abstract class MaterialSigner implements Signer {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -146,13 +146,7 @@ export abstract class MaterialSigner implements Signer {
 
   /** Tells the listeners (material or readiness changed); a throwing listener is logged, the others still run. */
   #changed(): void {
-    for (const l of this.#listeners) {
-      try {
-        l();
-      } catch (err) {
-        this.options.logger.error('signer change listener threw', { err: err instanceof Error ? err.message : String(err) });
-      }
-    }
+    this.#listeners.emit(undefined, (err) => this.options.logger.error('signer change listener threw', { err: err instanceof Error ? err.message : String(err) }));
   }
 
   /** Installs new material (subclasses call this after loading and validating it). */

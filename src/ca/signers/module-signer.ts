@@ -14,6 +14,7 @@ import type { Clock } from '../../core/clock.js';
 import { deadline } from '../../core/deadline.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { Listeners } from '../../core/listeners.js';
 import { parseCsrAsync } from '../../pki/csr.js';
 import { exportPkcs8Pem, exportSpkiDer, generateKeyPair } from '../../pki/keys.js';
 import { pemEncode } from '../../pki/pem.js';
@@ -47,7 +48,7 @@ export class ModuleSigner implements Signer {
   /** The module's signal also fires when the caller stops waiting. */
   readonly cancellable = true;
   readonly #o: ModuleSignerOptions;
-  readonly #listeners = new Set<() => void>();
+  readonly #listeners = new Listeners<void>();
   readonly #closing = new AbortController();
   #roots: readonly string[] = [];
   #started = false;
@@ -126,8 +127,7 @@ export class ModuleSigner implements Signer {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -219,12 +219,6 @@ export class ModuleSigner implements Signer {
   }
 
   #emit(): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener();
-      } catch (err) {
-        this.#o.logger.warn('signer change listener threw; ignored', { err: describeError(err) });
-      }
-    }
+    this.#listeners.emit(undefined, (err) => this.#o.logger.warn('signer change listener threw; ignored', { err: describeError(err) }));
   }
 }

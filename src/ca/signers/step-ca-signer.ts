@@ -17,6 +17,7 @@ import { readFile } from 'node:fs/promises';
 import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
+import { Listeners } from '../../core/listeners.js';
 import { createCsr, exportPkcs8Pem, exportSpkiDer, generateKeyPair, parseCertificates, parseCsrAsync, x509 } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
@@ -62,7 +63,7 @@ export class StepCaSigner implements Signer {
   #loaded: Loaded | undefined;
   #rootsFile: RootsFile | undefined;
   #notReady = 'step-ca root and provisioner key not loaded yet';
-  readonly #listeners = new Set<() => void>();
+  readonly #listeners = new Listeners<void>();
 
   constructor(options: StepCaSignerOptions) {
     this.#o = options;
@@ -146,8 +147,7 @@ export class StepCaSigner implements Signer {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -196,12 +196,6 @@ export class StepCaSigner implements Signer {
   }
 
   #changed(): void {
-    for (const l of this.#listeners) {
-      try {
-        l();
-      } catch (err) {
-        this.#o.logger.error('signer change listener threw', { err: describeError(err) });
-      }
-    }
+    this.#listeners.emit(undefined, (err) => this.#o.logger.error('signer change listener threw', { err: describeError(err) }));
   }
 }

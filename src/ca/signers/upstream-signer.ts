@@ -20,6 +20,7 @@ import { eitherSignal } from '../../core/deadline.js';
 import { CertbrokerError, describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { Secret } from '../../core/secret.js';
+import { Listeners } from '../../core/listeners.js';
 import { IstioCaChannel } from '../../grpc/istio-ca-channel.js';
 import { stringStruct } from '../../grpc/struct-value.js';
 import { RereadFile } from '../../ops/reread-file.js';
@@ -73,7 +74,7 @@ export class IstioUpstreamSigner implements Signer {
   readonly #o: UpstreamSignerOptions;
   readonly #rootFile: RereadFile;
   readonly #tokenFile: RereadFile;
-  readonly #listeners = new Set<() => void>();
+  readonly #listeners = new Listeners<void>();
   readonly #closing = new AbortController();
   #roots: { readonly pems: readonly string[]; readonly tails: AnchoredTails } | undefined;
   #channel: IstioCaChannel | undefined;
@@ -155,8 +156,7 @@ export class IstioUpstreamSigner implements Signer {
   }
 
   onChange(listener: () => void): () => void {
-    this.#listeners.add(listener);
-    return () => this.#listeners.delete(listener);
+    return this.#listeners.add(listener);
   }
 
   async close(): Promise<void> {
@@ -239,12 +239,6 @@ export class IstioUpstreamSigner implements Signer {
   }
 
   #emit(): void {
-    for (const listener of this.#listeners) {
-      try {
-        listener();
-      } catch (err) {
-        this.#o.logger.warn('signer change listener threw; ignored', { err: err instanceof CertbrokerError ? err.code : describeError(err) });
-      }
-    }
+    this.#listeners.emit(undefined, (err) => this.#o.logger.warn('signer change listener threw; ignored', { err: err instanceof CertbrokerError ? err.code : describeError(err) }));
   }
 }

@@ -1,7 +1,7 @@
 /**
  * A set of listeners called in turn, each guarded: a listener that throws is reported to the
  * emitter's `onThrow` (the owner logs it) and the others are still called, so one faulty
- * subscriber can neither stop the caller's work (the certificate manager's queue) nor starve the
+ * subscriber can neither stop the caller's work (the certificate manager's queue, a signer's readiness change) nor starve the
  * subscribers after it. The handler comes with each `emit`, so a set costs no closure of its own
  * (the manager keeps one per identity). Plain TypeScript.
  */
