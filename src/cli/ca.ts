@@ -4,12 +4,7 @@
  */
 import { Command } from 'commander';
 import type { StepCaFlags } from '../ca/signers/step-ca-config.js';
-
-/** The step-ca signer's flags that were given. */
-function stepCaFlags(opts: StepCaFlags): StepCaFlags {
-  const keys = ['stepCaUrl', 'stepCaRoot', 'provisioner', 'provisionerKeyFile', 'provisionerKeyPasswordFile'] as const;
-  return Object.fromEntries(keys.filter((k) => opts[k] !== undefined).map((k) => [k, opts[k]]));
-}
+import { givenOptions } from './given-options.js';
 
 interface CaOptions {
   grpcAddress?: string;
@@ -62,25 +57,13 @@ export function command(): Command {
     .action(async (opts: CaOptions & StepCaFlags) => {
       const { runCa } = await import('../ca/run.js');
       await runCa({
-        ...(opts.grpcAddress !== undefined ? { grpcAddress: opts.grpcAddress } : {}),
+        ...givenOptions(opts, ['grpcAddress', 'opsAddress', 'trustDomain', 'signer', 'cacertsDir', 'kubeconfig', 'clusterId']),
+        ...givenOptions(opts, ['k8sSignerName', 'k8sCsrRootsFile']),
+        ...givenOptions(opts, ['stepCaUrl', 'stepCaRoot', 'provisioner', 'provisionerKeyFile', 'provisionerKeyPasswordFile']),
+        ...givenOptions(opts, ['upstreamAddress', 'upstreamRootCertFile', 'upstreamTokenFile', 'upstreamClusterId', 'trustBundleSignerName', 'tokenReviewTimeoutSeconds']),
         ...(opts.plaintext ? { plaintext: 'true' } : {}),
-        ...(opts.opsAddress !== undefined ? { opsAddress: opts.opsAddress } : {}),
-        ...(opts.trustDomain !== undefined ? { trustDomain: opts.trustDomain } : {}),
-        ...(opts.signer !== undefined ? { signer: opts.signer } : {}),
-        ...(opts.cacertsDir !== undefined ? { cacertsDir: opts.cacertsDir } : {}),
-        ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
-        ...(opts.clusterId !== undefined ? { clusterId: opts.clusterId } : {}),
-        ...(opts.k8sSignerName !== undefined ? { k8sSignerName: opts.k8sSignerName } : {}),
         ...(opts.k8sCsrAutoApprove ? { k8sCsrAutoApprove: 'true' } : {}),
-        ...(opts.k8sCsrRootsFile !== undefined ? { k8sCsrRootsFile: opts.k8sCsrRootsFile } : {}),
-        ...stepCaFlags(opts),
-        ...(opts.upstreamAddress !== undefined ? { upstreamAddress: opts.upstreamAddress } : {}),
-        ...(opts.upstreamRootCertFile !== undefined ? { upstreamRootCertFile: opts.upstreamRootCertFile } : {}),
-        ...(opts.upstreamTokenFile !== undefined ? { upstreamTokenFile: opts.upstreamTokenFile } : {}),
-        ...(opts.upstreamClusterId !== undefined ? { upstreamClusterId: opts.upstreamClusterId } : {}),
-        ...(opts.tokenReviewTimeoutSeconds !== undefined ? { tokenReviewTimeoutSeconds: opts.tokenReviewTimeoutSeconds } : {}),
         ...(opts.publishTrustBundle !== undefined ? { publishTrustBundle: String(opts.publishTrustBundle) } : {}),
-        ...(opts.trustBundleSignerName !== undefined ? { trustBundleSignerName: opts.trustBundleSignerName } : {}),
       });
     })
     .addCommand(rotateRootCommand());

@@ -3,6 +3,7 @@
  * PodCertificateRequests) of one signerName with a plug-in CA. Configured by env (docs/ca.md); flags override.
  */
 import { Command } from 'commander';
+import { givenOptions } from './given-options.js';
 
 export function command(): Command {
   return new Command('k8s-signer')
@@ -16,14 +17,6 @@ export function command(): Command {
     .option('--controllers <list>', 'APIs to sign for: csr, pcr (PodCertificateRequests, certificates.k8s.io/v1beta1), comma-separated (K8S_SIGNER_CONTROLLERS, default csr)')
     .action(async (opts: { signerName?: string; trustDomain?: string; cacertsDir?: string; cacertsSecret?: string; opsAddress?: string; kubeconfig?: string; controllers?: string }) => {
       const { runK8sSigner } = await import('../k8s-signer/run.js');
-      await runK8sSigner({
-        ...(opts.signerName !== undefined ? { signerName: opts.signerName } : {}),
-        ...(opts.trustDomain !== undefined ? { trustDomain: opts.trustDomain } : {}),
-        ...(opts.cacertsDir !== undefined ? { cacertsDir: opts.cacertsDir } : {}),
-        ...(opts.cacertsSecret !== undefined ? { cacertsSecret: opts.cacertsSecret } : {}),
-        ...(opts.opsAddress !== undefined ? { opsAddress: opts.opsAddress } : {}),
-        ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
-        ...(opts.controllers !== undefined ? { controllers: opts.controllers } : {}),
-      });
+      await runK8sSigner(givenOptions(opts, ['signerName', 'trustDomain', 'cacertsDir', 'cacertsSecret', 'opsAddress', 'kubeconfig', 'controllers']));
     });
 }
