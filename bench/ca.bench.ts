@@ -115,60 +115,29 @@ async function closedLoop(job: ClientJob, call: (channel: number, seq: number, t
  * matters when it shares 2 cores with the CA.
  */
 async function runHttp2Client(job: ClientJob): Promise<ClientResult> {
-  const http2 = await import('node:http2');
   const { protobufRoot } = await import('../src/grpc/index.js');
-  const { requestFrame } = await import('../test/ca/support/raw-grpc.js');
+  const { requestFrame, rawCaSession } = await import('../test/ca/support/raw-grpc.js');
   const Res = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
   const frames = job.csrs.map((csr) =>
     requestFrame({ csr, validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { stringValue: job.impersonate } } } }),
   );
-  const sessions = Array.from({ length: job.channels }, () =>
-    http2.connect(`https://localhost:${job.port}`, { ca: job.rootsPem, servername: 'localhost', host: '127.0.0.1' } as never),
-  );
+  const sessions = Array.from({ length: job.channels }, () => rawCaSession({ port: job.port, rootsPem: () => job.rootsPem }, { servername: 'localhost' }));
   let checked = 0;
-  const result = await closedLoop(
-    job,
-    (c, i, tally) =>
-      new Promise((resolve) => {
-        const stream = sessions[c]!.request({
-          ':method': 'POST',
-          ':path': '/istio.v1.auth.IstioCertificateService/CreateCertificate',
-          'content-type': 'application/grpc',
-          te: 'trailers',
-          authorization: `Bearer ${job.tokens[i % job.tokens.length]}`,
-        });
-        const chunks: Buffer[] = [];
-        let grpcStatus: string | undefined;
-        let message = '';
-        stream.on('response', (h) => {
-          if (h['grpc-status'] !== undefined) grpcStatus = String(h['grpc-status']);
-        });
-        stream.on('trailers', (t) => {
-          grpcStatus = String(t['grpc-status']);
-          message = String(t['grpc-message'] ?? '');
-        });
-        stream.on('data', (d: Buffer) => chunks.push(d));
-        stream.on('error', () => undefined);
-        stream.on('close', () => {
-          if (tally.measuring) {
-            if (grpcStatus === '0') {
-              tally.ok();
-              if (checked < 3) {
-                // Spot-check that a real chain came back (decode a few responses fully).
-                checked++;
-                const buf = Buffer.concat(chunks);
-                const res = Res.decode(buf.subarray(5)) as unknown as { cert_chain: string[] };
-                if (res.cert_chain.length < 2 || !res.cert_chain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) tally.fail('malformed response');
-              }
-            } else {
-              tally.fail(`grpc-status ${grpcStatus} ${decodeURIComponent(message)}`);
-            }
-          }
-          resolve();
-        });
-        stream.end(frames[i % frames.length]);
-      }),
-  );
+  const result = await closedLoop(job, async (c, i, tally) => {
+    const r = await sessions[c]!.call({ authorization: `Bearer ${job.tokens[i % job.tokens.length]}` }, frames[i % frames.length]);
+    if (!tally.measuring) return;
+    if (r.grpc === 0) {
+      tally.ok();
+      if (checked < 3) {
+        // Spot-check that a real chain came back (decode a few responses fully).
+        checked++;
+        const res = Res.decode(r.body.subarray(5)) as unknown as { cert_chain: string[] };
+        if (res.cert_chain.length < 2 || !res.cert_chain[0]!.startsWith('-----BEGIN CERTIFICATE-----')) tally.fail('malformed response');
+      }
+    } else {
+      tally.fail(`grpc-status ${r.grpc} ${decodeURIComponent(r.metadata['grpc-message'] ?? '')}`);
+    }
+  });
   for (const s of sessions) s.close();
   return result;
 }

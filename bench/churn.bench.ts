@@ -39,7 +39,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { connect, constants as h2constants, type ClientHttp2Session, type ClientHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import type { RawCaSession } from '../test/ca/support/raw-grpc.js';
 import { cpus, loadavg } from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
@@ -99,7 +99,7 @@ async function main(): Promise<void> {
   const { CA_CERT_KEY } = await import('../src/ca/index.js');
   const { CA_NAMESPACE, CA_SA, httpGet, startCaEnv } = await import('../test/ca/support/ca-env.js');
   const { startCaProcess } = await import('../test/ca/support/ca-process.js');
-  const { requestFrame, CREATE_CERTIFICATE_PATH } = await import('../test/ca/support/raw-grpc.js');
+  const { requestFrame, rawCaSession } = await import('../test/ca/support/raw-grpc.js');
   const { tempDir } = await import('../test/ca/support/pki-fixtures.js');
   const { seededRng } = await import('../test/support/seeded-rng.js');
   const { eventually } = await import('../test/broker/support/eventually.js');
@@ -208,7 +208,7 @@ async function main(): Promise<void> {
         let stopped = false;
         class SimBroker {
           /** One connection per CA; calls go round robin over them, as the broker's grpc-js channel does over the headless Service. */
-          readonly sessions: ClientHttp2Session[];
+          readonly sessions: RawCaSession[];
           #next: number;
           readonly queue = new FetchSlots<number>(MAX_FETCHES);
           /** Identities (service-account index) with a pod on this node -> what is held. */
@@ -219,15 +219,13 @@ async function main(): Promise<void> {
             this.#next = node % ports.length;
           }
           readonly ports: readonly number[];
-          static open(port: number): ClientHttp2Session {
-            const s = connect(`https://localhost:${port}`, { ca: rootPem, servername: 'localhost', host: '127.0.0.1' } as never);
-            s.on('error', () => undefined);
-            return s;
+          static open(port: number): RawCaSession {
+            return rawCaSession({ port, rootsPem: () => rootPem }, { servername: 'localhost' });
           }
           /** The next CA's connection, opened again if the CA closed it (grpc-js reconnects the same way). */
-          nextSession(): ClientHttp2Session {
+          nextSession(): RawCaSession {
             const i = this.#next++ % this.sessions.length;
-            if (this.sessions[i]!.closed || this.sessions[i]!.destroyed) this.sessions[i] = SimBroker.open(this.ports[i]!);
+            if (this.sessions[i]!.session.closed || this.sessions[i]!.session.destroyed) this.sessions[i] = SimBroker.open(this.ports[i]!);
             return this.sessions[i]!;
           }
           want(sa: number, delayMs: number, churned: boolean): void {
@@ -290,54 +288,23 @@ async function main(): Promise<void> {
            * (DEFAULT_CA_CALL_TIMEOUT_MS, sent as grpc-timeout and enforced here: DEADLINE_EXCEEDED)
            * and the CA's retry pushback read as the broker's channel reads it.
            */
-          call(frame: Buffer): Promise<{ chain?: string; error?: string; err?: unknown }> {
-            return new Promise((resolve) => {
-              let stream: ClientHttp2Stream;
-              try {
-                stream = this.nextSession().request({
-                  ':method': 'POST',
-                  ':path': CREATE_CERTIFICATE_PATH,
-                  'content-type': 'application/grpc',
-                  te: 'trailers',
-                  'grpc-timeout': grpcTimeoutHeader(DEFAULT_CA_CALL_TIMEOUT_MS),
-                  authorization: `Bearer ${tokens[this.node]}`,
-                });
-              } catch (e) {
-                resolve({ error: 'session closed', err: e });
-                return;
-              }
-              const chunks: Buffer[] = [];
-              let status: string | undefined;
-              let message = '';
-              let pushback: number | undefined;
-              const deadline = setTimeout(() => {
-                status ??= '4';
-                message ||= 'deadline exceeded (client)';
-                stream.close(h2constants.NGHTTP2_CANCEL);
-              }, DEFAULT_CA_CALL_TIMEOUT_MS);
-              const readStatus = (h: IncomingHttpHeaders) => {
-                if (h['grpc-status'] === undefined) return;
-                status = String(h['grpc-status']);
-                message = String(h['grpc-message'] ?? '');
-                pushback = parseRetryPushbackMs(h[RETRY_PUSHBACK_METADATA]);
-              };
-              stream.on('response', readStatus);
-              stream.on('trailers', readStatus);
-              stream.on('data', (d: Buffer) => chunks.push(d));
-              stream.on('error', () => undefined);
-              stream.on('close', () => {
-                clearTimeout(deadline);
-                if (status === '0') {
-                  const res = Res.decode(Buffer.concat(chunks).subarray(5)) as unknown as { cert_chain: string[] };
-                  resolve({ chain: res.cert_chain[0]! });
-                  return;
-                }
-                // The broker's CA client's own mapping of the status onto the error model (the retry policy reads it).
-                const err = CaCallError.fromStatus(Number(status ?? 14), decodeURIComponent(message), undefined, pushback);
-                resolve({ error: `grpc-status ${status ?? 'none'} ${decodeURIComponent(message).slice(0, 80)}`, err });
-              });
-              stream.end(frame);
-            });
+          async call(frame: Buffer): Promise<{ chain?: string; error?: string; err?: unknown }> {
+            let r;
+            try {
+              const headers = { 'grpc-timeout': grpcTimeoutHeader(DEFAULT_CA_CALL_TIMEOUT_MS), authorization: `Bearer ${tokens[this.node]}` };
+              r = await this.nextSession().call(headers, frame, { deadlineMs: DEFAULT_CA_CALL_TIMEOUT_MS });
+            } catch (e) {
+              return { error: 'session closed', err: e };
+            }
+            if (r.grpc === 0) {
+              const res = Res.decode(r.body.subarray(5)) as unknown as { cert_chain: string[] };
+              return { chain: res.cert_chain[0]! };
+            }
+            const status = r.grpc ?? (r.deadlineExceeded ? 4 : 14);
+            const message = decodeURIComponent(r.metadata['grpc-message'] ?? '') || (r.deadlineExceeded ? 'deadline exceeded (client)' : '');
+            // The broker's CA client's own mapping of the status onto the error model (the retry policy reads it).
+            const err = CaCallError.fromStatus(status, message, undefined, parseRetryPushbackMs(r.metadata[RETRY_PUSHBACK_METADATA]));
+            return { error: `grpc-status ${r.grpc ?? (r.deadlineExceeded ? 4 : 'none')} ${message.slice(0, 80)}`, err };
           }
           close(): void {
             for (const w of this.wanted.values()) if (w.timer) clearTimeout(w.timer);

@@ -21,6 +21,10 @@ export interface RawResult {
   readonly metadata: Readonly<Record<string, string>>;
   /** The stream's RST_STREAM code as node reports it (0 = NO_ERROR). */
   readonly rstCode?: number;
+  /** The response's DATA bytes (its gRPC frames), concatenated. */
+  readonly body: Buffer;
+  /** The call's `deadlineMs` passed and this client cancelled the stream. */
+  readonly deadlineExceeded?: boolean;
 }
 
 export interface RawCaSession {
@@ -28,8 +32,9 @@ export interface RawCaSession {
    * One CreateCertificate call: POST, application/grpc, te: trailers unless `headers` says
    * otherwise. `resetAfterMs`: send 5 bytes of a frame, then reset the stream after that long.
    * `open`: send the headers (and `body`, if any) but never end the request side.
+   * `deadlineMs`: a client's own deadline: cancel the stream (NGHTTP2_CANCEL) after that long.
    */
-  call(headers: Record<string, string>, body: Buffer | undefined, options?: { readonly resetAfterMs?: number; readonly open?: boolean }): Promise<RawResult>;
+  call(headers: Record<string, string>, body: Buffer | undefined, options?: { readonly resetAfterMs?: number; readonly open?: boolean; readonly deadlineMs?: number }): Promise<RawResult>;
   /** The underlying HTTP/2 session (its settings, its close). */
   readonly session: ClientHttp2Session;
   close(): void;
@@ -44,7 +49,14 @@ export function rawCaSession(ca: CaServer | { readonly port: number; rootsPem():
     call(headers, body, options = {}) {
       return new Promise((resolve) => {
         const req = session.request({ ':method': 'POST', ':path': CREATE_CERTIFICATE_PATH, 'content-type': 'application/grpc', te: 'trailers', ...headers });
-        const out: { http?: number; grpc?: number; metadata: Record<string, string>; rstCode?: number } = { metadata: {} };
+        const out: { http?: number; grpc?: number; metadata: Record<string, string>; rstCode?: number; deadlineExceeded?: boolean } = { metadata: {} };
+        const deadline =
+          options.deadlineMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                out.deadlineExceeded = true;
+                req.close(constants.NGHTTP2_CANCEL);
+              }, options.deadlineMs);
         const keep = (h: Record<string, unknown>) => {
           for (const [k, v] of Object.entries(h)) if (typeof v === 'string') out.metadata[k] = v;
         };
@@ -57,9 +69,13 @@ export function rawCaSession(ca: CaServer | { readonly port: number; rootsPem():
           keep(t);
           out.grpc = Number(t['grpc-status']);
         });
+        const chunks: Buffer[] = [];
+        req.on('data', (d: Buffer) => chunks.push(d));
         req.on('error', () => undefined);
-        req.on('close', () => resolve({ ...out, rstCode: req.rstCode }));
-        req.resume();
+        req.on('close', () => {
+          clearTimeout(deadline);
+          resolve({ ...out, rstCode: req.rstCode, body: Buffer.concat(chunks) });
+        });
         if (options.resetAfterMs !== undefined) {
           req.write(Buffer.from([0, 0, 0, 1, 0]));
           setTimeout(() => req.close(constants.NGHTTP2_CANCEL), options.resetAfterMs);
