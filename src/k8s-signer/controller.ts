@@ -13,7 +13,7 @@ import type { LongLived } from '../core/long-lived.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
 import { settleWithin, stopOnAbort } from '../core/long-lived.js';
-import type { Informer, InformerOptions, InformerSettings } from '../kube/index.js';
+import type { Informer, InformerSettings, SignerNameInformerOptions } from '../kube/index.js';
 import { SignerMetrics } from './metrics.js';
 import { RequestQueue, type HandleOutcome } from './request-queue.js';
 
@@ -56,7 +56,7 @@ export interface QueuedControllerSpec<T extends KubernetesObject> {
   /** The work-queue key of a request (its name, or namespace/name). */
   readonly keyOf: (request: T) => string;
   /** The informer on the requests of `signerName` (createCsrInformer, createPcrInformer). */
-  readonly createInformer: (options: Omit<InformerOptions<T>, 'path' | 'fieldSelector'> & { readonly signerName: string }) => Informer<T>;
+  readonly createInformer: (options: SignerNameInformerOptions<T>) => Informer<T>;
 }
 
 /**

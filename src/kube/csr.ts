@@ -8,7 +8,8 @@
  */
 import { CertificatesV1Api, type KubeConfig, type KubernetesObject, type V1CertificateSigningRequest } from '@kubernetes/client-node';
 import { abortableApi, KeptAliveAgents } from './abortable-http.js';
-import { Informer, type InformerOptions } from './informer.js';
+import type { Informer } from './informer.js';
+import { createSignerNameInformer, type SignerNameInformerOptions } from './signer-name-informer.js';
 
 export const CSR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 /** The kube-apiserver's lower bound on `spec.expirationSeconds`. */
@@ -73,9 +74,8 @@ export function csrCertificatePem(csr: Pick<CsrObject, 'status'>): string | unde
 }
 
 /** The informer over one signer's requests (field selector `spec.signerName`), optionally narrowed by labels. */
-export function createCsrInformer(options: Omit<InformerOptions<CsrObject>, 'path' | 'fieldSelector'> & { readonly signerName: string }): Informer<CsrObject> {
-  const { signerName, ...rest } = options;
-  return new Informer<CsrObject>({ resource: 'certificatesigningrequests', ...rest, path: CSR_COLLECTION_PATH, fieldSelector: `spec.signerName=${signerName}` });
+export function createCsrInformer(options: SignerNameInformerOptions<CsrObject>): Informer<CsrObject> {
+  return createSignerNameInformer('certificatesigningrequests', CSR_COLLECTION_PATH, options);
 }
 
 const date = (iso: string | undefined): Date | undefined => (iso === undefined ? undefined : new Date(iso));

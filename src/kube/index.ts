@@ -39,4 +39,5 @@ export type { ObservedElector } from './leader-metrics.js';
 export { kubeLeaseClient, LEASE_REQUEST_TIMEOUT_MS } from './lease-client.js';
 export type { LeaseClient, LeaseRecord, StoredLease } from './lease-client.js';
 export { kubeRequest, readJson, type KubeRequestOptions } from './api-request.js';
+export type { SignerNameInformerOptions } from './signer-name-informer.js';
 export { PCR_API_VERSION, PCR_COLLECTION_PATH, PcrClient, createPcrInformer, pcrState, type PcrCondition, type PcrConditionType, type PcrObject, type PcrState } from './pcr.js';

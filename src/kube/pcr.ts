@@ -7,7 +7,8 @@
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { kubeRequest, readJson } from './api-request.js';
-import { Informer, type InformerOptions } from './informer.js';
+import type { Informer } from './informer.js';
+import { createSignerNameInformer, type SignerNameInformerOptions } from './signer-name-informer.js';
 
 export const PCR_API_VERSION = 'certificates.k8s.io/v1beta1';
 export const PCR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1beta1/podcertificaterequests';
@@ -59,9 +60,8 @@ export function pcrState(pcr: Pick<PcrObject, 'status'>): PcrState {
 }
 
 /** The informer over one signer's requests in every namespace. */
-export function createPcrInformer(options: Omit<InformerOptions<PcrObject>, 'path' | 'fieldSelector'> & { readonly signerName: string }): Informer<PcrObject> {
-  const { signerName, ...rest } = options;
-  return new Informer<PcrObject>({ resource: 'podcertificaterequests', ...rest, path: PCR_COLLECTION_PATH, fieldSelector: `spec.signerName=${signerName}` });
+export function createPcrInformer(options: SignerNameInformerOptions<PcrObject>): Informer<PcrObject> {
+  return createSignerNameInformer('podcertificaterequests', PCR_COLLECTION_PATH, options);
 }
 
 /** The PodCertificateRequest calls, each bounded by `signal`. */
