@@ -4,7 +4,7 @@
  * namespace cascade) and deletecollection, with dryRun. Kind-specific behaviour lives in
  * admission.ts; this file is only the verbs.
  */
-import { stripTypeMeta, type ObjectStore, type KubeObject, type PageRequest } from './store.js';
+import { stripTypeMeta, type ObjectStore, type KubeObject, type PageRequest, type StorePage } from './store.js';
 import { apiVersionOf, findResource, RESOURCE_TYPES, type ResourceType } from './resources.js';
 import { admitCreate, admitUpdate, isoSeconds, type CreateContext } from './admission.js';
 import { matchesFields, matchesLabels, parseFieldSelector, parseLabelSelector } from './selectors.js';
@@ -89,19 +89,18 @@ export class RestStorage {
    * or deleted meanwhile: nothing that existed throughout is skipped or repeated.
    */
   list(t: ResourceType, ns: string | undefined, q: URLSearchParams): Outcome {
-    const { req, finish } = this.#listRequest(t, q);
-    const page = this.#o.store.page(t, ns, req);
-    return { code: 200, body: { ...finish(page), items: page.items.map(stripTypeMeta) } };
+    const { envelope, items } = this.#listPage(t, q, (req) => this.#o.store.page(t, ns, req));
+    return { code: 200, body: { ...envelope, items: items.map(stripTypeMeta) } };
   }
 
   /** The same list as `list`, its items the store's cached JSON texts (no copy, no serialization). */
   listJson(t: ResourceType, ns: string | undefined, q: URLSearchParams): JsonListOutcome {
-    const { req, finish } = this.#listRequest(t, q);
-    const page = this.#o.store.pageJson(t, ns, req);
-    return { code: 200, envelope: finish(page), items: page.items };
+    const { envelope, items } = this.#listPage(t, q, (req) => this.#o.store.pageJson(t, ns, req));
+    return { code: 200, envelope, items };
   }
 
-  #listRequest(t: ResourceType, q: URLSearchParams): { req: PageRequest; finish: (page: { next: string | undefined; remaining: number | undefined }) => JsonListOutcome['envelope'] } {
+  /** Checks the list parameters, reads the page they ask for and builds the list's envelope around it. */
+  #listPage<T>(t: ResourceType, q: URLSearchParams, read: (req: PageRequest) => StorePage<T>): { envelope: JsonListOutcome['envelope']; items: T[] } {
     const rvMatch = q.get('resourceVersionMatch');
     const rv = q.get('resourceVersion');
     if (rvMatch === 'Exact' && rv && Number(rv) < this.#o.store.compactedResourceVersion) {
@@ -131,14 +130,12 @@ export class RestStorage {
       ...(Number.isInteger(limit) && limit > 0 ? { limit } : {}),
       ...(filter ? { filter } : {}),
     };
-    const finish = (page: { next: string | undefined; remaining: number | undefined }): JsonListOutcome['envelope'] => {
-      if (page.next !== undefined) {
-        metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: page.next })).toString('base64url');
-        if (page.remaining !== undefined) metadata.remainingItemCount = page.remaining;
-      }
-      return { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata };
-    };
-    return { req, finish };
+    const page = read(req);
+    if (page.next !== undefined) {
+      metadata.continue = Buffer.from(JSON.stringify({ rv: this.#o.store.resourceVersion, start: page.next })).toString('base64url');
+      if (page.remaining !== undefined) metadata.remainingItemCount = page.remaining;
+    }
+    return { envelope: { kind: `${t.kind}List`, apiVersion: apiVersionOf(t), metadata }, items: page.items };
   }
 
   create(t: ResourceType, ns: string | undefined, input: unknown, q: URLSearchParams, user?: CreateContext['user']): Outcome {

@@ -41,18 +41,15 @@ export interface StoreEvent {
 
 export type StoreListener = (event: StoreEvent) => void;
 
-/** One page of a list: `next` is the key to continue after (undefined on the last page). */
-export interface StorePage {
-  readonly items: KubeObject[];
+/**
+ * One page of a list in key order: `next` is the key to continue after (undefined on the last
+ * page). Items are objects (`page`) or their JSON texts as list items, without apiVersion/kind
+ * (`pageJson`).
+ */
+export interface StorePage<T = KubeObject> {
+  readonly items: T[];
   readonly next: string | undefined;
   /** Objects after this page (counted only when there is no filter, as the API server does). */
-  readonly remaining: number | undefined;
-}
-
-/** A page whose items are their JSON texts as list items (no apiVersion/kind), in key order. */
-export interface StoreJsonPage {
-  readonly items: string[];
-  readonly next: string | undefined;
   readonly remaining: number | undefined;
 }
 
@@ -156,12 +153,12 @@ export class ObjectStore {
    * The same page as `page` (same keys, `next`, `remaining`), each item its cached JSON text as
    * a list item: nothing is copied or serialized per request.
    */
-  pageJson(t: ResourceType, ns: string | undefined, req: PageRequest): StoreJsonPage {
+  pageJson(t: ResourceType, ns: string | undefined, req: PageRequest): StorePage<string> {
     const b = this.#bucket(t);
     return this.#scan(b, ns !== undefined && t.namespaced ? ns : undefined, req, (key) => b.json.get(key)!);
   }
 
-  #scan<T>(b: Bucket, ns: string | undefined, req: PageRequest, take: (key: string) => T): { items: T[]; next: string | undefined; remaining: number | undefined } {
+  #scan<T>(b: Bucket, ns: string | undefined, req: PageRequest, take: (key: string) => T): StorePage<T> {
     const prefix = ns !== undefined ? `${ns}/` : '';
     const limit = req.limit !== undefined && req.limit > 0 ? req.limit : Infinity;
     const start = req.after !== undefined && req.after > prefix ? req.after : prefix;
