@@ -73,15 +73,15 @@ export function decodeBody(contentType: string, body: Buffer, accepted: readonly
   }
 }
 
+/** The head of a JSON answer of `length` bytes. */
+function writeJsonHead(res: ServerResponse, code: number, length: number, headers: Record<string, string> = {}): void {
+  res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'content-length': length, ...headers });
+}
+
 export function sendJson(res: ServerResponse, code: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
-  res.writeHead(code, {
-    'content-type': 'application/json',
-    'cache-control': 'no-cache, private',
-    'content-length': Buffer.byteLength(text),
-    ...headers,
-  });
+  writeJsonHead(res, code, Buffer.byteLength(text), headers);
   res.end(text);
 }
 
@@ -102,7 +102,7 @@ export function sendJsonList(res: ServerResponse, code: number, envelope: object
   const head = `${JSON.stringify(envelope).slice(0, -1)},"items":[`;
   let length = Buffer.byteLength(head) + 2 + Math.max(0, items.length - 1);
   for (const item of items) length += Buffer.byteLength(item);
-  res.writeHead(code, { 'content-type': 'application/json', 'cache-control': 'no-cache, private', 'content-length': length });
+  writeJsonHead(res, code, length);
   res.write(head);
   for (let i = 0; i < items.length; i += LIST_CHUNK_ITEMS) {
     const chunk = items.slice(i, i + LIST_CHUNK_ITEMS).join(',');
