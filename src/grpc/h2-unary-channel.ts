@@ -19,7 +19,7 @@ import { connect, constants as h2, type ClientHttp2Session, type ClientHttp2Stre
 import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { parseCaTarget } from './ca-target.js';
+import { parseCaTarget, type CaEndpoint } from './ca-target.js';
 import { frame, grpcTimeoutHeader, parseGrpcMessage } from './wire-format.js';
 
 export interface H2UnaryChannelOptions {
@@ -106,14 +106,10 @@ function readEarly<T>(read: (message: Buffer) => T, message: Buffer): EarlyRead<
   }
 }
 
-/** `host` and `port` of a gRPC target (`host:port`, `[v6]:port`, `dns:///host:port`); undefined when it is not one. */
-export function parseTarget(address: string): { readonly host: string; readonly port: number } | undefined {
-  const bare = address.replace(/^dns:(\/\/[^/]*\/)?/u, '');
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]/]+)):(\d{1,5})$/u.exec(bare);
-  if (!m) return undefined;
-  const port = Number(m[3]);
-  if (port < 1 || port > 65_535) return undefined;
-  return { host: m[1] ?? m[2]!, port };
+/** `host` and `port` of a one-address gRPC target (`host:port`, `[v6]:port`, `dns:///host:port`; ca-target.ts); undefined when it is not one. */
+export function parseTarget(address: string): CaEndpoint | undefined {
+  const parsed = parseCaTarget(address);
+  return 'problem' in parsed || parsed.endpoints.length !== 1 ? undefined : parsed.endpoints[0];
 }
 
 /** The gRPC status for an HTTP status other than 200 (http-grpc-status-mapping.md). */
@@ -151,7 +147,7 @@ const DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024;
 export class H2UnaryChannel {
   readonly #o: H2UnaryChannelOptions;
   /** Where sessions go, in turn (empty when the address is not one). */
-  readonly #endpoints: readonly { readonly host: string; readonly port: number }[];
+  readonly #endpoints: readonly CaEndpoint[];
   /** The endpoint of the next new session. */
   #next = 0;
   /** Each session's :authority. */
@@ -167,9 +163,8 @@ export class H2UnaryChannel {
   constructor(options: H2UnaryChannelOptions) {
     this.#o = options;
     this.#rootsPem = options.rootsPem;
-    const single = parseTarget(options.address);
-    const parsed = single ? undefined : parseCaTarget(options.address);
-    this.#endpoints = single ? [single] : parsed && !('problem' in parsed) ? parsed.endpoints : [];
+    const parsed = parseCaTarget(options.address);
+    this.#endpoints = 'problem' in parsed ? [] : parsed.endpoints;
   }
 
   /** One unary call; never rejects but with `signal`'s reason once it aborted. */
