@@ -3,6 +3,7 @@
  * writes an admin kubeconfig for kubectl and the other components.
  */
 import { Command } from 'commander';
+import { givenOptions } from './given-options.js';
 
 function collect(value: string, previous: string[]): string[] {
   return [...previous, value];
@@ -23,15 +24,9 @@ export function command(): Command {
     .action(async (opts: { host?: string; port?: string; kubeconfig?: string; simulateKubelet?: string; issuer?: string; samples?: boolean; apply: string[]; logLevel?: string; podsDir?: string }) => {
       const { runDevCluster } = await import('../devcluster/run.js');
       await runDevCluster({
-        ...(opts.host !== undefined ? { host: opts.host } : {}),
-        ...(opts.port !== undefined ? { port: opts.port } : {}),
-        ...(opts.kubeconfig !== undefined ? { kubeconfig: opts.kubeconfig } : {}),
-        ...(opts.simulateKubelet !== undefined ? { simulateKubelet: opts.simulateKubelet } : {}),
-        ...(opts.issuer !== undefined ? { issuer: opts.issuer } : {}),
+        ...givenOptions(opts, ['host', 'port', 'kubeconfig', 'simulateKubelet', 'issuer', 'logLevel', 'podsDir']),
         ...(opts.samples ? { samples: true } : {}),
         apply: opts.apply,
-        ...(opts.logLevel !== undefined ? { logLevel: opts.logLevel } : {}),
-        ...(opts.podsDir !== undefined ? { podsDir: opts.podsDir } : {}),
       });
     });
 }
