@@ -102,7 +102,7 @@ export {
 } from './signers/ca-secret-store.js';
 export { applyRotationStep, describeStoredCa, rotationPhase, trustedRootsDer, ROTATION_STEPS, type RotationPhase, type RotationStep } from './signers/root-rotation.js';
 export { rotateStoredRoot } from './rotate-root.js';
-export { RootsFile, rootsOf, ROOTS_FILE_POLL_MS, type Roots } from './signers/roots-file.js';
+export { RootsFile } from './signers/roots-file.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
 export { InMemoryPodIndex, isActivePhase, type NodeAccountKey, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer, toPodInfo } from './pod-informer.js';

@@ -18,7 +18,7 @@ import type { Clock } from '../../core/clock.js';
 import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { Listeners } from '../../core/listeners.js';
-import { createCsr, exportPkcs8Pem, exportSpkiDer, generateKeyPair, parseCertificates, parseCsrAsync, x509 } from '../../pki/index.js';
+import { createCsr, exportPkcs8Pem, exportSpkiDer, generateKeyPair, parseCsrAsync, x509 } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
@@ -99,21 +99,22 @@ export class StepCaSigner implements Signer {
     } catch (err) {
       throw this.#unusable(`cannot read a configured file: ${describeError(err)}`, err);
     }
-    let roots: x509.X509Certificate[];
+    // The file's roots, parsed once here and followed from now on (a root rotation: both roots in
+    // the file for the overlap, then the new one alone; each change goes out as the answers' last
+    // element and is what step-ca's TLS is verified with).
+    let rootsFile: RootsFile;
     try {
-      roots = parseCertificates(rootsText, 'step-ca root');
+      rootsFile = new RootsFile({ path: o.rootFile, clock: o.clock, logger: o.logger, ...(o.rootsPollIntervalMs !== undefined ? { pollIntervalMs: o.rootsPollIntervalMs } : {}) }, rootsText);
     } catch (err) {
       throw this.#unusable(`${o.rootFile} holds no usable certificate: ${describeError(err)}`, err);
     }
-    if (roots.length === 0) throw this.#unusable(`${o.rootFile} holds no certificate`);
+    const roots = rootsFile.roots.certs;
     const key = await readProvisionerKey(o.provisioner, keyText, password);
     const loaded = (this.#loaded = this.#withRoots(key, roots));
     o.logger.info('step-ca signer loaded', { url: o.url, provisioner: o.provisioner, kid: key.kid, roots: roots.length });
     this.#changed();
-    // A root rotation: both roots in the file for the overlap, then the new one alone; each
-    // change goes out as the answers' last element and is what step-ca's TLS is verified with.
-    this.#rootsFile = new RootsFile({ path: o.rootFile, clock: o.clock, logger: o.logger, ...(o.rootsPollIntervalMs !== undefined ? { pollIntervalMs: o.rootsPollIntervalMs } : {}) }, rootsText);
-    this.#rootsFile.watch((next) => {
+    this.#rootsFile = rootsFile;
+    rootsFile.watch((next) => {
       const current = this.#loaded;
       if (!current) return;
       this.#loaded = this.#withRoots(current.key, next.certs);
