@@ -6,7 +6,7 @@
  * client-node's `Watch` does not give: the status and `Retry-After` of a refused watch, and
  * abort at any moment (an idle watchdog, a deadline, stop).
  *
- * `kubeGet` resolves with the response once a 2xx status line and headers arrived; any other
+ * `kubeRequest` resolves with the response once a 2xx status line and headers arrived; any other
  * status is a `KubeApiError` (Status reason and message, Retry-After); a network failure is
  * `ERR_KUBE_UNREACHABLE`. Aborting `signal` rejects with its reason.
  */
@@ -74,7 +74,7 @@ function statusFields(body: string): { reason?: string; message?: string } {
   }
 }
 
-export interface KubeGetOptions {
+export interface KubeRequestOptions {
   readonly signal: AbortSignal;
   /** For Retry-After given as a date. */
   readonly nowMs: number;
@@ -82,23 +82,16 @@ export interface KubeGetOptions {
   readonly what?: string;
   /** Kept-alive connections to reuse (a paged list: one TLS handshake, not one per page); default a fresh connection per request. */
   readonly agents?: KeptAliveAgents;
-}
-
-export interface KubeRequestOptions extends KubeGetOptions {
   /** Default GET. */
   readonly method?: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   /** Sent as JSON (`content-type: application/json`). */
   readonly body?: unknown;
 }
 
-/** A GET on the current cluster; resolves with the 2xx response (its body unread). */
-export function kubeGet(kubeConfig: KubeConfig, path: string, query: Query, options: KubeGetOptions): Promise<IncomingMessage> {
-  return kubeRequest(kubeConfig, path, query, options);
-}
-
 /**
- * A request on the current cluster with the same transport, credentials and errors as
- * `kubeGet`, for API groups client-node has no typed client for (PodCertificateRequests).
+ * A request on the current cluster (GET unless told: the informer's list and watch, and API
+ * groups client-node has no typed client for, such as PodCertificateRequests); resolves with the
+ * 2xx response (its body unread).
  */
 export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Query, options: KubeRequestOptions): Promise<IncomingMessage> {
   const { signal } = options;

@@ -9,7 +9,7 @@ export { InformerMetrics } from './informer-metrics.js';
 export type { ObservedInformer } from './informer-metrics.js';
 export { createPodInformer } from './pod-informer.js';
 export type { PodInformer, PodInformerOptions } from './pod-informer.js';
-export { kubeGet, parseRetryAfter } from './api-request.js';
+export { parseRetryAfter } from './api-request.js';
 export { KubeApiError, KubeError } from './errors.js';
 export type { KubeErrorCode } from './errors.js';
 export {

@@ -29,7 +29,7 @@ import { describeError } from '../core/errors.js';
 import { settleWithin, stopOnAbort, type LongLived } from '../core/long-lived.js';
 import { silentLogger, type Logger } from '../core/log.js';
 import { systemRng, type Rng } from '../core/rng.js';
-import { kubeGet, type Query } from './api-request.js';
+import { kubeRequest, type Query } from './api-request.js';
 import { KubeError } from './errors.js';
 import { InformerHealth, seconds } from './informer-health.js';
 import { InformerCache, type InformerHandlers, type InformerStore, type WatchEvent } from './informer-cache.js';
@@ -362,7 +362,7 @@ export class Informer<T extends KubernetesObject> implements LongLived {
       this.#stats.watches++;
       let res: IncomingMessage;
       try {
-        res = await kubeGet(this.#o.kubeConfig, this.#o.path, { ...query, watch: true }, { signal: request.signal, nowMs: this.#clock.now(), what });
+        res = await kubeRequest(this.#o.kubeConfig, this.#o.path, { ...query, watch: true }, { signal: request.signal, nowMs: this.#clock.now(), what });
       } catch (err) {
         if (signal.aborted) return { kind: 'stopped', events: 0 };
         if (idle) return { kind: 'idle', events: 0 };

@@ -9,7 +9,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { KubeConfig } from '@kubernetes/client-node';
 import { KeptAliveAgents } from './abortable-http.js';
-import { kubeGet, readJson, type Query } from './api-request.js';
+import { kubeRequest, readJson, type Query } from './api-request.js';
 import { KubeError } from './errors.js';
 
 export interface ListPage<T> {
@@ -69,7 +69,7 @@ export async function fetchListPage<T>(req: ListPageRequest): Promise<ListPage<T
   const both = AbortSignal.any([req.signal, deadline.signal]);
   try {
     const query: Query = { ...req.query, ...(req.continueToken ? { continue: req.continueToken } : {}) };
-    const res = await kubeGet(req.kubeConfig, req.path, query, { signal: both, nowMs: req.nowMs, what, ...(req.agents ? { agents: req.agents } : {}) });
+    const res = await kubeRequest(req.kubeConfig, req.path, query, { signal: both, nowMs: req.nowMs, what, ...(req.agents ? { agents: req.agents } : {}) });
     return (await (req.readPage ?? readJsonPage)(res, what, both, req.onContinue)) as ListPage<T>;
   } finally {
     clearTimeout(timer);
