@@ -133,27 +133,19 @@ async function measure(): Promise<Result> {
     // The CA in its own process, on the stack's root (istio-ca-secret), trusting the broker as a node agent.
     const caKubeconfig = join(stack.dir, 'ca.kubeconfig');
     await stack.dc.writeKubeconfig(caKubeconfig, { token: stack.dc.adminToken, name: 'admin' });
-    const { writeCaLauncher } = await import('../test/ca/support/ca-process.js');
-    const caProc = spawn(process.execPath, [await writeCaLauncher(stack.dir)], {
-      env: {
-        PATH: process.env.PATH ?? '',
-        LOG_LEVEL: 'info',
-        KUBECONFIG: caKubeconfig,
-        CA_GRPC_ADDRESS: '127.0.0.1:0',
-        CA_OPS_ADDRESS: 'off',
-        CA_SIGNER: 'self-signed',
-        CA_NAMESPACE: BROKER_NS,
-        CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1',
-        CA_TRUSTED_NODE_ACCOUNTS: `${BROKER_NS}/${BROKER_SA}`,
-        CA_SIGNING_WORKERS: '1',
-      },
-      stdio: ['ignore', 'ignore', 'pipe'],
+    const { startCaProcess } = await import('../test/ca/support/ca-process.js');
+    const caProc = await startCaProcess(stack.dir, [], {
+      KUBECONFIG: caKubeconfig,
+      CA_GRPC_ADDRESS: '127.0.0.1:0',
+      CA_OPS_ADDRESS: 'off',
+      CA_SIGNER: 'self-signed',
+      CA_NAMESPACE: BROKER_NS,
+      CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1',
+      CA_TRUSTED_NODE_ACCOUNTS: `${BROKER_NS}/${BROKER_SA}`,
+      CA_SIGNING_WORKERS: '1',
     });
-    caChild = caProc;
-    let caLog = '';
-    caProc.stderr!.on('data', (c: Buffer) => (caLog += c.toString()));
-    await waitFor('the CA process', () => /"msg":"CA listening".*"port":\d+/.test(caLog));
-    const caPort = Number(/"msg":"CA listening".*"port":(\d+)/.exec(caLog)![1]);
+    caChild = caProc.child;
+    const caPort = caProc.port;
 
     const { env: brokerEnv, rootFile } = await stack.brokerEnv('b', { caAddress: `127.0.0.1:${caPort}` });
     const env = {
