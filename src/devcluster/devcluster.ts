@@ -25,8 +25,8 @@ import { FaultInjector, type Faults } from './faults.js';
 import { SimulatedKubelet } from './kubelet.js';
 import { PodCertificateManager } from './pod-certificates.js';
 import { systemRng, type Rng } from '../core/rng.js';
-import type { UserInfo } from './authn.js';
 import { ApiServer } from './api-server.js';
+import { nodeUser } from './node-authorizer.js';
 import { makeServingMaterial } from './serving-cert.js';
 import { bootstrapObjects } from './bootstrap.js';
 import { kubeconfigYaml } from './kubeconfig.js';
@@ -159,7 +159,7 @@ async function assemble(options: DevClusterOptions, clock: Clock, adminToken: st
 /** How the simulated kubelet creates objects (PodCertificateRequests, events): as its node, through authorization and admission. */
 function nodeCreator(rbac: RbacAuthorizer, rest: RestStorage): (node: string, t: ResourceType, ns: string, body: Record<string, unknown>) => KubeObject {
   return (node, t, ns, body) => {
-    const user: UserInfo = { username: `system:node:${node}`, groups: ['system:nodes', 'system:authenticated'] };
+    const user = nodeUser(node);
     const attrs = { user, resourceRequest: true, verb: 'create', apiGroup: t.group, resource: t.plural, namespace: ns } as const;
     if (!rbac.authorize(attrs).allowed) throw forbidden(forbiddenMessage(attrs), { ...(t.group ? { group: t.group } : {}), kind: t.plural });
     return rest.create(t, ns, body, new URLSearchParams(), user).body as KubeObject;

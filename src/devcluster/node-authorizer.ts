@@ -24,6 +24,11 @@ export function nodeNameOf(user: UserInfo | undefined): string | undefined {
   return user.username.slice(NODE_PREFIX.length);
 }
 
+/** The user a node's kubelet is (`system:node:<name>` in `system:nodes`), as `nodeNameOf` recognizes it. */
+export function nodeUser(node: string): UserInfo {
+  return { username: `${NODE_PREFIX}${node}`, groups: ['system:nodes', 'system:authenticated'] };
+}
+
 /** True when the request comes from a node and the Node authorizer allows it. */
 export function nodeAuthorizerAllows(a: Attributes): boolean {
   if (nodeNameOf(a.user) === undefined) return false;
