@@ -11,7 +11,7 @@ import { abortableApi, KeptAliveAgents } from './abortable-http.js';
 import type { Informer } from './informer.js';
 import { createSignerNameInformer, type SignerNameInformerOptions } from './signer-name-informer.js';
 
-export const CSR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
+const CSR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1/certificatesigningrequests';
 /** The kube-apiserver's lower bound on `spec.expirationSeconds`. */
 export const CSR_MIN_EXPIRATION_SECONDS = 600;
 

@@ -13,7 +13,6 @@ export { parseRetryAfter } from './api-request.js';
 export { KubeApiError, KubeError } from './errors.js';
 export type { KubeErrorCode } from './errors.js';
 export {
-  CSR_COLLECTION_PATH,
   CSR_MIN_EXPIRATION_SECONDS,
   USAGE_CLIENT_AUTH,
   USAGE_DIGITAL_SIGNATURE,
@@ -40,4 +39,4 @@ export { kubeLeaseClient, LEASE_REQUEST_TIMEOUT_MS } from './lease-client.js';
 export type { LeaseClient, LeaseRecord, StoredLease } from './lease-client.js';
 export { kubeRequest, readJson, type KubeRequestOptions } from './api-request.js';
 export type { SignerNameInformerOptions } from './signer-name-informer.js';
-export { PCR_API_VERSION, PCR_COLLECTION_PATH, PcrClient, createPcrInformer, pcrState, type PcrCondition, type PcrConditionType, type PcrObject, type PcrState } from './pcr.js';
+export { PcrClient, createPcrInformer, pcrState, type PcrCondition, type PcrConditionType, type PcrObject, type PcrState } from './pcr.js';

@@ -10,8 +10,8 @@ import { kubeRequest, readJson } from './api-request.js';
 import type { Informer } from './informer.js';
 import { createSignerNameInformer, type SignerNameInformerOptions } from './signer-name-informer.js';
 
-export const PCR_API_VERSION = 'certificates.k8s.io/v1beta1';
-export const PCR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1beta1/podcertificaterequests';
+const PCR_API_VERSION = 'certificates.k8s.io/v1beta1';
+const PCR_COLLECTION_PATH = '/apis/certificates.k8s.io/v1beta1/podcertificaterequests';
 
 export type PcrConditionType = 'Issued' | 'Denied' | 'Failed';
 
