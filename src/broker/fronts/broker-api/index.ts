@@ -29,7 +29,6 @@ export {
   encodePidReference,
   encodePodReference,
   parseReference,
-  parseWorkloadReference,
   type PodReference,
   type WorkloadRef,
 } from './workload-reference.js';

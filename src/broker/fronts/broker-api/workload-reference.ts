@@ -86,13 +86,6 @@ function podReferenceOf(decoded: KubernetesObjectReference): PodReference {
   return { uid, namespace, name };
 }
 
-/** The pod reference of a Kubernetes `Any` (any accepted type URL); a PID reference is ERR_WORKLOAD_REFERENCE_INVALID. */
-export function parseWorkloadReference(reference: ProtoAny | null | undefined): PodReference {
-  const ref = parseReference(reference);
-  if (ref.kind !== 'kubernetes') throw invalid('want a KubernetesObjectReference');
-  return { uid: ref.uid, namespace: ref.namespace, name: ref.name };
-}
-
 /** Packs a pod reference into the Any a client sends (for `certbroker fetch`, tests and benchmarks); `typeUrl` picks the package. */
 export function encodePodReference(ref: Partial<PodReference>, typeUrl: string = KUBERNETES_REFERENCE_TYPE_URL): Required<ProtoAny> {
   const info = REFERENCE_TYPES[typeUrl];
