@@ -21,7 +21,7 @@ export interface WorkQueueOptions<K> {
   readonly maxBackoffMs?: number;
 }
 
-export const WORK_QUEUE_DEFAULTS = Object.freeze({ initialBackoffMs: 500, maxBackoffMs: 30_000 });
+const WORK_QUEUE_DEFAULTS = Object.freeze({ initialBackoffMs: 500, maxBackoffMs: 30_000 });
 
 export class WorkQueue<K> {
   readonly #o: WorkQueueOptions<K>;
