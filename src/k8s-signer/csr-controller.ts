@@ -27,8 +27,6 @@ export const CSR_WRITE_TIMEOUT_MS = 10_000;
 export const CSR_RETRY_INITIAL_MS = 500;
 export const CSR_RETRY_MAX_MS = 30_000;
 
-type Outcome = HandleOutcome;
-
 export class CsrController extends QueuedSignerController<CsrObject> {
   readonly #ctx: SignerControllerContext;
   readonly #client: CsrClient;
@@ -54,7 +52,7 @@ export class CsrController extends QueuedSignerController<CsrObject> {
     this.#client.close();
   }
 
-  protected async handle(name: string): Promise<Outcome> {
+  protected async handle(name: string): Promise<HandleOutcome> {
     const csr = this.informer.get(undefined, name);
     if (!csr || csrState(csr) !== 'approved') return { done: true };
     const started = this.#ctx.clock.now();
@@ -63,7 +61,7 @@ export class CsrController extends QueuedSignerController<CsrObject> {
     return outcome;
   }
 
-  async #sign(csr: CsrObject): Promise<Outcome> {
+  async #sign(csr: CsrObject): Promise<HandleOutcome> {
     const name = csr.metadata!.name!;
     const pem = csrRequestPem(csr);
     let facts;
@@ -94,7 +92,7 @@ export class CsrController extends QueuedSignerController<CsrObject> {
     return written;
   }
 
-  async #fail(csr: CsrObject, reason: CsrRefusalReason | 'SigningFailed', message: string): Promise<Outcome> {
+  async #fail(csr: CsrObject, reason: CsrRefusalReason | 'SigningFailed', message: string): Promise<HandleOutcome> {
     const now = new Date(this.#ctx.clock.now()).toISOString();
     const failed: CsrCondition = { type: 'Failed', status: 'True', reason, message, lastUpdateTime: now, lastTransitionTime: now };
     const written = await this.#write(csr, { ...csr.status, conditions: [...(csr.status?.conditions ?? []), failed] });
@@ -105,7 +103,7 @@ export class CsrController extends QueuedSignerController<CsrObject> {
     return written;
   }
 
-  async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<Outcome> {
+  async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<HandleOutcome> {
     const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.queue.signal, clock: this.#ctx.clock });
     try {
       await this.#client.writeStatus(csr, status, d.signal);
