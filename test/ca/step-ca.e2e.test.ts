@@ -8,7 +8,6 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdir } from 'node:fs/promises';
 import { status } from '@grpc/grpc-js';
@@ -20,7 +19,7 @@ import { encryptJwk, makeProvisionerKey, startStepCa, stepCaMissing, type StepCa
 import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
 import { caClient, startCaEnv, TD, waitForIndex, type CaClient, type CaEnv } from './support/ca-env.js';
 import { newCsr, opensslText, opensslVerifyChain } from './support/pki-fixtures.js';
-import { watchLog, writeCaLauncher } from './support/ca-process.js';
+import { startCaProcess } from './support/ca-process.js';
 import { interopCall, writeCaStubs } from './support/python-interop.js';
 
 const skip = stepCaMissing() ?? opensslMissing();
@@ -214,17 +213,14 @@ test("a caller that gives up (its gRPC deadline) cancels the step-ca request: it
 test('certbroker ca --signer step-ca as a process: flags to a TLS CA whose serving certificate and leaves come from step-ca; the provisioner key never logged; exit 0 on SIGTERM', { skip }, async () => {
   const p = step.provisioners.get('certbroker')!;
   const kubeconfig = await scratch.write('ca.kubeconfig', env.caKubeConfig.exportConfig());
-  const launcher = await writeCaLauncher(scratch.dir);
   const args = ['--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', 'off', '--signer', 'step-ca', '--step-ca-url', step.url, '--step-ca-root', step.rootFile, '--provisioner', p.name, '--provisioner-key-file', p.keyFile];
-  const child = spawn(process.execPath, [launcher, ...args], {
-    env: { ...process.env, CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1', LOG_LEVEL: 'debug', CA_SHUTDOWN_GRACE_SECONDS: '2' },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const log = watchLog(child);
+  const proc = await startCaProcess(scratch.dir, args, { CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1', LOG_LEVEL: 'debug', CA_SHUTDOWN_GRACE_SECONDS: '2' });
+  const log = proc.log;
+  let code: number | null;
   try {
     const listening = await log.waitFor((r) => r.msg === 'CA listening');
     assert.equal(listening.signer, `step-ca:${step.url}`);
-    const c = caClient(Number(listening.port), step.rootPem);
+    const c = caClient(proc.port, step.rootPem);
     try {
       for (let i = 0; i < 100; i++) {
         const res = await c.create({ token: ztunnel, csr: await newCsr(SLEEP), impersonate: SLEEP });
@@ -241,9 +237,8 @@ test('certbroker ca --signer step-ca as a process: flags to a TLS CA whose servi
       c.close();
     }
   } finally {
-    child.kill('SIGTERM');
+    code = await proc.stop();
   }
-  const code = await new Promise<number | null>((resolve) => (child.exitCode !== null ? resolve(child.exitCode) : child.once('exit', (c) => resolve(c))));
   assert.equal(code, 0, log.lines.join('\n'));
   const text = log.lines.join('\n');
   assert.ok(!text.includes(String(p.privateJwk.d)), 'the provisioner key is not logged');
