@@ -72,9 +72,9 @@ export class RestStorage {
   }
 
   #filter(t: ResourceType, q: URLSearchParams): ((o: KubeObject) => boolean) | undefined {
+    if (!q.get('labelSelector') && !q.get('fieldSelector')) return undefined;
     const labels = parseLabelSelector(q.get('labelSelector') ?? undefined);
     const fields = parseFieldSelector(q.get('fieldSelector') ?? undefined, t.fields ?? []);
-    if (!q.get('labelSelector') && !q.get('fieldSelector')) return undefined;
     return (o) => matchesLabels(labels, o.metadata.labels) && matchesFields(fields, o);
   }
 
