@@ -66,16 +66,13 @@ export function eitherSignal(a: AbortSignal, b: AbortSignal | undefined): { read
 }
 
 export function deadline(ms: number, options: DeadlineOptions): Deadline {
-  if (options.caller && options.parent) {
-    const both = eitherSignal(options.parent, options.caller);
-    const inner = deadline(ms, { what: options.what, parent: both.signal, ...(options.clock ? { clock: options.clock } : {}) });
-    return { ...inner, dispose: () => (inner.dispose(), both.dispose()), remainingMs: inner.remainingMs };
-  }
   const clock = options.clock ?? systemClock;
   const controller = new AbortController();
   const timer = new AbortController();
   const at = clock.now() + Math.max(0, ms);
-  const parent = options.parent ?? options.caller;
+  // Both parents: one signal of the two (disposed with the deadline); otherwise whichever was given.
+  const joined = options.parent && options.caller ? eitherSignal(options.parent, options.caller) : undefined;
+  const parent = joined?.signal ?? options.parent ?? options.caller;
   const onParent = () => {
     timer.abort();
     controller.abort(parent!.reason);
@@ -98,6 +95,7 @@ export function deadline(ms: number, options: DeadlineOptions): Deadline {
     dispose() {
       timer.abort();
       parent?.removeEventListener('abort', onParent);
+      joined?.dispose();
     },
   };
 }
