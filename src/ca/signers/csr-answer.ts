@@ -12,7 +12,7 @@
 import { parseCertificate, parsePemBlocksOfType, type x509 } from '../../pki/index.js';
 import { CaError } from '../errors.js';
 import type { SignedChain } from '../signer.js';
-import { checkIssuedChain } from './issued-chain.js';
+import { checkIssuedChain, parseCaCertificate } from './issued-chain.js';
 
 export interface CsrAnswerInput {
   readonly certificatePem: string;
@@ -36,30 +36,11 @@ function bad(input: CsrAnswerInput, why: string, cause?: unknown): CaError {
   });
 }
 
-/**
- * Intermediates parsed, by their DER: a signer sends the same ones with every leaf, and parsing
- * one with @peculiar/x509 costs a few ms on a busy core (the cached objects also keep
- * `verifyChain`'s node:crypto certificates). Bounded against a signer whose tail always changes.
- */
-const intermediates = new Map<string, x509.X509Certificate>();
-const MAX_INTERMEDIATES = 32;
-
-function intermediateOf(der: Buffer): x509.X509Certificate {
-  const key = der.toString('base64');
-  let cert = intermediates.get(key);
-  if (cert === undefined) {
-    cert = parseCertificate(new Uint8Array(der));
-    if (intermediates.size >= MAX_INTERMEDIATES) intermediates.clear();
-    intermediates.set(key, cert);
-  }
-  return cert;
-}
-
 export function chainFromCsrAnswer(input: CsrAnswerInput): SignedChain {
   let certs: x509.X509Certificate[];
   try {
     const [first, ...rest] = parsePemBlocksOfType(input.certificatePem, 'CERTIFICATE', 'issued certificate');
-    certs = first === undefined ? [] : [parseCertificate(new Uint8Array(first)), ...rest.map(intermediateOf)];
+    certs = first === undefined ? [] : [parseCertificate(new Uint8Array(first)), ...rest.map(parseCaCertificate)];
   } catch (err) {
     throw bad(input, 'status.certificate is not PEM certificates', err);
   }

@@ -11,10 +11,30 @@ import { X509Certificate } from 'node:crypto';
 import { verifyChain } from '../../pki/chain.js';
 import { certificateToPem } from '../../pki/pem.js';
 import { missingServingNames } from '../../pki/x509-fields.js';
-import type { x509 } from '../../pki/x509-lib.js';
+import { parseCertificate, type x509 } from '../../pki/x509-lib.js';
 import { x509SvidProblems } from '../../spiffe/x509-svid.js';
 import type { CaError } from '../errors.js';
 import type { SignedChain } from '../signer.js';
+
+/**
+ * A root or intermediate parsed before, by its DER: an outside signer sends the same few with
+ * every leaf, and parsing one with @peculiar/x509 costs a few ms on a busy core (the cached
+ * objects also keep `verifyChain`'s node:crypto certificates). Bounded against a signer whose
+ * tail changes every call.
+ */
+const parsedCas = new Map<string, x509.X509Certificate>();
+const MAX_PARSED_CAS = 32;
+
+export function parseCaCertificate(der: Buffer): x509.X509Certificate {
+  const key = der.toString('base64');
+  let cert = parsedCas.get(key);
+  if (cert === undefined) {
+    cert = parseCertificate(new Uint8Array(der));
+    if (parsedCas.size >= MAX_PARSED_CAS) parsedCas.clear();
+    parsedCas.set(key, cert);
+  }
+  return cert;
+}
 
 export interface IssuedChain {
   readonly leaf: x509.X509Certificate;

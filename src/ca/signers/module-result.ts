@@ -11,7 +11,7 @@ import { parseCertificate, type x509 } from '../../pki/x509-lib.js';
 import { CaError } from '../errors.js';
 import type { CertificateData, SignerModuleRequest, SignerModuleResult } from '../signer-module.js';
 import type { SignedChain } from '../signer.js';
-import { checkIssuedChain } from './issued-chain.js';
+import { checkIssuedChain, parseCaCertificate } from './issued-chain.js';
 
 export function badResult(why: string, cause?: unknown): CaError {
   return new CaError('ERR_CA_MODULE_BAD_RESULT', `signer module result refused: ${why}`, {
@@ -38,24 +38,6 @@ export function certificateDers(data: CertificateData, what: string): Buffer[] {
   return ders;
 }
 
-/**
- * Roots and intermediates parsed before, by DER (a module returns the same few every time, and
- * @peculiar/x509 takes ~3 ms to parse one); bounded against a module that changes them per call.
- */
-const parsedCas = new Map<string, x509.X509Certificate>();
-const MAX_PARSED_CAS = 32;
-
-function parseCa(der: Buffer): x509.X509Certificate {
-  const key = der.toString('base64');
-  let cert = parsedCas.get(key);
-  if (cert === undefined) {
-    cert = parseCertificate(new Uint8Array(der));
-    if (parsedCas.size >= MAX_PARSED_CAS) parsedCas.clear();
-    parsedCas.set(key, cert);
-  }
-  return cert;
-}
-
 function parseAll(ders: readonly Buffer[], what: string, parse: (der: Buffer) => x509.X509Certificate = (d) => parseCertificate(new Uint8Array(d))): x509.X509Certificate[] {
   try {
     return ders.map(parse);
@@ -74,8 +56,8 @@ export function checkModuleResult(result: SignerModuleResult, request: SignerMod
   const rootDers = result.roots.flatMap((d, i) => certificateDers(d, `roots[${i}]`));
   const chain = {
     leaf: parseAll(leafDers, 'the leaf')[0]!,
-    intermediates: parseAll(interDers, 'an intermediate', parseCa),
-    roots: parseAll(rootDers, 'a root', parseCa),
+    intermediates: parseAll(interDers, 'an intermediate', parseCaCertificate),
+    roots: parseAll(rootDers, 'a root', parseCaCertificate),
     rootsPem: rootDers.map((d) => certificateToPem(d)).join(''),
   };
   const workload = request.purpose === 'workload';
