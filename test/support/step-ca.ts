@@ -28,8 +28,8 @@ import { goMissing } from './tools.js';
 
 const run = promisify(execFile);
 
-export const STEP_CA_SOURCES = '/usr/share/gocode/src/github.com/smallstep/certificates';
-export const STEP_CA_MAIN = join(REPO_ROOT, 'test/support/step-ca/main.go');
+const STEP_CA_SOURCES = '/usr/share/gocode/src/github.com/smallstep/certificates';
+const STEP_CA_MAIN = join(REPO_ROOT, 'test/support/step-ca/main.go');
 const PACKAGE = 'golang-github-smallstep-certificates-dev';
 const PACKAGES = `Debian packages golang-go gcc libzstd-dev ${PACKAGE}`;
 
@@ -38,7 +38,7 @@ const PACKAGES = `Debian packages golang-go gcc libzstd-dev ${PACKAGE}`;
  * SAN extension is critical), the token's `sans` (the SPIFFE ID, plus serving names when asked),
  * digitalSignature + keyEncipherment, both TLS usages, CA:false.
  */
-export const SPIFFE_TEMPLATE = `{
+const SPIFFE_TEMPLATE = `{
   "subject": {},
   "sans": {{ toJson .SANs }},
   "keyUsage": ["digitalSignature", "keyEncipherment"],
@@ -69,7 +69,7 @@ function buildKey(): string {
 let built: Promise<string> | undefined;
 
 /** The step-ca binary: the cached one, or built now (then cached). */
-export function stepCaBinary(): Promise<string> {
+function stepCaBinary(): Promise<string> {
   built ??= (async () => {
     const reason = stepCaMissing();
     if (reason) throw new Error(reason);
