@@ -34,7 +34,7 @@ export interface WorkloadApiWiring {
 }
 
 /** SO_PEERCRED for the Workload API: the helper first, the batch Perl when it cannot serve. */
-export function workloadPeerCredentials(w: Pick<WorkloadApiWiring, 'logger' | 'metrics' | 'clock' | 'settings'>): PeerCredentialsWithFallback {
+function workloadPeerCredentials(w: Pick<WorkloadApiWiring, 'logger' | 'metrics' | 'clock' | 'settings'>): PeerCredentialsWithFallback {
   const log = w.logger.child({ part: 'workload-api-attestation' });
   const throttle = new LogThrottle({ logger: log, clock: w.clock, intervalMs: 10_000 });
   const helper = new PeerCredentialsHelper({
@@ -62,7 +62,7 @@ export function workloadPeerCredentials(w: Pick<WorkloadApiWiring, 'logger' | 'm
 }
 
 /** The connection and stream bounds, refusals counted and logged (throttled per bound). */
-export function workloadApiLimits(w: Pick<WorkloadApiWiring, 'logger' | 'metrics' | 'clock' | 'settings'>): ConnectionLimits {
+function workloadApiLimits(w: Pick<WorkloadApiWiring, 'logger' | 'metrics' | 'clock' | 'settings'>): ConnectionLimits {
   const throttle = new LogThrottle({ logger: w.logger.child({ part: 'workload-api' }), clock: w.clock, intervalMs: 10_000 });
   const limits = new ConnectionLimits(w.settings.limits, {
     limited: (limit, caller, detail) => {

@@ -25,7 +25,7 @@ const RECVMSG: Readonly<Record<string, number>> = {
 };
 
 /** The descriptor Node's IPC channel has in the child: the fourth stdio entry. */
-export const HELPER_CHANNEL_FD = 3;
+const HELPER_CHANNEL_FD = 3;
 
 /** The program for `arch`, or the reason there is none. */
 export function helperProgram(arch: string): { readonly program: string } | { readonly unsupported: string } {

@@ -21,7 +21,7 @@ import type { FrontServingIdentity } from './serving-identity.js';
  * The CA's limits, with fewer connections and streams: on a node the front has one caller (the
  * node's ztunnel) and a few tools.
  */
-export const FRONT_LIMITS: CaLimits = resolveLimits({ maxConnections: 256, maxStreams: 1024 });
+const FRONT_LIMITS: CaLimits = resolveLimits({ maxConnections: 256, maxStreams: 1024 });
 
 export interface IstioCaFrontServerOptions {
   readonly host: string;
