@@ -22,9 +22,10 @@ export interface StepCaSettings {
   readonly rootFile: string;
   /** The JWK provisioner's name in step-ca's ca.json. */
   readonly provisioner: string;
+  /** The provisioner's private JWK (JSON), or its JWE when `provisionerKeyPasswordFile` is given. */
   readonly provisionerKeyFile: string;
   readonly provisionerKeyPasswordFile?: string;
-  /** Per-request deadline; default 10 s. */
+  /** Per-request deadline; default DEFAULT_STEP_CA_TIMEOUT_MS (10 s). */
   readonly timeoutMs?: number;
 }
 

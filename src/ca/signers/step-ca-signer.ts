@@ -23,6 +23,7 @@ import { CaError } from '../errors.js';
 import type { ServingCertificate, SignedChain, Signer, SignRequest } from '../signer.js';
 import { chainFromCsrAnswer } from './csr-answer.js';
 import { RootsFile } from './roots-file.js';
+import type { StepCaSettings } from './step-ca-config.js';
 import { DEFAULT_STEP_CA_TIMEOUT_MS, StepCaClient, type StepCaChain } from './step-ca-client.js';
 import { readProvisionerKey, signToken, type ProvisionerKey } from './step-ca-token.js';
 
@@ -32,16 +33,8 @@ import { readProvisionerKey, signToken, type ProvisionerKey } from './step-ca-to
  */
 export const STEP_CA_SERVING_TTL_SECONDS = 24 * 3600;
 
-export interface StepCaSignerOptions {
-  readonly url: string;
-  /** PEM file of the roots step-ca's TLS certificate and its leaves chain to. */
-  readonly rootFile: string;
-  readonly provisioner: string;
-  /** The provisioner's private JWK (JSON), or its JWE when `provisionerKeyPasswordFile` is given. */
-  readonly provisionerKeyFile: string;
-  readonly provisionerKeyPasswordFile?: string;
-  /** Per-request deadline (default DEFAULT_STEP_CA_TIMEOUT_MS). */
-  readonly timeoutMs?: number;
+/** The configured settings (step-ca-config.ts) and what the process gives it. */
+export interface StepCaSignerOptions extends StepCaSettings {
   /** How often `rootFile` is re-read for a root rotation (default ROOTS_FILE_POLL_MS, roots-file.ts). */
   readonly rootsPollIntervalMs?: number;
   readonly clock: Clock;
