@@ -31,6 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { median, pct, writeDocSection } from './report.js';
 import { procCpuSeconds } from './proc-cpu.js';
+import { waitFor } from './wait-for.js';
 
 const SAMPLES = Number(process.env.BENCH_FRONT_SAMPLES ?? 400);
 const CONCURRENCY = 8;
@@ -39,14 +40,6 @@ const ROUNDS = 7;
 const CSRS = 64;
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const RUN = fileURLToPath(new URL('../src/broker/run.js', import.meta.url));
-
-async function waitFor(what: string, probe: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 type Side = 'direct' | 'relay' | 'h2relay' | 'front';
 type Middle = Exclude<Side, 'direct'>;
@@ -113,7 +106,7 @@ async function startRelay(flag: string, args: readonly string[]): Promise<{ read
   const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), flag, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  await waitFor(`the ${flag} relay`, () => /relay \d+/.test(out));
+  await waitFor(`the ${flag} relay`, () => /relay \d+/.test(out), 60_000, 10);
   return { proc, port: Number(/relay (\d+)/.exec(out)![1]) };
 }
 
@@ -128,7 +121,7 @@ async function measure(): Promise<Result> {
   try {
     await stack.createPod({ namespace: BROKER_NS, name: 'ztunnel-bench', serviceAccount: 'ztunnel', nodeName: NODE });
     await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
-    await waitFor('CA pod index', () => stack.ca.podIndex('Kubernetes')?.getPod({ namespace: 'shop', name: 'cart-0' }) !== undefined);
+    await waitFor('CA pod index', () => stack.ca.podIndex('Kubernetes')?.getPod({ namespace: 'shop', name: 'cart-0' }) !== undefined, 60_000, 10);
 
     // The CA in its own process, on the stack's root (istio-ca-secret), trusting the broker as a node agent.
     const caKubeconfig = join(stack.dir, 'ca.kubeconfig');
@@ -162,7 +155,7 @@ async function measure(): Promise<Result> {
     child = proc;
     let log = '';
     proc.stderr!.on('data', (c: Buffer) => (log += c.toString()));
-    await waitFor('the front serving', () => log.includes('Istio CA front certificate ready') && /"msg":"Istio CA front listening".*"port":\d+/.test(log));
+    await waitFor('the front serving', () => log.includes('Istio CA front certificate ready') && /"msg":"Istio CA front listening".*"port":\d+/.test(log), 60_000, 10);
     const frontPort = Number(/"msg":"Istio CA front listening".*"port":(\d+)/.exec(log)![1]);
 
     const serving = await stack.ca.signer.issueServingCertificate({ dnsNames: ['localhost'], ttlSeconds: 3600 });

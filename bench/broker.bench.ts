@@ -33,6 +33,7 @@ import {
   type ServerUnaryCall,
   type sendUnaryData,
 } from '@grpc/grpc-js';
+import { waitFor } from './wait-for.js';
 
 const SAMPLES = Number(process.env.BENCH_BROKER_SAMPLES ?? 1000);
 const PODS = 500;
@@ -46,14 +47,6 @@ const ROUNDS = 3;
 
 function pct(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-}
-
-async function waitFor(what: string, probe: () => boolean, timeoutMs = 300_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
 }
 
 interface ColdStart {
@@ -77,7 +70,7 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
     await waitFor('CA pod index', () => {
       const idx = stack.ca.podIndex('Kubernetes');
       return idx !== undefined && idx.getPod({ namespace: 'bench', name: `pod-${PODS - 1}` }) !== undefined;
-    });
+    }, 300_000);
     const identities = sas.map((s) => `spiffe://${TD}/ns/bench/sa/${s}`);
     const runs: ColdStart[] = [];
     let kept: Awaited<ReturnType<typeof startBroker>> | undefined;
@@ -88,7 +81,7 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
         const config = { ...stack.brokerConfig({ name: `b${round}-${concurrency}` }), maxConcurrentFetches: concurrency };
         const t0 = performance.now();
         const broker = await startBroker(config);
-        await waitFor('all identities ready', () => identities.every((id) => broker.certs.current(id) !== undefined));
+        await waitFor('all identities ready', () => identities.every((id) => broker.certs.current(id) !== undefined), 300_000);
         const ms = performance.now() - t0;
         runs.push({ concurrency, ms, caCalls: broker.certs.caCalls, peak: broker.certs.peakInFlight });
         if (concurrency === 8 && round === ROUNDS - 1) kept = broker;
