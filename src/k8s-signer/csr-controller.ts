@@ -10,7 +10,7 @@
  * (request-queue.ts, the work queue the PodCertificateRequest controller shares).
  */
 import { describeError, isCertbrokerError } from '../core/errors.js';
-import { deadline } from '../core/deadline.js';
+import { withDeadline } from '../core/deadline.js';
 import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject } from '../kube/index.js';
 import { readCsrDetails } from '../pki/index.js';
 import { QueuedSignerController, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
@@ -104,16 +104,13 @@ export class CsrController extends QueuedSignerController<CsrObject> {
   }
 
   async #write(csr: CsrObject, status: NonNullable<CsrObject['status']>): Promise<HandleOutcome> {
-    const d = deadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.queue.signal, clock: this.#ctx.clock });
     try {
-      await this.#client.writeStatus(csr, status, d.signal);
+      await withDeadline(CSR_WRITE_TIMEOUT_MS, { what: `PUT certificatesigningrequests/${csr.metadata?.name}/status`, parent: this.queue.signal, clock: this.#ctx.clock }, (signal) => this.#client.writeStatus(csr, status, signal));
       return { done: true };
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       // 409: someone changed it since we read it; the watch brings the newer version (and the retry re-reads).
       return { done: false, why: code === 409 ? 'conflict' : `status-write: ${describeError(err)}` };
-    } finally {
-      d.dispose();
     }
   }
 }

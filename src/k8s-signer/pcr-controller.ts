@@ -10,7 +10,7 @@
  */
 import { X509Certificate } from 'node:crypto';
 import { describeError, isCertbrokerError } from '../core/errors.js';
-import { deadline } from '../core/deadline.js';
+import { withDeadline } from '../core/deadline.js';
 import { createPcrInformer, pcrState, PcrClient, type PcrCondition, type PcrObject } from '../kube/index.js';
 import { pemEncode } from '../pki/index.js';
 import type { SignedChain } from '../ca/index.js';
@@ -127,16 +127,13 @@ export class PcrController extends QueuedSignerController<PcrObject> {
   }
 
   async #write(pcr: PcrObject, status: NonNullable<PcrObject['status']>): Promise<HandleOutcome> {
-    const d = deadline(PCR_WRITE_TIMEOUT_MS, { what: `PUT podcertificaterequests/${keyOf(pcr)}/status`, parent: this.queue.signal, clock: this.#ctx.clock });
     try {
-      await this.#client.writeStatus(pcr, status, d.signal);
+      await withDeadline(PCR_WRITE_TIMEOUT_MS, { what: `PUT podcertificaterequests/${keyOf(pcr)}/status`, parent: this.queue.signal, clock: this.#ctx.clock }, (signal) => this.#client.writeStatus(pcr, status, signal));
       return { done: true };
     } catch (err) {
       const code = (err as { httpStatus?: unknown }).httpStatus;
       if (code === 422) return { done: false, why: `invalid: ${describeError(err)}` };
       return { done: false, why: code === 409 ? 'conflict' : `status-write: ${describeError(err)}` };
-    } finally {
-      d.dispose();
     }
   }
 }
