@@ -10,8 +10,9 @@
  * `CERTBROKER_TEST_PYTHON` names the Python the grpcio tests run (default Debian's /usr/bin/python3,
  * where python3-grpcio and python3-grpc-tools install; a pyenv python3 first on PATH has neither).
  */
-import { spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { promisify } from 'node:util';
 
 export const TEST_PYTHON = process.env.CERTBROKER_TEST_PYTHON || '/usr/bin/python3';
 
@@ -99,4 +100,9 @@ export function pythonGrpcMissing(): string | undefined {
 export function grpcToolsProtoInclude(): string {
   if (pythonGrpcMissing() !== undefined || protoInclude === undefined) throw new Error(`grpc_tools is unavailable: ${pythonGrpcMissing()}`);
   return protoInclude;
+}
+
+/** Python message and gRPC stubs of `protos` (paths under `root`) written into `dir` by grpc_tools.protoc; only after pythonGrpcMissing() said undefined. */
+export async function writePythonGrpcStubs(root: string, dir: string, protos: readonly string[]): Promise<void> {
+  await promisify(execFile)(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', dir, '--grpc_python_out', dir, ...protos]);
 }

@@ -3,19 +3,17 @@
  * placed in a kubelet-style pod cgroup before it connects; their JSON lines in order. Shared by the
  * Workload API end-to-end tests.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { protoRootFor } from '../../../src/grpc/index.js';
 import { WORKLOAD_API_PROTO } from '../../../src/protocol/workload-api.js';
 import { podPath, type KubeletCgroups } from '../../support/kube-cgroups.js';
-import { grpcToolsProtoInclude, TEST_PYTHON } from '../../support/tools.js';
+import { TEST_PYTHON, writePythonGrpcStubs } from '../../support/tools.js';
 
-const run = promisify(execFile);
 const PY_CLIENT = [
   fileURLToPath(new URL('./workload_api_client.py', import.meta.url)),
   fileURLToPath(new URL('../../../../test/broker/support/workload_api_client.py', import.meta.url)),
@@ -45,7 +43,7 @@ export function containerCgroup(uid: string): string {
 /** Generates the Python stubs from the upstream proto into `dir`. */
 export async function generatePythonStubs(dir: string): Promise<void> {
   await mkdir(dir, { recursive: true });
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor(WORKLOAD_API_PROTO), '-I', grpcToolsProtoInclude(), '--python_out', dir, '--grpc_python_out', dir, WORKLOAD_API_PROTO]);
+  await writePythonGrpcStubs(protoRootFor(WORKLOAD_API_PROTO), dir, [WORKLOAD_API_PROTO]);
 }
 
 /** One Python workload. */

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { protoRootFor } from '../../../src/grpc/index.js';
 import { REPO_ROOT } from '../../support/fixtures.js';
-import { grpcToolsProtoInclude, TEST_PYTHON } from '../../support/tools.js';
+import { TEST_PYTHON, writePythonGrpcStubs } from '../../support/tools.js';
 
 const run = promisify(execFile);
 
@@ -21,7 +21,7 @@ export const INTEROP_CLIENT = join(REPO_ROOT, 'test/ca/support/interop_client.py
 /** Generates the Python stubs of ca.proto into `dir`; returns `dir`. */
 export async function writeCaStubs(dir: string): Promise<string> {
   const proto = 'istio/v1/auth/ca.proto';
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', protoRootFor(proto), '-I', grpcToolsProtoInclude(), '--python_out', dir, '--grpc_python_out', dir, proto]);
+  await writePythonGrpcStubs(protoRootFor(proto), dir, [proto]);
   return dir;
 }
 
