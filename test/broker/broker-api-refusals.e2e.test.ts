@@ -31,7 +31,7 @@ import { Secret } from '../../src/core/secret.js';
 import { decodeRpcStatus, protoRootFor } from '../../src/grpc/index.js';
 import { eventually } from './support/eventually.js';
 import { refusedWith } from './support/error-info.js';
-import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { TEST_PYTHON, opensslMissing, pythonGrpcMissing, writePythonGrpcStubs } from '../support/tools.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
 
 const run = promisify(execFile);
@@ -176,7 +176,7 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
     const stubs = join(stack.dir, 'py');
     await mkdir(stubs, { recursive: true });
     const root = protoRootFor(BROKER_PROTO);
-    await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, BROKER_PROTO, 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
+    await writePythonGrpcStubs(root, stubs, [BROKER_PROTO, 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
     await writeFile(join(stubs, 'roots.pem'), stack.ca.rootsPem());
     await writeFile(join(stubs, 'cert.pem'), consumer.certChainPem);
     await writeFile(join(stubs, 'key.pem'), consumer.privateKeyPem.reveal(), { mode: 0o600 });

@@ -23,7 +23,7 @@ import { loadProtos, lookup, protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { createLogger } from '../../src/core/log.js';
 import { SkipClock } from '../support/skip-clock.js';
-import { TEST_PYTHON, grpcToolsProtoInclude, opensslMissing, pythonGrpcMissing } from '../support/tools.js';
+import { TEST_PYTHON, opensslMissing, pythonGrpcMissing, writePythonGrpcStubs } from '../support/tools.js';
 import { listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { cacertsFiles, makePluginCa, opensslVerifyChain, writeCacertsAtomic, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { removeTempDir, tempDirSync } from '../support/scratch.js';
@@ -85,7 +85,7 @@ async function caStubs(dir: string): Promise<string> {
   const stubs = join(dir, 'stubs');
   await mkdir(stubs, { recursive: true });
   const root = protoRootFor('istio/v1/auth/ca.proto');
-  await run(TEST_PYTHON, ['-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs, 'istio/v1/auth/ca.proto']);
+  await writePythonGrpcStubs(root, stubs, ['istio/v1/auth/ca.proto']);
   return stubs;
 }
 
