@@ -21,7 +21,7 @@ import { BrokerClient, firstMessage, startBroker, type Broker } from '../../src/
 import { protoRootFor } from '../../src/grpc/index.js';
 import { decodeRpcStatus } from '../../src/grpc/rpc-status.js';
 import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../support/kube-cgroups.js';
-import { TEST_PYTHON, grpcToolsProtoInclude, pythonGrpcMissing } from '../support/tools.js';
+import { TEST_PYTHON, pythonGrpcMissing, writePythonGrpcStubs } from '../support/tools.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';
 
@@ -164,10 +164,7 @@ describe('Broker API references: both packages, Kubernetes and PID, per-kind cal
     stubs = join(stack.dir, 'py');
     await mkdir(stubs, { recursive: true });
     const root = protoRootFor('spiffe/broker/broker.proto');
-    await run(TEST_PYTHON, [
-      '-m', 'grpc_tools.protoc', '-I', root, '-I', grpcToolsProtoInclude(), '--python_out', stubs, '--grpc_python_out', stubs,
-      'spiffe/broker/broker.proto', 'spiffe/reference/reference.proto', 'google/rpc/status.proto', 'google/rpc/error_details.proto',
-    ]);
+    await writePythonGrpcStubs(root, stubs, ['spiffe/broker/broker.proto', 'spiffe/reference/reference.proto', 'google/rpc/status.proto', 'google/rpc/error_details.proto']);
     const files = async (svid: Svid, name: string) => {
       await writeFile(join(stubs, `${name}-cert.pem`), svid.certChainPem);
       await writeFile(join(stubs, `${name}-key.pem`), svid.privateKeyPem.reveal(), { mode: 0o600 });
