@@ -69,11 +69,11 @@ export { CacertsSecretSigner, type CacertsSecretSignerOptions } from './signers/
 export { StepCaSigner, STEP_CA_SERVING_TTL_SECONDS, type StepCaSignerOptions } from './signers/step-ca-signer.js';
 export { StepCaClient, codeForStatus, parseSignAnswer, DEFAULT_STEP_CA_TIMEOUT_MS, STEP_CA_SIGN_PATH, type StepCaChain } from './signers/step-ca-client.js';
 export { readProvisionerKey, signToken, STEP_CA_TOKEN_TTL_SECONDS, type ProvisionerKey } from './signers/step-ca-token.js';
-export { STEP_CA_ENV, readStepCaSettings, stepCaUrlProblem, type StepCaSettings, type StepCaFlags } from './signers/step-ca-config.js';
+export { STEP_CA_ENV, readStepCaSettings, type StepCaSettings, type StepCaFlags } from './signers/step-ca-config.js';
 export { IstioUpstreamSigner, upstreamFailure, type UpstreamSignerOptions, type UpstreamSignerSettings } from './signers/upstream-signer.js';
 export { checkWorkloadAnswer, checkServingAnswer } from './signers/upstream-answer.js';
 export { ModuleSigner, type ModuleSignerOptions, type ModuleSignerSettings } from './signers/module-signer.js';
-export { loadSignerModule, moduleImportTarget } from './signers/module-loader.js';
+export { loadSignerModule } from './signers/module-loader.js';
 export { DEFAULT_SIGNER_TIMEOUT_SECONDS, EXTERNAL_SIGNER_ENV, MODULE_SIGNER_PREFIX, type ExternalSigner } from './signers/external-signer-config.js';
 export {
   SignerRefusal,
@@ -100,7 +100,7 @@ export {
   type CaSecretStore,
   type StoredCa,
 } from './signers/ca-secret-store.js';
-export { applyRotationStep, describeStoredCa, rotationPhase, trustedRootsDer, ROTATION_STEPS, type RotationPhase, type RotationStep } from './signers/root-rotation.js';
+export { applyRotationStep, describeStoredCa, rotationPhase, ROTATION_STEPS, type RotationPhase, type RotationStep } from './signers/root-rotation.js';
 export { rotateStoredRoot } from './rotate-root.js';
 export { RootsFile } from './signers/roots-file.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';

@@ -69,7 +69,7 @@ function certificateBlocks(text: string): string[] {
  * laid out (line length, blank lines, a missing final newline): another writer of the same roots
  * (istiod, from the same `cacerts`) is not overwritten back and forth over whitespace.
  */
-export function sameCertificates(stored: string | undefined, bundle: string): boolean {
+function sameCertificates(stored: string | undefined, bundle: string): boolean {
   if (stored === undefined) return false;
   const a = certificateBlocks(stored);
   const b = certificateBlocks(bundle);

@@ -17,7 +17,7 @@ function loadError(specifier: string, why: string, cause?: unknown): CaError {
 }
 
 /** What `import()` is given for `specifier` (a file URL for paths, the specifier itself for packages). */
-export function moduleImportTarget(specifier: string, cwd: string = process.cwd()): string {
+function moduleImportTarget(specifier: string, cwd: string = process.cwd()): string {
   if (specifier.startsWith('file:')) return specifier;
   if (specifier.startsWith('./') || specifier.startsWith('../') || isAbsolute(specifier)) return pathToFileURL(resolve(cwd, specifier)).href;
   return specifier;

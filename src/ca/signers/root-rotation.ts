@@ -34,7 +34,7 @@ export interface NewRootOptions {
 export type RotationPhase = 'single' | 'prepared' | 'overlap';
 
 /** The roots a stored CA trusts, DER, signing root included. */
-export function trustedRootsDer(stored: StoredCa): Buffer[] {
+function trustedRootsDer(stored: StoredCa): Buffer[] {
   const signing = derOf(stored.certPem)[0];
   const roots = stored.rootsPem !== undefined ? derOf(stored.rootsPem) : [];
   const out = roots.length > 0 ? roots : signing ? [signing] : [];

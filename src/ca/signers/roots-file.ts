@@ -26,7 +26,7 @@ export interface Roots {
 }
 
 /** Parses `text` into roots; throws (the caller's error) when it holds no certificate. */
-export function rootsOf(text: string, what: string): Roots {
+function rootsOf(text: string, what: string): Roots {
   const certs = parseCertificates(text, what);
   if (certs.length === 0) throw new Error(`${what}: no certificate`);
   const pems = certs.map((c) => certificateToPem(new Uint8Array(c.rawData)));

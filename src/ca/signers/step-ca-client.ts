@@ -72,7 +72,7 @@ const PUBLIC_MESSAGE: Readonly<Record<StepCaErrorCode, string>> = {
   ERR_CA_STEP_CA_BAD_ANSWER: 'the upstream CA returned an unusable answer',
 };
 
-export function stepCaError(code: StepCaErrorCode, message: string, cause?: unknown): CaError {
+function stepCaError(code: StepCaErrorCode, message: string, cause?: unknown): CaError {
   return new CaError(code, message, { status: STATUS_OF[code], publicMessage: PUBLIC_MESSAGE[code], cause });
 }
 

@@ -38,7 +38,7 @@ export interface StepCaFlags {
 }
 
 /** A problem with `url` as step-ca's address, or undefined. */
-export function stepCaUrlProblem(url: string, name: string): string | undefined {
+function stepCaUrlProblem(url: string, name: string): string | undefined {
   let parsed: URL;
   try {
     parsed = new URL(url);
