@@ -128,4 +128,4 @@ export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type T
 export { ReadinessGate, caReadinessConditions, healthPublisher, type ReadinessCondition } from './readiness.js';
 export { TrustBundlePublisher, type TrustBundlePublisherOptions } from './publish/trust-bundle-publisher.js';
 export { DEFAULT_SKIP_NAMESPACES, DEFAULT_TRUST_BUNDLE_SIGNER_NAME, DEFAULT_PUBLISHER_LEASE, PUBLISH_ENV, type TrustBundlePublishConfig } from './publish/publish-config.js';
-export { configMapUpdate, rootBundlePem, trustBundleName, trustBundleUpdate, ROOT_CONFIGMAP_NAME, TRUST_BUNDLE_LABELS } from './publish/trust-bundle.js';
+export { configMapUpdate, rootBundlePem, trustBundleInstallation, trustBundleName, trustBundleUpdate, ROOT_CONFIGMAP_NAME, TRUST_BUNDLE_INSTALLATION_LABEL, TRUST_BUNDLE_LABELS } from './publish/trust-bundle.js';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { configMapUpdate, readCaConfig, rootBundlePem, trustBundleName, trustBundleUpdate } from '../../src/ca/index.js';
+import { configMapUpdate, readCaConfig, rootBundlePem, trustBundleInstallation, trustBundleName, trustBundleUpdate } from '../../src/ca/index.js';
 
 test('publication is on by default for certbroker ca, with istiod\'s skip list, signer and client-go timings', () => {
   const c = readCaConfig({}, { POD_NAME: 'ca-0' });
@@ -50,7 +50,20 @@ test('the bundle holds each root once, in order, newline-terminated; stored obje
   assert.ok(configMapUpdate({ ...good, data: { 'root-cert.pem': rootBundlePem([B, A]) } }, bundle), 'another order is another bundle');
   const edited = configMapUpdate({ ...good, metadata: { ...good.metadata, labels: { team: 'x' } }, data: { 'root-cert.pem': 'x', other: 'kept' } }, bundle);
   assert.deepEqual(edited, { metadata: { name: 'istio-ca-root-cert', namespace: 'app', resourceVersion: '7', labels: { team: 'x', 'istio.io/config': 'true' } }, data: { 'root-cert.pem': bundle, other: 'kept' } });
-  const ctb = { metadata: { name: 'istio.io:istiod-ca:root-cert', labels: { 'app.kubernetes.io/managed-by': 'certbroker-ca' } }, spec: { signerName: 'istio.io/istiod-ca', trustBundle: bundle } };
-  assert.equal(trustBundleUpdate(ctb, 'istio.io/istiod-ca', bundle), undefined);
-  assert.equal(trustBundleUpdate(ctb, 'istio.io/istiod-ca', rootBundlePem([A]))?.spec?.trustBundle, `${A}\n`);
+  const mine = trustBundleInstallation('istio-system', 'certbroker-ca-publisher');
+  assert.equal(mine, 'istio-system.certbroker-ca-publisher');
+  const ctb = { metadata: { name: 'istio.io:istiod-ca:root-cert', labels: { 'app.kubernetes.io/managed-by': 'certbroker-ca', 'certbroker.io/ca-installation': mine } }, spec: { signerName: 'istio.io/istiod-ca', trustBundle: bundle } };
+  assert.equal(trustBundleUpdate(ctb, 'istio.io/istiod-ca', bundle, mine), undefined);
+  assert.equal(trustBundleUpdate(ctb, 'istio.io/istiod-ca', rootBundlePem([A]), mine)?.spec?.trustBundle, `${A}\n`);
+  // A bundle of an older CA (without the installation label) gets it on the next write.
+  const legacy = { ...ctb, metadata: { ...ctb.metadata, labels: { 'app.kubernetes.io/managed-by': 'certbroker-ca' } } };
+  assert.equal(trustBundleUpdate(legacy, 'istio.io/istiod-ca', bundle, mine)?.metadata?.labels?.['certbroker.io/ca-installation'], mine);
+});
+
+test('the installation label names the publisher Lease, hashed when it would not be a label value', () => {
+  assert.equal(trustBundleInstallation('ca-b', 'publisher.v2'), 'ca-b.publisher.v2');
+  assert.notEqual(trustBundleInstallation('ca-a', 'certbroker-ca-publisher'), trustBundleInstallation('ca-b', 'certbroker-ca-publisher'));
+  const long = trustBundleInstallation('istio-system', `${'x'.repeat(60)}.lease`);
+  assert.match(long, /^h-[0-9a-f]{40}$/);
+  assert.notEqual(long, trustBundleInstallation('istio-system', `${'x'.repeat(60)}.lease2`));
 });

@@ -1,7 +1,7 @@
 /**
  * A signer-name change leaves no old ClusterTrustBundle behind: the CA publishes under signer A
  * (the shipped `istio.io/istiod-ca`), is restarted under signer B, and as B's leader deletes A's
- * bundle (it carries the CA's `app.kubernetes.io/managed-by=certbroker-ca` label) while B's is
+ * bundle (it carries the CA's `app.kubernetes.io/managed-by=certbroker-ca` label and its installation's, the same Lease) while B's is
  * created. A bundle someone else made without that label is left alone. The CA runs as its own
  * service account with deploy/rbac-ca.yaml (the devcluster enforces it, attest included) plus
  * the grant an operator adds for B's names, as the RBAC file says.

@@ -8,11 +8,12 @@
  * ConfigMap when missing and rewrites `root-cert.pem` (and istiod's label) when it differs,
  * leaving other keys alone; terminating and skipped namespaces are left alone, and a missing
  * bundle (signer not loaded) writes nothing. Failed writes are retried by the queue with backoff.
- * A third informer lists the ClusterTrustBundles carrying the CA's label
- * (`app.kubernetes.io/managed-by=certbroker-ca`): one of them not named after the current signer
- * (left by a CA that published under another signer name) is deleted, with its uid and
- * resourceVersion as preconditions, at each leadership gain and whenever the informer sees it
- * again (relist, edits). A bundle without the label is never deleted, whatever its name.
+ * A third informer lists the ClusterTrustBundles carrying the CA's labels for this installation
+ * (`app.kubernetes.io/managed-by=certbroker-ca`, `certbroker.io/ca-installation=<its Lease>`):
+ * one of them not named after the current signer (left by this installation under another
+ * signer name) is deleted, with its uid and resourceVersion as preconditions, at each leadership
+ * gain and whenever the informer sees it again (relist, edits). A bundle without both labels
+ * (another installation's, someone else's) is never deleted, whatever its name.
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.js';
@@ -29,7 +30,7 @@ import {
   desiredTrustBundle,
   ROOT_CONFIGMAP_NAME,
   rootBundlePem,
-  TRUST_BUNDLE_LABELS,
+  trustBundleLabels,
   trustBundleName,
   trustBundleUpdate,
   type StoredConfigMap,
@@ -44,6 +45,8 @@ export interface PublicationOptions {
   readonly onRootsChange: (listener: () => void) => () => void;
   readonly skipNamespaces: readonly string[];
   readonly clusterTrustBundleSignerName?: string;
+  /** This installation's label value (`trustBundleInstallation`): scopes which bundles are its own. */
+  readonly installation: string;
   readonly informer?: InformerSettings;
   readonly clock: Clock;
   readonly rng: Rng;
@@ -67,12 +70,12 @@ const NS_PREFIX = 'ns/';
 const STALE_PREFIX = 'stale-ctb/';
 const CTB_PATH = '/apis/certificates.k8s.io/v1beta1/clustertrustbundles';
 
-function ownedSelector(): string {
-  return Object.entries(TRUST_BUNDLE_LABELS).map(([k, v]) => `${k}=${v}`).join(',');
+function ownedSelector(installation: string): string {
+  return Object.entries(trustBundleLabels(installation)).map(([k, v]) => `${k}=${v}`).join(',');
 }
 
-function isOwned(ctb: TrustBundle): boolean {
-  return Object.entries(TRUST_BUNDLE_LABELS).every(([k, v]) => ctb.metadata?.labels?.[k] === v);
+function isOwned(ctb: TrustBundle, installation: string): boolean {
+  return Object.entries(trustBundleLabels(installation)).every(([k, v]) => ctb.metadata?.labels?.[k] === v);
 }
 
 function httpStatus(err: unknown): number | undefined {
@@ -113,7 +116,7 @@ export class RootPublication {
     });
     const onOwned = (ctb: TrustBundle) => this.#queueStale(ctb.metadata?.name);
     this.#owned = signer === undefined ? undefined : new Informer<TrustBundle>({
-      ...common, path: CTB_PATH, resource: 'owned-clustertrustbundles', labelSelector: ownedSelector(),
+      ...common, path: CTB_PATH, resource: 'owned-clustertrustbundles', labelSelector: ownedSelector(options.installation),
       onAdd: onOwned, onUpdate: onOwned,
     });
   }
@@ -222,7 +225,7 @@ export class RootPublication {
     const stored = this.#owned?.get(undefined, name);
     const uid = stored?.metadata?.uid;
     const resourceVersion = stored?.metadata?.resourceVersion;
-    if (!stored || uid === undefined || resourceVersion === undefined || !isOwned(stored)) return;
+    if (!stored || uid === undefined || resourceVersion === undefined || !isOwned(stored, this.#o.installation)) return;
     try {
       await this.#write({ object: 'clustertrustbundle', action: 'delete' }, () => this.#o.writer.deleteTrustBundle(name, { uid, resourceVersion }, this.#signal));
       this.#o.logger.info('old ClusterTrustBundle deleted', { name, signerName: stored.spec?.signerName });
@@ -242,7 +245,7 @@ export class RootPublication {
     const { writer, logger } = this.#o;
     if (stored === undefined) {
       try {
-        await this.#write({ object: 'clustertrustbundle', action: 'create' }, () => writer.createTrustBundle(desiredTrustBundle(signer, bundle), this.#signal));
+        await this.#write({ object: 'clustertrustbundle', action: 'create' }, () => writer.createTrustBundle(desiredTrustBundle(signer, bundle, this.#o.installation), this.#signal));
         logger.info('ClusterTrustBundle created', { name });
       } catch (err) {
         if (httpStatus(err) === 409) return; // the watch brings it, and with it another look
@@ -250,7 +253,7 @@ export class RootPublication {
       }
       return;
     }
-    const next = trustBundleUpdate(stored, signer, bundle);
+    const next = trustBundleUpdate(stored, signer, bundle, this.#o.installation);
     if (next === undefined) return;
     await this.#write({ object: 'clustertrustbundle', action: 'update' }, () => writer.replaceTrustBundle(name, next, this.#signal));
     logger.info('ClusterTrustBundle updated', { name });

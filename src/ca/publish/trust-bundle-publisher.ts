@@ -20,6 +20,7 @@ import type { InformerSettings } from '../../kube/informer-settings.js';
 import type { Signer } from '../signer.js';
 import type { TrustBundlePublishConfig } from './publish-config.js';
 import { RootPublication } from './root-publication.js';
+import { trustBundleInstallation } from './trust-bundle.js';
 import { kubeTrustBundleWriter, type TrustBundleWriter } from './trust-bundle-writer.js';
 
 export interface TrustBundlePublisherOptions {
@@ -91,6 +92,7 @@ export class TrustBundlePublisher implements LongLived {
         roots: o.roots,
         onRootsChange: o.onRootsChange,
         skipNamespaces: o.config.skipNamespaces,
+        installation: trustBundleInstallation(o.config.leaseNamespace, o.config.leaseName),
         ...(o.config.clusterTrustBundleSignerName ? { clusterTrustBundleSignerName: o.config.clusterTrustBundleSignerName } : {}),
         ...(o.informer ? { informer: o.informer } : {}),
         clock: o.clock ?? systemClock,

@@ -7,6 +7,7 @@
  * object to write (other keys, labels and annotations kept).
  */
 
+import { createHash } from 'node:crypto';
 import { ISTIO_CONFIG_LABEL, ROOT_CERT_CONFIGMAP, ROOT_CERT_CONFIGMAP_KEY } from '../../protocol/istio-ca.js';
 
 /** istiod's per-namespace root ConfigMap (pilot's CACertNamespaceConfigMap) and its data key. */
@@ -14,8 +15,27 @@ export const ROOT_CONFIGMAP_NAME = ROOT_CERT_CONFIGMAP;
 export const ROOT_CONFIGMAP_KEY = ROOT_CERT_CONFIGMAP_KEY;
 /** The label istiod puts on it. */
 export const ROOT_CONFIGMAP_LABELS: Readonly<Record<string, string>> = Object.freeze({ [ISTIO_CONFIG_LABEL]: 'true' });
-/** Marks the ClusterTrustBundle as the CA's own. */
+/** Marks the ClusterTrustBundle as written by a certbroker CA (any installation). */
 export const TRUST_BUNDLE_LABELS: Readonly<Record<string, string>> = Object.freeze({ 'app.kubernetes.io/managed-by': 'certbroker-ca' });
+/** Names the installation (its publisher Lease) that wrote the bundle: only it deletes or rewrites it. */
+export const TRUST_BUNDLE_INSTALLATION_LABEL = 'certbroker.io/ca-installation';
+const LABEL_VALUE = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+
+/**
+ * The installation label's value for the publisher Lease `leaseName` in `namespace`:
+ * `<namespace>.<leaseName>` (unambiguous: a namespace has no dot) when that is a label value of
+ * at most 63 characters, else `h-` and 40 hex digits of its SHA-256.
+ */
+export function trustBundleInstallation(namespace: string, leaseName: string): string {
+  const plain = `${namespace}.${leaseName}`;
+  if (plain.length <= 63 && LABEL_VALUE.test(plain)) return plain;
+  return `h-${createHash('sha256').update(`${namespace}/${leaseName}`).digest('hex').slice(0, 40)}`;
+}
+
+/** The labels of the bundle the installation `installation` writes. */
+export function trustBundleLabels(installation: string): Readonly<Record<string, string>> {
+  return { ...TRUST_BUNDLE_LABELS, [TRUST_BUNDLE_INSTALLATION_LABEL]: installation };
+}
 /** The suffix of the bundle's name after the signer part (istiod names its bundle `istio.io:istiod-ca:root-cert`). */
 export const TRUST_BUNDLE_NAME_SUFFIX = 'root-cert';
 
@@ -106,12 +126,13 @@ export function configMapUpdate(stored: StoredConfigMap, bundle: string): Stored
   };
 }
 
-export function desiredTrustBundle(signerName: string, bundle: string): StoredTrustBundle {
-  return { metadata: { name: trustBundleName(signerName), labels: { ...TRUST_BUNDLE_LABELS } }, spec: { signerName, trustBundle: bundle } };
+export function desiredTrustBundle(signerName: string, bundle: string, installation: string): StoredTrustBundle {
+  return { metadata: { name: trustBundleName(signerName), labels: trustBundleLabels(installation) }, spec: { signerName, trustBundle: bundle } };
 }
 
-/** The ClusterTrustBundle to write over `stored`, or undefined when it is right. */
-export function trustBundleUpdate(stored: StoredTrustBundle, signerName: string, bundle: string): StoredTrustBundle | undefined {
-  if (sameCertificates(stored.spec?.trustBundle, bundle) && stored.spec?.signerName === signerName && hasLabels(stored.metadata?.labels, TRUST_BUNDLE_LABELS)) return undefined;
-  return { metadata: carriedMeta(stored.metadata, TRUST_BUNDLE_LABELS), spec: { signerName, trustBundle: bundle } };
+/** The ClusterTrustBundle to write over `stored` (labelled as `installation`'s), or undefined when it is right. */
+export function trustBundleUpdate(stored: StoredTrustBundle, signerName: string, bundle: string, installation: string): StoredTrustBundle | undefined {
+  const labels = trustBundleLabels(installation);
+  if (sameCertificates(stored.spec?.trustBundle, bundle) && stored.spec?.signerName === signerName && hasLabels(stored.metadata?.labels, labels)) return undefined;
+  return { metadata: carriedMeta(stored.metadata, labels), spec: { signerName, trustBundle: bundle } };
 }
