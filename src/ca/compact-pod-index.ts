@@ -1,9 +1,9 @@
 /**
  * The CA's pod index at cluster scale: per pod only what node authorization reads. A pod is a
- * slot: its `namespace/name` key (the one string per pod, also the map key) and one 32-byte row
+ * slot: its name (the one string per pod, the key of its namespace's map) and one 32-byte row
  * (namespace, service account, node and phase as interned ids — a cluster has few distinct
  * ones — and the UID as 16 bytes when it is a UUID, as the API server makes them; any other UID
- * is kept as a string), so reading a pod touches one cache line beside its key. The node check
+ * is kept as a string), so reading a pod touches one cache line beside its name. The node check
  * (`hasActivePodOnNode`) is one probe of the (node, namespace, account) counts
  * (node-account-counts.ts) instead of a walk of the node's pods: its cost does not grow with
  * the cluster. Each node also keeps its slots, for `podsOnNode`.
@@ -61,8 +61,11 @@ const active = (phase: number) => phase !== SUCCEEDED && phase !== FAILED;
 
 export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   readonly #what: string;
-  readonly #slotByKey = new Map<string, number>();
-  #keys: Array<string | undefined> = [];
+  /** Slots by name, per namespace id: the caller lookup reads a map of its own namespace (node agents' is small and hot), not one of the whole cluster. */
+  readonly #byName: Array<Map<string, number> | undefined> = [];
+  /** Each slot's pod name (its namespace is in the row). */
+  #names: Array<string | undefined> = [];
+  #count = 0;
   #rows = new Uint32Array(0);
   #gen = new Uint32Array(0);
   /** UIDs that are not UUIDs, by slot. */
@@ -90,24 +93,26 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   }
 
   get size(): number {
-    return this.#slotByKey.size;
+    return this.#count;
   }
 
   /** Adds or replaces a pod. */
   upsert(pod: PodInfo): void {
-    const key = `${pod.namespace}/${pod.name}`;
-    let slot = this.#slotByKey.get(key);
+    const nsId = this.#strings.ns.id(pod.namespace);
+    const names = (this.#byName[nsId] ??= new Map());
+    let slot = names.get(pod.name);
     const nodeId = pod.nodeName === '' ? undefined : this.#strings.node.id(pod.nodeName);
     if (slot !== undefined) this.#unplace(slot);
     else {
-      slot = this.#free.pop() ?? this.#keys.length;
+      slot = this.#free.pop() ?? this.#names.length;
       this.#ensure(slot + 1);
-      this.#keys[slot] = key;
-      this.#slotByKey.set(key, slot);
+      this.#names[slot] = pod.name;
+      names.set(pod.name, slot);
+      this.#count++;
     }
     const r = this.#rows;
     const o = slot * ROW;
-    r[o + R_NS] = this.#strings.ns.id(pod.namespace);
+    r[o + R_NS] = nsId;
     r[o + R_SA] = this.#strings.sa.id(pod.serviceAccountName);
     r[o + R_NODE] = nodeId === undefined ? 0 : nodeId + 1;
     r[o + R_PHASE] = this.#strings.phase.id(pod.phase);
@@ -121,18 +126,21 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   }
 
   remove(ref: PodRef): void {
-    const key = `${ref.namespace}/${ref.name}`;
-    const slot = this.#slotByKey.get(key);
+    const nsId = this.#strings.ns.find(ref.namespace);
+    const names = nsId === undefined ? undefined : this.#byName[nsId];
+    const slot = names?.get(ref.name);
     if (slot === undefined) return;
-    this.#slotByKey.delete(key);
+    names!.delete(ref.name);
+    this.#count--;
     this.#unplace(slot);
-    this.#keys[slot] = undefined;
+    this.#names[slot] = undefined;
     this.#otherUid.delete(slot);
     this.#free.push(slot);
   }
 
   getPod(ref: PodRef): PodInfo | undefined {
-    const slot = this.#slotByKey.get(`${ref.namespace}/${ref.name}`);
+    const nsId = this.#strings.ns.find(ref.namespace);
+    const slot = nsId === undefined ? undefined : this.#byName[nsId]?.get(ref.name);
     return slot === undefined ? undefined : this.#info(slot, ref.name);
   }
 
@@ -155,7 +163,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
 
   /** Every pod (a copy). */
   all(): PodInfo[] {
-    return [...this.#slotByKey.values()].map((s) => this.#info(s));
+    return this.#byName.flatMap((m) => (m === undefined ? [] : [...m.values()].map((s) => this.#info(s))));
   }
 
   // InformerStore: what the informer lists and watches.
@@ -179,12 +187,10 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   }
 
   endList(): void {
-    for (const [key, slot] of [...this.#slotByKey]) {
-      if (this.#gen[slot] !== this.#generation) {
-        const cut = key.indexOf('/');
-        this.remove({ namespace: key.slice(0, cut), name: key.slice(cut + 1) });
-      }
-    }
+    this.#byName.forEach((m, nsId) => {
+      const namespace = this.#strings.ns.names[nsId]!;
+      for (const [name, slot] of [...(m ?? [])]) if (this.#gen[slot] !== this.#generation) this.remove({ namespace, name });
+    });
   }
 
   apply(ev: WatchEvent): Applied {
@@ -227,7 +233,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
   }
 
-  /** The pod in `slot` (`name` when the caller has it: the key is not read again). */
+  /** The pod in `slot` (`name` when the caller has it: its name is not read again). */
   #info(slot: number, name?: string): PodInfo {
     const r = this.#rows;
     const o = slot * ROW;
@@ -235,7 +241,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const node = r[o + R_NODE]!;
     return {
       namespace: nsName,
-      name: name ?? this.#keys[slot]!.slice(nsName.length + 1),
+      name: name ?? this.#names[slot]!,
       uid: this.#otherUid.get(slot) ?? uuidText(r, o + R_UID),
       serviceAccountName: this.#strings.sa.names[r[o + R_SA]!]!,
       nodeName: node === 0 ? '' : this.#strings.node.names[node - 1]!,
