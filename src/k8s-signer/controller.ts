@@ -12,10 +12,14 @@ import type { Clock } from '../core/clock.js';
 import type { LongLived } from '../core/long-lived.js';
 import type { Logger } from '../core/log.js';
 import type { Rng } from '../core/rng.js';
+import { describeError } from '../core/errors.js';
 import { settleWithin, stopOnAbort } from '../core/long-lived.js';
+import { WorkQueue } from '../core/work-queue.js';
 import type { Informer, InformerSettings, SignerNameInformerOptions } from '../kube/index.js';
 import { SignerMetrics } from './metrics.js';
-import { RequestQueue, type HandleOutcome } from './request-queue.js';
+
+/** What handling one request came to: done, or retry (after a backoff) because `why`. */
+export type HandleOutcome = { readonly done: true } | { readonly done: false; readonly why: string };
 
 export interface SignerControllerContext {
   readonly kubeConfig: KubeConfig;
@@ -60,7 +64,7 @@ export interface QueuedControllerSpec<T extends KubernetesObject> {
 }
 
 /**
- * A signing controller over an informer and a RequestQueue: every added or updated request is
+ * A signing controller over an informer and a WorkQueue (core/work-queue.ts): every added or updated request is
  * queued by its key, a deleted one's failure count forgotten, and all of them queued again when
  * the CA changes (a CA that becomes ready or rotates may now sign what waited for it). Readiness
  * is the informer's; stop() stops the queue and the informer within the deadline, then
@@ -69,25 +73,37 @@ export interface QueuedControllerSpec<T extends KubernetesObject> {
 export abstract class QueuedSignerController<T extends KubernetesObject> implements SignerController {
   readonly name: string;
   protected readonly informer: Informer<T>;
-  protected readonly queue: RequestQueue;
+  protected readonly queue: WorkQueue<string>;
   protected readonly metrics: SignerMetrics;
   readonly #unsubscribe: () => void;
 
   constructor(ctx: SignerControllerContext, spec: QueuedControllerSpec<T>, metrics: SignerMetrics) {
     this.name = spec.name;
     this.metrics = metrics;
-    this.queue = new RequestQueue({
+    this.queue = new WorkQueue<string>({
       workers: spec.workers,
-      initialRetryMs: spec.initialRetryMs,
-      maxRetryMs: spec.maxRetryMs,
+      initialBackoffMs: spec.initialRetryMs,
+      maxBackoffMs: spec.maxRetryMs,
       clock: ctx.clock,
       rng: ctx.rng,
       logger: ctx.logger,
       what: spec.name,
-      handle: (key) => this.handle(key),
+      process: async (key) => {
+        try {
+          const outcome = await this.handle(key);
+          return outcome.done ? undefined : { retry: outcome.why };
+        } catch (err) {
+          // A handler that throws has a bug, not a reason to retry: logged, and the key left alone.
+          ctx.logger.error(`${spec.name} handling threw`, { [spec.name]: key, err: describeError(err) });
+          return undefined;
+        }
+      },
       onRetry: (_key, why) => metrics.count(spec.name, 'retried', why.split(':')[0]),
     });
-    const enqueue = (request: T) => this.queue.add(spec.keyOf(request));
+    const enqueue = (request: T) => {
+      const key = spec.keyOf(request);
+      if (key !== '') this.queue.add(key);
+    };
     this.informer = spec.createInformer({
       kubeConfig: ctx.kubeConfig,
       signerName: ctx.signerName,

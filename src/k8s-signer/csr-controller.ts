@@ -7,16 +7,15 @@
  * does not parse or verify, gets a Failed condition with the reason. Transient trouble (CA not
  * ready, API errors, a conflict) retries with backoff; a conflict is also superseded by the watch
  * event of the newer version. Requests are handled up to CSR_WORKERS at a time, each name once
- * (request-queue.ts, the work queue the PodCertificateRequest controller shares).
+ * (core/work-queue.ts, the work queue the PodCertificateRequest controller shares).
  */
 import { describeError, isCertbrokerError } from '../core/errors.js';
 import { withDeadline } from '../core/deadline.js';
 import { createCsrInformer, csrRequestPem, csrState, CsrClient, type CsrCondition, type CsrObject } from '../kube/index.js';
 import { readCsrDetails } from '../pki/index.js';
-import { QueuedSignerController, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
+import { QueuedSignerController, type HandleOutcome, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
 import { judgeCsr, type CsrRefusalReason } from './csr-policy.js';
 import { SignerMetrics } from './metrics.js';
-import type { HandleOutcome } from './request-queue.js';
 
 export const CSR_CONTROLLER = 'csr';
 /** Requests signed at the same time. */

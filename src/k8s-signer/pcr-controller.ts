@@ -6,7 +6,7 @@
  * the pod's service account and issued through `/status` with certificateChain (leaf, then
  * intermediates), notBefore, beginRefreshAt and notAfter set together with an Issued condition,
  * guarded by the resourceVersion it read. A signing error is a Failed condition; the CA not
- * ready, API errors and conflicts are retried (request-queue.ts).
+ * ready, API errors and conflicts are retried (core/work-queue.ts).
  */
 import { X509Certificate } from 'node:crypto';
 import { describeError, isCertbrokerError } from '../core/errors.js';
@@ -14,10 +14,9 @@ import { withDeadline } from '../core/deadline.js';
 import { createPcrInformer, pcrState, PcrClient, type PcrCondition, type PcrObject } from '../kube/index.js';
 import { pemEncode } from '../pki/index.js';
 import type { SignedChain } from '../ca/index.js';
-import { QueuedSignerController, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
+import { QueuedSignerController, type HandleOutcome, type SignerControllerContext, type SignerControllerFactory } from './controller.js';
 import { beginRefreshAtMs, judgePcr, MIN_PCR_LIFETIME_MS, type PcrRefusalReason } from './pcr-policy.js';
 import { SignerMetrics } from './metrics.js';
-import type { HandleOutcome } from './request-queue.js';
 
 export const PCR_CONTROLLER = 'pcr';
 export const PCR_WORKERS = 4;

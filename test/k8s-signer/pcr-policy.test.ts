@@ -6,12 +6,10 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { beginRefreshAtMs, judgePcr, readK8sSignerConfig, RequestQueue, type HandleOutcome, type PcrFacts } from '../../src/k8s-signer/index.js';
+import { beginRefreshAtMs, judgePcr, readK8sSignerConfig, type PcrFacts } from '../../src/k8s-signer/index.js';
 import { ConfigError } from '../../src/core/config.js';
 import { createCsr, exportSpkiDer, generateKeyPair } from '../../src/pki/index.js';
 import { generateProvenKey } from '../../src/devcluster/pod-certificate-keys.js';
-import { silentLogger } from '../../src/core/log.js';
-import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
 
 const OPTS = { trustDomain: 'example.org', maxTtlSeconds: 7 * 86400 };
 
@@ -65,49 +63,6 @@ test('beginRefreshAt: half-way, whole seconds, inside [notBefore + 10 min, notAf
     const at = beginRefreshAtMs(nb, nb + lifetimeS * 1000);
     assert.ok(at >= nb + 600_000 && at <= nb + lifetimeS * 1000 - 600_000 && at % 1000 === 0, `${lifetimeS}`);
   }
-});
-
-test('the work queue: one run per key at a time, doubling jittered retries on the clock, stop waits', async () => {
-  const clock = new FakeClock();
-  const runs: string[] = [];
-  const retries: number[] = [];
-  let release: (() => void) | undefined;
-  let answers: HandleOutcome[] = [{ done: false, why: 'ca-not-ready' }, { done: false, why: 'conflict' }, { done: true }];
-  const queue = new RequestQueue({
-    workers: 2, initialRetryMs: 500, maxRetryMs: 30_000, clock, rng: () => 0.5, logger: silentLogger, what: 'pcr',
-    handle: async (key) => {
-      runs.push(key);
-      if (key === 'slow') await new Promise<void>((r) => (release = r));
-      return key === 'flaky' ? answers.shift()! : { done: true };
-    },
-    onRetry: (_k, _why, delay) => retries.push(delay),
-  });
-  queue.add('slow');
-  queue.add('slow');
-  await flushMicrotasks();
-  assert.deepEqual(runs, ['slow'], 'a key queued while it runs waits for that run');
-  release!();
-  await new Promise((r) => setImmediate(r));
-  assert.deepEqual(runs, ['slow', 'slow']);
-  release!();
-  queue.add('flaky');
-  await clock.waitForTimers(1);
-  assert.deepEqual(retries, [500]);
-  clock.advance(500);
-  await clock.waitForTimers(1);
-  assert.deepEqual(retries, [500, 1000], 'the delay doubles');
-  clock.advance(1000);
-  await new Promise((r) => setImmediate(r));
-  assert.equal(runs.filter((r) => r === 'flaky').length, 3);
-  answers = [{ done: false, why: 'again' }];
-  queue.add('flaky');
-  await clock.waitForTimers(1);
-  assert.deepEqual(retries, [500, 1000, 500], 'a success resets the backoff');
-  await queue.stop();
-  clock.advance(10_000);
-  queue.add('late');
-  await new Promise((r) => setImmediate(r));
-  assert.equal(runs.includes('late'), false, 'a stopped queue takes no work');
 });
 
 test('the PCR controller runs only when asked: K8S_SIGNER_CONTROLLERS or --controllers', () => {

@@ -15,12 +15,12 @@ import { describeError } from '../../core/errors.js';
 import type { Logger } from '../../core/log.js';
 import { settleWithin, stopOnAbort, type Stoppable } from '../../core/long-lived.js';
 import { systemRng, type Rng } from '../../core/rng.js';
+import { WorkQueue } from '../../core/work-queue.js';
 import { abortableApi } from '../../kube/abortable-http.js';
 import { createPodInformer, InformerMetrics } from '../../kube/index.js';
 import { brokenPodReason } from './broken-pod.js';
 import type { RepairConfig } from './config.js';
 import { podKey, RepairActions } from './repair-actions.js';
-import { RetryQueue } from './retry-queue.js';
 
 export { EVENT_SOURCE, REASON_DELETE, REASON_LABEL } from './repair-actions.js';
 
@@ -80,13 +80,15 @@ export async function startRepairController(options: RepairControllerOptions): P
     else await actions.labelPod(pod);
   };
 
-  const queue = new RetryQueue({
+  const queue = new WorkQueue<string>({
     clock,
     rng: options.rng ?? systemRng,
+    logger,
+    what: 'pod',
     maxAttempts: config.maxAttempts,
-    baseDelayMs: options.retryBaseMs ?? 500,
-    maxDelayMs: 30_000,
-    handle: reconcile,
+    initialBackoffMs: options.retryBaseMs ?? 500,
+    maxBackoffMs: 30_000,
+    process: reconcile,
     onGiveUp: (key, err, attempts) =>
       logger.error('giving up on pod until it changes', { pod: key, attempts, err: describeError(err) }),
   });
@@ -108,7 +110,7 @@ export async function startRepairController(options: RepairControllerOptions): P
   new InformerMetrics(options.registry).track(informer);
   informer.start();
 
-  const worker = queue.run(signal);
+  const worker = new Promise<void>((resolve) => stopOnAbort(signal, () => queue.stop().then(resolve)));
   const stopped = (async () => {
     await worker;
     await informer.stop();
