@@ -11,6 +11,7 @@ import { CertbrokerError } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { Secret } from '../core/secret.js';
 import { structString } from '../grpc/struct-value.js';
+import { callOutcome } from '../ops/call-outcome.js';
 import { grpcStatusFor, toServiceError, type GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import {
   callBearerToken,
@@ -27,7 +28,7 @@ import { kubernetesIdentity } from '../spiffe/index.js';
 import type { AuthenticatorChain } from './authn/authenticator.js';
 import type { Caller } from './caller.js';
 import { CaError, authnError, callCancelled, publicAuthError } from './errors.js';
-import type { CaMetrics, RequestOutcome } from './metrics.js';
+import type { CaMetrics } from './metrics.js';
 import type { NodeAuthorizer } from './node-authorizer.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES, parseServingNames, ServingNamesPolicy } from './serving-names.js';
 import type { Signer } from './signer.js';
@@ -70,21 +71,6 @@ function metadataString(request: IstioCertificateRequest, key: string): string |
     return structString(request.metadata ?? undefined, key);
   } catch {
     throw new CaError('ERR_CA_METADATA_INVALID', `${key} must be a string`, { status: 'invalid-argument', publicMessage: `${key} must be a string` });
-  }
-}
-
-function outcomeFor(err: unknown): RequestOutcome {
-  if (!(err instanceof CertbrokerError)) return 'error';
-  switch (err.status) {
-    case 'unauthenticated':
-    case 'permission-denied':
-      return 'denied';
-    case 'invalid-argument':
-      return 'invalid';
-    case 'unavailable':
-      return 'unavailable';
-    default:
-      return 'error';
   }
 }
 
@@ -192,7 +178,7 @@ export class CertificateService {
    */
   rejection(err: unknown, peer: string): GrpcStatusAnswer {
     const o = this.#o;
-    const outcome = outcomeFor(err);
+    const outcome = callOutcome(err);
     const reason = err instanceof CertbrokerError ? err.code : 'unexpected';
     o.metrics.requests.inc({ outcome, reason });
     // The caller's own authn/authz failures all look alike; an upstream CA's refusal of this CA

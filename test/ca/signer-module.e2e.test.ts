@@ -180,13 +180,15 @@ const spki = new Uint8Array(await webcrypto.subtle.exportKey('spki', k.publicKey
 export default { ...base, sign: (r) => base.sign({ ...r, spkiDer: spki }) };`,
   );
   const cases = [
-    { path: hang, timeoutMs: 300, want: [status.DEADLINE_EXCEEDED, 'ERR_CA_MODULE_TIMEOUT'] },
-    { path: fail, timeoutMs: 5000, want: [status.UNAVAILABLE, 'ERR_CA_MODULE_FAILED'] },
-    { path: otherId, timeoutMs: 5000, want: [status.INTERNAL, 'ERR_CA_MODULE_BAD_RESULT'] },
-    { path: otherKey, timeoutMs: 5000, want: [status.INTERNAL, 'ERR_CA_MODULE_BAD_RESULT'] },
+    // outcome: the label certbroker_ca_requests_total counts it under, the Istio CA front's for the
+    // same status (src/ops/call-outcome.ts): a signer that did not answer in time is unavailable.
+    { path: hang, timeoutMs: 300, want: [status.DEADLINE_EXCEEDED, 'ERR_CA_MODULE_TIMEOUT'], outcome: 'unavailable' },
+    { path: fail, timeoutMs: 5000, want: [status.UNAVAILABLE, 'ERR_CA_MODULE_FAILED'], outcome: 'unavailable' },
+    { path: otherId, timeoutMs: 5000, want: [status.INTERNAL, 'ERR_CA_MODULE_BAD_RESULT'], outcome: 'error' },
+    { path: otherKey, timeoutMs: 5000, want: [status.INTERNAL, 'ERR_CA_MODULE_BAD_RESULT'], outcome: 'error' },
   ];
   // One CA that signs with the example serves TLS; each case is a plaintext CA (no serving certificate needed).
-  for (const { path, timeoutMs, want } of cases) {
+  for (const { path, timeoutMs, want, outcome } of cases) {
     const ca = await env.startCa({ signer: await moduleSigner(path, timeoutMs), plaintext: true, transport: 'grpc-js' });
     await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
     for (let i = 0; i < 500 && !ca.signer.ready; i++) await new Promise((r) => setTimeout(r, 10));
@@ -196,6 +198,8 @@ export default { ...base, sign: (r) => base.sign({ ...r, spkiDer: spki }) };`,
       assert.deepEqual([r.code, r.errorCode], want, `${path}: ${JSON.stringify(r)}`);
       assert.equal(r.chain, undefined);
       assert.doesNotMatch(r.details ?? '', /hunter2/);
+      const counted = (await ca.metrics.requests.get()).values.filter((v) => v.labels['reason'] === want[1]);
+      assert.deepEqual(counted.map((v) => [v.labels['outcome'], v.value]), [[outcome, 1]], `${path}: counted as ${outcome}`);
     } finally {
       c.close();
       await ca.stop();

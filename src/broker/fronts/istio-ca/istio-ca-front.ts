@@ -27,6 +27,7 @@ import { CertbrokerError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import { Secret } from '../../../core/secret.js';
 import { structString } from '../../../grpc/struct-value.js';
+import { callOutcome, type CallOutcome } from '../../../ops/call-outcome.js';
 import { grpcStatusFor, type GrpcStatusAnswer } from '../../../ops/grpc-errors.js';
 import { csrPublicKeyInfo } from '../../../pki/csr.js';
 import { PkiError } from '../../../pki/errors.js';
@@ -64,7 +65,8 @@ export interface CsrForwarder {
   ): Promise<{ readonly certChain: readonly string[]; readonly leafSpki: Buffer }>;
 }
 
-export type FrontOutcome = 'issued' | 'denied' | 'invalid' | 'limited' | 'unavailable' | 'error';
+/** The `outcome` label of the front's metrics (src/ops/call-outcome.ts, the CA's too). */
+export type FrontOutcome = CallOutcome;
 
 export interface IstioCaFrontObserver {
   /** One per call: its outcome, the precise reason (an ERR_* code, or `ok`) and how long it took. */
@@ -102,24 +104,6 @@ function sameKey(a: Buffer, b: Buffer): boolean {
     return der(a).equals(der(b));
   } catch {
     return false;
-  }
-}
-
-function outcomeOf(err: unknown): FrontOutcome {
-  if (!(err instanceof CertbrokerError)) return 'error';
-  switch (err.status) {
-    case 'unauthenticated':
-    case 'permission-denied':
-      return 'denied';
-    case 'invalid-argument':
-      return 'invalid';
-    case 'resource-exhausted':
-      return 'limited';
-    case 'unavailable':
-    case 'deadline-exceeded':
-      return 'unavailable';
-    default:
-      return 'error';
   }
 }
 
@@ -163,7 +147,7 @@ export class IstioCaFrontService {
       const err = signal.aborted && !(thrown instanceof CertbrokerError)
         ? new BrokerError('ERR_FRONT_CALL_CANCELLED', 'the caller cancelled the call or its deadline passed', { status: 'cancelled', cause: thrown })
         : thrown;
-      this.#o.observer?.answered?.(outcomeOf(err), err instanceof CertbrokerError ? err.code : 'unexpected', (performance.now() - started) / 1000);
+      this.#o.observer?.answered?.(callOutcome(err), err instanceof CertbrokerError ? err.code : 'unexpected', (performance.now() - started) / 1000);
       throw err;
     }
   }
