@@ -110,7 +110,7 @@ export { CompactPodIndex } from './compact-pod-index.js';
 export { NodeAccountCounts } from './node-account-counts.js';
 export { CertificateService, MALFORMED_REQUEST } from './certificate-service.js';
 export { AuthenticatorChain, unverifiedJwtExpiryMs, type Authenticator } from './authn/authenticator.js';
-export { TokenReviewAuthenticator, callerFromReview, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
+export { TokenReviewAuthenticator, callerFromReview, type TokenCacheLookup, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
 export { discoveredJwks, kubeCredentialsAllowedForOidc, oidcFetchOrigin } from './authn/oidc-discovery.js';
 export { JwtAuthenticator, DEFAULT_JWT_ALGORITHMS, SUPPORTED_JWT_ALGORITHMS } from './authn/jwt-verifier.js';
 export { TokenCache, tokenCacheKey } from './authn/token-cache.js';

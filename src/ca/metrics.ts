@@ -36,7 +36,7 @@ export class CaMetrics {
   });
   readonly tokenReviewCache = new Counter({
     name: 'certbroker_ca_token_review_cache_total',
-    help: 'TokenReview cache lookups by result: hit (cached), shared (joined a review in flight), miss (review sent), refused (a refusal remembered by token hash, no review sent)',
+    help: 'TokenReview cache lookups by result: hit (cached), shared (joined a review in flight), miss (review sent), refused (a refusal remembered by token hash, no review sent), refresh (a hit near its end: reviewed again in the background, the cached verdict still served)',
     labelNames: ['result'] as const,
     registers: [this.registry],
   });
@@ -104,6 +104,7 @@ export class CaMetrics {
     this.tokenReviewCache.inc({ result: 'shared' }, 0);
     this.tokenReviewCache.inc({ result: 'miss' }, 0);
     this.tokenReviewCache.inc({ result: 'refused' }, 0);
+    this.tokenReviewCache.inc({ result: 'refresh' }, 0);
     for (const reason of ['limit', 'tls_handshake_timeout', 'idle'] satisfies ConnectionCloseReason[]) this.connectionsClosed.inc({ reason }, 0);
     for (const reason of ['body_timeout', 'stream_limit'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
   }

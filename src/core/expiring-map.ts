@@ -33,6 +33,11 @@ export class ExpiringMap<V> {
     return e.value;
   }
 
+  /** When the live entry under `key` expires (ms), or undefined when there is none. */
+  expiresAt(key: string): number | undefined {
+    return this.get(key) === undefined ? undefined : this.#entries.get(key)?.expiresAtMs;
+  }
+
   /** Keeps `value` under `key` until `expiresAtMs`, as the newest entry; evicts the oldest beyond the bound. */
   set(key: string, value: V, expiresAtMs: number): void {
     this.#entries.delete(key);

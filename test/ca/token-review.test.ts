@@ -273,3 +273,43 @@ test('a bounded number of reviews of distinct tokens at once (a fleet of brokers
   assert.equal(reviews, 50, 'one review per token');
   assert.equal(peak, 4, 'never more than the limit in flight');
 });
+
+test('a token in use is reviewed again in the background before its cache entry ends: the caller never waits for it, and a failed refresh changes nothing until the entry ends', async () => {
+  const clock = new FakeClock();
+  const lookups: string[] = [];
+  let reviews = 0;
+  let fail = false;
+  const authn = new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+    reviewer: async () => {
+      reviews++;
+      if (fail) throw new Error('API server down');
+      return OK;
+    },
+    onCacheLookup: (r) => lookups.push(r),
+  });
+  const token = new Secret(jwtWithExp(clock.now() / 1000 + 3600));
+  await authn.authenticate(token);
+  await clock.advance(30_000);
+  await authn.authenticate(token);
+  assert.deepEqual([reviews, lookups], [1, ['miss', 'hit']], 'half way through: a plain hit');
+  await clock.advance(20_000);
+  await authn.authenticate(token);
+  assert.deepEqual([reviews, lookups.slice(2)], [2, ['hit', 'refresh']], 'in the last fifth: a hit, and a review in the background');
+  await new Promise((r) => setImmediate(r));
+  await clock.advance(20_000);
+  await authn.authenticate(token);
+  assert.deepEqual([reviews, lookups.slice(4)], [2, ['hit']], 'past the first entry\'s end: the refreshed one, no wait');
+  // A refresh that fails: the entry still serves until its end, then the next call reviews.
+  fail = true;
+  await clock.advance(35_000);
+  await authn.authenticate(token);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(reviews, 3);
+  await clock.advance(10_000);
+  assert.equal(await rejectionCode(authn.authenticate(token)), 'ERR_CA_AUTHN_BACKEND');
+  assert.equal(reviews, 4);
+});

@@ -15,6 +15,7 @@ import {
   TokenCache,
   TokenReviewAuthenticator,
   type Caller,
+  type TokenCacheLookup,
 } from '../../ca/index.js';
 import type { Clock } from '../../core/clock.js';
 import type { Logger } from '../../core/log.js';
@@ -32,8 +33,8 @@ export interface CallerTokenReviewOptions {
   readonly cacheSeconds: number;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** 'hit' | 'shared' | 'miss' | 'refused', as the CA's `certbroker_ca_token_review_cache_total`. */
-  readonly onLookup?: (result: 'hit' | 'shared' | 'miss' | 'refused') => void;
+  /** 'hit' | 'shared' | 'miss' | 'refused' | 'refresh', as the CA's `certbroker_ca_token_review_cache_total`. */
+  readonly onLookup?: (result: TokenCacheLookup) => void;
 }
 
 export interface CallerAuthenticatorAdapter {

@@ -2,6 +2,9 @@
  * A short cache of successful authentications, keyed by SHA-256 of (cluster, token) so the
  * token itself is never kept. An entry lives `ttlMs` at most and never past the token's own
  * `exp`; tokens without a known expiry are not cached. Bounded: the oldest entry goes first.
+ * `refreshDue` says when an entry in use is in the last `REFRESH_AHEAD_FRACTION` of its `ttlMs`
+ * (and a new review could extend it): the authenticator then reviews again in the background,
+ * so a busy caller does not wait for a review each time its entry expires.
  */
 import { hash } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
@@ -19,6 +22,9 @@ export function tokenCacheKey(key: { readonly clusterId: string; readonly token:
   return hash('sha256', `${key.clusterId}\0${key.token}`, 'base64url');
 }
 
+/** An entry is refreshed once less than this share of `ttlMs` is left. */
+export const REFRESH_AHEAD_FRACTION = 0.2;
+
 export class TokenCache {
   readonly #entries: ExpiringMap<Caller>;
   readonly #options: TokenCacheOptions;
@@ -34,6 +40,14 @@ export class TokenCache {
 
   get(key: string): Caller | undefined {
     return this.#entries.get(key);
+  }
+
+  /** True when the live entry under `key` ends within the last REFRESH_AHEAD_FRACTION of `ttlMs` and before its token's `exp`. */
+  refreshDue(key: string): boolean {
+    const at = this.#entries.expiresAt(key);
+    const caller = this.#entries.get(key);
+    if (at === undefined || caller?.expiresAtMs === undefined || at >= caller.expiresAtMs) return false;
+    return at - this.#options.clock.now() < this.#options.ttlMs * REFRESH_AHEAD_FRACTION;
   }
 
   /** Caches `caller` under `key` when its token expiry is known and still ahead. */

@@ -37,6 +37,9 @@ export interface TokenReviewResult {
 
 export type TokenReviewer = (token: Secret<string>, audiences: readonly string[]) => Promise<TokenReviewResult>;
 
+/** What one authentication found in the caches (onCacheLookup; the CA's token review cache metric). */
+export type TokenCacheLookup = 'hit' | 'shared' | 'miss' | 'refused' | 'refresh';
+
 export interface TokenReviewAuthenticatorOptions {
   readonly clusterId: string;
   readonly audiences: readonly string[];
@@ -47,9 +50,10 @@ export interface TokenReviewAuthenticatorOptions {
   readonly clock: Clock;
   /**
    * For metrics: 'hit' (cached), 'shared' (joined a review in flight), 'miss' (a review was
-   * sent), 'refused' (refused again from the refusal cache, no review).
+   * sent), 'refused' (refused again from the refusal cache, no review), 'refresh' (a hit whose
+   * entry nears its end: a review was sent in the background, TokenCache.refreshDue).
    */
-  readonly onCacheLookup?: (result: 'hit' | 'shared' | 'miss' | 'refused') => void;
+  readonly onCacheLookup?: (result: TokenCacheLookup) => void;
   /**
    * Reviews of distinct tokens sent at once (the others wait their turn, FIFO; the reviewer's own
    * deadline starts when a review is sent). A fleet of brokers starting together otherwise sends
@@ -74,6 +78,11 @@ export class TokenReviewAuthenticator implements Authenticator {
     const cached = this.#o.cache.get(key);
     if (cached && cached.authenticator === this.kind) {
       this.#o.onCacheLookup?.('hit');
+      if (this.#o.cache.refreshDue(key) && !this.#inflight.has(key)) {
+        this.#o.onCacheLookup?.('refresh');
+        // The cached verdict stands until its own end; a failed refresh only means the next call after it reviews.
+        this.#start(key, token, cached.expiresAtMs).catch(() => undefined);
+      }
       return cached;
     }
     const refused = this.#o.refusals?.get(key);
@@ -94,16 +103,23 @@ export class TokenReviewAuthenticator implements Authenticator {
       return pending;
     }
     this.#o.onCacheLookup?.('miss');
+    return this.#start(key, token, expiresAtMs);
+  }
+
+  /** One review of `token`, shared by whoever asks meanwhile; its verdict is cached (a refusal in the refusal cache). */
+  #start(key: string, token: Secret<string>, expiresAtMs: number | undefined): Promise<Caller> {
     const p = this.#review(token, expiresAtMs)
+      .then((caller) => {
+        this.#o.cache.put(key, caller);
+        return caller;
+      })
       .catch((err: unknown) => {
         if (err instanceof CaError && err.status === 'unauthenticated') this.#o.refusals?.put(key, { code: err.code as CaAuthnCode, message: err.message });
         throw err;
       })
       .finally(() => this.#inflight.delete(key));
     this.#inflight.set(key, p);
-    const caller = await p;
-    this.#o.cache.put(key, caller);
-    return caller;
+    return p;
   }
 
   async #review(token: Secret<string>, expiresAtMs: number | undefined): Promise<Caller> {
