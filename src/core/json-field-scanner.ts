@@ -10,16 +10,22 @@
  * wanted fields outside every record land in `top`; an element that is not an object is no record. Subtrees no path reaches are skipped at
  * byte speed (only string quoting and nesting are followed). The document's structure (tokens,
  * nesting, one top-level value) is checked, and the escapes of the strings it keeps; a malformed or truncated document throws
- * `JsonScanError` with the byte offset.
+ * `JsonScanError` (ERR_JSON_MALFORMED, status invalid-argument: the document is bad) with the byte
+ * offset. An adapter reading someone else's answer wraps it in its own error (the pod list reader:
+ * ERR_KUBE_RESPONSE_INVALID, unavailable), so a caller is never told its request was invalid.
  */
 
+import { CertbrokerError } from './errors.js';
 import { childAt, indexKeys, node, type PathNode } from './json-scan-paths.js';
 import { decodeJsonString } from './json-string.js';
 
-export class JsonScanError extends Error {
-  constructor(message: string, readonly offset: number) {
-    super(`${message} at byte ${offset}`);
-    this.name = 'JsonScanError';
+export class JsonScanError extends CertbrokerError<'ERR_JSON_MALFORMED'> {
+  /** Where in the document (bytes from its start) it went wrong. */
+  readonly offset: number;
+
+  constructor(message: string, offset: number) {
+    super('ERR_JSON_MALFORMED', `${message} at byte ${offset}`, { status: 'invalid-argument' });
+    this.offset = offset;
   }
 }
 

@@ -10,7 +10,6 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { CompactPodIndex } from '../../src/ca/index.js';
 import { InMemoryPodIndex, toPodInfo, type PodInfo } from '../../src/ca/index.js';
 import { SlimPodPageDecoder, slimPod } from '../../src/kube/slim-pod-page.js';
-import { JsonScanError } from '../../src/core/json-field-scanner.js';
 import { realisticPod, nodeName, podUid, type ClusterShape } from '../support/realistic-pods.js';
 import { seededRng } from '../support/seeded-rng.js';
 
@@ -132,5 +131,5 @@ test('the streaming pod page decoder equals JSON.parse + slimPod, whatever the c
   assert.deepEqual(last.finish(), { items: [], resourceVersion: '5', continueToken: undefined });
   const noItems = new SlimPodPageDecoder();
   noItems.push(Buffer.from('{"kind":"Status","code":200}'));
-  assert.throws(() => noItems.finish(), JsonScanError, 'a body without items is no list');
+  assert.throws(() => noItems.finish(), { code: 'ERR_JSON_MALFORMED', offset: 0 }, 'a body without items is no list');
 });
