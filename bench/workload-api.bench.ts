@@ -267,7 +267,7 @@ function processCount(): number {
 }
 
 async function main(): Promise<void> {
-  const { KubeletCgroups, kubeCgroupsProblem, podPath } = await import('../test/support/kube-cgroups.js');
+  const { KubeletCgroups, kubeCgroupsProblem, podPath } = await import('../src/cli/kube-cgroups.js');
   const cgroups = KubeletCgroups.v2();
   const problem = kubeCgroupsProblem(cgroups, 'cgroup v2');
   if (problem) {

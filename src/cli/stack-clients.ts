@@ -3,7 +3,7 @@
  * API's is the consumer in stack-parts.ts), each on a real socket:
  *
  * - Workload API: a process of its own (workload-sample-client.ts) moved into the cgroup of pod
- *   shop/cart-0 (stack-cgroup.ts) before it opens a `FetchX509SVID` stream on the workload
+ *   shop/cart-0 (kube-cgroups.ts, as kubelet's systemd driver and containerd name it) before it opens a `FetchX509SVID` stream on the workload
  *   socket; the broker attests it from the kernel. Without root or cgroup v2 it is not run and
  *   the view says why.
  * - Istio CA front: what released ztunnel does — a token bound to its pod on node-1 (audience
@@ -11,6 +11,7 @@
  *   `ImpersonatedIdentity`, for a node pod's; kept fresh by a certificate manager (half-life).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type { CoreV1Api } from '@kubernetes/client-node';
@@ -24,7 +25,7 @@ import { IstioCaClient } from '../broker/adapters/ca-client.js';
 import { CertManager } from '../broker/cache/cert-manager.js';
 import type { CaServer } from '../ca/index.js';
 import { CA_TOKEN_AUDIENCE, DEFAULT_CLUSTER_ID } from '../protocol/istio-ca.js';
-import { createPodCgroup, podCgroupProblem, type PodCgroup } from './stack-cgroup.js';
+import { KubeletCgroups, kubeCgroupsProblem, podPath } from './kube-cgroups.js';
 import { saToken } from './stack-parts.js';
 import { emptyView, received, type SampleView } from './stack-sample-view.js';
 import type { WorkloadSampleLine } from './workload-sample-client.js';
@@ -40,32 +41,39 @@ export interface WorkloadSample {
 
 const WORKLOAD_CLIENT = fileURLToPath(new URL('./workload-sample-client.js', import.meta.url));
 
+/** Why the sample client cannot be placed in a pod cgroup here (the view shows it), or undefined. */
+export function podCgroupProblem(hierarchy = KubeletCgroups.v2()): string | undefined {
+  const why = kubeCgroupsProblem(hierarchy, 'cgroup v2');
+  if (why === undefined) return undefined;
+  return `attestation places the client in a pod cgroup: ${why}${process.getuid?.() === 0 ? '' : ' (run npm start as root to see it)'}`;
+}
+
 /** Starts the Workload API sample client in the cgroup of pod `pod` (`namespace/name`, its uid). */
 export async function startWorkloadSample(socketPath: string, pod: { readonly key: string; readonly uid: string }, logger: Logger): Promise<WorkloadSample> {
   const views = new Map<string, SampleView>();
   const notRun = (why: string): WorkloadSample => ({ status: `not run: ${why}`, running: false, views, close: async () => undefined });
-  const problem = podCgroupProblem();
-  if (problem) return notRun(problem);
-  let cgroup: PodCgroup;
-  try {
-    cgroup = createPodCgroup(pod.uid);
-  } catch (err) {
-    return notRun(`cannot create the pod cgroup (${describeError(err)})`);
-  }
+  const cgroups = KubeletCgroups.v2();
+  const problem = podCgroupProblem(cgroups);
+  if (problem !== undefined || cgroups === undefined) return notRun(problem ?? 'no cgroup v2 hierarchy');
+  const path = podPath({ driver: 'systemd', qos: 'besteffort', uid: pod.uid, container: { runtime: 'containerd', id: randomBytes(32).toString('hex') } });
   const child: ChildProcess = spawn(process.execPath, [WORKLOAD_CLIENT, socketPath], { stdio: ['pipe', 'pipe', 'inherit'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const close = async () => {
     child.stdin?.end();
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
     await exited;
-    cgroup.remove();
+    try {
+      cgroups.cleanup();
+    } catch (err) {
+      logger.warn('Workload API sample client: pod cgroup not removed', { error: describeError(err) });
+    }
   };
   try {
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
       child.once('error', reject);
     });
-    cgroup.place(child.pid!);
+    cgroups.place(child.pid!, path);
   } catch (err) {
     await close();
     return notRun(`cannot place the client in the pod cgroup (${describeError(err)})`);
@@ -91,7 +99,7 @@ export async function startWorkloadSample(socketPath: string, pod: { readonly ke
   });
   // Placed: now it may connect.
   child.stdin!.write('go\n');
-  return { status: `pid ${child.pid} in the cgroup of pod ${pod.key} (${cgroup.path})`, running: true, views, close };
+  return { status: `pid ${child.pid} in the cgroup of pod ${pod.key} (/${path})`, running: true, views, close };
 }
 
 export interface IstioCaSample {

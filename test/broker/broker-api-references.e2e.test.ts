@@ -20,7 +20,7 @@ import { status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { BrokerClient, firstMessage, startBroker, type Broker } from '../../src/broker/index.js';
 import { protoRootFor } from '../../src/grpc/index.js';
 import { decodeRpcStatus } from '../../src/grpc/rpc-status.js';
-import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../../src/cli/kube-cgroups.js';
 import { TEST_PYTHON, pythonGrpcMissing, writePythonGrpcStubs } from '../support/tools.js';
 import { BROKER_NS, CONSUMER_SA, NODE, Stack, TD, type Svid } from './support/stack.js';
 import { eventually } from './support/eventually.js';

@@ -31,7 +31,7 @@ import { chainVerifies } from '../support/chain-verify.js';
 import { REPO_ROOT } from '../support/fixtures.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';
-import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem } from '../../src/cli/kube-cgroups.js';
 import { cacertsFiles, makePluginCa, opensslVerifyChain, writeCacertsAtomic, type PluginCa } from '../ca/support/pki-fixtures.js';
 import { eventually } from './support/eventually.js';
 import { containerCgroup, generatePythonStubs, PythonWorkloads, type Workload } from './support/python-workload.js';

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { type Broker, startBroker, WORKLOAD_API_DEFAULTS } from '../../src/broker/index.js';
-import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem } from '../../src/cli/kube-cgroups.js';
 import { pythonGrpcMissing } from '../support/tools.js';
 import { eventually } from './support/eventually.js';
 import { containerCgroup, generatePythonStubs, PythonWorkloads } from './support/python-workload.js';

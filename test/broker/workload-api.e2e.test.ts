@@ -17,7 +17,7 @@ import { type Broker, splitDerCertificates, startBroker } from '../../src/broker
 import { healthServiceDefinition } from '../../src/grpc/index.js';
 import { typedMethod } from '../../src/grpc/typed-methods.js';
 import { certificateToPem, createRootCa } from '../../src/pki/index.js';
-import { KubeletCgroups, kubeCgroupsProblem } from '../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem } from '../../src/cli/kube-cgroups.js';
 import { fileContainingSymbol, linkProblems, listServices, reflectionClient } from '../support/grpc-reflection.js';
 import { SkipClock } from '../support/skip-clock.js';
 import { opensslMissing, pythonGrpcMissing } from '../support/tools.js';

@@ -12,11 +12,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { abortAfter, runLocalStack } from '../../src/cli/start-stack.js';
-import { podCgroupProblem } from '../../src/cli/stack-cgroup.js';
+import { KubeletCgroups } from '../../src/cli/kube-cgroups.js';
+import { podCgroupProblem } from '../../src/cli/stack-clients.js';
 import { emptyView, received } from '../../src/cli/stack-sample-view.js';
 import { tempDirSync } from '../support/scratch.js';
 
@@ -131,6 +133,9 @@ test('the live view shows the three fronts and a sample client of each, with wha
     const workload = table(view, 'Workload API client');
     assert.deepEqual([...workload.keys()], ['/ns/shop/sa/cart']);
     assert.equal(workload.get('/ns/shop/sa/cart')?.[1], cartSerial);
+    // Stopped: the container cgroup the client ran in (src/cli/kube-cgroups.ts) is removed with it.
+    const scope = /in the cgroup of pod shop\/cart-0 \((\/kubepods\.slice\/\S+\.scope)\)/u.exec(view)?.[1];
+    assert.ok(scope && existsSync(join(KubeletCgroups.v2()!.root, dirname(scope))) === false, `pod cgroup ${scope} removed`);
   } else {
     assert.ok(view.includes(`Workload API client, FetchX509SVID: not run: ${problem}`), view);
   }

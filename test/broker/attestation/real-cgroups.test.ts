@@ -21,7 +21,7 @@ import {
   type AttestationOutcome,
   type ConnectionAttestation,
 } from '../../../src/broker/attestation/index.js';
-import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../../support/kube-cgroups.js';
+import { KubeletCgroups, kubeCgroupsProblem, podPath } from '../../../src/cli/kube-cgroups.js';
 import { Scratch } from '../../support/scratch.js';
 
 const v2 = KubeletCgroups.v2();

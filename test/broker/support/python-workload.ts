@@ -11,7 +11,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { protoRootFor } from '../../../src/grpc/index.js';
 import { WORKLOAD_API_PROTO } from '../../../src/protocol/workload-api.js';
-import { podPath, type KubeletCgroups } from '../../support/kube-cgroups.js';
+import { podPath, type KubeletCgroups } from '../../../src/cli/kube-cgroups.js';
 import { TEST_PYTHON, writePythonGrpcStubs } from '../../support/tools.js';
 
 const PY_CLIENT = [

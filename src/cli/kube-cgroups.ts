@@ -1,5 +1,7 @@
 /**
- * Real cgroups laid out as kubelet lays them out, for attestation tests with real processes (root).
+ * Real cgroups laid out as kubelet lays them out, for processes the broker must attest from the
+ * kernel (peer PID -> /proc/<pid>/cgroup -> pod UID): the local stack's Workload API sample client
+ * (`npm start`, stack-clients.ts) and the attestation tests with real processes. Needs root.
  *
  * `KubeletCgroups.v2()` works on the cgroup v2 hierarchy (`/sys/fs/cgroup` on a pure v2 host,
  * `/sys/fs/cgroup/unified` on a hybrid one), `KubeletCgroups.v1('pids')` on a v1 controller
@@ -105,10 +107,18 @@ function sweepRegistered(): void {
   }
 }
 
+/** Fixtures that created something; cleaned up at process exit (the handler is installed once, on first use). */
 const live = new Set<KubeletCgroups>();
-process.on('exit', () => {
-  for (const c of live) c.cleanup();
-});
+let exitHook = false;
+
+function cleanUpAtExit(c: KubeletCgroups): void {
+  live.add(c);
+  if (exitHook) return;
+  exitHook = true;
+  process.on('exit', () => {
+    for (const l of live) l.cleanup();
+  });
+}
 
 export class KubeletCgroups {
   readonly root: string;
@@ -118,7 +128,6 @@ export class KubeletCgroups {
 
   private constructor(root: string) {
     this.root = root;
-    live.add(this);
   }
 
   /** The cgroup v2 hierarchy, or undefined when there is none. */
@@ -153,6 +162,7 @@ export class KubeletCgroups {
     try {
       mkdirSync(dir);
       this.#created.push(dir);
+      cleanUpAtExit(this);
       mkdirSync(REGISTRY, { recursive: true });
       writeFileSync(this.#registry, JSON.stringify(this.#created));
     } catch (err) {
