@@ -2,7 +2,8 @@
  * Two CA installations on one cluster (each its own publisher Lease) publishing ClusterTrustBundles
  * under different signer names leave each other's bundle alone: neither deletes nor rewrites the
  * other's (same uid and resourceVersion, no delete counted), while each still deletes its own old
- * bundle after a signer-name change. A bundle an older CA left (the managed-by label without the
+ * bundle after a signer-name change; a third installation under B's signer name leaves B's bundle
+ * as it is (no label tug-of-war) and warns. A bundle an older CA left (the managed-by label without the
  * installation label) is not deleted either. Real publishers (Lease election, informers, writes)
  * against the devcluster; every wait is for a condition.
  */
@@ -102,6 +103,21 @@ test('installations with different signer names never delete or rewrite each oth
     assert.equal(nowB?.metadata?.labels?.['certbroker.io/ca-installation'], `${CA_NAMESPACE}.ca-b-publisher`);
     assert.equal(await deletes(regA), 0);
     assert.equal(await deletes(regB), 0);
+
+    // A third installation under B's signer name: B's bundle is not rewritten (nor fought over).
+    const c = publisher(SIGNER_B, 'ca-c-publisher', new Registry());
+    try {
+      await c.start();
+      await eventually('C leads', () => c.isLeader);
+      await eventually('C warns', () => env.logs.some((l) => l.includes('belongs to another CA installation') && l.includes('ca-c-publisher')));
+      await c.idle();
+      await b.idle();
+      const afterC = await bundle(CTB_B);
+      assert.equal(afterC?.metadata?.resourceVersion, nowB?.metadata?.resourceVersion, 'B\'s bundle untouched by C');
+      assert.equal(afterC?.metadata?.labels?.['certbroker.io/ca-installation'], `${CA_NAMESPACE}.ca-b-publisher`);
+    } finally {
+      await c.stop();
+    }
 
     // Installation A changes its signer name: it deletes its own old bundle, not B's or the legacy one.
     await a.stop();

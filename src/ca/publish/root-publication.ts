@@ -13,7 +13,9 @@
  * one of them not named after the current signer (left by this installation under another
  * signer name) is deleted, with its uid and resourceVersion as preconditions, at each leadership
  * gain and whenever the informer sees it again (relist, edits). A bundle without both labels
- * (another installation's, someone else's) is never deleted, whatever its name.
+ * (another installation's, someone else's) is never deleted, whatever its name, and the current
+ * one is not rewritten while it carries another installation's label (two installations under one
+ * signer name: the first keeps it, the other warns once per term).
  */
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Clock } from '../../core/clock.js';
@@ -30,6 +32,7 @@ import {
   desiredTrustBundle,
   ROOT_CONFIGMAP_NAME,
   rootBundlePem,
+  TRUST_BUNDLE_INSTALLATION_LABEL,
   trustBundleLabels,
   trustBundleName,
   trustBundleUpdate,
@@ -92,6 +95,7 @@ export class RootPublication {
   readonly #owned: Informer<TrustBundle> | undefined;
   readonly #skip: ReadonlySet<string>;
   #synced = false;
+  #warnedOwner: string | undefined;
 
   /** Runs until `signal` (the leader's) aborts; `done` settles when everything has stopped. */
   constructor(options: PublicationOptions, signal: AbortSignal) {
@@ -251,6 +255,12 @@ export class RootPublication {
         if (httpStatus(err) === 409) return; // the watch brings it, and with it another look
         throw err;
       }
+      return;
+    }
+    const owner = stored.metadata?.labels?.[TRUST_BUNDLE_INSTALLATION_LABEL];
+    if (owner !== undefined && owner !== this.#o.installation) {
+      if (this.#warnedOwner !== owner) logger.warn('ClusterTrustBundle belongs to another CA installation; not written (give each installation its own signer name)', { name, owner, installation: this.#o.installation });
+      this.#warnedOwner = owner;
       return;
     }
     const next = trustBundleUpdate(stored, signer, bundle, this.#o.installation);
