@@ -15,7 +15,7 @@ import { WHOLE_SERVER } from '../protocol/grpc-health.js';
 import { BROKER_SERVICE } from '../protocol/spiffe-broker.js';
 import { kubernetesIdentity } from '../spiffe/kubernetes.js';
 import { NamespaceWatch, watchedAmbientLookup } from './adapters/namespace-watch.js';
-import { NodePodWatch } from './adapters/node-pod-watch.js';
+import { NodePodWatch, watchedSidecarPodLookup } from './adapters/node-pod-watch.js';
 import { kubePodLookup } from './adapters/pod-lookup.js';
 import { startRegistrationServer } from './adapters/registration-server.js';
 import type { CertManager, IdentityStatus } from './cache/cert-manager.js';
@@ -136,6 +136,7 @@ export async function startBroker(config: BrokerConfig, options: BrokerStartOpti
       pods,
       lookup: kubePodLookup(config.kubeConfig),
       ambient: watchedAmbientLookup(watch, namespaces),
+      sidecar: watchedSidecarPodLookup(watch),
       logger,
       observer: metrics.registrationObserver(),
     });

@@ -21,13 +21,14 @@ export { CaCallError, IstioCaClient, parseCaResponse, type IstioCaClientOptions,
 export { TokenSource, tokenRefreshDelay, type FetchedToken, type TokenFetcher, type TokenSourceOptions } from './token-source.js';
 export { projectedTokenFileFetcher, TOKEN_REQUEST_TIMEOUT_MS, tokenRequestFetcher, type OwnPod } from './token-fetchers.js';
 export { kubePodLookup, podFacts } from './pod-lookup.js';
-export { NodePodWatch, type NodePodWatchOptions } from './node-pod-watch.js';
+export { NodePodWatch, watchedSidecarPodLookup, type NodePodWatchOptions } from './node-pod-watch.js';
 export { brokerRbacObjects } from './rbac.js';
 export {
   parseCniAddEvent,
   startRegistrationServer,
   type AmbientLookup,
   type AmbientPodView,
+  type SidecarPodLookup,
   type PodLookup,
   type RegistrationObserver,
   type RegistrationServer,

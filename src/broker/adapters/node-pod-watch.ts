@@ -11,7 +11,9 @@ import type { InformerMetrics } from '../../kube/informer-metrics.js';
 import type { InformerSettings } from '../../kube/informer-settings.js';
 import { createPodInformer, type PodInformer } from '../../kube/pod-informer.js';
 import type { NodePods } from '../cache/node-pods.js';
+import { sidecarPodFields } from '../../protocol/cni-sidecar-pod.js';
 import { podFacts } from './pod-lookup.js';
+import type { SidecarPodLookup } from './registration-server.js';
 
 export interface NodePodWatchOptions {
   readonly kubeConfig: KubeConfig;
@@ -115,4 +117,16 @@ export class NodePodWatch {
   async stop(deadlineMs?: number): Promise<void> {
     await this.#informer.stop(deadlineMs);
   }
+}
+
+/**
+ * `POST /v1/sidecar-pod`'s view: the watched pod cut to the sidecar rules' fields when asked (the
+ * watch already keeps the whole pod, so this keeps nothing more per pod).
+ */
+export function watchedSidecarPodLookup(pods: NodePodWatch): SidecarPodLookup {
+  return (namespace, name) => {
+    const pod = pods.pod(namespace, name);
+    const uid = pod?.metadata?.uid;
+    return pod && uid ? { uid, fields: sidecarPodFields(pod) } : undefined;
+  };
 }

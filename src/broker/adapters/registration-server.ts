@@ -16,6 +16,8 @@
  * one-round-trip ADD: the broker decides "ambient?" from its own watches (`ambient`), with the
  * plugin's enablement selectors, and registers the pod as `/cmdadd` would, without an API call;
  * a pod it has not seen yet is answered `{"known":false}` (the plugin then asks the API server).
+ * `POST /v1/sidecar-pod` (src/protocol/cni-sidecar-pod.ts, when `sidecar` is given) answers the
+ * fields the sidecar rules read from the node pod watch; 404 for a pod not watched or of another UID.
  */
 import { chmodSync, rmSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -30,6 +32,7 @@ import {
   type CniPluginAddEvent,
 } from '../../protocol/cni-event.js';
 import { AMBIENT_ADD_METHOD, AMBIENT_ADD_PATH, decodeAmbientAddRequest, type AmbientAddAnswer } from '../../protocol/cni-ambient-add.js';
+import { SIDECAR_POD_METHOD, SIDECAR_POD_PATH, decodeSidecarPodRequest } from '../../protocol/cni-sidecar-pod.js';
 import { decodeEnablementSelectors, isAmbientPod, type EnablementSelector } from '../../core/ambient-enablement.js';
 import { BrokerError } from '../errors.js';
 import type { NodePods, PodEligibility, PodFacts } from '../cache/node-pods.js';
@@ -52,6 +55,9 @@ export interface AmbientPodView {
 /** The watch-backed view (undefined: the pod or its namespace is not in the caches yet). */
 export type AmbientLookup = (namespace: string, name: string) => AmbientPodView | undefined;
 
+/** A watched pod's UID and its sidecar fields (src/protocol/cni-sidecar-pod.ts); undefined: not watched. */
+export type SidecarPodLookup = (namespace: string, name: string) => { readonly uid: string; readonly fields: object } | undefined;
+
 export interface RegistrationObserver {
   registered?(outcome: PodEligibility | 'not-found' | 'invalid' | 'error'): void;
 }
@@ -64,6 +70,8 @@ export interface RegistrationServerOptions {
   readonly observer?: RegistrationObserver;
   /** Serves `POST /v1/ambient-add` from these watches (absent: that path is 404, as on older brokers). */
   readonly ambient?: AmbientLookup;
+  /** Serves `POST /v1/sidecar-pod` from the node pod watch (absent: that path is 404). */
+  readonly sidecar?: SidecarPodLookup;
   /** Per-request lookup deadline. Default 5000. */
   readonly lookupTimeoutMs?: number;
 }
@@ -87,6 +95,7 @@ export async function startRegistrationServer(options: RegistrationServerOptions
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (path === AMBIENT_ADD_PATH && options.ambient) return handleAmbientAdd(options, options.ambient, req, res);
+    if (path === SIDECAR_POD_PATH && options.sidecar) return handleSidecarPod(options.sidecar, req, res);
     if (path !== CNI_ADD_EVENT_PATH) return reply(res, 404, 'not found\n');
     if (req.method !== CNI_ADD_EVENT_METHOD) return reply(res, 405, 'method not allowed\n', { allow: CNI_ADD_EVENT_METHOD });
     const body = await readBody(req);
@@ -192,6 +201,19 @@ async function handleAmbientAdd(options: RegistrationServerOptions, lookup: Ambi
   options.observer?.registered?.(outcome);
   options.logger.info('pod registered by CNI', { pod, uid: view.facts.uid, outcome, netns: event.Netns, from: 'watch' });
   return answer(outcome === 'eligible' ? { known: true, ambient: true, registered: true } : { known: true, ambient: true, registered: false, reason: outcome });
+}
+
+async function handleSidecarPod(lookup: SidecarPodLookup, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  if (req.method !== SIDECAR_POD_METHOD) return reply(res, 405, 'method not allowed\n', { allow: SIDECAR_POD_METHOD });
+  const body = await readBody(req);
+  if (body === undefined) return reply(res, 413, 'body too large\n');
+  const decoded = decodeSidecarPodRequest(body);
+  if (!decoded.ok) return reply(res, 400, `${decoded.problem}\n`);
+  const { namespace, name, uid } = decoded.request;
+  const found = lookup(namespace, name);
+  // Never the fields of an earlier pod of that name: the plugin then asks the API server.
+  if (!found || found.uid !== uid) return reply(res, 404, `pod ${namespace}/${name} (uid ${uid}) is not watched\n`);
+  return reply(res, 200, JSON.stringify(found.fields) + '\n', { 'content-type': 'application/json' });
 }
 
 function decodeSelectors(raw: unknown): readonly EnablementSelector[] {

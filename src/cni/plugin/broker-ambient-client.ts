@@ -10,7 +10,7 @@ import type { Clock } from '../../core/clock.js';
 import { abortReason, deadline } from '../../core/deadline.js';
 import { AMBIENT_ADD_PATH, decodeAmbientAddAnswer, type AmbientAddAnswer, type AmbientAddRequest } from '../../protocol/cni-ambient-add.js';
 import { encodeCniAddEvent } from '../../protocol/cni-event.js';
-import { postOverUnixSocket } from './unix-http.js';
+import { postOverUnixSocket, type UnixHttpAnswer } from './unix-http.js';
 
 /** How long the broker's answer may take (at most `cniEventTimeoutMs`) before the API path is taken instead. */
 export const BROKER_ASK_TIMEOUT_MS = 500;
@@ -31,19 +31,28 @@ export function encodeAmbientAddRequest(request: AmbientAddRequest): string {
 }
 
 export async function askBrokerAmbientAdd(request: AmbientAddRequest, options: BrokerAmbientOptions): Promise<BrokerAmbientOutcome> {
+  const asked = await postToBroker(AMBIENT_ADD_PATH, encodeAmbientAddRequest(request), 'broker ambient check', options);
+  if (!asked.answer) return { known: false, why: asked.why };
+  if (asked.answer.status !== 200) return { known: false, why: `HTTP ${asked.answer.status}` };
+  const decoded = decodeAmbientAddAnswer(asked.answer.body);
+  if (decoded === undefined) return { known: false, why: 'answer is not one the protocol defines' };
+  return decoded.known ? decoded : { known: false, why: 'the broker has not seen the pod yet' };
+}
+
+/**
+ * One POST to the broker within BROKER_ASK_TIMEOUT_MS (and `cniEventTimeoutMs`): its answer, or
+ * why there is none (socket error, no answer in time); throws only when the ADD's budget ends.
+ */
+export async function postToBroker(path: string, body: string, what: string, options: BrokerAmbientOptions): Promise<{ readonly answer: UnixHttpAnswer } | { readonly answer?: undefined; readonly why: string }> {
   const timeoutMs = Math.min(BROKER_ASK_TIMEOUT_MS, options.cniEventTimeoutMs);
-  const limit = deadline(timeoutMs, { what: 'broker ambient check', parent: options.signal, clock: options.clock });
+  const limit = deadline(timeoutMs, { what, parent: options.signal, clock: options.clock });
   try {
-    const answer = await postOverUnixSocket(options.cniEventSocketPath, AMBIENT_ADD_PATH, encodeAmbientAddRequest(request), limit.signal);
-    if (answer.status !== 200) return { known: false, why: `HTTP ${answer.status}` };
-    const decoded = decodeAmbientAddAnswer(answer.body);
-    if (decoded === undefined) return { known: false, why: 'answer is not one the protocol defines' };
-    return decoded.known ? decoded : { known: false, why: 'the broker has not seen the pod yet' };
+    return { answer: await postOverUnixSocket(options.cniEventSocketPath, path, body, limit.signal) };
   } catch (err) {
     if (options.signal.aborted) throw abortReason(options.signal);
-    if (limit.signal.aborted) return { known: false, why: `no answer within ${timeoutMs} ms` };
+    if (limit.signal.aborted) return { why: `no answer within ${timeoutMs} ms` };
     const e = err as NodeJS.ErrnoException;
-    return { known: false, why: e.code ?? e.message };
+    return { why: e.code ?? e.message };
   } finally {
     limit.dispose();
   }

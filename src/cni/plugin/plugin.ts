@@ -300,12 +300,16 @@ async function podSource(config: PluginConfig, clock: Clock): Promise<PodSource>
   return new HttpsKubeClient({ access, requestTimeoutMs: config.kubeRequestTimeoutMs, clock });
 }
 
-interface FetchedPod {
-  readonly podInfo: PodInfo;
-  readonly namespaceLabels: Readonly<Record<string, string>>;
-}
+type FetchedPod = { readonly podInfo: PodInfo; readonly namespaceLabels: Readonly<Record<string, string>> };
 
 async function fetchPod(ctx: AddContext, args: K8sArgs, withNamespace: boolean): Promise<FetchedPod | 'own-agent'> {
+  // A pod the broker watches comes from it (one round trip, no TLS); otherwise from the API server.
+  if (!withNamespace && args.podUid !== '') {
+    const { askBrokerSidecarPod } = await import('./broker-sidecar-client.js');
+    const asked = await askBrokerSidecarPod({ namespace: args.podNamespace, name: args.podName, uid: args.podUid }, { ...ctx.config, signal: ctx.budget.signal, clock: ctx.clock });
+    ctx.log.debug(asked.pod ? 'pod read from the node broker' : 'broker does not have the pod; reading it from the API server', { why: asked.pod ? undefined : asked.why });
+    if (asked.pod) return { podInfo: asked.pod, namespaceLabels: {} };
+  }
   let source: PodSource;
   try {
     source = await podSource(ctx.config, ctx.clock);

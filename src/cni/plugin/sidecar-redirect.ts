@@ -6,7 +6,7 @@
  */
 import { CniError } from './cni-error.js';
 import { SIDECAR_STATUS_ANNOTATION } from './enablement.js';
-import type { ContainerInfo, PodInfo } from './kube-client.js';
+import type { ContainerInfo, PodInfo } from './pod-info.js';
 
 export const ISTIO_PROXY_CONTAINER = 'istio-proxy';
 export const ISTIO_INIT_CONTAINER = 'istio-init';
