@@ -15,7 +15,7 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { seaBinaries, seaBundleDefinition } from '../test/support/sea-binary.js';
-import { namespaceObject, podObject, sidecarPod, startPluginCluster, e2eUnavailable, Netns, CNI_NAMESPACE } from '../test/cni/e2e/fixture.js';
+import { adminRequest, namespaceObject, podObject, sidecarPod, startPluginCluster, e2eUnavailable, Netns, CNI_NAMESPACE } from '../test/cni/e2e/fixture.js';
 import { NODE_NAME, startBrokerStack, type BrokerStack } from '../test/cni/e2e/broker-stack.js';
 import { pct, writeDocSection } from './report.js';
 
@@ -73,9 +73,13 @@ async function main(): Promise<void> {
       namespaceObject('shop'),
       { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'web', namespace: 'mesh' } },
       podObject('mesh', 'web-1', { nodeName: NODE_NAME, serviceAccountName: 'web' }),
-      sidecarPod('shop', 'cart-1'),
+      // On the broker's node: the sidecar ADD reads it from the broker (POST /v1/sidecar-pod); an older binary GETs it.
+      sidecarPod('shop', 'cart-1', {}, NODE_NAME),
     ]);
     stack = await startBrokerStack(pc);
+    // The runtime passes the pod's UID (K8S_POD_UID); the broker answers only for the UID it watches.
+    const cart = (await adminRequest(pc.cluster, 'GET', '/api/v1/namespaces/shop/pods/cart-1')) as { metadata: { uid: string } };
+    const cartArgs = `K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1;K8S_POD_UID=${cart.metadata.uid}`;
 
     const base = { cniVersion: '1.0.0', name: 'cbnet', type: 'istio-cni', cni_agent_run_dir: pc.runDir, pod_namespace: CNI_NAMESPACE, plugin_log_level: 'warn' };
     const prevResult = { cniVersion: '1.0.0', interfaces: [{ name: 'eth0' }], ips: [{ address: '10.244.0.9/24', gateway: '10.244.0.1', interface: 0 }] };
@@ -102,10 +106,10 @@ async function main(): Promise<void> {
         JSON.stringify({ ...base, ambient_enabled: true, prevResult }),
       ),
       scenario(
-        'ADD sidecar, dry-run (GET pod, build rules, write file)',
+        'ADD sidecar, dry-run (pod from the broker, build rules, write file; an older binary: GET pod)',
         bins.istioCni,
         [],
-        { ...cniEnv('K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1', '/var/run/netns/bench-dry'), DRY_RUN_FILE_PATH: join(dir, 'dry-run.txt') },
+        { ...cniEnv(cartArgs, '/var/run/netns/bench-dry'), DRY_RUN_FILE_PATH: join(dir, 'dry-run.txt') },
         JSON.stringify({ ...base, prevResult }),
       ),
     ];
@@ -113,15 +117,18 @@ async function main(): Promise<void> {
     if (before) {
       for (const s of scenarios.slice(3, 5)) scenarios.push({ ...s, name: `${s.name} [before: ${before}]`, command: before, samples: [] });
     }
+    // The fallback: without K8S_POD_UID the broker is not asked and the pod is read from the API server.
+    const dry = scenarios[4]!;
+    scenarios.push({ ...dry, name: 'ADD sidecar, dry-run, no K8S_POD_UID (API fallback: GET pod)', env: { ...dry.env, CNI_ARGS: 'IgnoreUnknown=1;K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1' }, samples: [] });
     const noNetns = e2eUnavailable();
     if (!noNetns) {
       netns = new Netns(`cbcni-bench-${process.pid}`);
       scenarios.push(
         scenario(
-          'ADD sidecar, applied in a netns (GET pod, reconcile + iptables-restore)',
+          'ADD sidecar, applied in a netns (pod from the broker, reconcile + iptables-restore)',
           bins.istioCni,
           [],
-          cniEnv('K8S_POD_NAMESPACE=shop;K8S_POD_NAME=cart-1', netns.path),
+          cniEnv(cartArgs, netns.path),
           JSON.stringify({ ...base, prevResult }),
         ),
       );

@@ -146,8 +146,9 @@ export function podObject(namespace: string, name: string, o: PodSpecOptions = {
 }
 
 /** A sidecar-injected pod as Istio's injector leaves it (status annotation, istio-proxy). */
-export function sidecarPod(namespace: string, name: string, annotations: Record<string, string> = {}): object {
+export function sidecarPod(namespace: string, name: string, annotations: Record<string, string> = {}, nodeName?: string): object {
   return podObject(namespace, name, {
+    ...(nodeName ? { nodeName } : {}),
     annotations: { 'sidecar.istio.io/status': '{"containers":["istio-proxy"]}', ...annotations },
     containers: [
       { name: 'app', image: 'registry.local/app:1', ports: [{ containerPort: 8080 }] },
