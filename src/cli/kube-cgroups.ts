@@ -105,6 +105,25 @@ function sweepRegistered(): void {
     });
     if (left.length === 0) rmSync(file, { force: true });
   }
+  // The registry itself goes once empty (npm start runs this too: it leaves nothing in TMPDIR).
+  try {
+    rmdirSync(REGISTRY);
+  } catch {
+    // another fixture's list is still there, or it is gone already
+  }
+}
+
+/** Writes a fixture's list; the registry may have been removed by another process's sweep meanwhile. */
+function writeRegistered(file: string, dirs: readonly string[]): void {
+  for (let attempt = 0; ; attempt++) {
+    mkdirSync(REGISTRY, { recursive: true });
+    try {
+      writeFileSync(file, JSON.stringify(dirs));
+      return;
+    } catch (err) {
+      if (errCode(err) !== 'ENOENT' || attempt >= 5) throw err;
+    }
+  }
 }
 
 /** Fixtures that created something; cleaned up at process exit (the handler is installed once, on first use). */
@@ -163,8 +182,7 @@ export class KubeletCgroups {
       mkdirSync(dir);
       this.#created.push(dir);
       cleanUpAtExit(this);
-      mkdirSync(REGISTRY, { recursive: true });
-      writeFileSync(this.#registry, JSON.stringify(this.#created));
+      writeRegistered(this.#registry, this.#created);
     } catch (err) {
       if (errCode(err) !== 'EEXIST') throw err;
     }
@@ -191,7 +209,7 @@ export class KubeletCgroups {
       }
     }
     this.#created.length = 0;
-    if (left.length > 0) writeFileSync(this.#registry, JSON.stringify(left));
+    if (left.length > 0) writeRegistered(this.#registry, left);
     else rmSync(this.#registry, { force: true });
     sweepRegistered();
   }
