@@ -8,17 +8,15 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { Secret } from '../../src/core/secret.js';
 import {
   BrokerError,
   CaCallError,
   CertManager,
   fetchFailureOf,
   retryDelay,
-  type CaClient,
-  type WorkloadCert,
 } from '../../src/broker/index.js';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
+import { AnsweringCa } from './support/answering-ca.js';
 
 const MIN = 60_000;
 const centred = () => 0.5;
@@ -59,23 +57,6 @@ describe('refresh policy: refused vs unreachable', () => {
     assert.ok(retryDelay(9, cert, 60 * MIN - 90_000, () => 0.999_999, undefined, 'refused') <= 90_000, 'jitter never passes notAfter');
   });
 });
-
-/** A CA double answering every call with what `next` says. */
-class AnsweringCa implements CaClient {
-  readonly times: number[] = [];
-  next: () => Error | 'certificate' = () => new Error('unset');
-  constructor(private readonly clock: FakeClock) {}
-  async fetchCertificate(identity: string): Promise<WorkloadCert> {
-    this.times.push(this.clock.now());
-    const answer = this.next();
-    if (answer !== 'certificate') throw answer;
-    const now = this.clock.now();
-    return { identity, chainDer: [Buffer.from('leaf')], rootsDer: [Buffer.from('root')], privateKey: new Secret(Buffer.from('k')), serial: String(now), notBefore: now, notAfter: now + 60 * MIN };
-  }
-  gaps(): number[] {
-    return this.times.slice(1).map((t, i) => t - this.times[i]!);
-  }
-}
 
 describe('CertManager: a CA that refuses an identity is asked with the full backoff', () => {
   const identity = 'spiffe://cluster.local/ns/default/sa/refused';

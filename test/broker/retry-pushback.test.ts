@@ -8,9 +8,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { Secret } from '../../src/core/secret.js';
-import { CaCallError, CertManager, fetchFailureInfoOf, retryDelay, type CaClient, type WorkloadCert } from '../../src/broker/index.js';
+import { CaCallError, CertManager, fetchFailureInfoOf, retryDelay } from '../../src/broker/index.js';
 import { FakeClock, flushMicrotasks } from '../support/fake-clock.js';
+import { AnsweringCa } from './support/answering-ca.js';
 import { seededRng } from '../support/seeded-rng.js';
 
 const MIN = 60_000;
@@ -40,23 +40,6 @@ describe('refresh policy: the CA\'s retry pushback', () => {
     assert.equal(retryDelay(0, undefined, 0, () => 0.5, undefined, fetchFailureInfoOf(shed(3_600_000))), 150_000);
   });
 });
-
-/** A CA double answering every call with what `next` says. */
-class AnsweringCa implements CaClient {
-  readonly times: number[] = [];
-  next: () => Error | 'certificate' = () => new Error('unset');
-  constructor(private readonly clock: FakeClock) {}
-  async fetchCertificate(identity: string): Promise<WorkloadCert> {
-    this.times.push(this.clock.now());
-    const answer = this.next();
-    if (answer !== 'certificate') throw answer;
-    const now = this.clock.now();
-    return { identity, chainDer: [Buffer.from('leaf')], rootsDer: [Buffer.from('root')], privateKey: new Secret(Buffer.from('k')), serial: String(now), notBefore: now, notAfter: now + 60 * MIN };
-  }
-  gaps(): number[] {
-    return this.times.slice(1).map((t, i) => t - this.times[i]!);
-  }
-}
 
 describe('CertManager: a CA that sheds load is asked again when it said', () => {
   it('RESOURCE_EXHAUSTED with a 20 s pushback: retries 20-30 s apart (not every <= 5 s), then the certificate', async () => {
