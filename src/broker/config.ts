@@ -210,6 +210,8 @@ export async function readBrokerConfig(
 ): Promise<BrokerConfig> {
   const f = options.flags ?? {};
   const r = new ConfigReader(options.env ?? process.env);
+  // The logger exists before this (runBroker makes it first); a bad level is listed here with the rest.
+  r.logLevel(ENV.LOG_LEVEL);
   const trustDomain = r.string(ENV.TRUST_DOMAIN, DEFAULTS.trustDomain, f.trustDomain);
   const nodeName = r.required(ENV.NODE_NAME, f.nodeName);
   const podName = r.required(ENV.POD_NAME);

@@ -3,13 +3,13 @@
  * broker, run until SIGTERM/SIGINT, drain within BROKER_SHUTDOWN_GRACE_SECONDS; a process still
  * alive 3 s after that exits anyway (logged).
  */
-import { createLogger, parseLogLevel } from '../core/log.js';
+import { createLogger, logLevelOr } from '../core/log.js';
 import { aborted, HARD_EXIT_MARGIN_MS, signalController } from '../ops/lifecycle.js';
 import { startBroker } from './broker.js';
 import { ENV, readBrokerConfig, type BrokerFlags } from './config.js';
 
 export async function runBroker(flags: BrokerFlags): Promise<void> {
-  const logger = createLogger({ level: parseLogLevel(process.env[ENV.LOG_LEVEL]) });
+  const logger = createLogger({ level: logLevelOr(process.env[ENV.LOG_LEVEL], 'info') });
   const config = await readBrokerConfig({ flags, logger });
   const controller = signalController(logger, { hardExitAfterMs: config.shutdownGraceMs + HARD_EXIT_MARGIN_MS });
   let broker;

@@ -7,7 +7,7 @@ import { BlockList, isIP } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Clock } from '../core/clock.js';
 import { ConfigError, ConfigReader } from '../core/config.js';
-import type { Logger } from '../core/log.js';
+import type { Logger, LogLevel } from '../core/log.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
 import { servingNameProblem } from '../pki/serving-names.js';
 import { signerNameProblem } from '../core/signer-name.js';
@@ -236,7 +236,7 @@ export interface CaEnvConfig extends Omit<CaServerConfig, 'clusters' | 'signer' 
   readonly caNamespace: string;
   readonly selfSignedKey: 'ec' | 'rsa';
   readonly selfSignedRootTtlSeconds: number;
-  readonly logLevel: string;
+  readonly logLevel: LogLevel;
 }
 
 const LOOPBACK = new BlockList();
@@ -382,7 +382,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     ...publishSetting(readPublishConfig(r, flags, caNamespace, env)),
     selfSignedKey: r.oneOf(ENV.SELF_SIGNED_KEY, ['ec', 'rsa'] as const, 'ec'),
     selfSignedRootTtlSeconds: r.int(ENV.SELF_SIGNED_TTL_SECONDS, 10 * 365 * 24 * 3600, { min: 3600 }),
-    logLevel: r.string(ENV.LOG_LEVEL, 'info'),
+    logLevel: r.logLevel(ENV.LOG_LEVEL),
     informer: readInformerSettings(r),
   };
   r.done();

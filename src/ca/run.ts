@@ -3,7 +3,7 @@
  * (`--kubeconfig`/KUBECONFIG, else in-cluster), start the CA, run until SIGTERM/SIGINT, drain.
  */
 import { readFile } from 'node:fs/promises';
-import { createLogger, parseLogLevel } from '../core/log.js';
+import { createLogger } from '../core/log.js';
 import { loadKubeConfig } from '../kube/kubeconfig.js';
 import { aborted, HARD_EXIT_MARGIN_MS, signalController } from '../ops/lifecycle.js';
 import { kubeCredentialsAllowedForOidc } from './authn/oidc-discovery.js';
@@ -13,7 +13,7 @@ import { loadSignerModule } from './signers/module-loader.js';
 
 export async function runCa(flags: CaCliFlags): Promise<void> {
   const env = readCaConfig(flags);
-  const logger = createLogger({ level: parseLogLevel(env.logLevel) });
+  const logger = createLogger({ level: env.logLevel });
   const oidcCaPem = env.oidc?.caFile ? await readFile(env.oidc.caFile, 'utf8') : undefined;
   const clusterFrom = (id: string, path: string | undefined): ClusterConfig => {
     // Same loader (and coded errors) as the broker: the file when given, else in-cluster.

@@ -5,6 +5,7 @@
  * The result is frozen by the caller.
  */
 import { CertbrokerError } from './errors.js';
+import { parseLogLevel, type LogLevel } from './log.js';
 
 export class ConfigError extends CertbrokerError<'ERR_CONFIG_INVALID'> {
   readonly problems: readonly string[];
@@ -39,6 +40,16 @@ export class ConfigReader {
 
   string(name: string, fallback: string, explicit?: string): string {
     return this.raw(name, explicit) ?? fallback;
+  }
+
+  /** A log level (debug|info|warn|error|silent); a bad one is a problem listed with the others. */
+  logLevel(name: string, explicit?: string): LogLevel {
+    try {
+      return parseLogLevel(this.raw(name, explicit));
+    } catch (err) {
+      this.problem(`${name}: ${(err as Error).message}`);
+      return 'info';
+    }
   }
 
   optionalString(name: string, explicit?: string): string | undefined {

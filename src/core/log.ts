@@ -105,6 +105,15 @@ export function parseLogLevel(raw: string | undefined, fallback: LogLevel = 'inf
   throw new Error(`unknown log level ${JSON.stringify(raw)} (want debug|info|warn|error|silent)`);
 }
 
+/** The level `raw` names, or `fallback` when it names none (the config reader lists that problem). */
+export function logLevelOr(raw: string | undefined, fallback: LogLevel): LogLevel {
+  try {
+    return parseLogLevel(raw, fallback);
+  } catch {
+    return fallback;
+  }
+}
+
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? 'info';
   const base = options.fields ?? {};

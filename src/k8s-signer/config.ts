@@ -3,6 +3,7 @@
  * at once. The plug-in CA is a `cacerts` directory (a mounted Secret, as Istio's plug-in CA).
  */
 import { ConfigReader } from '../core/config.js';
+import type { LogLevel } from '../core/log.js';
 import { signerNameProblem } from '../core/signer-name.js';
 import { readInformerSettings, type InformerSettings } from '../kube/informer-settings.js';
 import { MAX_LEAF_TTL_SECONDS } from '../pki/profile.js';
@@ -51,7 +52,7 @@ export interface K8sSignerConfig {
   readonly ops: { readonly host: string; readonly port: number } | undefined;
   readonly kubeconfigPath: string | undefined;
   readonly shutdownGraceMs: number;
-  readonly logLevel: string;
+  readonly logLevel: LogLevel;
   readonly informer: InformerSettings;
 }
 
@@ -105,7 +106,7 @@ export function readK8sSignerConfig(flags: K8sSignerFlags, env: Readonly<Record<
     ops,
     kubeconfigPath: r.optionalString(E.KUBECONFIG, flags.kubeconfig),
     shutdownGraceMs: r.int(E.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
-    logLevel: r.string(E.LOG_LEVEL, 'info'),
+    logLevel: r.logLevel(E.LOG_LEVEL),
     informer: readInformerSettings(r),
   };
   r.done();

@@ -1,6 +1,7 @@
 /**
  * A paged list (`limit`/`continue`), each page within its own request deadline, over kept-alive
- * connections (one TLS handshake per list, not per page). One page ahead: a reader that can tell
+ * connections (at most two TLS handshakes per list — the page being read and the one ahead — not one
+ * per page). One page ahead: a reader that can tell
  * the continue token early (the API server writes a list's `metadata` before its `items`)
  * lets the next page be requested while this one's items are still being decoded, so the
  * server's work on page n+1 overlaps the client's on page n. Never more than that one page

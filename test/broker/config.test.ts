@@ -66,6 +66,16 @@ describe('broker configuration: update pacing window', () => {
     await refused('1s', /BROKER_UPDATE_JITTER_MS="1s" is not an integer/);
   });
 
+  it('a bad LOG_LEVEL is listed with the other problems (the logger made before the config falls back to info)', async () => {
+    await assert.rejects(read({ [ENV.LOG_LEVEL]: 'loud', [ENV.SHUTDOWN_SECONDS]: '-1' }), (e: unknown) => {
+      assert.ok(e instanceof ConfigError);
+      assert.match(e.message, /LOG_LEVEL: unknown log level "loud"/);
+      assert.match(e.message, /BROKER_SHUTDOWN_GRACE_SECONDS=-1/, 'every problem at once');
+      return true;
+    });
+    await read({ [ENV.LOG_LEVEL]: 'debug' });
+  });
+
   it('CA_ADDRESS: a DNS name, an IP, or a list of IPs (several need CA_TLS_SERVER_NAME); other forms refused with the other problems', async () => {
     assert.equal((await read({})).ca.address, 'istiod.istio-system.svc:15012');
     assert.equal((await read({ CA_ADDRESS: 'certbroker-ca-headless.istio-system.svc:15012' })).ca.address, 'certbroker-ca-headless.istio-system.svc:15012');

@@ -29,6 +29,13 @@ test('defaults are accepted', () => {
   assert.ok(Object.isFrozen(cfg));
 });
 
+test('a bad LOG_LEVEL is a listed problem with the others (not an error after the config was read); a good one is kept', () => {
+  const listed = problems({ LOG_LEVEL: 'loud', MAX_WORKLOAD_CERT_TTL_SECONDS: 'ten' });
+  assert.ok(listed.some((p) => /^LOG_LEVEL: unknown log level "loud"/.test(p)), listed.join('\n'));
+  assert.ok(listed.length >= 2, 'every problem at once');
+  assert.equal(readCaConfig({}, { LOG_LEVEL: 'WARN' }).logLevel, 'warn');
+});
+
 test('an audience list of only commas and spaces is refused, listed with the other problems', () => {
   for (const raw of [' , ', ',', ' ,, , ']) {
     const listed = problems({ CA_TOKEN_AUDIENCES: raw, MAX_WORKLOAD_CERT_TTL_SECONDS: 'ten' });

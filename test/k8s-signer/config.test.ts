@@ -7,14 +7,14 @@ import { readK8sSignerConfig } from '../../src/k8s-signer/index.js';
 test('a signer name is required; a bad one, unknown controllers, a bad ops address and TTLs are listed together', () => {
   assert.throws(() => readK8sSignerConfig({}, {}), (e: unknown) => e instanceof ConfigError && /K8S_SIGNER_NAME.*Required value/.test(e.problems.join('\n')));
   try {
-    readK8sSignerConfig({ signerName: 'Example.com/x' }, { K8S_SIGNER_CONTROLLERS: 'csr,pcr-typo', K8S_SIGNER_OPS_ADDRESS: 'nope', K8S_SIGNER_DEFAULT_TTL_SECONDS: '7200', K8S_SIGNER_MAX_TTL_SECONDS: '3600', K8S_SIGNER_SERVING_REQUESTERS: 'not-an-account' });
+    readK8sSignerConfig({ signerName: 'Example.com/x' }, { K8S_SIGNER_CONTROLLERS: 'csr,pcr-typo', K8S_SIGNER_OPS_ADDRESS: 'nope', K8S_SIGNER_DEFAULT_TTL_SECONDS: '7200', K8S_SIGNER_MAX_TTL_SECONDS: '3600', K8S_SIGNER_SERVING_REQUESTERS: 'not-an-account', LOG_LEVEL: 'loud' });
     assert.fail('accepted');
   } catch (err) {
     assert.ok(err instanceof ConfigError, String(err));
     assert.equal(err.code, 'ERR_CONFIG_INVALID');
     const text = err.problems.join('\n');
-    for (const want of [/K8S_SIGNER_NAME \(--signer-name\) "Example.com\/x"/, /unknown controllers \["pcr-typo"\]/, /K8S_SIGNER_OPS_ADDRESS="nope"/, /K8S_SIGNER_DEFAULT_TTL_SECONDS=7200 is above/, /not-an-account/]) assert.match(text, want);
-    assert.equal(err.problems.length, 5, text);
+    for (const want of [/K8S_SIGNER_NAME \(--signer-name\) "Example.com\/x"/, /unknown controllers \["pcr-typo"\]/, /K8S_SIGNER_OPS_ADDRESS="nope"/, /K8S_SIGNER_DEFAULT_TTL_SECONDS=7200 is above/, /not-an-account/, /LOG_LEVEL: unknown log level "loud"/]) assert.match(text, want);
+    assert.equal(err.problems.length, 6, text);
   }
 });
 

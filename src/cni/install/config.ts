@@ -3,7 +3,7 @@
  * every problem listed together. Variable names follow Istio's install-cni where one exists.
  */
 import { ConfigReader } from '../../core/config.js';
-import { parseLogLevel, type LogLevel } from '../../core/log.js';
+import type { LogLevel } from '../../core/log.js';
 import { CNI_KUBECONFIG_FILE_NAME, DEFAULT_CNI_AGENT_RUN_DIR } from '../../protocol/cni-event.js';
 import type { PluginLogLevel } from './plugin-entry.js';
 
@@ -121,12 +121,7 @@ export function loadInstallConfig(env: Readonly<Record<string, string | undefine
   let kubeconfigMode = 0o600;
   if (!/^0?[0-7]{3}$/.test(modeRaw)) r.problem(`${ENV.kubeconfigMode}=${JSON.stringify(modeRaw)} is not an octal file mode such as 0600`);
   else kubeconfigMode = parseInt(modeRaw, 8);
-  let logLevel: LogLevel = 'info';
-  try {
-    logLevel = parseLogLevel(r.raw(ENV.logLevel, flags.logLevel));
-  } catch (err) {
-    r.problem(`${ENV.logLevel}: ${(err as Error).message}`);
-  }
+  const logLevel = r.logLevel(ENV.logLevel, flags.logLevel);
   const cniConfName = r.optionalString(ENV.cniConfName, flags.cniConfName);
   const binaries = r.list(ENV.binaries, ['istio-cni', 'istio-iptables'], flags.binaries);
   const config: InstallConfig = {
