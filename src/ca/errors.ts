@@ -44,7 +44,6 @@ export type CaErrorCode =
   /** The request message is not a parsable IstioCertificateRequest. */
   | 'ERR_CA_REQUEST_MALFORMED'
   | 'ERR_CA_CSR_INVALID'
-  | 'ERR_CA_CSR_SIGNATURE'
   | 'ERR_CA_TTL_INVALID'
   | 'ERR_CA_TTL_OVER_MAX'
   | 'ERR_CA_METADATA_INVALID'
