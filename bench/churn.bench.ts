@@ -64,6 +64,12 @@ const CA_COUNTS = (process.env.BENCH_CHURN_CAS ?? '1,3').split(',').map(Number);
 const COLD = process.env.BENCH_CHURN_COLD === '1';
 /** How long a cold start may take to have every identity ready before the window opens anyway. */
 const COLD_CAP_SECONDS = num('BENCH_CHURN_COLD_CAP_SECONDS', 120, 600);
+/**
+ * The shortest warm-up before the window opens, seconds (default: one renewal interval). After a
+ * cold start with long certificates (TTL 1 h: ~1740 s) the window may open as soon as every
+ * identity held a certificate: its "due" column then says how many calls the schedule asked for.
+ */
+const WARM_MIN_SECONDS = process.env.BENCH_CHURN_WARM_SECONDS ? Number(process.env.BENCH_CHURN_WARM_SECONDS) : undefined;
 /** Service accounts in the pool the churn draws from (each node holds SAS of them at a time). */
 const POOL = SAS * 3;
 const NAMESPACES = 5;
@@ -84,9 +90,11 @@ interface Stats {
   failures: Map<string, number>;
   latenciesMs: number[];
   churnOps: number;
+  /** Fetches the brokers' schedule started (first fetches, renewals, churn; not retries). */
+  due: number;
 }
 
-const newStats = (): Stats => ({ measuring: false, ok: 0, churnFetches: 0, failures: new Map(), latenciesMs: [], churnOps: 0 });
+const newStats = (): Stats => ({ measuring: false, ok: 0, churnFetches: 0, failures: new Map(), latenciesMs: [], churnOps: 0, due: 0 });
 
 async function main(): Promise<void> {
   const pki = await import('../src/pki/index.js');
@@ -245,6 +253,7 @@ async function main(): Promise<void> {
             if (!w || stopped) return;
             if (w.timer) clearTimeout(w.timer);
             w.timer = setTimeout(() => {
+              if (stats.measuring && w.attempt === 0) stats.due++;
               this.queue.push(sa, w.notAfter === 0 ? 'realtime' : 'background');
               this.pump();
             }, delayMs);
@@ -304,7 +313,8 @@ async function main(): Promise<void> {
             const message = decodeURIComponent(r.metadata['grpc-message'] ?? '') || (r.deadlineExceeded ? 'deadline exceeded (client)' : '');
             // The broker's CA client's own mapping of the status onto the error model (the retry policy reads it).
             const err = CaCallError.fromStatus(status, message, undefined, parseRetryPushbackMs(r.metadata[RETRY_PUSHBACK_METADATA]));
-            return { error: `grpc-status ${r.grpc ?? (r.deadlineExceeded ? 4 : 'none')} ${message.slice(0, 80)}`, err };
+            const label = r.grpc !== undefined || r.deadlineExceeded ? `grpc-status ${r.grpc ?? 4} ${message.slice(0, 80)}` : `no grpc-status (http ${r.http ?? 'none'}, RST_STREAM ${r.rstCode ?? 'none'})`;
+            return { error: label, err };
           }
           close(): void {
             for (const w of this.wanted.values()) if (w.timer) clearTimeout(w.timer);
@@ -320,6 +330,18 @@ async function main(): Promise<void> {
           }
         }
         const start0 = performance.now();
+        env.cluster.requestLog.clear();
+        let reviews = 0;
+        const countReviews = () => {
+          reviews += env.cluster.requestLog.entries({ method: 'POST', path: TOKEN_REVIEW_PATH }).length;
+          env.cluster.requestLog.clear();
+        };
+        const poll = setInterval(countReviews, 500);
+        const warmLoop = monitorEventLoopDelay({ resolution: 20 });
+        warmLoop.enable();
+        const warmSim0 = process.cpuUsage();
+        const warmCpu0 = caCpu();
+        const warmLoad0 = loadavg()[0]!;
 
         // --- pod churn through the API ---
         let churnInFlight = 0;
@@ -356,24 +378,28 @@ async function main(): Promise<void> {
 
         // --- warm-up: one interval, and (cold start) until every identity held a certificate once ---
         let readyAfter: number | undefined;
-        const warmCap = Math.max(interval + 2, COLD ? COLD_CAP_SECONDS : 0) * 1000;
+        const warmMin = WARM_MIN_SECONDS ?? interval + 2;
+        const warmCap = Math.max(warmMin, COLD ? COLD_CAP_SECONDS : 0) * 1000;
         while (performance.now() - start0 < warmCap) {
           if (initialPending.size === 0 && readyAfter === undefined) readyAfter = (performance.now() - start0) / 1000;
-          if (readyAfter !== undefined && performance.now() - start0 >= (interval + 2) * 1000) break;
+          if (readyAfter !== undefined && performance.now() - start0 >= warmMin * 1000) break;
           await new Promise((r) => setTimeout(r, 250));
         }
         const warm = stats;
         const warmSeconds = (performance.now() - start0) / 1000;
-        const warmLine = `${COLD ? 'cold start (every broker at once)' : 'spread start (first fetches over one interval)'}: ${readyAfter !== undefined ? `all ${NODES * SAS} identities held a certificate ${readyAfter.toFixed(1)} s after the start` : `${NODES * SAS - initialPending.size} of ${NODES * SAS} identities held a certificate after ${warmSeconds.toFixed(0)} s (never all)`}; ${warm.ok} calls answered, ${[...warm.failures.values()].reduce((a, b) => a + b, 0)} failed${warm.failures.size ? ` (${[...warm.failures.entries()].map(([k, v]) => `${v}× ${k}`).join('; ')})` : ''}, latency p99 ${warm.latenciesMs.length ? pct([...warm.latenciesMs].sort((a, b) => a - b), 99).toFixed(0) : '-'} ms`;
+        countReviews();
+        const warmReviews = reviews;
+        reviews = 0;
+        const warmSim = process.cpuUsage(warmSim0);
+        warmLoop.disable();
+        // Until every identity held one (or the whole warm-up if never): the cold start's own rates.
+        const coldSeconds = readyAfter ?? warmSeconds;
+        const warmRates = `; over the warm-up (${warmSeconds.toFixed(0)} s): ${(warm.ok / warmSeconds).toFixed(1)} calls/s answered${readyAfter !== undefined ? ` (${(warm.ok / coldSeconds).toFixed(1)}/s until all held one)` : ''}, TokenReviews ${(warmReviews / warmSeconds).toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), CA ${((caCpu() - warmCpu0) / warmSeconds).toFixed(2)} cores, brokers + devcluster process ${((warmSim.user + warmSim.system) / 1e6 / warmSeconds).toFixed(2)} cores with event-loop delay p99 ${(warmLoop.percentile(99) / 1e6).toFixed(0)} ms, load average ${warmLoad0.toFixed(1)} → ${loadavg()[0]!.toFixed(1)}`;
+        const warmLine = `${COLD ? 'cold start (every broker at once)' : 'spread start (first fetches over one interval)'}: ${readyAfter !== undefined ? `all ${NODES * SAS} identities held a certificate ${readyAfter.toFixed(1)} s after the start` : `${NODES * SAS - initialPending.size} of ${NODES * SAS} identities held a certificate after ${warmSeconds.toFixed(0)} s (never all)`}; ${warm.ok} calls answered, ${[...warm.failures.values()].reduce((a, b) => a + b, 0)} failed${warm.failures.size ? ` (${[...warm.failures.entries()].map(([k, v]) => `${v}× ${k}`).join('; ')})` : ''}, latency p50 / p99 ${warm.latenciesMs.length ? `${pct([...warm.latenciesMs].sort((a, b) => a - b), 50).toFixed(0)} / ${pct([...warm.latenciesMs].sort((a, b) => a - b), 99).toFixed(0)}` : '-'} ms${warmRates}`;
         process.stdout.write(`${caCount} CA warm-up, ${warmLine}\n`);
         stats = newStats();
-        env.cluster.requestLog.clear();
-        let reviews = 0;
-        const countReviews = () => {
-          reviews += env.cluster.requestLog.entries({ method: 'POST', path: TOKEN_REVIEW_PATH }).length;
-          env.cluster.requestLog.clear();
-        };
-        const poll = setInterval(countReviews, 500);
+        const warmDenials = caDenials(procs.map((p) => p.log.lines));
+        if (warmDenials.size) process.stdout.write(`${caCount} CA warm-up, CA denial reasons: ${[...warmDenials.entries()].map(([k, v]) => `${v}× ${k}`).join('; ')}\n`);
         for (const p of procs) p.log.lines.length = 0;
         stats.measuring = true;
         // This process's event loop (devcluster + every simulated broker) and the machine's load in the window.
@@ -391,16 +417,7 @@ async function main(): Promise<void> {
         loop.disable();
         const loopP99Ms = loop.percentile(99) / 1e6;
         const loadAverage = (load0 + loadavg()[0]!) / 2;
-        // Why the CAs refused (their own log: the reason behind the public "authentication failed").
-        const denials = new Map<string, number>();
-        for (const p of procs)
-          for (const line of p.log.lines) {
-            if (!line.includes('CreateCertificate denied') && !line.includes('CreateCertificate failed')) continue;
-            const rec = JSON.parse(line) as { reason?: string };
-            const reason = String(rec.reason ?? '?').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<uid>').replace(/\b(w|ztunnel)-[\d-]+/g, '$1-…').slice(0, 120);
-            if (!denials.has(reason)) process.stdout.write(`  first CA log line for ${reason}: ${line.slice(0, 600)}\n`);
-            denials.set(reason, (denials.get(reason) ?? 0) + 1);
-          }
+        const denials = caDenials(procs.map((p) => p.log.lines));
         clearInterval(poll);
         countReviews();
         stopped = true;
@@ -415,6 +432,7 @@ async function main(): Promise<void> {
           cas: caCount,
           callsPerSecond: stats.ok / seconds,
           expectedPerSecond: (NODES * SAS) / interval + RATE,
+          duePerSecond: stats.due / seconds,
           churnFetches: stats.churnFetches,
           churnOps: stats.churnOps,
           failures,
@@ -433,7 +451,7 @@ async function main(): Promise<void> {
         };
         results.push({ ...r, warmLine });
         process.stdout.write(
-          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (expected ~${r.expectedPerSecond.toFixed(1)}), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores, event-loop delay p99 ${r.loopP99Ms.toFixed(0)} ms; machine load average ${r.loadAverage.toFixed(1)}${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
+          `${caCount} CA: ${r.callsPerSecond.toFixed(1)} calls/s (steady-state expected ~${r.expectedPerSecond.toFixed(1)}; the schedule started ${r.duePerSecond.toFixed(1)}/s), ${r.failures} failed${r.failureKinds.length ? ` (${r.failureKinds.join('; ')})` : ''}, churn ${r.churnOps} pods -> ${r.churnFetches} new-identity fetches, TokenReviews ${r.reviewsPerSecond.toFixed(2)}/s (bound ~${((caCount * NODES) / TOKEN_CACHE).toFixed(2)}/s), latency p50 ${r.p50.toFixed(1)} ms p99 ${r.p99.toFixed(1)} ms, CA ${r.cpuUsPerCall.toFixed(0)} µs CPU/call, ${r.marginalUsPerCall.toFixed(0)} above idle (${r.caCores.toFixed(2)} cores; idle ${r.idleCores.toFixed(3)}); brokers + devcluster ${r.simCores.toFixed(2)} cores, event-loop delay p99 ${r.loopP99Ms.toFixed(0)} ms; machine load average ${r.loadAverage.toFixed(1)}${r.denials.length ? `; CA denial reasons: ${r.denials.join('; ')}` : ''}\n`,
         );
       } finally {
         await Promise.all(procs.map((p) => p.stop()));
@@ -450,6 +468,8 @@ interface PhaseResult {
   readonly cas: number;
   readonly callsPerSecond: number;
   readonly expectedPerSecond: number;
+  /** Fetches the schedule started in the window, per second (after a cold start: not the steady rate). */
+  readonly duePerSecond: number;
   readonly churnFetches: number;
   readonly churnOps: number;
   readonly failures: number;
@@ -474,6 +494,20 @@ interface PhaseResult {
   readonly warmLine?: string;
 }
 
+/** Why the CAs refused, by reason, from their own log lines (the reason behind the public "authentication failed"). */
+function caDenials(logs: ReadonlyArray<readonly string[]>): Map<string, number> {
+  const denials = new Map<string, number>();
+  for (const lines of logs)
+    for (const line of lines) {
+      if (!line.includes('CreateCertificate denied') && !line.includes('CreateCertificate failed')) continue;
+      const rec = JSON.parse(line) as { reason?: string };
+      const reason = String(rec.reason ?? '?').replace(/[0-9a-f]{8}-[0-9a-f-]{27}/g, '<uid>').replace(/\b(w|ztunnel)-[\d-]+/g, '$1-…').slice(0, 120);
+      if (!denials.has(reason)) process.stdout.write(`  first CA log line for ${reason}: ${line.slice(0, 600)}\n`);
+      denials.set(reason, (denials.get(reason) ?? 0) + 1);
+    }
+  return denials;
+}
+
 /** Nodes one CA core sustains at TTL `ttl` with `sas` identities per node, from CPU per call. */
 export function nodesPerCore(cpuUsPerCall: number, sas: number, renewalIntervalSeconds: number): number {
   return 1e6 / (cpuUsPerCall * (sas / renewalIntervalSeconds));
@@ -489,11 +523,11 @@ function command(): string {
 function report(results: readonly PhaseResult[], intervalSeconds: (ttl: number) => number): void {
   const f1 = (n: number) => n.toFixed(1);
   const lines = [
-    `| CA processes | CA calls/s (expected) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: CAs × nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) | brokers + devcluster process: cores, event-loop delay p99 ms | machine load average |`,
+    `| CA processes | CA calls/s (steady-state expected; started by the schedule in the window) | failed calls | pod churn: pods replaced → new-identity fetches | TokenReviews/s at the devcluster (bound: CAs × nodes / cache s) | latency p50 / p99 ms | CA CPU µs per call (above idle) | CA cores busy (idle) | brokers + devcluster process: cores, event-loop delay p99 ms | machine load average |`,
     `|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|`,
     ...results.map(
       (r) =>
-        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')}; the CAs logged ${r.denials.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${((r.cas * NODES) / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) | ${r.simCores.toFixed(2)}, ${r.loopP99Ms.toFixed(0)} | ${r.loadAverage.toFixed(1)} |`,
+        `| ${r.cas} | ${f1(r.callsPerSecond)} (${f1(r.expectedPerSecond)}; ${f1(r.duePerSecond)}) | ${r.failures}${r.failureKinds.length ? ` (${r.failureKinds.join('; ')}; the CAs logged ${r.denials.join('; ')})` : ''} | ${r.churnOps} → ${r.churnFetches} | ${r.reviewsPerSecond.toFixed(2)} (${((r.cas * NODES) / TOKEN_CACHE).toFixed(2)}) | ${f1(r.p50)} / ${f1(r.p99)} | ${r.cpuUsPerCall.toFixed(0)} (${r.marginalUsPerCall.toFixed(0)}) | ${r.caCores.toFixed(2)} (${r.idleCores.toFixed(3)}) | ${r.simCores.toFixed(2)}, ${r.loopP99Ms.toFixed(0)} | ${r.loadAverage.toFixed(1)} |`,
     ),
     '',
     ...results.map((r) => `Warm-up with ${r.cas} CA${r.cas > 1 ? 's' : ''}, ${r.warmLine ?? '-'}.`),
