@@ -104,9 +104,14 @@ export class CertificateService {
     };
   }
 
-  /** True when the signer in use stops its outside call for a caller that gave up (the transports then pass a signal). */
+  /**
+   * Always: the transports pass a signal for a caller that gave up (its deadline passed, it reset
+   * the stream, it went away). A call that ended while it waited for its token review (reviews
+   * queue behind CA_MAX_CONCURRENT_TOKEN_REVIEWS under a fleet's cold start) is not signed, and a
+   * signer that calls elsewhere (`Signer.cancellable`) gives up that call too.
+   */
   get cancellable(): boolean {
-    return this.#o.signer().cancellable === true;
+    return true;
   }
 
   /** The handler proper, transport-free (also used by the in-process benchmark). `signal`: the caller stopped waiting. */
@@ -148,8 +153,10 @@ export class CertificateService {
         publicMessage: 'CA is not ready',
       });
     }
+    // Nobody waits for this answer any more: no signature (under overload, work for callers still there).
+    if (signal?.aborted) throw callCancelled(CREATE_CERTIFICATE_METHOD);
     const start = performance.now();
-    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds, ...(servingNames.length > 0 ? { servingNames } : {}), ...(signal ? { signal } : {}) });
+    const signed = await signer.sign({ csrPem, spiffeId, ttlSeconds, ...(servingNames.length > 0 ? { servingNames } : {}), ...(signal && signer.cancellable ? { signal } : {}) });
     o.metrics.signingSeconds.observe((performance.now() - start) / 1000);
     o.metrics.issuedOk.inc();
     if (o.logger.level === 'debug') {
