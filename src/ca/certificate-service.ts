@@ -91,12 +91,9 @@ export class CertificateService {
         callback: sendUnaryData<IstioCertificateResponse>,
       ) => {
         // grpc-js emits 'cancelled' at the caller's deadline and when it cancels or goes away.
-        let cancel: AbortController | undefined;
-        if (this.cancellable) {
-          const ac = (cancel = new AbortController());
-          call.once('cancelled', () => ac.abort(callCancelled(CREATE_CERTIFICATE_METHOD)));
-        }
-        this.createCertificate(call.request, call.metadata, cancel?.signal).then(
+        const cancel = new AbortController();
+        call.once('cancelled', () => cancel.abort(callCancelled(CREATE_CERTIFICATE_METHOD)));
+        this.createCertificate(call.request, call.metadata, cancel.signal).then(
           (res) => callback(null, res),
           (err: unknown) => callback(toServiceError(this.rejection(err, call.getPeer()))),
         );
