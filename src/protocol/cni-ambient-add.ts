@@ -15,7 +15,7 @@
  * Anything else (no socket, another status, a body that does not decode as one of these) means
  * "ask the API server": the plugin keeps its original path. This file imports only cni-event.ts.
  */
-import { isObject, type CniPluginAddEvent } from './cni-event.js';
+import { isObject, parseJsonObject, type CniPluginAddEvent } from './cni-event.js';
 
 export const AMBIENT_ADD_PATH = '/v1/ambient-add';
 export const AMBIENT_ADD_METHOD = 'POST';
@@ -35,13 +35,8 @@ export type AmbientAddAnswer =
 
 /** The answer body, or undefined when it is not exactly one of the documented shapes. */
 export function decodeAmbientAddAnswer(body: string): AmbientAddAnswer | undefined {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch {
-    return undefined;
-  }
-  if (!isObject(raw)) return undefined;
+  const raw = parseJsonObject(body);
+  if (typeof raw === 'string') return undefined;
   if (raw.known === false) return { known: false };
   if (raw.known !== true) return undefined;
   if (raw.ambient === false) return { known: true, ambient: false };
@@ -52,13 +47,8 @@ export function decodeAmbientAddAnswer(body: string): AmbientAddAnswer | undefin
 
 /** The request body (the broker decodes `event` with decodeCniAddEvent's rules). */
 export function decodeAmbientAddRequest(body: string): { readonly ok: true; readonly eventJson: string; readonly podUid: string; readonly selectors: unknown } | { readonly ok: false; readonly problem: string } {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch {
-    return { ok: false, problem: 'body is not JSON' };
-  }
-  if (!isObject(raw)) return { ok: false, problem: 'body is not a JSON object' };
+  const raw = parseJsonObject(body);
+  if (typeof raw === 'string') return { ok: false, problem: raw };
   if (!isObject(raw.event)) return { ok: false, problem: 'event is missing or not an object' };
   const podUid = raw.podUid ?? '';
   if (typeof podUid !== 'string') return { ok: false, problem: 'podUid must be a string' };

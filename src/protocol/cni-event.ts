@@ -100,6 +100,17 @@ export function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
 }
 
+/** A request body parsed as a JSON object, or the problem ('body is not JSON' / 'not a JSON object'): the room's decoders share it. */
+export function parseJsonObject(body: string): Record<string, unknown> | string {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(body);
+  } catch {
+    return 'body is not JSON';
+  }
+  return isObject(raw) ? raw : 'body is not a JSON object';
+}
+
 /** A string or null/absent (null); undefined when it is neither. */
 function optionalString(v: unknown): string | null | undefined {
   if (v === undefined || v === null) return null;
@@ -131,13 +142,8 @@ function decodeIp(raw: unknown, at: string): PodIpConfig | string {
  */
 export function decodeCniAddEvent(body: string): DecodedCniAddEvent {
   const fail = (problem: string): DecodedCniAddEvent => ({ ok: false, problem });
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch {
-    return fail('body is not JSON');
-  }
-  if (!isObject(raw)) return fail('body is not a JSON object');
+  const raw = parseJsonObject(body);
+  if (typeof raw === 'string') return fail(raw);
   const podName = raw['PodName'];
   const podNamespace = raw['PodNamespace'];
   const netns = raw['Netns'] ?? '';

@@ -15,7 +15,7 @@
  * object's shape so that the plugin decodes it with the decoder of the API path
  * (src/cni/plugin/pod-info.ts). This file imports only cni-event.ts.
  */
-import { isObject } from './cni-event.js';
+import { isObject, parseJsonObject } from './cni-event.js';
 
 export const SIDECAR_POD_PATH = '/v1/sidecar-pod';
 export const SIDECAR_POD_METHOD = 'POST';
@@ -31,13 +31,8 @@ export function encodeSidecarPodRequest(r: SidecarPodRequest): string {
 }
 
 export function decodeSidecarPodRequest(body: string): { readonly ok: true; readonly request: SidecarPodRequest } | { readonly ok: false; readonly problem: string } {
-  let raw: unknown;
-  try {
-    raw = JSON.parse(body);
-  } catch {
-    return { ok: false, problem: 'body is not JSON' };
-  }
-  if (!isObject(raw)) return { ok: false, problem: 'body is not a JSON object' };
+  const raw = parseJsonObject(body);
+  if (typeof raw === 'string') return { ok: false, problem: raw };
   for (const k of ['namespace', 'name', 'uid'] as const) {
     if (typeof raw[k] !== 'string' || raw[k] === '') return { ok: false, problem: `${k} must be a non-empty string` };
   }
