@@ -43,7 +43,7 @@ async function parseDocument(text: string): Promise<unknown> {
 }
 
 /** An inlined (`<name>-data`, base64) or file (`<name>`) PEM value of `section`; undefined when neither is set. */
-async function pemValue(section: Obj, name: string, path: string): Promise<string | undefined> {
+function pemValue(section: Obj, name: string, path: string): string | undefined {
   const inline = section[`${name}-data`];
   if (typeof inline === 'string') return Buffer.from(inline, 'base64').toString('utf8');
   const file = section[name];
@@ -55,9 +55,9 @@ async function pemValue(section: Obj, name: string, path: string): Promise<strin
   }
 }
 
-async function clientCertificate(user: Obj, path: string): Promise<KubeAccess['clientCert']> {
-  const certPem = await pemValue(user, 'client-certificate', path);
-  const keyPem = await pemValue(user, 'client-key', path);
+function clientCertificate(user: Obj, path: string): KubeAccess['clientCert'] {
+  const certPem = pemValue(user, 'client-certificate', path);
+  const keyPem = pemValue(user, 'client-key', path);
   if (certPem === undefined && keyPem === undefined) return undefined;
   if (certPem === undefined || keyPem === undefined) {
     throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: a client certificate needs both client-certificate and client-key`);
@@ -114,7 +114,7 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   const user = context.user === undefined ? {} : named(doc.users, String(context.user), 'user', path);
 
   const server = serverUrl(cluster.server, path);
-  const caPem = await pemValue(cluster, 'certificate-authority', path);
+  const caPem = pemValue(cluster, 'certificate-authority', path);
   const insecure = cluster['insecure-skip-tls-verify'] === true;
 
   let token: Secret<string> | undefined;
@@ -129,6 +129,6 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   } else if (user.exec !== undefined || user['auth-provider'] !== undefined) {
     throw new CniError('ERR_CNI_INVALID_CONFIG', `kubeconfig ${path}: exec and auth-provider users are not supported (a token or a client certificate is)`);
   }
-  const clientCert = await clientCertificate(user, path);
+  const clientCert = clientCertificate(user, path);
   return Object.freeze({ server, caPem, insecureSkipTlsVerify: insecure, token, clientCert });
 }
