@@ -11,6 +11,7 @@ import {
   x509,
   type CaCertificate,
   type CaKeyMaterial,
+  type LeafSigner,
 } from '../../src/pki/index.js';
 
 export interface TestCa {
@@ -21,6 +22,12 @@ export interface TestCa {
 export async function makeRoot(subject = 'O=cluster.local', ttlSeconds = 365 * 86400): Promise<TestCa> {
   const root = await createRootCa({ subject, ttlSeconds });
   return { root, material: caKeyMaterial({ cert: root.cert, keyObject: root.privateKey }) };
+}
+
+/** The leaf pool tests' CA: a one-day root for cluster.local and its leaf signer. */
+export async function makePoolCa(): Promise<{ readonly root: CaCertificate; readonly signer: LeafSigner }> {
+  const ca = await makeRoot('O=cluster.local', 86400);
+  return { root: ca.root, signer: ca.material.leafSigner };
 }
 
 export interface CustomCertOptions {

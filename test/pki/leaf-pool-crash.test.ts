@@ -22,7 +22,7 @@ import {
   type LeafRequest,
   type LeafSigner,
 } from '../../src/pki/index.js';
-import { makeRoot } from './fixtures.js';
+import { makePoolCa } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 import { opensslMissing } from '../support/tools.js';
 
@@ -37,9 +37,7 @@ let root: CaCertificate;
 let signer: LeafSigner;
 let csr: string;
 before(async () => {
-  const ca = await makeRoot('O=cluster.local', 86400);
-  root = ca.root;
-  signer = ca.material.leafSigner;
+  ({ root, signer } = await makePoolCa());
   csr = createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://ignored/x' }).pem;
 });
 

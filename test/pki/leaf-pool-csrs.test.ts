@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { X509Certificate } from 'node:crypto';
 import { createCsr, generateKeyPair, LeafIssuerPool, PkiError, type CaCertificate, type KeySpec, type LeafSigner } from '../../src/pki/index.js';
-import { makeRoot } from './fixtures.js';
+import { makePoolCa } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 import { opensslMissing } from '../support/tools.js';
 
@@ -17,11 +17,7 @@ const ID = 'spiffe://cluster.local/ns/default/sa/sleep';
 const scratch = Scratch.forFile();
 let root: CaCertificate;
 let signer: LeafSigner;
-before(async () => {
-  const ca = await makeRoot('O=cluster.local', 86400);
-  root = ca.root;
-  signer = ca.material.leafSigner;
-});
+before(async () => ({ root, signer } = await makePoolCa()));
 
 async function opensslCsr(name: string, args: readonly string[]): Promise<string> {
   const out = scratch.path(`${name}.csr`);

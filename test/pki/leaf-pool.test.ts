@@ -11,18 +11,14 @@ import {
   type LeafSigner,
 } from '../../src/pki/index.js';
 import { SpiffeError } from '../../src/spiffe/index.js';
-import { makeRoot } from './fixtures.js';
+import { makePoolCa, makeRoot } from './fixtures.js';
 import { openssl, Scratch } from './openssl.js';
 import { opensslMissing } from '../support/tools.js';
 
 const scratch = Scratch.forFile();
 let root: CaCertificate;
 let signer: LeafSigner;
-before(async () => {
-  const ca = await makeRoot('O=cluster.local', 86400);
-  root = ca.root;
-  signer = ca.material.leafSigner;
-});
+before(async () => ({ root, signer } = await makePoolCa()));
 
 test('the pool issues on worker threads; openssl verifies the results; errors keep their codes', { skip: opensslMissing() }, async () => {
   const pool = new LeafIssuerPool({ signer, size: 2, maxTtlSeconds: 7200 });
