@@ -9,6 +9,7 @@ import { verify, type KeyObject } from 'node:crypto';
 import { findSignatureAlgorithm, type SignatureAlgorithm } from './algorithms.js';
 import { decodeTime, expectTlv, readTlv, TAG_BIT_STRING, TAG_BOOLEAN, TAG_INTEGER, TAG_OCTET_STRING, TAG_OID, TAG_SEQUENCE, type Tlv } from './der.js';
 import { PkiError } from './errors.js';
+import { serialHex } from './profile.js';
 
 export interface LeafFacts {
   readonly uriSans: readonly string[];
@@ -129,8 +130,8 @@ export function leafFacts(der: Uint8Array): LeafFacts {
       uriSans,
       isCa: basic?.isCa ?? false,
       spki: buf.subarray(spki.start, spki.end),
-      // A positive INTEGER whose top bit is set has a leading zero octet, which X509Certificate drops.
-      serialHex: buf.toString('hex', serial.end - serial.contentStart > 1 && buf[serial.contentStart] === 0 ? serial.contentStart + 1 : serial.contentStart, serial.end),
+      // Without the sign-padding zero octet, as X509Certificate spells it.
+      serialHex: serialHex(buf.subarray(serial.contentStart, serial.end)),
       notBeforeMs: decodeTime(buf, notBefore),
       notAfterMs: decodeTime(buf, notAfter),
       tbs: buf.subarray(tbs.start, tbs.end),
