@@ -21,6 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { describeError } from '../core/errors.js';
 
 export type Qos = 'guaranteed' | 'burstable' | 'besteffort';
 export type Runtime = 'containerd' | 'cri-o' | 'docker';
@@ -225,6 +226,6 @@ export function kubeCgroupsProblem(hierarchy: KubeletCgroups | undefined, what: 
     rmdirSync(probe);
     return undefined;
   } catch (err) {
-    return `cannot create cgroups under ${hierarchy.root}: ${err instanceof Error ? err.message : String(err)}`;
+    return `cannot create cgroups under ${hierarchy.root}: ${describeError(err)}`;
   }
 }
