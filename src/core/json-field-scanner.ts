@@ -66,6 +66,29 @@ const BS = 0x5c;
 const PLAIN = new Uint8Array(256).fill(1);
 for (const c of [Q, 0x7b, 0x5b, 0x7d, 0x5d]) PLAIN[c] = 0;
 
+/**
+ * From `from` inside a string body (`esc`: the byte there is escaped): where its closing quote is,
+ * or, when the chunk ends first, `n` (the chunk's length) or `n + 1` (it ended on a backslash).
+ */
+function closingQuote(chunk: Uint8Array, from: number, esc: boolean): number {
+  const n = chunk.length;
+  let i = from;
+  while (i < n) {
+    if (esc) {
+      esc = false;
+      i++;
+      continue;
+    }
+    let b = 0;
+    while (i < n && (b = chunk[i]!) !== Q && b !== BS) i++;
+    if (i === n) break;
+    if (b === Q) return i;
+    esc = true;
+    i++;
+  }
+  return esc ? n + 1 : n;
+}
+
 function isWs(c: number): boolean {
   return c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09;
 }
@@ -196,17 +219,14 @@ export class JsonFieldScanner {
     let i = from;
     while (i < n) {
       if (inStr) {
-        if (esc) {
-          esc = false;
-          i++;
-          continue;
+        const q = closingQuote(chunk, i, esc);
+        esc = q > n;
+        if (q >= n) {
+          i = n;
+          break;
         }
-        let b = 0;
-        while (i < n && (b = chunk[i]!) !== Q && b !== BS) i++;
-        if (i === n) break;
-        if (b === BS) esc = true;
-        else inStr = false;
-        i++;
+        inStr = false;
+        i = q + 1;
         continue;
       }
       let c = 0;
@@ -239,18 +259,9 @@ export class JsonFieldScanner {
     let bits = 0;
     let escaped = false;
     if (!this.#strKeep) {
-      while (i < n) {
-        if (esc) {
-          esc = false;
-          i++;
-          continue;
-        }
-        let b = 0;
-        while (i < n && (b = chunk[i]!) !== Q && b !== BS) i++;
-        if (i === n || b === Q) break;
-        esc = true;
-        i++;
-      }
+      const q = closingQuote(chunk, i, esc);
+      esc = q > n;
+      i = Math.min(q, n);
     } else {
       while (i < n) {
         if (esc) {
