@@ -4,6 +4,7 @@ import { makeInformer, CoreV1Api, type V1Pod } from '@kubernetes/client-node';
 import { createPodInformer } from '../../src/kube/index.js';
 import type { LongLived } from '../../src/core/long-lived.js';
 import { FakeClock } from '../support/fake-clock.js';
+import { until } from '../support/until.js';
 import { startCluster, adminClient, createPod, deletePod, kubeConfigFor, type DevCluster } from '../support/cluster.js';
 
 let cluster: DevCluster;
@@ -12,11 +13,6 @@ before(async () => {
   cluster = await startCluster({ bookmarkIntervalMs: 3_600_000 });
 });
 after(() => cluster.close());
-
-/** Resolves once `pred` holds, checking every few milliseconds (a wait, never a timing assertion). */
-async function until(pred: () => boolean): Promise<void> {
-  while (!pred()) await new Promise((r) => setTimeout(r, 5));
-}
 
 /** Collects informer callbacks. */
 class Recorder {
@@ -32,7 +28,7 @@ class Recorder {
   }
 
   until(pred: () => boolean): Promise<void> {
-    return until(pred);
+    return until(pred, 'a recorded informer event');
   }
 }
 
@@ -203,7 +199,7 @@ test('lifecycle (src/core/long-lived.ts): start(signal) resolves while the loop 
   const ac = new AbortController();
   await informer.start(ac.signal);
   await informer.waitForSync();
-  await until(() => informer.stats.watches === 1);
+  await until(() => informer.stats.watches === 1, 'one open watch');
   ac.abort();
   await informer.stop(); // resolves once the loop ended (the abort began the stop)
   await informer.start();
