@@ -94,7 +94,7 @@ export class IptablesSidecarProgrammer implements SidecarProgrammer {
       this.#log.info('dry-run: sidecar rules written, not applied', { file: this.#dryRunFile });
       return;
     }
-    await requireNetns(request.netns);
+    requireNetns(request.netns);
     const applier = new IptablesApplier({ netnsPath: request.netns, log: this.#log, ...(request.signal ? { signal: request.signal } : {}) });
     const report = await applier.apply(plan).catch(failed);
     this.#log.info('sidecar redirection programmed', {
@@ -113,13 +113,13 @@ export class IptablesSidecarProgrammer implements SidecarProgrammer {
    */
   async cleanup(netns: string): Promise<void> {
     if (this.#dryRunFile !== undefined) return;
-    await requireNetns(netns);
+    requireNetns(netns);
     const applier = new IptablesApplier({ netnsPath: netns, log: this.#log });
     await applier.cleanup(resolveIptablesConfig({ inboundInterceptionMode: 'TPROXY' })).catch(failed);
   }
 }
 
-async function requireNetns(netns: string): Promise<void> {
+function requireNetns(netns: string): void {
   try {
     accessSync(netns);
   } catch {
