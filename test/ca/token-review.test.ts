@@ -7,6 +7,8 @@ import { RefusalCache, TokenCache, JwtAuthenticator, callerFromReview, TokenRevi
 import { DeadlineError } from '../../src/core/deadline.js';
 import { ConcurrencyLimit } from '../../src/core/concurrency-limit.js';
 
+type AuthnOptions = ConstructorParameters<typeof TokenReviewAuthenticator>[0];
+
 const enc = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
 function jwtWithExp(expSeconds: number, salt = 'x'): string {
@@ -42,6 +44,18 @@ function setup(result: TokenReviewResult = OK) {
     onCacheLookup: (r) => lookups.push(r),
   });
   return { clock, calls, lookups, cache, authn };
+}
+
+/** A TokenReviewAuthenticator for the CA's audience with a ten-entry cache, recording its cache lookups. */
+function reviewing(clock: FakeClock, lookups: string[], options: Pick<AuthnOptions, 'reviewer'> & Partial<AuthnOptions>): TokenReviewAuthenticator {
+  return new TokenReviewAuthenticator({
+    clusterId: 'Kubernetes',
+    audiences: ['istio-ca'],
+    clock,
+    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+    onCacheLookup: (r) => lookups.push(r),
+    ...options,
+  });
 }
 
 test('maps a bound service-account review to a caller with its pod', async () => {
@@ -172,18 +186,13 @@ test('refusals are remembered by token hash for their ttl (one review per ttl), 
   let reviews = 0;
   const lookups: string[] = [];
   const refusals = new RefusalCache({ clock, ttlMs: 10_000, maxEntries: 2 });
-  const authn = new TokenReviewAuthenticator({
-    clusterId: 'Kubernetes',
-    audiences: ['istio-ca'],
-    clock,
-    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+  const authn = reviewing(clock, lookups, {
     refusals,
     reviewer: async () => {
       reviews++;
       if (answer instanceof Error) throw answer;
       return answer;
     },
-    onCacheLookup: (r) => lookups.push(r),
   });
   const forged = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'forged'));
   for (let i = 0; i < 50; i++) assert.equal(await rejectionCode(authn.authenticate(forged)), 'ERR_CA_TOKEN_INVALID');
@@ -212,11 +221,7 @@ test('a review that fails (5xx, timeout) is an outage for every call sharing it:
   let reviews = 0;
   let release!: (failure: unknown) => void;
   let fail = true;
-  const authn = new TokenReviewAuthenticator({
-    clusterId: 'Kubernetes',
-    audiences: ['istio-ca'],
-    clock,
-    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+  const authn = reviewing(clock, lookups, {
     refusals,
     reviewer: async () => {
       reviews++;
@@ -224,7 +229,6 @@ test('a review that fails (5xx, timeout) is an outage for every call sharing it:
       // The first review hangs until the test fails it, so the other calls join it in flight.
       return new Promise<TokenReviewResult>((_resolve, reject) => (release = reject));
     },
-    onCacheLookup: (r) => lookups.push(r),
   });
   const token = new Secret(jwtWithExp(clock.now() / 1000 + 3600, 'shared'));
   for (const failure of [new Error('500 Internal error occurred'), new DeadlineError('TokenReview', 5000)]) {
@@ -279,17 +283,12 @@ test('a token in use is reviewed again in the background before its cache entry 
   const lookups: string[] = [];
   let reviews = 0;
   let fail = false;
-  const authn = new TokenReviewAuthenticator({
-    clusterId: 'Kubernetes',
-    audiences: ['istio-ca'],
-    clock,
-    cache: new TokenCache({ clock, ttlMs: 60_000, maxEntries: 10 }),
+  const authn = reviewing(clock, lookups, {
     reviewer: async () => {
       reviews++;
       if (fail) throw new Error('API server down');
       return OK;
     },
-    onCacheLookup: (r) => lookups.push(r),
   });
   const token = new Secret(jwtWithExp(clock.now() / 1000 + 3600));
   await authn.authenticate(token);
