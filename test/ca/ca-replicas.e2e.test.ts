@@ -9,17 +9,15 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoordinationV1Api } from '@kubernetes/client-node';
-import { parseManifest } from '../../src/devcluster/index.js';
 import { CA_CERT_KEY } from '../../src/ca/index.js';
 import { CA_NAMESPACE, CA_SA, caClient, httpGet, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { applyShippedCaRbac } from './support/trust-bundles.js';
 import { makePluginCa, newCsr, tempDir, writeCacerts } from './support/pki-fixtures.js';
 import { startCaProcess, type CaProcess } from './support/ca-process.js';
 import { eventually } from '../broker/support/eventually.js';
-import { REPO_ROOT } from '../deploy/manifests.js';
 
 const SECRET = 'istio-ca-secret';
 const LEASE = 'certbroker-ca-publisher';
@@ -28,7 +26,7 @@ let ztunnelToken: string;
 
 before(async () => {
   env = await startCaEnv();
-  await env.cluster.apply(parseManifest(readFileSync(join(REPO_ROOT, 'deploy/rbac-ca.yaml'), 'utf8')) as object[]);
+  await applyShippedCaRbac(env);
   await env.createPod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccount: 'ztunnel', node: 'node-a' });
   await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
   ztunnelToken = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });

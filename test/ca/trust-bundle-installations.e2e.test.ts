@@ -14,6 +14,7 @@ import { Registry } from 'prom-client';
 import { TrustBundlePublisher, type TrustBundlePublishConfig } from '../../src/ca/index.js';
 import { createRootCa } from '../../src/pki/index.js';
 import { CA_NAMESPACE, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { readBundle } from './support/trust-bundles.js';
 import { eventually } from '../broker/support/eventually.js';
 
 const SIGNER_A = 'example.com/ca-a';
@@ -36,14 +37,7 @@ after(async () => {
 
 const ctbApi = () => env.admin.makeApiClient(CertificatesV1beta1Api);
 
-async function bundle(name: string): Promise<V1beta1ClusterTrustBundle | undefined> {
-  try {
-    return await ctbApi().readClusterTrustBundle({ name });
-  } catch (err) {
-    if ((err as { code?: number }).code === 404) return undefined;
-    throw err;
-  }
-}
+const bundle = (name: string) => readBundle(env, name);
 
 function publisher(signer: string, leaseName: string, registry: Registry): TrustBundlePublisher {
   const config: TrustBundlePublishConfig = {

@@ -9,20 +9,18 @@
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CertificatesV1beta1Api, CoordinationV1Api, type V1ConfigMap } from '@kubernetes/client-node';
-import { parseManifest } from '../../src/devcluster/index.js';
 import { createRootCa } from '../../src/pki/index.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { CA_NAMESPACE, CA_SA, httpGet, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { applyShippedCaRbac } from './support/trust-bundles.js';
 import { tempDir } from './support/pki-fixtures.js';
 import { watchLog, writeCaLauncher, type ChildLog } from './support/ca-process.js';
 import { eventually } from '../broker/support/eventually.js';
 import { kubectl } from '../support/cluster.js';
 import { kubectlMissing } from '../support/tools.js';
-import { REPO_ROOT } from '../deploy/manifests.js';
 
 const CM = 'istio-ca-root-cert';
 const CTB = 'istio.io:istiod-ca:root-cert';
@@ -34,7 +32,7 @@ let ca: CaServer;
 before(async () => {
   env = await startCaEnv();
   // The CA's RBAC exactly as shipped (it replaces the test's narrower ClusterRole of the same name).
-  await env.cluster.apply(parseManifest(readFileSync(join(REPO_ROOT, 'deploy/rbac-ca.yaml'), 'utf8')) as object[]);
+  await applyShippedCaRbac(env);
   for (const ns of ['app', 'kube-public', 'kube-node-lease']) await env.ensureNamespace(ns);
 });
 after(async () => {

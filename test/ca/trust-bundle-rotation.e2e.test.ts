@@ -5,15 +5,12 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { CertificatesV1beta1Api } from '@kubernetes/client-node';
-import { parseManifest } from '../../src/devcluster/index.js';
 import type { CaServer } from '../../src/ca/index.js';
 import { CA_NAMESPACE, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { applyShippedCaRbac } from './support/trust-bundles.js';
 import { makePluginCa, tempDir, writeCacerts, type PluginCa } from './support/pki-fixtures.js';
 import { eventually } from '../broker/support/eventually.js';
-import { REPO_ROOT } from '../deploy/manifests.js';
 
 let env: CaEnv;
 let dir: { path: string; remove: () => Promise<void> };
@@ -23,7 +20,7 @@ let next: PluginCa;
 
 before(async () => {
   env = await startCaEnv();
-  await env.cluster.apply(parseManifest(readFileSync(join(REPO_ROOT, 'deploy/rbac-ca.yaml'), 'utf8')) as object[]);
+  await applyShippedCaRbac(env);
   await env.ensureNamespace('app');
   dir = await tempDir('ca-rotation-publish-');
   current = await makePluginCa('Current');

@@ -8,14 +8,11 @@
  */
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { CertificatesV1beta1Api, type V1beta1ClusterTrustBundle } from '@kubernetes/client-node';
-import { parseManifest } from '../../src/devcluster/index.js';
+import { CertificatesV1beta1Api } from '@kubernetes/client-node';
 import { createRootCa } from '../../src/pki/index.js';
 import { CA_NAMESPACE, CA_SA, startCaEnv, type CaEnv } from './support/ca-env.js';
+import { applyShippedCaRbac, readBundle } from './support/trust-bundles.js';
 import { eventually } from '../broker/support/eventually.js';
-import { REPO_ROOT } from '../deploy/manifests.js';
 
 const SIGNER_A = 'istio.io/istiod-ca';
 const CTB_A = 'istio.io:istiod-ca:root-cert';
@@ -26,7 +23,7 @@ let env: CaEnv;
 
 before(async () => {
   env = await startCaEnv();
-  await env.cluster.apply(parseManifest(readFileSync(join(REPO_ROOT, 'deploy/rbac-ca.yaml'), 'utf8')) as object[]);
+  await applyShippedCaRbac(env);
   const name = 'certbroker-ca-signer-b';
   await env.cluster.apply([
     {
@@ -49,14 +46,7 @@ after(async () => {
 
 const ctbApi = () => env.admin.makeApiClient(CertificatesV1beta1Api);
 
-async function bundle(name: string): Promise<V1beta1ClusterTrustBundle | undefined> {
-  try {
-    return await ctbApi().readClusterTrustBundle({ name });
-  } catch (err) {
-    if ((err as { code?: number }).code === 404) return undefined;
-    throw err;
-  }
-}
+const bundle = (name: string) => readBundle(env, name);
 
 const publishConfig = (signer: string, identity: string) => ({
   skipNamespaces: ['kube-public', 'kube-node-lease'],
