@@ -107,9 +107,7 @@ export class CertificateService {
    * queue behind CA_MAX_CONCURRENT_TOKEN_REVIEWS under a fleet's cold start) is not signed, and a
    * signer that calls elsewhere (`Signer.cancellable`) gives up that call too.
    */
-  get cancellable(): boolean {
-    return true;
-  }
+  readonly cancellable = true;
 
   /** The handler proper, transport-free (also used by the in-process benchmark). `signal`: the caller stopped waiting. */
   async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: AbortSignal): Promise<IstioCertificateResponse> {
