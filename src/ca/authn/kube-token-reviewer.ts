@@ -9,8 +9,6 @@ import { withDeadline } from '../../core/deadline.js';
 import { abortableApi } from '../../kube/abortable-http.js';
 import { TOKEN_REVIEW_TIMEOUT_MS, type TokenReviewer } from './token-review.js';
 
-export { TOKEN_REVIEW_TIMEOUT_MS };
-
 export function kubeTokenReviewer(kubeConfig: KubeConfig, options: { readonly timeoutMs?: number } = {}): TokenReviewer {
   return async (token, audiences) => {
     const review = await withDeadline(options.timeoutMs ?? TOKEN_REVIEW_TIMEOUT_MS, { what: 'TokenReview' }, (signal) =>
