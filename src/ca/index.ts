@@ -104,7 +104,7 @@ export { applyRotationStep, describeStoredCa, rotationPhase, ROTATION_STEPS, typ
 export { rotateStoredRoot } from './rotate-root.js';
 export { RootsFile } from './signers/roots-file.js';
 export { NodeAuthorizer, type NodeAuthorizerOptions } from './node-authorizer.js';
-export { InMemoryPodIndex, isActivePhase, type NodeAccountKey, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
+export { InMemoryPodIndex, type NodeAccountKey, type PodIndex, type PodInfo, type PodRef } from './pod-index.js';
 export { PodInformer, toPodInfo } from './pod-informer.js';
 export { CompactPodIndex } from './compact-pod-index.js';
 export { NodeAccountCounts } from './node-account-counts.js';

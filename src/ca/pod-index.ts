@@ -39,7 +39,7 @@ export interface PodIndex {
 }
 
 /** A pod that can still run (and so stand for its identity on its node). */
-export function isActivePhase(phase: string): boolean {
+function isActivePhase(phase: string): boolean {
   return phase !== 'Failed' && phase !== 'Succeeded';
 }
 
