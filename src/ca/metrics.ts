@@ -3,11 +3,7 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { InformerMetrics } from '../kube/informer-metrics.js';
-import type { CallOutcome } from '../ops/call-outcome.js';
 import { collectProcessMetrics } from '../ops/process-metrics.js';
-
-/** The `outcome` label of certbroker_ca_requests_total (src/ops/call-outcome.ts). */
-export type RequestOutcome = CallOutcome;
 
 /** Why the transport closed a connection on its own: over the cap, no TLS in time, idle. */
 export type ConnectionCloseReason = 'limit' | 'tls_handshake_timeout' | 'idle';
