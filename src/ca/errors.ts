@@ -120,7 +120,7 @@ export class CaError extends CertbrokerError<CaErrorCode> {}
 const AUTH_STATUS: ErrorStatus = 'unauthenticated';
 
 /** What a caller is told when the authentication backend could not decide (ERR_CA_AUTHN_BACKEND). */
-export const AUTHN_BACKEND_PUBLIC_MESSAGE = 'authentication backend unavailable';
+const AUTHN_BACKEND_PUBLIC_MESSAGE = 'authentication backend unavailable';
 
 /**
  * An authentication failure: status unauthenticated (a verdict), except ERR_CA_AUTHN_BACKEND,
