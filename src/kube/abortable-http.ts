@@ -32,6 +32,7 @@ import {
 } from '@kubernetes/client-node';
 import { abortReason } from '../core/deadline.js';
 import { isCertbrokerError } from '../core/errors.js';
+import { requestAgent } from './api-request.js';
 import { KubeApiError, KubeError } from './errors.js';
 
 /** Idle kept-alive sockets close after this (under Node's 5 s server keepAliveTimeout, so a reuse does not race the server's close). */
@@ -97,10 +98,7 @@ function send(ctx: RequestContext, signal: AbortSignal, pool?: KeptAliveAgents):
     const body = raw === undefined ? undefined : Buffer.from(raw.toString(), 'utf8');
     const headers: Record<string, string> = { ...ctx.getHeaders() };
     if (body !== undefined) headers['content-length'] = String(body.length);
-    const own = ctx.getAgent();
-    const kept = pool?.agentFor(own);
-    if (kept) (own as { destroy?: () => void } | undefined)?.destroy?.();
-    const agent = kept ?? own;
+    const { agent, release } = requestAgent(ctx.getAgent(), pool);
     const onResponse = (res: IncomingMessage) => {
       const chunks: Buffer[] = [];
       res.on('data', (c: Buffer) => chunks.push(c));
@@ -115,8 +113,7 @@ function send(ctx: RequestContext, signal: AbortSignal, pool?: KeptAliveAgents):
     const options = { method: ctx.getHttpMethod().toString(), headers, signal, ...(agent ? { agent } : {}) };
     const req = url.protocol === 'http:' ? httpRequest(url, options, onResponse) : httpsRequest(url, options, onResponse);
     req.on('error', (err) => reject(signal.aborted ? abortReason(signal) : err));
-    // client-node makes an agent per request: free its sockets with the request (a kept one stays).
-    if (!kept) req.on('close', () => (own as { destroy?: () => void } | undefined)?.destroy?.());
+    req.on('close', release);
     req.end(body);
   });
 }

@@ -46,6 +46,19 @@ function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new KubeError('ERR_KUBE_INFORMER_STOPPED', 'request aborted', { status: 'cancelled' });
 }
 
+/**
+ * The agent a request goes through: `pool`'s kept-alive one in place of client-node's per-request
+ * agent `own` (destroyed unused then), or `own` itself, whose sockets `release` frees once the
+ * request closes (a kept one stays).
+ */
+export function requestAgent(own: unknown, pool: KeptAliveAgents | undefined): { readonly agent: Agent | undefined; readonly release: () => void } {
+  const destroyOwn = () => (own as { destroy?: () => void } | undefined)?.destroy?.();
+  const kept = pool?.agentFor(own);
+  if (!kept) return { agent: own as Agent | undefined, release: destroyOwn };
+  destroyOwn();
+  return { agent: kept, release: () => undefined };
+}
+
 /** Reads at most `max` bytes of `res` as UTF-8 (the rest is discarded). */
 function readSome(res: IncomingMessage, max: number): Promise<string> {
   return new Promise((resolve) => {
@@ -107,10 +120,7 @@ export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Q
   (fetchOptions.headers as { forEach(fn: (value: string, key: string) => void): void } | undefined)?.forEach((value, key) => {
     headers[key] = value;
   });
-  const own = fetchOptions.agent as Agent | undefined;
-  const kept = options.agents?.agentFor(own);
-  if (kept) own?.destroy();
-  const agent = kept ?? own;
+  const { agent, release } = requestAgent(fetchOptions.agent, options.agents);
   const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
   return new Promise<IncomingMessage>((resolve, reject) => {
     let settled = false;
@@ -121,8 +131,7 @@ export async function kubeRequest(kubeConfig: KubeConfig, path: string, query: Q
       fn();
     };
     const req = send(url, { method, headers, ...(agent ? { agent } : {}) });
-    // client-node makes an agent per call: free its sockets with the request (a kept one stays).
-    if (!kept) req.on('close', () => own?.destroy());
+    req.on('close', release);
     // TCP keepalive, as client-node's Watch sets it: a peer that vanished is noticed by the kernel too.
     req.on('socket', (socket) => socket.setKeepAlive(true, 30_000));
     const onAbort = () => {
