@@ -9,8 +9,9 @@
  *
  * CreateCertificate calls go to a `CreateCertificateHandler`: the CA's `CertificateService` (the
  * same one as on grpc-js), or the node broker's Istio CA front (src/broker/fronts/istio-ca),
- * which serves on this transport too (`startHttp2Server`, transports.ts). Requests are decoded
- * with protobufjs from the same .proto files (keepCase, so the request has the same shape); the response
+ * which serves on this transport too (`startHttp2Server`, transports.ts). The CreateCertificate
+ * request is decoded by hand (src/grpc/istio-ca-request.ts: the object protobufjs would give, at a
+ * fraction of the cost), health requests with protobufjs; the response
  * (`repeated string cert_chain`) is framed by hand in one buffer (`certChainFrame`). Errors are
  * mapped by the one mapping (src/ops/grpc-errors.ts, as plain data) and written here as
  * trailers. Session, stream and TLS errors are logged, rate-limited (debug when a client
@@ -28,6 +29,7 @@ import { systemClock, type Clock } from '../core/clock.js';
 import { LogThrottle } from '../core/log-throttle.js';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
+import { decodeIstioCertificateRequest } from '../grpc/istio-ca-request.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import { frame, grpcTimeoutMs } from '../grpc/wire-format.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
@@ -35,7 +37,7 @@ import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
 import { listenTcp } from '../ops/listen.js';
 import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYPE, HEALTH_PROTO, SERVING_STATUS_NUMBER, type HealthCheckRequest } from '../protocol/grpc-health.js';
 import { RETRY_PUSHBACK_METADATA } from '../protocol/grpc-status.js';
-import { CA_PROTO, CERTIFICATE_REQUEST_TYPE, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
+import { CA_PROTO, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST } from './certificate-service.js';
 import { certChainFrame } from './h2-framing.js';
 import { limitConnections } from './h2-limits.js';
@@ -92,7 +94,6 @@ export interface H2Transport {
 }
 
 interface Codec {
-  readonly request: protobuf.Type;
   readonly healthRequest: protobuf.Type;
   readonly healthResponse: protobuf.Type;
 }
@@ -100,7 +101,6 @@ interface Codec {
 function loadCodec(): Codec {
   const root = protobufRoot([CA_PROTO, HEALTH_PROTO]);
   return {
-    request: root.lookupType(CERTIFICATE_REQUEST_TYPE),
     healthRequest: root.lookupType(HEALTH_CHECK_REQUEST_TYPE),
     healthResponse: root.lookupType(HEALTH_CHECK_RESPONSE_TYPE),
   };
@@ -158,7 +158,7 @@ function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttp
     }
     let request: IstioCertificateRequest;
     try {
-      request = c.codec.request.toObject(c.codec.request.decode(bytes!), { longs: Number, defaults: true, oneofs: true }) as IstioCertificateRequest;
+      request = decodeIstioCertificateRequest(bytes!);
     } catch {
       // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
       request = MALFORMED_REQUEST;

@@ -16,3 +16,4 @@ export { frame, grpcMessage, grpcTimeoutHeader, grpcTimeoutMs, parseGrpcMessage 
 export { H2UnaryChannel, parseTarget, type H2UnaryChannelOptions, type UnaryCallOptions, type UnaryResult } from './h2-unary-channel.js';
 export { CA_DNS_MIN_RERESOLVE_MS, caServiceConfig, parseCaTarget, type CaEndpoint, type CaTarget } from './ca-target.js';
 export { parseRetryPushbackMs, retryPushbackOf, RETRY_PUSHBACK_METADATA } from './retry-pushback.js';
+export { decodeIstioCertificateRequest, MalformedMessage } from './istio-ca-request.js';
