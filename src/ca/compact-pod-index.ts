@@ -57,6 +57,9 @@ function grow<A extends Uint32Array>(a: A, need: number, make: (n: number) => A)
   return b;
 }
 
+/** PodInfos kept for `getPod` at most (the pods callers are bound to: about one node agent per node). */
+const MAX_LOOKED_UP = 4096;
+
 const active = (phase: number) => phase !== SUCCEEDED && phase !== FAILED;
 
 export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
@@ -70,6 +73,12 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   #gen = new Uint32Array(0);
   /** UIDs that are not UUIDs, by slot. */
   readonly #otherUid = new Map<number, string>();
+  /**
+   * `getPod`'s answers by slot, until that slot is written again: the authorizer looks the same
+   * few caller pods (node agents) up on every call, and building the PodInfo (its UID text among
+   * it) was most of the lookup. Bounded: cleared when full.
+   */
+  readonly #looked = new Map<number, PodInfo>();
   readonly #free: number[] = [];
   /** Slots per node id (unscheduled pods are in none). */
   readonly #onNode: number[][] = [];
@@ -121,6 +130,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
       if (active(r[o + R_PHASE]!)) this.#active.add(nodeId, r[o + R_NS]!, r[o + R_SA]!);
     }
     this.#gen[slot] = this.#generation;
+    this.#looked.delete(slot);
     this.#otherUid.delete(slot);
     if (!parseUuid(pod.uid, r, o + R_UID)) this.#otherUid.set(slot, pod.uid);
   }
@@ -134,6 +144,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     this.#count--;
     this.#unplace(slot);
     this.#names[slot] = undefined;
+    this.#looked.delete(slot);
     this.#otherUid.delete(slot);
     this.#free.push(slot);
   }
@@ -141,7 +152,14 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   getPod(ref: PodRef): PodInfo | undefined {
     const nsId = this.#strings.ns.find(ref.namespace);
     const slot = nsId === undefined ? undefined : this.#byName[nsId]?.get(ref.name);
-    return slot === undefined ? undefined : this.#info(slot, ref.name);
+    if (slot === undefined) return undefined;
+    let info = this.#looked.get(slot);
+    if (info === undefined) {
+      if (this.#looked.size >= MAX_LOOKED_UP) this.#looked.clear();
+      info = this.#info(slot, ref.name);
+      this.#looked.set(slot, info);
+    }
+    return info;
   }
 
   hasActivePodOnNode(key: NodeAccountKey): boolean {

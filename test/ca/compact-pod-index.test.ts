@@ -1,6 +1,7 @@
 /**
  * The compact pod index answers as the map-based index does on a generated cluster under
- * random churn (pods added, moved between nodes, changing phase, deleted, odd UIDs); as the
+ * random churn (pods added, moved between nodes, changing phase, deleted, odd UIDs; looked up
+ * between the changes, so an answer kept past its pod's change would show); as the
  * informer's store it drops what a re-list did not name and applies watch events; and the
  * streaming pod page decoder gives exactly the slim pods JSON.parse would.
  */
@@ -50,6 +51,11 @@ test('the compact index answers as the map-based index on a generated cluster un
         old.upsert(moved);
         compact.upsert(moved);
       }
+      // Lookups during the churn too: getPod keeps its answers per slot until the slot changes
+      // (a pod replaced, removed, its slot reused by another), so a stale one would show here.
+      assert.deepEqual(compact.getPod(base), old.getPod(base), `seed ${seed} step ${step}: getPod after the change`);
+      const other = names[Math.floor(rng() * names.length)]!;
+      assert.deepEqual(compact.getPod(other), old.getPod(other), `seed ${seed} step ${step}: getPod of another pod`);
     }
     assert.equal(compact.size, old.size, `seed ${seed}: size`);
     for (const p of names) assert.deepEqual(compact.getPod(p), old.getPod(p), `seed ${seed}: getPod ${p.namespace}/${p.name}`);
