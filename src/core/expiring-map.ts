@@ -10,8 +10,14 @@ export interface ExpiringMapOptions {
   readonly maxEntries: number;
 }
 
+/** A stored value and when it expires. */
+export interface ExpiringEntry<V> {
+  readonly value: V;
+  readonly expiresAtMs: number;
+}
+
 export class ExpiringMap<V> {
-  readonly #entries = new Map<string, { readonly value: V; readonly expiresAtMs: number }>();
+  readonly #entries = new Map<string, ExpiringEntry<V>>();
   readonly #o: ExpiringMapOptions;
 
   constructor(options: ExpiringMapOptions) {
@@ -24,18 +30,23 @@ export class ExpiringMap<V> {
 
   /** The value under `key` while it has not expired (an expired entry is dropped). */
   get(key: string): V | undefined {
+    return this.entry(key)?.value;
+  }
+
+  /** The live entry under `key` (its value and expiry, in one lookup), or undefined (an expired entry is dropped). */
+  entry(key: string): ExpiringEntry<V> | undefined {
     const e = this.#entries.get(key);
     if (!e) return undefined;
     if (this.#o.clock.now() >= e.expiresAtMs) {
       this.#entries.delete(key);
       return undefined;
     }
-    return e.value;
+    return e;
   }
 
   /** When the live entry under `key` expires (ms), or undefined when there is none. */
   expiresAt(key: string): number | undefined {
-    return this.get(key) === undefined ? undefined : this.#entries.get(key)?.expiresAtMs;
+    return this.entry(key)?.expiresAtMs;
   }
 
   /** Keeps `value` under `key` until `expiresAtMs`, as the newest entry; evicts the oldest beyond the bound. */

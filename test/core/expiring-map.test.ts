@@ -32,3 +32,17 @@ test('expiring map: bounded, oldest insertion first; setting a key again makes i
   assert.equal(m.get('a'), 3);
   assert.equal(m.get('c'), 4);
 });
+
+test('expiring map: entry gives the value and its expiry in one lookup, and nothing once expired', async () => {
+  const clock = new FakeClock();
+  const m = new ExpiringMap<string>({ clock, maxEntries: 4 });
+  const at = clock.now() + 500;
+  m.set('a', 'A', at);
+  assert.deepEqual({ ...m.entry('a') }, { value: 'A', expiresAtMs: at });
+  assert.equal(m.expiresAt('a'), at);
+  assert.equal(m.entry('b'), undefined);
+  await clock.advance(500);
+  assert.equal(m.entry('a'), undefined);
+  assert.equal(m.expiresAt('a'), undefined);
+  assert.equal(m.size, 0);
+});

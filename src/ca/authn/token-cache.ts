@@ -8,7 +8,7 @@
  */
 import { hash } from 'node:crypto';
 import type { Clock } from '../../core/clock.js';
-import { ExpiringMap } from '../../core/expiring-map.js';
+import { ExpiringMap, type ExpiringEntry } from '../../core/expiring-map.js';
 import type { Caller } from '../caller.js';
 
 export interface TokenCacheOptions {
@@ -46,11 +46,21 @@ export class TokenCache {
     return this.#entries.get(key);
   }
 
+  /** The live entry under `key`, caller and expiry in one lookup (the per-call path: `entryRefreshDue` then needs none). */
+  entry(key: string): ExpiringEntry<Caller> | undefined {
+    return this.#entries.entry(key);
+  }
+
   /** True when the live entry under `key` ends within the last REFRESH_AHEAD_FRACTION of `ttlMs` and before its token's `exp`. */
   refreshDue(key: string): boolean {
-    const at = this.#entries.expiresAt(key);
-    const caller = this.#entries.get(key);
-    if (at === undefined || caller?.expiresAtMs === undefined || at >= caller.expiresAtMs) return false;
+    const e = this.#entries.entry(key);
+    return e !== undefined && this.entryRefreshDue(e);
+  }
+
+  /** `refreshDue` of an entry already looked up. */
+  entryRefreshDue(e: ExpiringEntry<Caller>): boolean {
+    const at = e.expiresAtMs;
+    if (e.value.expiresAtMs === undefined || at >= e.value.expiresAtMs) return false;
     return at - this.#options.clock.now() < this.#options.ttlMs * REFRESH_AHEAD_FRACTION;
   }
 

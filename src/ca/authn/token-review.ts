@@ -75,10 +75,12 @@ export class TokenReviewAuthenticator implements Authenticator {
 
   async authenticate(token: Secret<string>): Promise<Caller> {
     const key = tokenCacheKey({ clusterId: this.#o.clusterId, token: token.reveal() });
-    const cached = this.#o.cache.get(key);
-    if (cached && cached.authenticator === this.kind) {
+    // One lookup for the verdict and its expiry (the refresh check needs both).
+    const entry = this.#o.cache.entry(key);
+    if (entry && entry.value.authenticator === this.kind) {
+      const cached = entry.value;
       this.#o.onCacheLookup?.('hit');
-      if (this.#o.cache.refreshDue(key) && !this.#inflight.has(key)) {
+      if (this.#o.cache.entryRefreshDue(entry) && !this.#inflight.has(key)) {
         this.#o.onCacheLookup?.('refresh');
         // The cached verdict stands until its own end; a failed refresh only means the next call after it reviews.
         this.#start(key, token, cached.expiresAtMs).catch(() => undefined);
