@@ -268,13 +268,12 @@ export class LeafIssuerPool {
       for (const s of this.#slots) if (s.outstanding.size < best.outstanding.size) best = s;
       const j = Math.min(q.ids.length, i + MAX_BATCH);
       for (let k = i; k < j; k++) best.outstanding.set(q.ids[k]!, pending[k]!);
-      const batch: BatchMessage = {
-        kind: 'batch',
-        ids: q.ids.slice(i, j),
-        csrs: q.csrs.slice(i, j),
-        spiffeIds: q.spiffeIds.slice(i, j),
-        ttlSeconds: q.ttlSeconds.slice(i, j),
-      };
+      // One chunk holding the whole turn (the common case) sends the queue's own arrays: they
+      // were replaced above, nothing writes them again.
+      const whole = i === 0 && j === q.ids.length;
+      const batch: BatchMessage = whole
+        ? { kind: 'batch', ids: q.ids, csrs: q.csrs, spiffeIds: q.spiffeIds, ttlSeconds: q.ttlSeconds }
+        : { kind: 'batch', ids: q.ids.slice(i, j), csrs: q.csrs.slice(i, j), spiffeIds: q.spiffeIds.slice(i, j), ttlSeconds: q.ttlSeconds.slice(i, j) };
       best.worker.ref();
       best.worker.postMessage(batch);
     }
