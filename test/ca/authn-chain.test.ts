@@ -12,7 +12,7 @@ import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { rejectionCode } from './support/error-code.js';
 import { FakeClock } from '../support/fake-clock.js';
-import { silentLogger } from '../../src/core/log.js';
+import { createLogger, silentLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { AuthenticatorChain, type Authenticator, JwtAuthenticator, discoveredJwks, TokenCache, type Caller, authnError, type CaAuthnCode } from '../../src/ca/index.js';
 import { makeServingMaterial, type ServingMaterial } from '../../src/devcluster/serving-cert.js';
@@ -71,6 +71,24 @@ test('nobody could decide: backend error; an unexpected exception denies without
   assert.equal(await rejectionCode(chain.authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
   assert.deepEqual(after, []);
   assert.equal(await rejectionCode(new AuthenticatorChain([], silentLogger).authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+});
+
+test('a chain of one authenticator (the usual cluster): the same verdicts, errors and log as the loop', async () => {
+  const asked: string[] = [];
+  assert.deepEqual(await new AuthenticatorChain([accepting(asked)], silentLogger).authenticate(new Secret('t')), CALLER);
+  for (const code of ['ERR_CA_TOKEN_INVALID', 'ERR_CA_TOKEN_EXPIRED', 'ERR_CA_AUTHN_BACKEND'] as const) {
+    assert.equal(await rejectionCode(new AuthenticatorChain([rejecting('tokenreview', code, asked)], silentLogger).authenticate(new Secret('t'))), code);
+  }
+  const lines: string[] = [];
+  const logger = createLogger({ level: 'debug', sink: (line) => lines.push(line) });
+  await assert.rejects(new AuthenticatorChain([rejecting('jwt', 'ERR_CA_AUTHN_BACKEND', asked)], logger).authenticate(new Secret('t')));
+  assert.equal(lines.filter((l) => l.includes('authenticator could not decide')).length, 1, 'the undecided one is logged, as in the loop');
+  const buggy: Authenticator = { kind: 'tokenreview', authenticate: async () => { throw new TypeError('bug'); } };
+  assert.equal(await rejectionCode(new AuthenticatorChain([buggy], silentLogger).authenticate(new Secret('t'))), 'ERR_CA_AUTHN_BACKEND');
+  const throwsAtOnce = { kind: 'tokenreview', authenticate: () => { throw new TypeError('sync bug'); } } as Authenticator;
+  const p = new AuthenticatorChain([throwsAtOnce], silentLogger).authenticate(new Secret('t'));
+  assert.ok(p instanceof Promise, 'a synchronous throw is a rejection, not an exception out of authenticate');
+  assert.equal(await rejectionCode(p), 'ERR_CA_AUTHN_BACKEND');
 });
 
 // --- The JWT verifier's verdicts against real JWKS hosts (HTTPS on loopback) ---
