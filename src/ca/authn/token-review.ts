@@ -73,20 +73,31 @@ export class TokenReviewAuthenticator implements Authenticator {
     this.#o = options;
   }
 
-  async authenticate(token: Secret<string>): Promise<Caller> {
-    const key = tokenCacheKey({ clusterId: this.#o.clusterId, token: token.reveal() });
-    // One lookup for the verdict and its expiry (the refresh check needs both).
-    const entry = this.#o.cache.entry(key);
-    if (entry && entry.value.authenticator === this.kind) {
-      const cached = entry.value;
-      this.#o.onCacheLookup?.('hit');
-      if (this.#o.cache.entryRefreshDue(entry) && !this.#inflight.has(key)) {
-        this.#o.onCacheLookup?.('refresh');
-        // The cached verdict stands until its own end; a failed refresh only means the next call after it reviews.
-        this.#start(key, token, cached.expiresAtMs).catch(() => undefined);
+  authenticate(token: Secret<string>): Promise<Caller> {
+    let key: string;
+    try {
+      key = tokenCacheKey({ clusterId: this.#o.clusterId, token: token.reveal() });
+      // One lookup for the verdict and its expiry (the refresh check needs both).
+      const entry = this.#o.cache.entry(key);
+      if (entry && entry.value.authenticator === this.kind) {
+        const cached = entry.value;
+        this.#o.onCacheLookup?.('hit');
+        if (this.#o.cache.entryRefreshDue(entry) && !this.#inflight.has(key)) {
+          this.#o.onCacheLookup?.('refresh');
+          // The cached verdict stands until its own end; a failed refresh only means the next call after it reviews.
+          this.#start(key, token, cached.expiresAtMs).catch(() => undefined);
+        }
+        // The hit (nearly every call) answers without an async frame of its own.
+        return Promise.resolve(cached);
       }
-      return cached;
+    } catch (err) {
+      return Promise.reject(err);
     }
+    return this.#uncached(key, token);
+  }
+
+  /** Not in the cache: the refusal cache, the local checks, then a review (shared with whoever asks meanwhile). */
+  async #uncached(key: string, token: Secret<string>): Promise<Caller> {
     const refused = this.#o.refusals?.get(key);
     if (refused) {
       this.#o.onCacheLookup?.('refused');
