@@ -28,7 +28,7 @@ const PROBES: readonly Probe[] = [
   { text: 'ImpersonatedIdentity', match: 'within' },
   { text: 'certbroker.io/serving-names', match: 'within' },
   { text: 'clusterid', match: 'exact' },
-  { text: 'authorization', match: 'exact', elsewhere: { 'core/log.ts': 'a log field name whose value is redacted' } },
+  { text: 'authorization', match: 'exact', elsewhere: { 'core/log.ts': 'a log field name whose value is redacted', 'h2/hpack-tables.ts': 'entry 23 of the HPACK static table (RFC 7541 Appendix A)' } },
   { text: 'Kubernetes', match: 'exact', elsewhere: { 'devcluster/openapi.ts': 'the OpenAPI document title' } },
   { text: 'istio-ca', match: 'exact' },
   { text: 'istio-ca-root-cert', match: 'exact' },
