@@ -15,14 +15,14 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createInterface } from 'node:readline';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
 import { CompactPodIndex } from '../src/ca/index.js';
-import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex } from '../src/ca/index.js';
+import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex, type PodInfo } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
 import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
 import { pct, writeDocSection } from './report.js';
@@ -136,18 +136,46 @@ async function clusterMode(kubeconfigPath: string): Promise<void> {
   await cluster.close();
 }
 
-function callers(index: PodIndex, pods: number, shape: ClusterShape): Array<{ caller: Caller; identity: string }> {
-  const out = [];
-  for (let k = 0; out.length < 2000; k++) {
-    const i = Math.floor((k * 7919) % pods);
+interface Call {
+  readonly caller: Caller;
+  readonly identity: string;
+}
+
+/** The node agent of node `n` as the token cache hands it out (the UID as the index has it: the devcluster's admission gives created pods their own). */
+function agent(index: PodIndex, n: number): Caller {
+  const uid = index.getPod({ namespace: 'istio-system', name: `ztunnel-${n}` })?.uid ?? '';
+  return { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' };
+}
+
+const identityOf = (p: PodInfo) => `spiffe://cluster.local/ns/${p.namespace}/sa/${p.serviceAccountName}`;
+/** Pods that authorize (a Failed or Succeeded pod alone on its node is refused: another path). */
+const authorizes = (p: PodInfo) => p.phase === 'Running' || p.phase === 'Pending';
+const CALLS = 2000;
+
+/** Random callers: pod i spread over the cluster, asked for by its node's agent; a Caller object per call (each one noted after its first call). */
+function randomCalls(index: PodIndex, shape: ClusterShape): Call[] {
+  const out: Call[] = [];
+  for (let k = 0; out.length < CALLS; k++) {
+    const i = Math.floor((k * 7919) % shape.pods);
     const p = toPodInfo(realisticPod(i, shape) as V1Pod)!;
-    // Pods that authorize (a Failed or Succeeded pod alone on its node is refused: another path).
-    if (p.phase !== 'Running' && p.phase !== 'Pending') continue;
+    if (authorizes(p)) out.push({ caller: agent(index, podNode(i, shape.nodes)), identity: identityOf(p) });
+  }
+  return out;
+}
+
+/** Bursts: node after node (spread over the cluster), its agent asks for the identities of all its node's pods in a row, as a broker does for its workloads; one Caller per node. */
+function burstCalls(index: PodIndex, shape: ClusterShape): Call[] {
+  const byNode = new Map<number, PodInfo[]>();
+  for (let i = 0; i < shape.pods; i++) {
+    const p = toPodInfo(realisticPod(i, shape) as V1Pod)!;
     const n = podNode(i, shape.nodes);
-    // The UID as the index has it (the devcluster's admission gives created pods their own).
-    const uid = index.getPod({ namespace: 'istio-system', name: `ztunnel-${n}` })?.uid ?? '';
-    const caller: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' } as Caller;
-    out.push({ caller, identity: `spiffe://cluster.local/ns/${p.namespace}/sa/${p.serviceAccountName}` });
+    if (authorizes(p)) (byNode.get(n) ?? byNode.set(n, []).get(n)!).push(p);
+  }
+  const out: Call[] = [];
+  for (let k = 0; out.length < CALLS; k++) {
+    const n = (k * 7919) % shape.nodes;
+    const caller = agent(index, n);
+    for (const p of byNode.get(n) ?? []) if (out.length < CALLS) out.push({ caller, identity: identityOf(p) });
   }
   return out;
 }
@@ -156,13 +184,27 @@ function authorizer(pods: PodIndex): NodeAuthorizer {
   return new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: ['cluster.local'], pods });
 }
 
+type Pattern = 'burst' | 'random' | 'cold';
+const PATTERNS: readonly Pattern[] = ['burst', 'random', 'cold'];
+interface Cost {
+  readonly p50: number;
+  readonly p99: number;
+  readonly allowed: number;
+}
+
 /**
- * authorize() per call on each index, p50/p99 in µs: both warmed up first, then measured in
- * alternating rounds so JIT state and machine noise fall on both alike.
+ * authorize() per call on each index and call pattern, p50/p99 in µs: warmed up first, then
+ * measured in alternating rounds so JIT state and machine noise fall on all alike. `cold`: the
+ * random calls, each from a new Caller object (a token's first call: no note yet).
  */
-function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; count: number; shape: ClusterShape }>): Array<{ p50: number; p99: number; allowed: number }> {
-  const runs = sets.map((s) => ({ authz: authorizer(s.pods), calls: callers(s.pods, s.count, s.shape), samples: [] as number[], allowed: 0 }));
-  const call = (r: (typeof runs)[number], c: { caller: Caller; identity: string }): boolean => {
+function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape }>): Array<Record<Pattern, Cost>> {
+  const runs = sets.flatMap((s, set) => {
+    const authz = authorizer(s.pods);
+    const random = randomCalls(s.pods, s.shape);
+    const lists: Record<Pattern, Call[]> = { burst: burstCalls(s.pods, s.shape), random, cold: random };
+    return PATTERNS.map((pattern) => ({ set, pattern, authz, calls: lists[pattern], samples: [] as number[], allowed: 0 }));
+  });
+  const call = (r: (typeof runs)[number], c: Call): boolean => {
     try {
       r.authz.authorize(c.caller, c.identity);
       return true;
@@ -170,10 +212,11 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; count: number; shape: 
       return false;
     }
   };
-  for (const r of runs) for (let k = 0; k < 3; k++) for (const c of r.calls) call(r, c);
+  const copies = (r: (typeof runs)[number]): readonly Call[] => (r.pattern === 'cold' ? r.calls.map((c) => ({ caller: { ...c.caller, podNote: undefined }, identity: c.identity })) : r.calls);
+  for (const r of runs) for (let k = 0; k < 3; k++) for (const c of copies(r)) call(r, c);
   for (let round = 0; round < 10; round++) {
     for (const r of runs) {
-      for (const c of r.calls) {
+      for (const c of copies(r)) {
         const t = process.hrtime.bigint();
         const ok = call(r, c);
         r.samples.push(Number(process.hrtime.bigint() - t) / 1000);
@@ -181,9 +224,13 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; count: number; shape: 
       }
     }
   }
-  return runs.map((r) => {
-    r.samples.sort((a, b) => a - b);
-    return { p50: pct(r.samples, 50), p99: pct(r.samples, 99), allowed: r.allowed / r.samples.length };
+  return sets.map((_, set) => {
+    const out = {} as Record<Pattern, Cost>;
+    for (const r of runs.filter((x) => x.set === set)) {
+      r.samples.sort((a, b) => a - b);
+      out[r.pattern] = { p50: pct(r.samples, 50), p99: pct(r.samples, 99), allowed: r.allowed / r.samples.length };
+    }
+    return out;
   });
 }
 
@@ -214,15 +261,17 @@ async function caMode(kubeconfigPath: string): Promise<void> {
   // The map-based index this replaced (InMemoryPodIndex), at both sizes, for the same calls.
   const oldBig = fill(new InMemoryPodIndex(), PODS, SHAPE);
   const oldSmall = fill(new InMemoryPodIndex(), 1000, smallShape);
+  const load0 = loadavg()[0]!;
   const [big, little, mapBig, mapSmall] = authzCosts([
-    { pods: informer, count: PODS, shape: SHAPE },
-    { pods: small, count: 1000, shape: smallShape },
-    { pods: oldBig, count: PODS, shape: SHAPE },
-    { pods: oldSmall, count: 1000, shape: smallShape },
+    { pods: informer, shape: SHAPE },
+    { pods: small, shape: smallShape },
+    { pods: oldBig, shape: SHAPE },
+    { pods: oldSmall, shape: smallShape },
   ]);
+  const authzLoad = [load0, loadavg()[0]!];
   await informer.stop();
   process.stdout.write(
-    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall })}\n`,
+    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, authzLoad })}\n`,
   );
 }
 
@@ -283,14 +332,26 @@ async function main(): Promise<void> {
     const base = child('baseline', 4096);
     const b = await firstLine(base.lines);
     await base.done;
-    const a150 = r.authz150k as { p50: number; p99: number; allowed: number };
-    const a1 = r.authz1k as { p50: number; p99: number; allowed: number };
-    const m150 = r.map150k as { p50: number; p99: number };
-    const m1 = r.map1k as { p50: number; p99: number };
+    const a150 = r.authz150k as Record<Pattern, Cost>;
+    const a1 = r.authz1k as Record<Pattern, Cost>;
+    const m150 = r.map150k as Record<Pattern, Cost>;
+    const m1 = r.map1k as Record<Pattern, Cost>;
+    const [l0, l1] = r.authzLoad as [number, number];
+    const ratio = (a: Cost, b: Cost) => `${f2(a.p50 / b.p50)}x / ${f2(a.p99 / b.p99)}x`;
+    const costs = (a: Cost) => `${f2(a.p50)} / ${f2(a.p99)} µs`;
+    const WHAT: Record<Pattern, string> = {
+      burst: "a node agent's burst: its node's pods' identities in a row, node after node (noted caller)",
+      random: 'random callers: each call another node (noted callers)',
+      cold: "a caller's first call (new Caller object: no note), random nodes",
+    };
     const lines = [
       `CA: synced ${r.indexed} pods in ${f1((r.syncMs as number) / 1000)} s (CA CPU ${f1((r.syncCpuMs as number) / 1000)} s); ${f0(r.rssPerPod)} B RSS / ${f0(r.heapPerPod)} B heap per indexed pod (RSS ${f0(r.rssMiB)} MiB, peak ${f0(r.peakRssMiB)} MiB)`,
       `baseline (Map of the same tuples, fresh process): ${f0(b.rssPerPod)} B RSS / ${f0(b.heapPerPod)} B heap per pod -> CA/baseline RSS ${f2((r.rssPerPod as number) / (b.rssPerPod as number))}`,
-      `authorize per call: ${f2(a150.p50)} / ${f2(a150.p99)} µs p50/p99 at ${PODS} pods vs ${f2(a1.p50)} / ${f2(a1.p99)} µs at 1000 pods (allowed ${f2(a150.allowed)} / ${f2(a1.allowed)}); the old map index: ${f2(m150.p50)} / ${f2(m150.p99)} vs ${f2(m1.p50)} / ${f2(m1.p99)} µs`,
+      ...PATTERNS.map(
+        (p) =>
+          `authorize per call, ${p}: ${costs(a150[p])} p50/p99 at ${PODS} pods vs ${costs(a1[p])} at 1000 pods = ${ratio(a150[p], a1[p])} (allowed ${f2(a150[p].allowed)} / ${f2(a1[p].allowed)}); the map index (by-name path): ${costs(m150[p])} vs ${costs(m1[p])}`,
+      ),
+      `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after`,
     ];
     for (const l of lines) console.log(l);
     if (process.argv.includes('--write-docs')) {
@@ -303,9 +364,9 @@ async function main(): Promise<void> {
         `| CA CPU during the sync (user + system) | ${f1((r.syncCpuMs as number) / 1000)} s |`,
         `| CA RSS per indexed pod (after GC) | ${f0(r.rssPerPod)} B (heap ${f0(r.heapPerPod)} B); CA RSS ${f0(r.rssMiB)} MiB |`,
         `| baseline: Map of the same tuples, fresh process | ${f0(b.rssPerPod)} B RSS (heap ${f0(b.heapPerPod)} B) per pod |`,
-        `| authorize p50 / p99 at ${PODS} pods | ${f2(a150.p50)} / ${f2(a150.p99)} µs |`,
-        `| authorize p50 / p99 at 1,000 pods (same pods per node) | ${f2(a1.p50)} / ${f2(a1.p99)} µs |`,
-        `| the old map index (InMemoryPodIndex), same calls: ${PODS} / 1,000 pods | ${f2(m150.p50)} / ${f2(m150.p99)} µs; ${f2(m1.p50)} / ${f2(m1.p99)} µs |`,
+        ...PATTERNS.map((p) => `| authorize p50 / p99, ${WHAT[p]}: ${PODS} pods; 1,000 pods (same pods per node); ratio | ${costs(a150[p])}; ${costs(a1[p])}; **${ratio(a150[p], a1[p])}** |`),
+        `| the map index (InMemoryPodIndex, the authorizer's by-name path), burst / random: ${PODS} pods; 1,000 pods | ${costs(m150.burst)}, ${costs(m150.random)}; ${costs(m1.burst)}, ${costs(m1.random)} |`,
+        `| load average (1 min) around the authorize rounds | ${f1(l0)} -> ${f1(l1)} |`,
         `| devcluster: load ${c.storedPods} pods through admission | ${f1((c.loadMs as number) / 1000)} s |`,
         `| devcluster: memory per stored pod | ${f0(c.heapPerPod)} B heap, ${f0(c.rssPerPod)} B RSS (RSS ${f0(c.rssMiB)} MiB) |`,
         `| devcluster: first page of 500 / a page halfway (continue token) | ${f1(c.firstPageMs)} ms / ${f1(c.deepPageMs)} ms |`,

@@ -12,6 +12,31 @@ export interface Caller {
   readonly authenticator: 'tokenreview' | 'jwt';
   /** Token expiry, ms since epoch, when known. */
   readonly expiresAtMs?: number;
+  /**
+   * Where the node authorizer last found this caller's pod: written by the authorizer alone
+   * (node-authorizer.ts), on the Caller object the token cache hands out for every call with the
+   * same token, and trusted only while the pod's slot stamp is unchanged.
+   */
+  podNote?: CallerPodNote;
+}
+
+/** See `Caller.podNote`: a shortcut to the caller pod, never a decision. */
+export interface CallerPodNote {
+  /** The NodeAuthorizer that wrote it (its `id`); another one looks the pod up itself. */
+  readonly authorizer: number;
+  /** The caller fields it was checked against (a copy of the Caller with other fields carries a note that does not fit it). */
+  readonly namespace: string;
+  readonly serviceAccount: string;
+  readonly podName: string;
+  readonly podUid: string;
+  /** The caller's account is a registration authority (else a trusted node agent) for that authorizer. */
+  readonly authority: boolean;
+  /** PodSlots `instance`, slot and that slot's stamp when the pod was checked against the token. */
+  readonly index: number;
+  readonly slot: number;
+  readonly stamp: number;
+  /** The pod's node id then, -1 when unscheduled. */
+  readonly node: number;
 }
 
 const SA_USER = /^system:serviceaccount:([a-z0-9]([-a-z0-9]*[a-z0-9])?):([a-z0-9]([-.a-z0-9]*[a-z0-9])?)$/;

@@ -1,12 +1,18 @@
 /**
  * The CA's pod index at cluster scale: per pod only what node authorization reads. A pod is a
  * slot: its name (the one string per pod, the key of its namespace's map) and one 32-byte row
- * (namespace, service account, node and phase as interned ids — a cluster has few distinct
- * ones — and the UID as 16 bytes when it is a UUID, as the API server makes them; any other UID
- * is kept as a string), so reading a pod touches one cache line beside its name. The node check
- * (`hasActivePodOnNode`) is one probe of the (node, namespace, account) counts
- * (node-account-counts.ts) instead of a walk of the node's pods: its cost does not grow with
- * the cluster. Each node also keeps its slots, for `podsOnNode`.
+ * (namespace, account — the (namespace, service account) pair —, node and phase as interned ids —
+ * a cluster has few distinct ones — and the UID as 16 bytes when it is a UUID, as the API server
+ * makes them; any other UID is kept as a string), so reading a pod touches one cache line beside
+ * its name. The node check (`hasActivePodOnNode`) is one probe of the node's own active-account
+ * counts (node-account-counts.ts) instead of a walk of the node's pods: its cost does not grow
+ * with the cluster. Each node also keeps its slots, for `podsOnNode`.
+ *
+ * Slots are also offered as PodSlots (pod-index.ts) to the node authorizer, which notes the
+ * caller pod's slot and its stamp: every upsert and remove of a slot bumps the slot's stamp (a
+ * 32-bit counter per slot: a note could only be fooled by exactly 2^32 changes of one pod between
+ * two calls of one caller), so a changed, replaced or deleted pod is looked up afresh on the
+ * very next call.
  *
  * It is the informer's store (InformerStore): list pages and watch events upsert into it as
  * they are decoded, and a complete re-list drops the pods it did not name (a generation per
@@ -16,16 +22,16 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { errorEvent, type Applied, type InformerStore, type WatchEvent } from '../kube/informer-cache.js';
 import { NodeAccountCounts } from './node-account-counts.js';
-import type { NodeAccountKey, PodIndex, PodInfo, PodRef } from './pod-index.js';
+import type { NodeAccountKey, PodIndex, PodInfo, PodRef, PodSlots } from './pod-index.js';
 import { parseUuid, uuidText } from './uuid-words.js';
 
 const PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Unknown'];
 const SUCCEEDED = 2;
 const FAILED = 3;
-/** Row: namespace, service account, node + 1 (0 = unscheduled), phase, UID (4 words); 32 bytes. */
+/** Row: namespace, account, node + 1 (0 = unscheduled), phase, UID (4 words); 32 bytes. */
 const ROW = 8;
 const R_NS = 0;
-const R_SA = 1;
+const R_ACCOUNT = 1;
 const R_NODE = 2;
 const R_PHASE = 3;
 const R_UID = 4;
@@ -62,7 +68,11 @@ const MAX_LOOKED_UP = 4096;
 
 const active = (phase: number) => phase !== SUCCEEDED && phase !== FAILED;
 
-export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
+/** Index objects made in this process so far (each one's `instance`). */
+let instances = 0;
+
+export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod> {
+  readonly instance = ++instances;
   readonly #what: string;
   /** Slots by name, per namespace id: the caller lookup reads a map of its own namespace (node agents' is small and hot), not one of the whole cluster. */
   readonly #byName: Array<Map<string, number> | undefined> = [];
@@ -71,6 +81,8 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   #count = 0;
   #rows = new Uint32Array(0);
   #gen = new Uint32Array(0);
+  /** Bumped by every upsert and remove of the slot (PodSlots.stamp). */
+  #stamps = new Uint32Array(0);
   /** UIDs that are not UUIDs, by slot. */
   readonly #otherUid = new Map<number, string>();
   /**
@@ -83,6 +95,11 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
   /** Slots per node id (unscheduled pods are in none). */
   readonly #onNode: number[][] = [];
   readonly #active = new NodeAccountCounts();
+  /** Account ids by service account id, per namespace id; and each account's service account id. */
+  readonly #accounts: Array<Map<number, number> | undefined> = [];
+  readonly #accountSa: number[] = [];
+  /** UID words of a caller being checked (uidIs). */
+  readonly #uidWords = new Uint32Array(4);
   readonly #strings = { ns: new Interned(), sa: new Interned(), node: new Interned(), phase: new Interned() };
   #generation = 0;
   #synced: boolean;
@@ -105,6 +122,10 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     return this.#count;
   }
 
+  get slots(): PodSlots {
+    return this;
+  }
+
   /** Adds or replaces a pod. */
   upsert(pod: PodInfo): void {
     const nsId = this.#strings.ns.id(pod.namespace);
@@ -122,15 +143,16 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const r = this.#rows;
     const o = slot * ROW;
     r[o + R_NS] = nsId;
-    r[o + R_SA] = this.#strings.sa.id(pod.serviceAccountName);
+    r[o + R_ACCOUNT] = this.#account(nsId, this.#strings.sa.id(pod.serviceAccountName));
     r[o + R_NODE] = nodeId === undefined ? 0 : nodeId + 1;
     r[o + R_PHASE] = this.#strings.phase.id(pod.phase);
     if (nodeId !== undefined) {
       (this.#onNode[nodeId] ??= []).push(slot);
-      if (active(r[o + R_PHASE]!)) this.#active.add(nodeId, r[o + R_NS]!, r[o + R_SA]!);
+      if (active(r[o + R_PHASE]!)) this.#active.add(nodeId, r[o + R_ACCOUNT]!);
     }
     this.#gen[slot] = this.#generation;
     this.#looked.delete(slot);
+    this.#stamps[slot] = (this.#stamps[slot]! + 1) >>> 0;
     this.#otherUid.delete(slot);
     if (!parseUuid(pod.uid, r, o + R_UID)) this.#otherUid.set(slot, pod.uid);
   }
@@ -143,6 +165,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     names!.delete(ref.name);
     this.#count--;
     this.#unplace(slot);
+    this.#stamps[slot] = (this.#stamps[slot]! + 1) >>> 0;
     this.#names[slot] = undefined;
     this.#looked.delete(slot);
     this.#otherUid.delete(slot);
@@ -164,19 +187,61 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
 
   hasActivePodOnNode(key: NodeAccountKey): boolean {
     const node = this.#strings.node.find(key.nodeName);
-    const ns = this.#strings.ns.find(key.namespace);
-    const sa = this.#strings.sa.find(key.serviceAccountName);
-    return node !== undefined && ns !== undefined && sa !== undefined && this.#active.count(node, ns, sa) > 0;
+    const account = this.#findAccount(key.namespace, key.serviceAccountName);
+    return node !== undefined && account >= 0 && this.#active.count(node, account) > 0;
   }
 
   podsOnNode(key: NodeAccountKey): readonly PodInfo[] {
     const nodeId = this.#strings.node.find(key.nodeName);
-    const ns = this.#strings.ns.find(key.namespace);
-    const sa = this.#strings.sa.find(key.serviceAccountName);
+    const account = this.#findAccount(key.namespace, key.serviceAccountName);
     const slots = nodeId === undefined ? undefined : this.#onNode[nodeId];
-    if (slots === undefined || ns === undefined || sa === undefined) return [];
+    if (slots === undefined || account < 0) return [];
     const r = this.#rows;
-    return slots.filter((s) => r[s * ROW + R_NS] === ns && r[s * ROW + R_SA] === sa).map((s) => this.#info(s));
+    return slots.filter((s) => r[s * ROW + R_ACCOUNT] === account).map((s) => this.#info(s));
+  }
+
+  // PodSlots: the node authorizer's fast path (pod-index.ts).
+
+  slotOf(namespace: string, name: string): number {
+    const nsId = this.#strings.ns.find(namespace);
+    return (nsId === undefined ? undefined : this.#byName[nsId]?.get(name)) ?? -1;
+  }
+
+  stamp(slot: number): number {
+    return this.#stamps[slot]!;
+  }
+
+  uidIs(slot: number, uid: string): boolean {
+    if (this.#otherUid.size > 0) {
+      const other = this.#otherUid.get(slot);
+      if (other !== undefined) return other === uid;
+    }
+    // The row holds a UUID; the stored text is its canonical form, so only a canonical UID can equal it.
+    const w = this.#uidWords;
+    const o = slot * ROW + R_UID;
+    const r = this.#rows;
+    return parseUuid(uid, w, 0) && w[0] === r[o] && w[1] === r[o + 1] && w[2] === r[o + 2] && w[3] === r[o + 3];
+  }
+
+  serviceAccountIs(slot: number, serviceAccountName: string): boolean {
+    return this.#strings.sa.find(serviceAccountName) === this.#accountSa[this.#rows[slot * ROW + R_ACCOUNT]!];
+  }
+
+  nodeOf(slot: number): number {
+    return this.#rows[slot * ROW + R_NODE]! - 1;
+  }
+
+  nodeName(node: number): string {
+    return this.#strings.node.names[node] ?? '';
+  }
+
+  accountId(namespace: string, serviceAccountName: string): number {
+    // Pods without a service account (see toPodInfo) stand for no identity.
+    return serviceAccountName === '' ? -1 : this.#findAccount(namespace, serviceAccountName);
+  }
+
+  activeOnNode(node: number, account: number): boolean {
+    return this.#active.count(node, account) > 0;
   }
 
   /** Every pod (a copy). */
@@ -242,13 +307,34 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
     const i = list.indexOf(slot);
     list[i] = list[list.length - 1]!;
     list.pop();
-    if (active(this.#rows[o + R_PHASE]!)) this.#active.remove(nodeId, this.#rows[o + R_NS]!, this.#rows[o + R_SA]!);
+    if (active(this.#rows[o + R_PHASE]!)) this.#active.remove(nodeId, this.#rows[o + R_ACCOUNT]!);
     this.#rows[o + R_NODE] = 0;
   }
 
   #ensure(n: number): void {
     this.#rows = grow(this.#rows, n * ROW, (k) => new Uint32Array(k));
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
+    this.#stamps = grow(this.#stamps, n, (k) => new Uint32Array(k));
+  }
+
+  /** The account id of (namespace id, service account id), made when new. */
+  #account(nsId: number, saId: number): number {
+    const bySa = (this.#accounts[nsId] ??= new Map());
+    let account = bySa.get(saId);
+    if (account === undefined) {
+      account = this.#accountSa.length;
+      this.#accountSa.push(saId);
+      bySa.set(saId, account);
+    }
+    return account;
+  }
+
+  /** The account id of `namespace/serviceAccountName`, or -1 when no pod ever ran as it here. */
+  #findAccount(namespace: string, serviceAccountName: string): number {
+    const nsId = this.#strings.ns.find(namespace);
+    const saId = this.#strings.sa.find(serviceAccountName);
+    if (nsId === undefined || saId === undefined) return -1;
+    return this.#accounts[nsId]?.get(saId) ?? -1;
   }
 
   /** The pod in `slot` (`name` when the caller has it: its name is not read again). */
@@ -261,7 +347,7 @@ export class CompactPodIndex implements PodIndex, InformerStore<V1Pod> {
       namespace: nsName,
       name: name ?? this.#names[slot]!,
       uid: this.#otherUid.get(slot) ?? uuidText(r, o + R_UID),
-      serviceAccountName: this.#strings.sa.names[r[o + R_SA]!]!,
+      serviceAccountName: this.#strings.sa.names[this.#accountSa[r[o + R_ACCOUNT]!]!]!,
       nodeName: node === 0 ? '' : this.#strings.node.names[node - 1]!,
       phase: this.#strings.phase.names[r[o + R_PHASE]!]!,
     };

@@ -1,108 +1,119 @@
 /**
- * How many active pods (not Succeeded or Failed) each (node, namespace, service account) has,
- * as ids (compact-pod-index.ts interns the strings). The node authorizer's per-call question,
- * "does this account have an active pod on the caller's node", is one probe here: an
- * open-addressing table with linear probing in one Uint32Array, 16 bytes per entry
- * (node + 1, namespace, account, count; node 0 = empty), so an answer reads one or two cache lines
- * however large the cluster. An entry whose count drops to zero is deleted by shifting the
- * probe run back (no tombstones), so churn does not fill the table.
+ * How many active pods (not Succeeded or Failed) each account has on each node, as ids
+ * (compact-pod-index.ts interns nodes and (namespace, service account) pairs). The node
+ * authorizer's per-call question, "does this account have an active pod on the caller's node",
+ * is one probe of **that node's own** table: an open-addressing table with linear probing in a
+ * small Uint32Array (8 bytes per entry: account + 1, count; 0 = empty). A node runs some tens of
+ * accounts, so its table is a few cache lines, and a node agent asking for the identities of its
+ * node's pods one after another reads the same lines each time however large the cluster (one
+ * table for the whole cluster put every (node, account) on a line of its own, a miss per call).
+ * An entry whose count drops to zero is deleted by shifting the probe run back (no tombstones),
+ * so churn does not fill a table.
  */
 
-const STRIDE = 4;
-const MIN_CAPACITY = 1024;
-/** Grow when more than this share of entries is in use. */
-const MAX_LOAD = 0.7;
+/** Entries of a node's first table (it doubles when more than MAX_LOAD of them are in use). */
+const MIN_ENTRIES = 8;
+const MAX_LOAD = 0.6;
 
-function hash(node: number, ns: number, sa: number): number {
-  let h = Math.imul(node + 1, 0x9e3779b1) ^ Math.imul(ns + 0x632be5ab, 0x85ebca77) ^ Math.imul(sa + 0x2545f491, 0xc2b2ae3d);
+function hash(account: number): number {
+  let h = Math.imul(account + 1, 0x9e3779b1);
   h ^= h >>> 15;
   h = Math.imul(h, 0x2c1b3c6d);
   h ^= h >>> 12;
   return h >>> 0;
 }
 
+/** Entry index of `account` in `t` (entries of 2 words), or -1. */
+function find(t: Uint32Array, account: number): number {
+  const mask = (t.length >>> 1) - 1;
+  const tag = account + 1;
+  for (let i = hash(account) & mask; ; i = (i + 1) & mask) {
+    const k = t[i << 1]!;
+    if (k === tag) return i;
+    if (k === 0) return -1;
+  }
+}
+
+function insert(t: Uint32Array, tag: number, count: number): void {
+  const mask = (t.length >>> 1) - 1;
+  let i = hash(tag - 1) & mask;
+  while (t[i << 1] !== 0) i = (i + 1) & mask;
+  t[i << 1] = tag;
+  t[(i << 1) + 1] = count;
+}
+
+/** Empties entry `hole` of `t`, moving later entries of its probe run back so every entry stays reachable from its home. */
+function deleteEntry(t: Uint32Array, hole: number): void {
+  const mask = (t.length >>> 1) - 1;
+  let i = hole;
+  for (let j = (i + 1) & mask; t[j << 1] !== 0; j = (j + 1) & mask) {
+    const home = hash(t[j << 1]! - 1) & mask;
+    // The entry at j may stay when its home lies cyclically in (i, j].
+    const stays = i <= j ? home > i && home <= j : home > i || home <= j;
+    if (stays) continue;
+    t[i << 1] = t[j << 1]!;
+    t[(i << 1) + 1] = t[(j << 1) + 1]!;
+    i = j;
+  }
+  t[i << 1] = 0;
+  t[(i << 1) + 1] = 0;
+}
+
 export class NodeAccountCounts {
-  #table = new Uint32Array(MIN_CAPACITY * STRIDE);
-  #mask = MIN_CAPACITY - 1;
-  #used = 0;
+  /** Per node id: its table (undefined until it has an active pod). */
+  readonly #tables: Array<Uint32Array | undefined> = [];
+  /** Per node id: entries in use. */
+  readonly #used: number[] = [];
+  #size = 0;
 
-  /** Distinct (node, namespace, account) triples with at least one active pod. */
+  /** Distinct (node, account) pairs with at least one active pod. */
   get size(): number {
-    return this.#used;
+    return this.#size;
   }
 
-  /** Active pods of (node, ns, sa). */
-  count(node: number, ns: number, sa: number): number {
-    const i = this.#find(node, ns, sa);
-    return i < 0 ? 0 : this.#table[i * STRIDE + 3]!;
+  /** Active pods of `account` on `node`. */
+  count(node: number, account: number): number {
+    const t = this.#tables[node];
+    if (t === undefined) return 0;
+    const i = find(t, account);
+    return i < 0 ? 0 : t[(i << 1) + 1]!;
   }
 
-  add(node: number, ns: number, sa: number): void {
-    const found = this.#find(node, ns, sa);
+  add(node: number, account: number): void {
+    let t = this.#tables[node];
+    if (t === undefined) {
+      t = new Uint32Array(MIN_ENTRIES * 2);
+      this.#tables[node] = t;
+      while (this.#used.length <= node) this.#used.push(0);
+    }
+    const found = find(t, account);
     if (found >= 0) {
-      this.#table[found * STRIDE + 3]!++;
+      t[(found << 1) + 1]!++;
       return;
     }
-    if ((this.#used + 1) > (this.#mask + 1) * MAX_LOAD) this.#grow();
-    const t = this.#table;
-    let i = hash(node, ns, sa) & this.#mask;
-    while (t[i * STRIDE] !== 0) i = (i + 1) & this.#mask;
-    t[i * STRIDE] = node + 1;
-    t[i * STRIDE + 1] = ns;
-    t[i * STRIDE + 2] = sa;
-    t[i * STRIDE + 3] = 1;
-    this.#used++;
+    const used = this.#used[node]! + 1;
+    if (used > (t.length >>> 1) * MAX_LOAD) t = this.#grow(node, t);
+    insert(t, account + 1, 1);
+    this.#used[node] = used;
+    this.#size++;
   }
 
   /** One active pod fewer; the entry goes when none is left. */
-  remove(node: number, ns: number, sa: number): void {
-    const i = this.#find(node, ns, sa);
+  remove(node: number, account: number): void {
+    const t = this.#tables[node];
+    if (t === undefined) return;
+    const i = find(t, account);
     if (i < 0) return;
-    const t = this.#table;
-    if (--t[i * STRIDE + 3]! > 0) return;
-    this.#delete(i);
-    this.#used--;
+    if (--t[(i << 1) + 1]! > 0) return;
+    deleteEntry(t, i);
+    this.#used[node]!--;
+    this.#size--;
   }
 
-  /** Entry index of the triple, or -1. */
-  #find(node: number, ns: number, sa: number): number {
-    const t = this.#table;
-    const tag = node + 1;
-    for (let i = hash(node, ns, sa) & this.#mask; ; i = (i + 1) & this.#mask) {
-      const o = i * STRIDE;
-      const n = t[o]!;
-      if (n === 0) return -1;
-      if (n === tag && t[o + 1] === ns && t[o + 2] === sa) return i;
-    }
-  }
-
-  /** Empties entry `hole`, moving later entries of its probe run back so every entry stays reachable from its home. */
-  #delete(hole: number): void {
-    const t = this.#table;
-    const mask = this.#mask;
-    let i = hole;
-    for (let j = (i + 1) & mask; t[j * STRIDE] !== 0; j = (j + 1) & mask) {
-      const o = j * STRIDE;
-      const home = hash(t[o]! - 1, t[o + 1]!, t[o + 2]!) & mask;
-      // The entry at j may stay when its home lies cyclically in (i, j].
-      const stays = i <= j ? home > i && home <= j : home > i || home <= j;
-      if (stays) continue;
-      t.copyWithin(i * STRIDE, o, o + STRIDE);
-      i = j;
-    }
-    t.fill(0, i * STRIDE, i * STRIDE + STRIDE);
-  }
-
-  #grow(): void {
-    const old = this.#table;
-    const capacity = (this.#mask + 1) * 2;
-    this.#table = new Uint32Array(capacity * STRIDE);
-    this.#mask = capacity - 1;
-    for (let o = 0; o < old.length; o += STRIDE) {
-      if (old[o] === 0) continue;
-      let i = hash(old[o]! - 1, old[o + 1]!, old[o + 2]!) & this.#mask;
-      while (this.#table[i * STRIDE] !== 0) i = (i + 1) & this.#mask;
-      this.#table.set(old.subarray(o, o + STRIDE), i * STRIDE);
-    }
+  #grow(node: number, old: Uint32Array): Uint32Array {
+    const t = new Uint32Array(old.length * 2);
+    for (let o = 0; o < old.length; o += 2) if (old[o] !== 0) insert(t, old[o]!, old[o + 1]!);
+    this.#tables[node] = t;
+    return t;
   }
 }

@@ -15,14 +15,34 @@
  * whose account is in `trustedRegistrationAuthorities` passes with checks 2 and 3 alone (its
  * token is bound to its own, existing pod), without check 4 — it serves workloads of every node.
  *
- * Pure: plain data in, the requested identity out, or a coded CaError (status unauthenticated).
+ * Plain data in, the requested identity out, or a coded CaError (status unauthenticated). Over
+ * an index that offers slots (PodSlots: the compact index behind the informer) the per-call cost
+ * does not grow with the cluster: the caller pod found for a token is noted on the Caller object
+ * (`podNote`, the token cache hands out the same object for every call with that token) as its
+ * slot, the slot's stamp and the pod's node id, and on the next call the note stands only while
+ * the slot's stamp is unchanged (any upsert or remove of that pod changes it, so a deleted,
+ * replaced or updated pod is checked afresh on the very next call); each requested identity
+ * keeps its account id. A warm call is then a stamp read and one probe of the caller node's own
+ * account table, with no string-keyed lookup of the pod or the node. The note is the only state
+ * written, and it is never a decision: steps 2, 3 (synced) and 4 run on every call.
  */
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
-import type { Caller } from './caller.js';
+import type { Caller, CallerPodNote } from './caller.js';
 import { authzError } from './errors.js';
-import type { PodIndex, PodInfo } from './pod-index.js';
+import type { PodIndex, PodInfo, PodSlots } from './pod-index.js';
 
 const PARSED_IDENTITY_CACHE = 4096;
+
+/** A parsed requested identity and, once an index knew it, its account id there. */
+interface Requested {
+  readonly identity: KubernetesIdentity;
+  /** PodSlots `instance` the account id is of (0: none yet). */
+  index: number;
+  account: number;
+}
+
+/** Authorizers made in this process so far (each one's `id`, which its notes carry). */
+let authorizers = 0;
 
 export interface NodeAuthorizerOptions {
   /** `namespace/serviceaccount` entries; empty = nobody may impersonate. */
@@ -35,12 +55,13 @@ export interface NodeAuthorizerOptions {
 }
 
 export class NodeAuthorizer {
+  readonly id = ++authorizers;
   readonly #trusted: ReadonlySet<string>;
   readonly #authorities: ReadonlySet<string>;
   readonly #trustDomains: ReadonlySet<string>;
   readonly #pods: PodIndex;
   /** Parsed requested identities (not secret, few distinct per node agent); bounded. */
-  readonly #parsed = new Map<string, KubernetesIdentity>();
+  readonly #parsed = new Map<string, Requested>();
 
   constructor(options: NodeAuthorizerOptions) {
     this.#trusted = new Set(options.trustedNodeAccounts);
@@ -51,18 +72,15 @@ export class NodeAuthorizer {
 
   /** Returns the impersonated identity when `caller` may have it; throws a CaError otherwise. */
   authorize(caller: Caller, requestedIdentity: string): KubernetesIdentity {
+    const slots = this.#pods.slots;
+    if (slots !== undefined) return this.#authorizeBySlot(caller, requestedIdentity, slots);
     const callerAccount = this.#trustedAccount(caller);
-    const requested = this.#requested(requestedIdentity);
+    const requested = this.#requested(requestedIdentity).identity;
     const callerPod = this.#callerPod(caller, callerAccount);
     if (this.#authorities.has(callerAccount)) return requested;
     const nodeName = callerPod.nodeName;
     const onNode = nodeName !== '' && this.#pods.hasActivePodOnNode({ namespace: requested.namespace, serviceAccountName: requested.serviceAccount, nodeName });
-    if (!onNode) {
-      throw authzError(
-        'ERR_CA_NO_POD_ON_NODE',
-        `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`,
-      );
-    }
+    if (!onNode) this.#noPodOnNode(requested, nodeName);
     return requested;
   }
 
@@ -83,20 +101,79 @@ export class NodeAuthorizer {
     return callerAccount;
   }
 
-  #requested(requestedIdentity: string): KubernetesIdentity {
+  /** `authorize` over slots: the same checks in the same order, with the caller pod's note. */
+  #authorizeBySlot(caller: Caller, requestedIdentity: string, slots: PodSlots): KubernetesIdentity {
+    const known = this.#fits(caller.podNote, caller);
+    const authority = known !== undefined ? known.authority : this.#authorities.has(this.#trustedAccount(caller));
+    const requested = this.#requested(requestedIdentity);
+    if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
+    let note = known;
+    if (note === undefined || note.index !== slots.instance || slots.stamp(note.slot) !== note.stamp) {
+      note = this.#noteCallerPod(caller, authority, slots);
+      caller.podNote = note;
+    }
+    const id = requested.identity;
+    if (authority) return id;
+    if (requested.index !== slots.instance) {
+      const account = slots.accountId(id.namespace, id.serviceAccount);
+      // An account no pod has run as yet may get an id later: only a found one is kept.
+      if (account >= 0) {
+        requested.index = slots.instance;
+        requested.account = account;
+      }
+      if (account < 0 || note.node < 0 || !slots.activeOnNode(note.node, account)) this.#noPodOnNode(id, note.node < 0 ? '' : slots.nodeName(note.node));
+    } else if (note.node < 0 || !slots.activeOnNode(note.node, requested.account)) {
+      this.#noPodOnNode(id, note.node < 0 ? '' : slots.nodeName(note.node));
+    }
+    return id;
+  }
+
+  /** `note` when this authorizer wrote it for exactly these caller fields (not, say, for the Caller this one was copied from). */
+  #fits(note: CallerPodNote | undefined, caller: Caller): CallerPodNote | undefined {
+    if (note === undefined || note.authorizer !== this.id) return undefined;
+    const same = note.podName === caller.podName && note.podUid === caller.podUid && note.namespace === caller.namespace && note.serviceAccount === caller.serviceAccount;
+    return same ? note : undefined;
+  }
+
+  /** Step 4 by slot: finds the caller's pod, checks it against the token, and returns the note for it. */
+  #noteCallerPod(caller: Caller, authority: boolean, slots: PodSlots): CallerPodNote {
+    const callerAccount = `${caller.namespace}/${caller.serviceAccount}`;
+    if (caller.podName === undefined || caller.podUid === undefined || caller.podName === '' || caller.podUid === '') {
+      throw authzError('ERR_CA_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
+    }
+    const slot = slots.slotOf(caller.namespace, caller.podName);
+    if (slot < 0) throw authzError('ERR_CA_CALLER_POD_MISSING', `caller pod ${caller.namespace}/${caller.podName} not found`);
+    if (!slots.uidIs(slot, caller.podUid)) {
+      throw authzError('ERR_CA_CALLER_POD_UID_MISMATCH', `caller pod ${caller.namespace}/${caller.podName} has a different UID than the token`);
+    }
+    if (!slots.serviceAccountIs(slot, caller.serviceAccount)) {
+      const runsAs = this.#pods.getPod({ namespace: caller.namespace, name: caller.podName })?.serviceAccountName ?? '?';
+      throw authzError('ERR_CA_CALLER_POD_SA_MISMATCH', `caller pod ${caller.namespace}/${caller.podName} runs as ${runsAs}, token says ${caller.serviceAccount}`);
+    }
+    const { namespace, serviceAccount, podName, podUid } = caller;
+    return { authorizer: this.id, namespace, serviceAccount, podName, podUid, authority, index: slots.instance, slot, stamp: slots.stamp(slot), node: slots.nodeOf(slot) };
+  }
+
+  #noPodOnNode(requested: KubernetesIdentity, nodeName: string): never {
+    throw authzError('ERR_CA_NO_POD_ON_NODE', `no running pod of ${requested.namespace}/${requested.serviceAccount} on node ${nodeName || '(unscheduled)'}`);
+  }
+
+  #requested(requestedIdentity: string): Requested {
     let requested = this.#parsed.get(requestedIdentity);
     if (requested === undefined) {
+      let identity: KubernetesIdentity;
       try {
-        requested = parseKubernetesIdentity(requestedIdentity);
+        identity = parseKubernetesIdentity(requestedIdentity);
       } catch (err) {
         const code = (err as { code?: string }).code ?? 'invalid';
         throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
       }
       if (this.#parsed.size >= PARSED_IDENTITY_CACHE) this.#parsed.clear();
+      requested = { identity, index: 0, account: -1 };
       this.#parsed.set(requestedIdentity, requested);
     }
-    if (!this.#trustDomains.has(requested.trustDomain)) {
-      throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.trustDomain} is not served by this CA`);
+    if (!this.#trustDomains.has(requested.identity.trustDomain)) {
+      throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.identity.trustDomain} is not served by this CA`);
     }
     return requested;
   }

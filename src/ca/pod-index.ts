@@ -36,6 +36,33 @@ export interface PodIndex {
   podsOnNode(key: NodeAccountKey): readonly PodInfo[];
   /** Whether one of them is active (phase neither Succeeded nor Failed): the node authorizer's question. */
   hasActivePodOnNode(key: NodeAccountKey): boolean;
+  /** The same pods by integer slot, when the index keeps them so (compact-pod-index.ts); the node authorizer's fast path. */
+  readonly slots?: PodSlots;
+}
+
+/**
+ * Pods by slot, for a caller that looks the same pod up again and again (the node authorizer, for
+ * a node agent's cached Caller). A slot's `stamp` changes whenever the pod in it is replaced,
+ * updated or deleted, so (instance, slot, stamp) noted after a check still names exactly the pod
+ * that was checked; anything else means: look it up again. Ids (node, account) are never reused
+ * for another string within one instance.
+ */
+export interface PodSlots {
+  /** Unique per index object in this process (an informer's re-list may build a new one). */
+  readonly instance: number;
+  /** The slot of the pod `namespace/name`, or -1. */
+  slotOf(namespace: string, name: string): number;
+  stamp(slot: number): number;
+  /** Whether the pod in `slot` has exactly this UID / runs as exactly this service account. */
+  uidIs(slot: number, uid: string): boolean;
+  serviceAccountIs(slot: number, serviceAccountName: string): boolean;
+  /** The node id of the pod in `slot`, or -1 while it is unscheduled. */
+  nodeOf(slot: number): number;
+  nodeName(node: number): string;
+  /** The id of the account `namespace/serviceAccountName`, or -1 while no pod has run as it (and for `''`, which stands for no identity). */
+  accountId(namespace: string, serviceAccountName: string): number;
+  /** Whether `account` has an active pod on `node` (phase neither Succeeded nor Failed). */
+  activeOnNode(node: number, account: number): boolean;
 }
 
 /** A pod that can still run (and so stand for its identity on its node). */

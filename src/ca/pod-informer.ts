@@ -18,7 +18,7 @@ import type { InformerSettings } from '../kube/informer-settings.js';
 import { createPodInformer, type PodInformer as KubePodInformer } from '../kube/pod-informer.js';
 import { readSlimPodPage } from '../kube/slim-pod-page.js';
 import { CompactPodIndex } from './compact-pod-index.js';
-import type { NodeAccountKey, PodIndex, PodInfo, PodRef } from './pod-index.js';
+import type { NodeAccountKey, PodIndex, PodInfo, PodRef, PodSlots } from './pod-index.js';
 
 export interface PodInformerOptions {
   readonly kubeConfig: KubeConfig;
@@ -69,6 +69,11 @@ export class PodInformer implements PodIndex {
 
   get size(): number {
     return this.#index.size;
+  }
+
+  /** The current index's slots (a re-list may swap the index: its `instance` tells). */
+  get slots(): PodSlots {
+    return this.#index;
   }
 
   getPod(ref: PodRef): PodInfo | undefined {
