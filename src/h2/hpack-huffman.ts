@@ -82,7 +82,7 @@ export function huffmanDecode(src: Uint8Array, start: number, end: number): stri
   const m = (machine ??= buildMachine());
   const steps = m.steps;
   // 8 bits decode to at most 8 / 5 symbols.
-  const need = Math.ceil(((end - start) * 8) / 5);
+  const need = Math.ceil(((end - start) * 8) / 5) + 2;
   if (scratch.length < need) scratch = Buffer.allocUnsafe(Math.max(need, scratch.length * 2));
   const out = scratch;
   let n = 0;
@@ -90,11 +90,10 @@ export function huffmanDecode(src: Uint8Array, start: number, end: number): stri
   for (let i = start; i < end; i++) {
     const e = steps[(state << 8) | src[i]!]!;
     if ((e & FAIL) !== 0) return 'eos';
-    const count = e >>> COUNT_SHIFT;
-    if (count !== 0) {
-      out[n++] = (e >>> 8) & 0xff;
-      if (count === 2) out[n++] = (e >>> 16) & 0xff;
-    }
+    // Both symbol slots are written every time (no branches); `count` says how many were real.
+    out[n] = (e >>> 8) & 0xff;
+    out[n + 1] = (e >>> 16) & 0xff;
+    n += e >>> COUNT_SHIFT;
     state = e & STATE_MASK;
   }
   if (m.accepting[state] !== 1) return 'padding';

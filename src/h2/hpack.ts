@@ -7,7 +7,10 @@
  * (the connection then fails with COMPRESSION_ERROR); work is linear in the block's length. A
  * header list over `maxHeaderListSize` (RFC 9113 6.5.2: name + value + 32 per field) is still
  * decoded to the end, so the table stays in sync, but its fields stop being delivered and
- * `decode` returns false (the caller refuses the stream).
+ * `decode` returns false (the caller refuses the stream). Long Huffman strings that repeat on a
+ * connection without being indexed (nghttp2 never indexes `:path`; node marks `authorization`
+ * never-indexed) are decoded once: each decoder remembers its last 4 such strings by their octets
+ * (bench:h2-hpack: a grpc-js CA call's later blocks cost ~4x a latin1 copy of the block, the first ~45x).
  *
  * `HpackEncoder` never inserts into the peer's dynamic table: a field equal to a static entry is
  * indexed, otherwise it is a literal without indexing, naming a static entry's name where one
@@ -42,6 +45,9 @@ const STATIC_COUNT = STATIC_TABLE.length;
 const STATIC_NAMES = STATIC_TABLE.map(([n]) => n);
 const STATIC_VALUES = STATIC_TABLE.map(([, v]) => v);
 const INT_LIMIT = 0x7fffffff;
+/** Huffman strings this long or longer are remembered, the last RECENT_STRINGS of them per decoder. */
+const RECENT_MIN_OCTETS = 16;
+const RECENT_STRINGS = 4;
 
 function asBuffer(block: Uint8Array): Buffer {
   return Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength);
@@ -51,6 +57,9 @@ export class HpackDecoder {
   private readonly table: DynamicTable;
   private readonly maxTableSize: number;
   private readonly maxHeaderListSize: number;
+  /** The last few long Huffman strings decoded, their octets and text (RECENT_STRINGS at most). */
+  private readonly recent: Array<{ readonly octets: Buffer; readonly text: string }> = [];
+  private recentNext = 0;
   private src: Buffer = Buffer.alloc(0);
   private pos = 0;
   private end = 0;
@@ -152,6 +161,21 @@ export class HpackDecoder {
     if (len > this.end - start) throw new HpackError(`string literal of ${len} octets, ${this.end - start} left in the block`);
     this.pos = start + len;
     if (!huffman) return this.src.toString('latin1', start, start + len);
+    if (len < RECENT_MIN_OCTETS) return this.huffman(start, len);
+    // Long Huffman strings repeat on a connection without being indexed (the :path nghttp2 never
+    // indexes, the never-indexed authorization token): octets equal to a recent one give its text.
+    for (const r of this.recent) {
+      if (r.octets.length === len && this.src.compare(r.octets, 0, len, start, start + len) === 0) return r.text;
+    }
+    const text = this.huffman(start, len);
+    const slot = { octets: Buffer.from(this.src.subarray(start, start + len)), text };
+    if (this.recent.length < RECENT_STRINGS) this.recent.push(slot);
+    else this.recent[this.recentNext] = slot;
+    this.recentNext = (this.recentNext + 1) % RECENT_STRINGS;
+    return text;
+  }
+
+  private huffman(start: number, len: number): string {
     const s = huffmanDecode(this.src, start, start + len);
     if (s === 'eos') throw new HpackError('Huffman string contains EOS');
     if (s === 'padding') throw new HpackError('Huffman string padding is longer than 7 bits or not all ones');

@@ -84,6 +84,24 @@ test('a size update to 0 empties the table: the entry indexed before is gone in 
   assert.throws(() => fields(d, [0x20, 0xbe]), HpackError);
 });
 
+test('long Huffman strings remembered per decoder: equal octets give the same text, one octet changed does not', () => {
+  const d = decoder();
+  const value = (text: string) => encodeHeaderBlock([['x-token', text]]);
+  const a = 'Bearer ' + 'abcdefghij'.repeat(5);
+  const b = 'Bearer ' + 'abcdefghij'.repeat(4) + 'abcdefghik';
+  const blockA = value(a);
+  const blockB = value(b);
+  assert.equal(blockA.length, blockB.length, 'same octet count: only the content tells them apart');
+  const got: string[] = [];
+  for (const block of [blockA, blockB, blockA, blockB, value('Bearer ' + 'z'.repeat(50)), blockA]) {
+    d.decode(block, (_, v) => got.push(v));
+  }
+  assert.deepEqual(got, [a, b, a, b, 'Bearer ' + 'z'.repeat(50), a]);
+  const bad = Buffer.from(blockA);
+  bad[bad.length - 1] = 0x00;
+  assert.throws(() => d.decode(bad, () => undefined), HpackError, 'a changed last octet is decoded (and refused), not taken from memory');
+});
+
 test('decoder options are checked', () => {
   assert.throws(() => new HpackDecoder({ maxTableSize: -1, maxHeaderListSize: 1 }), HpackError);
   assert.throws(() => new HpackDecoder({ maxTableSize: 4096, maxHeaderListSize: Number.NaN }), HpackError);
