@@ -49,6 +49,9 @@ const INT_LIMIT = 0x7fffffff;
 const RECENT_MIN_OCTETS = 16;
 const RECENT_STRINGS = 4;
 
+/** What `src` holds between blocks, so a decoder keeps no block alive. */
+const NO_BLOCK = Buffer.alloc(0);
+
 function asBuffer(block: Uint8Array): Buffer {
   return Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength);
 }
@@ -60,7 +63,7 @@ export class HpackDecoder {
   /** The last few long Huffman strings decoded, their octets and text (RECENT_STRINGS at most). */
   private readonly recent: Array<{ readonly octets: Buffer; readonly text: string }> = [];
   private recentNext = 0;
-  private src: Buffer = Buffer.alloc(0);
+  private src: Buffer = NO_BLOCK;
   private pos = 0;
   private end = 0;
 
@@ -115,7 +118,7 @@ export class HpackDecoder {
       if (listSize > this.maxHeaderListSize) fitting = false;
       else onField(name, value);
     }
-    this.src = Buffer.alloc(0);
+    this.src = NO_BLOCK;
     return fitting;
   }
 
