@@ -4,13 +4,17 @@
  * (nghttp2's encoder: Huffman coding, dynamic table insertions and references, never-indexed
  * sensitive fields, a field too large to index) and our decoder must yield exactly the fields sent;
  * the server answers each with a HEADERS frame our encoder wrote, which the client must read back.
+ * A second encoder, gRPC core's chttp2 (Python grpcio), sends CA-shaped calls whose metadata must
+ * decode the same way.
  */
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import http2 from 'node:http2';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { test } from 'node:test';
 import { HpackDecoder, HpackEncoder, encodeHeaderBlock, type HeaderField } from '../../src/h2/hpack.js';
+import { TEST_PYTHON, pythonGrpcMissing } from '../support/tools.js';
 
 const PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
 
@@ -170,6 +174,54 @@ test('after the peer lowers SETTINGS_HEADER_TABLE_SIZE, the next block starts wi
     }
   } finally {
     client.close();
+    server.close();
+  }
+});
+
+/** Python grpcio: `calls` unary calls on one channel, each with its own metadata; prints each status. */
+const GRPCIO_CLIENT = `
+import sys, grpc
+port, calls = sys.argv[1], int(sys.argv[2])
+ch = grpc.insecure_channel('127.0.0.1:' + port)
+call = ch.unary_unary('/istio.v1.auth.IstioCertificateService/CreateCertificate', request_serializer=lambda b: b, response_deserializer=lambda b: b)
+for i in range(calls):
+    try:
+        call(b'x' * 10, metadata=[('authorization', 'Bearer ' + 'tok' * 300), ('clusterid', 'Kubernetes'), ('x-call', str(i) * (i + 1))], timeout=30)
+        print('OK')
+    except grpc.RpcError as e:
+        print(e.code().name)
+ch.close()
+`;
+
+test('gRPC core (Python grpcio) request blocks decode to its calls\' metadata', { skip: pythonGrpcMissing() }, async () => {
+  const answer = encodeHeaderBlock([[':status', '200'], ['content-type', 'application/grpc'], ['grpc-status', '0']]);
+  const { server, requests } = rawServer(() => answer);
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const port = (server.address() as net.AddressInfo).port;
+  try {
+    const py = spawn(TEST_PYTHON, ['-c', GRPCIO_CLIENT, String(port), '4'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    py.stdout.on('data', (c: Buffer) => (out += c.toString('utf8')));
+    const [code] = (await once(py, 'exit')) as [number | null];
+    assert.equal(code, 0, out);
+    assert.equal(out.trim().split('\n').length, 4, out);
+    assert.equal(requests.length, 4);
+    requests.forEach((fields, i) => {
+      const map = Object.fromEntries(fields);
+      assert.equal(fields.length, Object.keys(map).length, `call ${i}: no field twice`);
+      assert.equal(map[':method'], 'POST');
+      assert.equal(map[':path'], '/istio.v1.auth.IstioCertificateService/CreateCertificate');
+      assert.equal(map[':authority'], `127.0.0.1:${port}`);
+      assert.equal(map.te, 'trailers');
+      assert.equal(map['content-type'], 'application/grpc');
+      assert.match(map['user-agent'] ?? '', /grpc-python/u);
+      assert.match(map['grpc-timeout'] ?? '', /^\d{1,8}[HMSmun]$/u);
+      assert.equal(map.authorization, `Bearer ${'tok'.repeat(300)}`);
+      assert.equal(map.clusterid, 'Kubernetes');
+      assert.equal(map['x-call'], String(i).repeat(i + 1));
+    });
+  } finally {
     server.close();
   }
 });
