@@ -12,12 +12,18 @@
  * - baseline: a fresh process holding the same tuples as a Map of plain objects (RSS per pod).
  *
  * `--pods N --nodes N` shrink it for a smoke run; `--write-docs` updates docs/benchmarks.md.
+ *
+ * `--ab <dist> [--pairs N] [--prof-dir D]`: an A/B of the sync alone instead. One devcluster is
+ * loaded once; then pairs of sync-only CA processes, one of this build and one of the build in
+ * `<dist>` (another worktree's dist/, any version with ca/index.js's PodInformer), in an order
+ * that flips every pair so the machine's drift falls on both; each reports its wall time, its
+ * CPU and the load average, and the end prints the CPU ratios. `--prof-dir` adds --cpu-prof.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
@@ -25,7 +31,7 @@ import { CompactPodIndex } from '../src/ca/index.js';
 import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex, type PodInfo } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
 import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
-import { pct, writeDocSection } from './report.js';
+import { median, pct, writeDocSection } from './report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = join(here, '..', '..');
@@ -294,8 +300,8 @@ function baselineMode(): void {
   process.stdout.write(`${JSON.stringify({ pods: map.size, rssPerPod: (after.rss - before.rss) / map.size, heapPerPod: (after.heap - before.heap) / map.size })}\n`);
 }
 
-function child(mode: string, heapMb: number, extra: string[] = []): { lines: AsyncIterableIterator<string>; close: () => void; done: Promise<number | null> } {
-  const p = spawn(process.execPath, [`--max-old-space-size=${heapMb}`, '--expose-gc', fileURLToPath(import.meta.url), '--mode', mode, '--pods', String(PODS), '--nodes', String(NODES), ...extra], { stdio: ['pipe', 'pipe', 'inherit'] });
+function child(mode: string, heapMb: number, extra: string[] = [], nodeFlags: string[] = []): { lines: AsyncIterableIterator<string>; close: () => void; done: Promise<number | null> } {
+  const p = spawn(process.execPath, [`--max-old-space-size=${heapMb}`, '--expose-gc', ...nodeFlags, fileURLToPath(import.meta.url), '--mode', mode, '--pods', String(PODS), '--nodes', String(NODES), ...extra], { stdio: ['pipe', 'pipe', 'inherit'] });
   const rl = createInterface({ input: p.stdout });
   return { lines: rl[Symbol.asyncIterator](), close: () => p.stdin.end(), done: new Promise((r) => p.on('exit', (code) => r(code))) };
 }
@@ -304,6 +310,55 @@ async function firstLine(it: AsyncIterableIterator<string>): Promise<Record<stri
   const { value, done } = await it.next();
   if (done) throw new Error('the child ended without a report');
   return JSON.parse(value as string) as Record<string, unknown>;
+}
+
+interface SyncParts {
+  readonly PodInformer: typeof PodInformer;
+}
+
+/** The sync-only CA process: the PodInformer of the build in `dist` (default: this one) lists the cluster once. */
+async function syncMode(kubeconfigPath: string, dist: string): Promise<void> {
+  const { PodInformer: Informer } = (await import(pathToFileURL(join(dist, 'src', 'ca', 'index.js')).href)) as SyncParts;
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const load = loadavg()[0]!;
+  const informer = new Informer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  informer.start();
+  await informer.waitForSync();
+  const syncMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const indexed = informer.size;
+  await informer.stop();
+  process.stdout.write(`${JSON.stringify({ indexed, syncMs, syncCpuMs: (cpu.user + cpu.system) / 1000, load: [load, loadavg()[0]!] })}\n`);
+}
+
+/** `--ab <dist>`: alternating pairs of sync-only processes of this build and of `<dist>` against the one loaded cluster. */
+async function syncAb(kubeconfig: string, baseDist: string): Promise<void> {
+  const pairs = arg('pairs', 3);
+  const profDir = process.argv.includes('--prof-dir') ? process.argv[process.argv.indexOf('--prof-dir') + 1]! : undefined;
+  const prof = profDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${profDir}`];
+  const builds = [
+    { name: 'base', dist: resolve(baseDist) },
+    { name: 'this', dist: join(here, '..') },
+  ];
+  const rows: Array<Record<string, Record<string, unknown>>> = [];
+  for (let pair = 0; pair < pairs; pair++) {
+    const row: Record<string, Record<string, unknown>> = {};
+    for (const b of pair % 2 === 0 ? builds : [...builds].reverse()) {
+      const p = child('sync', CA_HEAP_MB, ['--kubeconfig', kubeconfig, '--dist', b.dist], prof);
+      row[b.name] = await firstLine(p.lines);
+      await p.done;
+      const r = row[b.name]!;
+      const [l0, l1] = r.load as [number, number];
+      console.log(`pair ${pair + 1} ${b.name}: synced ${r.indexed} pods in ${f1((r.syncMs as number) / 1000)} s, CA CPU ${f2((r.syncCpuMs as number) / 1000)} s (load ${f1(l0)} -> ${f1(l1)})`);
+    }
+    rows.push(row);
+  }
+  const ratios = rows.map((r) => (r.this!.syncCpuMs as number) / (r.base!.syncCpuMs as number));
+  const walls = rows.map((r) => (r.this!.syncMs as number) / (r.base!.syncMs as number));
+  console.log(`this / base per pair: CPU ${ratios.map(f2).join(' ')} (median ${f2(median(ratios))}); wall ${walls.map(f2).join(' ')} (median ${f2(median(walls))})`);
 }
 
 const f0 = (x: unknown) => (x as number).toFixed(0);
@@ -316,6 +371,7 @@ async function main(): Promise<void> {
   if (mode === 'cluster') return clusterMode(process.argv[process.argv.indexOf('--kubeconfig') + 1]!);
   if (mode === 'ca') return caMode(process.argv[process.argv.indexOf('--kubeconfig') + 1]!);
   if (mode === 'baseline') return baselineMode();
+  if (mode === 'sync') return syncMode(process.argv[process.argv.indexOf('--kubeconfig') + 1]!, process.argv[process.argv.indexOf('--dist') + 1]!);
 
   const dir = mkdtempSync(join(tmpdir(), 'bench-pod-index-'));
   const kubeconfig = join(dir, 'kubeconfig');
@@ -323,6 +379,12 @@ async function main(): Promise<void> {
     console.log(`pod index: ${PODS} pods on ${NODES} nodes (+${NODES} ztunnels); cluster --max-old-space-size=${CLUSTER_HEAP_MB}, CA ${CA_HEAP_MB}`);
     const cluster = child('cluster', CLUSTER_HEAP_MB, ['--kubeconfig', kubeconfig]);
     const c = await firstLine(cluster.lines);
+    if (process.argv.includes('--ab')) {
+      await syncAb(kubeconfig, process.argv[process.argv.indexOf('--ab') + 1]!);
+      cluster.close();
+      await cluster.done;
+      return;
+    }
     console.log(`devcluster: load ${f1((c.loadMs as number) / 1000)} s, ${f0(c.heapPerPod)} B heap / ${f0(c.rssPerPod)} B RSS per stored pod (RSS ${f0(c.rssMiB)} MiB); first page of 500 ${f1(c.firstPageMs)} ms, a page halfway ${f1(c.deepPageMs)} ms, ${c.pages} pages in ${f1((c.walkMs as number) / 1000)} s (${f0((c.listBytes as number) / MiB)} MiB of JSON)`);
     const ca = child('ca', CA_HEAP_MB, ['--kubeconfig', kubeconfig]);
     const r = await firstLine(ca.lines);
