@@ -1,0 +1,385 @@
+/**
+ * One server-side HTTP/2 connection of certbroker's engine (RFC 9113) over an established
+ * socket (TLS with ALPN h2, or plain TCP in tests): the client preface, frames parsed in place
+ * from the socket's chunks (a frame split across chunks is joined), the connection's part of
+ * the stream state machine (odd, increasing client stream ids; idle/open/half-closed/closed),
+ * flow control both ways, SETTINGS/PING/GOAWAY/RST_STREAM, and the DoS guards: budgets for
+ * cheap frames and resets (flood-guard.ts), bounded header blocks (header-block.ts), bounded
+ * pending input, and reading paused while our output is not being read.
+ *
+ * Errors follow §5.4: a stream error resets that stream; a connection error sends GOAWAY with
+ * its code and closes. Output is gathered and written once per input chunk or per microtask, so
+ * a whole response (HEADERS + DATA + trailers) is one socket write.
+ */
+import type { Socket } from 'node:net';
+import type { Clock } from '../core/clock.js';
+import { DEFAULT_MAX_FRAME_SIZE, ErrorCode, Flag, FrameType, goawayFrame, H2ConnectionError, MAX_WINDOW, pingAckFrame, rstStreamFrame, SETTINGS_ACK } from './frames.js';
+import { DEFAULT_GUARDS, FloodGuard, RecentIds, type H2Guards } from './flood-guard.js';
+import { BlockAssembly, decodeBlock, headersPayload, receiveTrailers } from './header-block.js';
+import { HpackDecoder, HpackEncoder } from './hpack.js';
+import { FrameReader } from './frame-reader.js';
+import { Output } from './output.js';
+import { FieldCollector } from './request-headers.js';
+import { applyPeerSettings, defaultPeerSettings, serverPreface, type H2Settings } from './settings.js';
+import { H2Stream, type HeaderBlock, type HeaderFields, type StreamHost } from './stream.js';
+import { receiveData, type FlowAccount } from './receive-data.js';
+
+export interface H2ConnectionOptions {
+  readonly settings: H2Settings;
+  readonly guards?: Partial<H2Guards>;
+  readonly clock: Clock;
+  /** A request's HEADERS arrived: the stream is open (set its callbacks now). */
+  readonly onStream: (stream: H2Stream) => void;
+  /** A connection error (peer-caused or not), a socket error, or a throwing `onStream`. */
+  readonly onError?: (err: Error) => void;
+}
+
+/** Stream ids we reset or refused, remembered so frames the client had in flight are ignored (§5.4.2). */
+const RECENT_RESETS = 64;
+const NO_FIELDS: HeaderFields = Object.freeze([]);
+
+export class H2Connection implements StreamHost, FlowAccount {
+  readonly #socket: Socket;
+  readonly #o: H2ConnectionOptions;
+  readonly #guards: H2Guards;
+  readonly #decoder: HpackDecoder;
+  readonly #encoder = new HpackEncoder();
+  readonly #streams = new Map<number, H2Stream>();
+  readonly #blocked = new Set<H2Stream>();
+  readonly #peer = defaultPeerSettings();
+  readonly #control: FloodGuard;
+  readonly #resets: FloodGuard;
+  readonly #recentResets = new RecentIds(RECENT_RESETS);
+  readonly #recentClosed = new RecentIds(RECENT_RESETS);
+  #lastStreamId = 0;
+  readonly #reader = new FrameReader((buf, at, length, type, flags, sid) => this.#frame(buf, at, length, type, flags, sid), () => this.#destroyed || this.#ended);
+  #settingsSeen = false;
+  #assembly: BlockAssembly | undefined;
+  readonly #output: Output;
+  /** GOAWAY sent: streams above `#goawayLastId` are ignored; `#closing`: end once none is open. */
+  #goawaySent = false;
+  #goawayLastId = 0;
+  #closing = false;
+  #destroyed = false;
+  #ended = false;
+  #closeListeners: Array<() => void> = [];
+  connectionWindow = 65_535;
+  recvWindow = 65_535;
+  recvUnacked = 0;
+  peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
+  readonly streamWindow: number;
+  readonly connectionWindowTarget: number;
+  /** The peer's address (kept: the socket forgets it once closed). */
+  readonly remoteAddress: string | undefined;
+  readonly remotePort: number | undefined;
+
+  constructor(socket: Socket, o: H2ConnectionOptions) {
+    this.#socket = socket;
+    this.#o = o;
+    this.#guards = { ...DEFAULT_GUARDS, ...o.guards };
+    this.streamWindow = o.settings.initialWindowSize;
+    this.connectionWindowTarget = o.settings.connectionWindowSize;
+    this.remoteAddress = socket.remoteAddress;
+    this.remotePort = socket.remotePort;
+    this.#decoder = new HpackDecoder({ maxTableSize: 4096, maxHeaderListSize: o.settings.maxHeaderListSize });
+    this.#control = new FloodGuard(o.clock, this.#guards.controlFramesPerSecond, 1000);
+    this.#resets = new FloodGuard(o.clock, this.#guards.resetsPerSecond, 1000);
+    this.recvWindow = Math.max(65_535, o.settings.connectionWindowSize);
+    this.#output = new Output(socket, this.#guards.pauseOutputBytes);
+    this.queue(serverPreface(o.settings));
+    this.#output.flush();
+    socket.on('data', this.#onData);
+    socket.on('error', (err) => this.#o.onError?.(err));
+    socket.once('close', () => this.#closed());
+  }
+
+  /** Streams open now. */
+  get openStreams(): number {
+    return this.#streams.size;
+  }
+  /** Closing (GOAWAY sent) or gone. */
+  get closed(): boolean {
+    return this.#closing || this.#destroyed;
+  }
+  get destroyed(): boolean {
+    return this.#destroyed;
+  }
+
+  /** Calls `listener` once the socket is gone. */
+  onClose(listener: () => void): void {
+    if (this.#destroyed) listener();
+    else this.#closeListeners.push(listener);
+  }
+
+  /** Graceful close: GOAWAY(NO_ERROR) with the last stream id; open streams finish, then the socket ends. */
+  close(): void {
+    if (this.#destroyed) return;
+    this.#sendGoaway(ErrorCode.NO_ERROR, '');
+    this.#closing = true;
+    if (this.#streams.size === 0) this.#end();
+  }
+
+  /** Drops the connection now (open streams hear CANCEL). */
+  destroy(): void {
+    this.#socket.destroy();
+  }
+
+  encode(head: HeaderBlock): Uint8Array {
+    return head instanceof Uint8Array ? this.#encoder.encode(NO_FIELDS, head) : this.#encoder.encode(head);
+  }
+
+  queue(bytes: Buffer): void {
+    this.#output.queue(bytes);
+  }
+
+  blocked(stream: H2Stream): void {
+    this.#blocked.add(stream);
+  }
+
+  streamClosed(stream: H2Stream, _code: number, rst: number | undefined): void {
+    if (rst !== undefined) this.#rst(stream.id, rst);
+    this.#recentClosed.add(stream.id);
+    this.#streams.delete(stream.id);
+    this.#blocked.delete(stream);
+    if (this.#closing && this.#streams.size === 0) this.#end();
+  }
+
+  readonly #onData = (chunk: Buffer): void => {
+    if (this.#destroyed) return;
+    try {
+      this.#reader.read(chunk);
+    } catch (err) {
+      this.#connectionError(err);
+    }
+    this.#output.flush();
+  };
+
+  #frame(buf: Buffer, at: number, length: number, type: number, flags: number, sid: number): void {
+    if (this.#assembly && type !== FrameType.CONTINUATION) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'frame inside a header block');
+    if (!this.#settingsSeen && (type !== FrameType.SETTINGS || flags & Flag.ACK)) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'the preface must be followed by SETTINGS');
+    switch (type) {
+      case FrameType.DATA:
+        return receiveData(this, this.#streams, buf, at, length, flags, sid);
+      case FrameType.HEADERS:
+        return this.#headers(buf, at, length, flags, sid);
+      case FrameType.PRIORITY:
+        return this.#priority(buf, at, length, sid);
+      case FrameType.RST_STREAM:
+        return this.#rstStream(buf, at, length, sid);
+      case FrameType.SETTINGS:
+        return this.#settings(buf, at, length, flags, sid);
+      case FrameType.PUSH_PROMISE:
+        throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
+      case FrameType.PING:
+        return this.#ping(buf, at, length, flags, sid);
+      case FrameType.GOAWAY:
+        if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
+        if (length < 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY shorter than 8 bytes');
+        // The client goes away: what it started finishes, then the connection ends.
+        return this.close();
+      case FrameType.WINDOW_UPDATE:
+        return this.#windowUpdate(buf, at, length, sid);
+      case FrameType.CONTINUATION:
+        return this.#continuation(buf, at, length, flags, sid);
+      default:
+        // Unknown frame types are ignored (§4.1, §5.5), within the cheap-frame budget.
+        return this.chargeControl();
+    }
+  }
+
+  /** @internal Counts a frame that carries no request; past the budget: ENHANCE_YOUR_CALM. */
+  chargeControl(): void {
+    if (!this.#control.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many control frames');
+  }
+
+  /** @internal The stream id is not open yet (§5.1: idle). */
+  isIdle(sid: number): boolean {
+    return sid > this.#lastStreamId;
+  }
+
+  /** @internal Frames on a stream we reset are ignored (§5.4.2); on other closed ones they are a stream error. */
+  closedStreamFrame(sid: number): void {
+    if (!this.#recentResets.has(sid)) this.#rst(sid, ErrorCode.STREAM_CLOSED);
+  }
+
+  #headers(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
+    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
+    if ((sid & 1) === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'even stream id from a client');
+    const payload = headersPayload(buf, at, length, flags);
+    const maxBytes = 2 * this.#o.settings.maxHeaderListSize + 4096;
+    const assembly = new BlockAssembly(sid, flags, payload, maxBytes, this.#guards.maxBlockFrames);
+    if (flags & Flag.END_HEADERS) this.#block(assembly);
+    else this.#assembly = assembly;
+  }
+
+  #continuation(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
+    const a = this.#assembly;
+    if (!a || a.streamId !== sid) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without its HEADERS');
+    if (!a.add(buf.subarray(at, at + length), flags)) return;
+    this.#assembly = undefined;
+    this.#block(a);
+  }
+
+  #block(a: BlockAssembly): void {
+    const sid = a.streamId;
+    const existing = this.#streams.get(sid);
+    const collector = new FieldCollector(existing !== undefined);
+    const withinSize = decodeBlock(this.#decoder, a.block(), collector);
+    if (existing) return receiveTrailers(existing, a.flags, withinSize, collector);
+    if (sid <= this.#lastStreamId) {
+      // A closed stream (or one we reset: its HEADERS may have crossed our RST_STREAM).
+      if (this.#recentResets.has(sid)) return;
+      // A stream that ended is closed (§5.1); a lower id never used is out of order (§5.1.1).
+      if (this.#recentClosed.has(sid)) throw new H2ConnectionError(ErrorCode.STREAM_CLOSED, 'HEADERS on a closed stream');
+      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'stream id lower than one already used');
+    }
+    this.#lastStreamId = sid;
+    if (this.#goawaySent) return; // above the GOAWAY's last stream id: ignored (§6.8)
+    if (a.dependsOn === sid) return this.#refuse(sid, ErrorCode.PROTOCOL_ERROR);
+    if (!withinSize) return this.#refuse(sid, ErrorCode.ENHANCE_YOUR_CALM);
+    if (collector.finish() !== undefined) return this.#refuse(sid, ErrorCode.PROTOCOL_ERROR);
+    if (this.#streams.size >= this.#o.settings.maxConcurrentStreams) return this.#refuse(sid, ErrorCode.REFUSED_STREAM);
+    const declared = collector.contentLength();
+    const stream = new H2Stream(this, sid, collector.fields, declared, this.#o.settings.initialWindowSize, this.#peer.initialWindowSize);
+    this.#streams.set(sid, stream);
+    try {
+      this.#o.onStream(stream);
+    } catch (err) {
+      this.#o.onError?.(err as Error);
+      stream.reset(ErrorCode.INTERNAL_ERROR);
+    }
+    if (a.flags & Flag.END_STREAM && !stream.closed) {
+      if (declared > 0) stream.reset(ErrorCode.PROTOCOL_ERROR);
+      else stream.remoteEnd();
+    }
+  }
+
+  /** Resets a stream that never opened (refused or malformed), within the reset budget. */
+  #refuse(sid: number, code: number): void {
+    this.#rst(sid, code);
+    if (!this.#resets.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many refused or reset streams');
+  }
+
+  #priority(buf: Buffer, at: number, length: number, sid: number): void {
+    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    this.chargeControl();
+    if (length !== 5) return this.#rst(sid, ErrorCode.FRAME_SIZE_ERROR);
+    // Priorities are advisory and not used (RFC 9113 §5.3.2); a self-dependency is still an error.
+    if ((buf.readUInt32BE(at) & MAX_WINDOW) === sid) {
+      const s = this.#streams.get(sid);
+      if (s) s.reset(ErrorCode.PROTOCOL_ERROR);
+      else this.#rst(sid, ErrorCode.PROTOCOL_ERROR);
+    }
+  }
+
+  #rstStream(buf: Buffer, at: number, length: number, sid: number): void {
+    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
+    if (length !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM length other than 4');
+    if (this.isIdle(sid)) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
+    const stream = this.#streams.get(sid);
+    if (!stream) return this.chargeControl();
+    // Opening streams and resetting them before their answer is the rapid-reset attack's shape.
+    if (!stream.headersSent && !this.#resets.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams reset');
+    stream.abort(buf.readUInt32BE(at));
+  }
+
+  #settings(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
+    if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
+    if (flags & Flag.ACK) {
+      if (length !== 0) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      return this.chargeControl();
+    }
+    if (this.#settingsSeen) this.chargeControl();
+    this.#settingsSeen = true;
+    const tableSize = this.#peer.headerTableSize;
+    const delta = applyPeerSettings(this.#peer, buf, at, length);
+    if (this.#peer.headerTableSize !== tableSize) this.#encoder.peerTableSizeChanged();
+    this.peerMaxFrameSize = this.#peer.maxFrameSize;
+    this.queue(SETTINGS_ACK);
+    if (delta === 0) return;
+    for (const s of this.#streams.values()) {
+      s.sendWindow += delta;
+      if (s.sendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
+    }
+    if (delta > 0) this.#resume([...this.#streams.values()]);
+  }
+
+  #ping(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
+    if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
+    if (length !== 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING length other than 8');
+    this.chargeControl();
+    if (!(flags & Flag.ACK)) this.queue(pingAckFrame(buf, at));
+  }
+
+  #windowUpdate(buf: Buffer, at: number, length: number, sid: number): void {
+    if (length !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE length other than 4');
+    this.chargeControl();
+    const increment = buf.readUInt32BE(at) & MAX_WINDOW;
+    if (sid === 0) {
+      if (increment === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'connection WINDOW_UPDATE of 0');
+      this.connectionWindow += increment;
+      if (this.connectionWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
+      return this.#resume([...this.#blocked]);
+    }
+    if (this.isIdle(sid)) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
+    const stream = this.#streams.get(sid);
+    if (!stream) return;
+    if (increment === 0) return stream.reset(ErrorCode.PROTOCOL_ERROR);
+    stream.sendWindow += increment;
+    if (stream.sendWindow > MAX_WINDOW) return stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
+    this.#blocked.delete(stream);
+    stream.flush();
+  }
+
+  #resume(streams: H2Stream[]): void {
+    for (const s of streams) {
+      if (this.connectionWindow <= 0) return;
+      this.#blocked.delete(s);
+      if (!s.closed) s.flush();
+    }
+  }
+
+  #rst(sid: number, code: number): void {
+    this.#recentResets.add(sid);
+    this.queue(rstStreamFrame(sid, code));
+  }
+
+  /** GOAWAY once, or a second time to say an error ended what a graceful close began. */
+  #sendGoaway(code: number, debug: string): void {
+    if (this.#goawaySent && code === ErrorCode.NO_ERROR) return;
+    this.#goawaySent = true;
+    this.#goawayLastId = this.#lastStreamId;
+    this.queue(goawayFrame(this.#goawayLastId, code, debug));
+  }
+
+  /** §5.4.1: GOAWAY with the error's code, every stream ends, the socket closes. */
+  #connectionError(err: unknown): void {
+    const e = err instanceof H2ConnectionError ? err : new H2ConnectionError(ErrorCode.INTERNAL_ERROR, `internal error: ${(err as Error).message}`);
+    this.#o.onError?.(e);
+    this.#sendGoaway(e.h2code, e.message);
+    this.#closing = true;
+    this.#assembly = undefined;
+    for (const s of [...this.#streams.values()]) s.abort(e.h2code);
+    this.#end();
+  }
+
+  #end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#output.flush();
+    this.#socket.end();
+    // Gone once written, whether or not the peer closes its side.
+    this.#socket.destroySoon();
+  }
+
+  #closed(): void {
+    this.#destroyed = true;
+    this.#closing = true;
+    for (const s of [...this.#streams.values()]) s.abort(ErrorCode.CANCEL);
+    this.#streams.clear();
+    this.#blocked.clear();
+    const listeners = this.#closeListeners;
+    this.#closeListeners = [];
+    for (const l of listeners) l();
+  }
+}
