@@ -184,10 +184,11 @@ export interface CaServerConfig {
   /**
    * 'http2' (the default with TLS): CreateCertificate and health Check served directly on
    * node:http2, everything else (health Watch/List, reflection) relayed to a loopback grpc-js
-   * server. 'grpc-js' (the default with `plaintext`): everything on grpc-js. 'auto' or absent
-   * picks by `plaintext`.
+   * server. 'h2': the same on certbroker's own HTTP/2 engine (src/h2) instead of node:http2.
+   * 'grpc-js' (the default with `plaintext`): everything on grpc-js. 'auto' or absent picks by
+   * `plaintext`.
    */
-  readonly transport?: 'auto' | 'grpc-js' | 'http2';
+  readonly transport?: 'auto' | 'grpc-js' | 'http2' | 'h2';
   /** The pod informers' watchdog, page size and backoff (src/kube defaults when absent). */
   readonly informer?: InformerSettings;
   readonly publish?: TrustBundlePublishConfig; // by the Lease holder (publish/publish-config.ts); absent = off (readCaConfig: on)
@@ -261,14 +262,14 @@ export function plaintextProblem(config: { readonly plaintext: boolean; readonly
 }
 
 /** The gRPC transport a configuration asks for ('auto' or absent: http2 with TLS, grpc-js in plaintext). */
-export function transportKind(config: Pick<CaServerConfig, 'transport' | 'plaintext'>): 'grpc-js' | 'http2' {
+export function transportKind(config: Pick<CaServerConfig, 'transport' | 'plaintext'>): 'grpc-js' | 'http2' | 'h2' {
   const kind = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
-  if (kind === 'http2' && config.plaintext) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
+  if (kind !== 'grpc-js' && config.plaintext) throw new Error(`the ${kind} transport serves TLS only; use the grpc-js transport for plaintext`);
   return kind;
 }
 
 /** Throws for what stops `startCaServer` before anything runs; returns the transport to start. */
-export function checkServerConfig(config: CaServerConfig): 'grpc-js' | 'http2' {
+export function checkServerConfig(config: CaServerConfig): 'grpc-js' | 'http2' | 'h2' {
   if (config.clusters.length > 0 && !config.clusters.some((c) => c.id === config.defaultClusterId)) {
     throw new Error(`default cluster ${config.defaultClusterId} is not among the configured clusters`);
   }
@@ -364,7 +365,7 @@ export function readCaConfig(flags: CaCliFlags, env: Readonly<Record<string, str
     maxConcurrentTokenReviews: r.int(ENV.MAX_CONCURRENT_TOKEN_REVIEWS, DEFAULT_MAX_CONCURRENT_TOKEN_REVIEWS, { min: 1, max: 1024 }),
     limits,
     signingWorkers: r.int(ENV.WORKERS, DEFAULT_SIGNING_WORKERS, { min: 0, max: 64 }),
-    transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2'] as const, 'auto'),
+    transport: r.oneOf(ENV.TRANSPORT, ['auto', 'grpc-js', 'http2', 'h2'] as const, 'auto'),
     shutdownGraceMs: r.int(ENV.SHUTDOWN_SECONDS, 10, { min: 0, max: 600 }) * 1000,
     kubeconfigPath: r.optionalString(ENV.KUBECONFIG, flags.kubeconfig),
     audiences,

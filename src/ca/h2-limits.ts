@@ -1,30 +1,41 @@
 /**
- * The connection-level limits (limits.ts) on the http2 transport's node:http2 server: the
- * connection cap, the idle-session timeout, and the counts behind the open-connection and
- * open-stream gauges and the global stream cap. (The TLS handshake timeout and the HTTP/2
- * settings are server options, set where the server is created; the request-body timeout is
- * h2-request.ts'.)
+ * The connection-level limits (limits.ts) on the TLS transports' server (node:http2's or
+ * certbroker's engine's: both are a `tls.Server`): the connection cap, the idle-session
+ * timeout, and the counts behind the open-connection and open-stream gauges and the global
+ * stream cap. (The TLS handshake timeout and the HTTP/2 settings are server options, set where
+ * the server is created; the request-body timeout is h2-request.ts'.)
  */
-import type { Http2SecureServer, Http2Session, ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
+import type { Server as TlsServer } from 'node:tls';
+import type { ServerCall } from './grpc-call.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
 
 export interface ConnectionCounts {
   /** Streams open on the server right now (the one being handled included). */
   streams(): number;
+  /** A session (HTTP/2 connection) started: watched for idleness until `whenClosed` says it is gone. */
+  session(s: IdleSession, whenClosed: (listener: () => void) => void): void;
   /**
-   * Counts `stream` as open on the server and on its session until it closes (one 'close'
+   * Counts `call` as open on the server and on its session until it closes (one close
    * listener for both counts). The transport calls it first thing for every stream.
    */
-  opened(stream: ServerHttp2Stream): void;
+  opened(call: ServerCall): void;
+}
+
+/** What the idle timeout needs of a session (node:http2's `Http2Session`, the engine's `H2Connection`). */
+export interface IdleSession {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  /** Graceful close (GOAWAY). */
+  close(): void;
 }
 
 /**
  * Applies the cap and the idle timeout to `server` and counts what is open; every stream must be
  * passed to `opened` before it is handled.
  */
-export function limitConnections(server: Http2SecureServer, limits: CaLimits, metrics: CaMetrics | undefined): ConnectionCounts {
+export function limitConnections(server: TlsServer, limits: CaLimits, metrics: CaMetrics | undefined): ConnectionCounts {
   const closedOverLimit = metrics?.connectionsClosed.labels('limit');
   const closedHandshake = metrics?.connectionsClosed.labels('tls_handshake_timeout');
   const closedIdle = metrics?.connectionsClosed.labels('idle');
@@ -32,7 +43,7 @@ export function limitConnections(server: Http2SecureServer, limits: CaLimits, me
   let connections = 0;
   let streams = 0;
   metrics?.observeTransport(() => ({ connections, streams }));
-  const idleWatches = new WeakMap<Http2Session, IdleWatch>();
+  const idleWatches = new WeakMap<object, IdleWatch>();
 
   // Beyond the cap the kernel's accepted socket is closed before any JS object or TLS state
   // exists for it (net.Server 'drop').
@@ -45,14 +56,14 @@ export function limitConnections(server: Http2SecureServer, limits: CaLimits, me
   server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
     if (err.code === 'ERR_TLS_HANDSHAKE_TIMEOUT') closedHandshake?.inc();
   });
-  server.on('session', (s: Http2Session) => idleWatches.set(s, new IdleWatch(s, limits.idleSessionTimeoutMs, onIdle)));
   return {
     streams: () => streams,
-    opened(stream) {
+    session: (s, whenClosed) => idleWatches.set(s, new IdleWatch(s, limits.idleSessionTimeoutMs, onIdle, whenClosed)),
+    opened(call) {
       streams++;
-      const watch = stream.session && idleWatches.get(stream.session);
+      const watch = idleWatches.get(call.session);
       watch?.opened();
-      stream.once('close', () => {
+      call.onClose(() => {
         streams--;
         watch?.closed();
       });
@@ -66,18 +77,18 @@ export function limitConnections(server: Http2SecureServer, limits: CaLimits, me
  * when the session goes from no stream to one and back, not per call.
  */
 class IdleWatch {
-  readonly #s: Http2Session;
+  readonly #s: IdleSession;
   readonly #idleMs: number;
   readonly #onIdle: () => void;
   #open = 0;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(s: Http2Session, idleMs: number, onIdle: () => void) {
+  constructor(s: IdleSession, idleMs: number, onIdle: () => void, whenClosed: (listener: () => void) => void) {
     this.#s = s;
     this.#idleMs = idleMs;
     this.#onIdle = onIdle;
     this.#arm();
-    s.once('close', () => clearTimeout(this.#timer));
+    whenClosed(() => clearTimeout(this.#timer));
   }
 
   opened(): void {

@@ -1,24 +1,44 @@
 /**
- * The http2 transport's fallback: every call it does not serve itself (health Watch/List,
+ * The TLS transports' fallback (either HTTP/2 engine, through grpc-call.ts' `RelayedCall`): every call it does not serve itself (health Watch/List,
  * reflection) is relayed stream-for-stream, over one shared HTTP/2 session, to a plaintext
  * grpc-js server on loopback: request headers and messages up; response headers, messages and
  * trailers down; cancellation either way resets the other side.
  */
-import { connect, constants as h2, type ClientHttp2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { connect, constants as h2, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import type { CallHeaders, ResponseFields, ServerCall } from './grpc-call.js';
 import { sendStatus, transportStatus } from './h2-respond.js';
 
 const UNAVAILABLE = transportStatus(GrpcStatus.UNAVAILABLE, 'service unavailable');
 
+/** Fields that are not end-to-end: pseudo-headers, hop-by-hop ones (RFC 9113 §8.2.2), `host`. */
+const NOT_RELAYED = /^(:|connection$|host$|keep-alive$|proxy-connection$|transfer-encoding$|upgrade$)/u;
+
 /** Headers of one side minus the pseudo-headers and hop-by-hop ones. */
-function endToEnd(headers: IncomingHttpHeaders): Record<string, string | string[]> {
+function endToEnd(headers: CallHeaders): Record<string, string | string[]> {
   const out: Record<string, string | string[]> = {};
-  for (const [k, v] of Object.entries(headers)) {
-    if (v === undefined || k.startsWith(':') || k === 'connection' || k === 'host') continue;
+  for (const k of Object.keys(headers)) {
+    const v = headers[k];
+    if (v === undefined || NOT_RELAYED.test(k)) continue;
     out[k] = v;
   }
   return out;
 }
+
+/** The same as ordered fields (a repeated header: one field per value), after `first`. */
+function fieldsOf(headers: IncomingHttpHeaders, first: ResponseFields = []): ResponseFields {
+  const out: Array<readonly [string, string]> = [...first];
+  for (const [k, v] of Object.entries(endToEnd(headers))) {
+    if (typeof v === 'string') out.push([k, v]);
+    else for (const one of v) out.push([k, one]);
+  }
+  return out;
+}
+
+const NO_STATUS: ResponseFields = [
+  ['grpc-status', String(GrpcStatus.INTERNAL)],
+  ['grpc-message', 'upstream ended without status'],
+];
 
 export class LoopbackRelay {
   readonly #port: number;
@@ -32,7 +52,8 @@ export class LoopbackRelay {
   }
 
   /** Relays one call of any kind (unary, server/client/bidi streaming). */
-  relay(stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void {
+  relay(call: ServerCall): void {
+    const headers = call.headers;
     let up;
     try {
       up = this.#upstream().request({
@@ -43,36 +64,35 @@ export class LoopbackRelay {
     } catch (err) {
       // The loopback session was closing (shutdown): answer instead of throwing.
       this.#onError('relay request', err as Error);
-      sendStatus(stream, UNAVAILABLE);
+      sendStatus(call, UNAVAILABLE);
       return;
     }
-    let trailers: Record<string, string | string[]> | undefined;
+    const down = call.relayed();
+    let trailers: ResponseFields | undefined;
     up.on('response', (h) => {
-      if (stream.destroyed || stream.closed) return;
-      const hs = { ...endToEnd(h), [h2.HTTP2_HEADER_STATUS]: h[h2.HTTP2_HEADER_STATUS] ?? 200 };
+      const head = fieldsOf(h, [[':status', String(h[h2.HTTP2_HEADER_STATUS] ?? 200)]]);
       if (h['grpc-status'] !== undefined) {
         // Trailers-only response.
-        stream.respond(hs, { endStream: true });
+        down.respondHead(head, true, () => []);
         up.resume();
         return;
       }
-      stream.respond(hs, { waitForTrailers: true });
-      stream.once('wantTrailers', () => stream.sendTrailers(trailers ?? { 'grpc-status': String(GrpcStatus.INTERNAL), 'grpc-message': 'upstream ended without status' }));
-      up.pipe(stream);
+      down.respondHead(head, false, () => trailers ?? NO_STATUS);
+      up.pipe(down.body);
     });
     up.on('trailers', (t) => {
-      trailers = endToEnd(t);
+      trailers = fieldsOf(t);
     });
     up.on('error', (err) => {
       this.#onError('relayed stream', err);
-      sendStatus(stream, UNAVAILABLE);
+      sendStatus(call, UNAVAILABLE);
     });
-    stream.pipe(up);
-    stream.on('close', () => {
+    down.body.pipe(up);
+    call.onClose(() => {
       if (!up.closed) up.close(h2.NGHTTP2_CANCEL);
     });
     up.on('close', () => {
-      if (!stream.closed && up.rstCode !== undefined && up.rstCode !== h2.NGHTTP2_NO_ERROR) stream.close(h2.NGHTTP2_CANCEL);
+      if (up.rstCode !== undefined && up.rstCode !== h2.NGHTTP2_NO_ERROR) down.cancel();
     });
   }
 

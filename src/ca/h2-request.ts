@@ -1,11 +1,11 @@
 /**
- * Reading the one request message of a unary gRPC call on a node:http2 server stream, bounded in
- * size and in time, with the statuses the gRPC spec gives for every way the bytes can be wrong.
- * Used by the CA's http2 transport (h2-transport.ts).
+ * Reading the one request message of a unary gRPC call (a `ServerCall` of either HTTP/2
+ * engine), bounded in size and in time, with the statuses the gRPC spec gives for every way the
+ * bytes can be wrong. Used by the CA's TLS transports (h2-transport.ts).
  */
-import type { ServerHttp2Stream } from 'node:http2';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus } from '@grpc/grpc-js';
+import type { ServerCall } from './grpc-call.js';
 
 /** A gRPC status carried with a rejection from `readMessage`. */
 export interface WireError {
@@ -73,7 +73,7 @@ export function unframeRequest(body: Buffer | undefined, encoding: string | stri
  * answer. Errors are plain objects, not
  * `Error`s: nothing here needs a stack, and capturing one per call is measurable.
  */
-export function readMessage(stream: ServerHttp2Stream, r: ReadOptions, encoding: string | string[] | undefined, done: (err: WireError | undefined, message?: Buffer) => void): void {
+export function readMessage(call: ServerCall, r: ReadOptions, encoding: string | string[] | undefined, done: (err: WireError | undefined, message?: Buffer) => void): void {
   let first: Buffer | undefined;
   let more: Buffer[] | undefined;
   let size = 0;
@@ -91,22 +91,24 @@ export function readMessage(stream: ServerHttp2Stream, r: ReadOptions, encoding:
     clearTimeout(bodyTimer);
     done(err, message);
   };
-  stream.on('data', (c: Buffer) => {
-    if (settled) return;
-    size += c.length;
-    if (size > r.maxBytes + 5) {
-      settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
-      stream.pause();
-      return;
-    }
-    if (first === undefined) first = c;
-    else (more ??= [first]).push(c);
-  });
-  stream.once('end', () => {
-    const out = unframeRequest(more ? Buffer.concat(more) : first, encoding, r.maxBytes);
-    if (Buffer.isBuffer(out)) settle(undefined, out);
-    else settle(out);
-  });
-  // A client that resets the stream before the end: settle, so nothing waits forever.
-  stream.once('close', () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }));
+  call.readBody(
+    (c) => {
+      if (settled) return;
+      size += c.length;
+      if (size > r.maxBytes + 5) {
+        settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
+        return;
+      }
+      // Copied when a second chunk comes: the first may be a view into a socket buffer.
+      if (first === undefined) first = c;
+      else (more ??= [Buffer.from(first)]).push(Buffer.from(c));
+    },
+    () => {
+      const out = unframeRequest(more ? Buffer.concat(more) : first, encoding, r.maxBytes);
+      if (Buffer.isBuffer(out)) settle(undefined, out);
+      else settle(out);
+    },
+    // A client that resets the stream before the end: settle, so nothing waits forever.
+    () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }),
+  );
 }

@@ -21,7 +21,6 @@
  * h2-respond.ts (writing answers), h2-limits.ts (connection cap, idle sessions, counts),
  * h2-relay.ts (the loopback fallback); limits for unauthenticated clients in limits.ts.
  */
-import { createSecureServer, constants as h2, type Http2SecureServer, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type protobuf from 'protobufjs';
@@ -39,7 +38,9 @@ import { HEALTH_CHECK_PATH, HEALTH_CHECK_REQUEST_TYPE, HEALTH_CHECK_RESPONSE_TYP
 import { RETRY_PUSHBACK_METADATA } from '../protocol/grpc-status.js';
 import { CA_PROTO, CREATE_CERTIFICATE_PATH, type CallMetadata, type IstioCertificateRequest, type IstioCertificateResponse } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST } from './certificate-service.js';
+import type { CallHeaders, ServerCall } from './grpc-call.js';
 import { certChainFrame } from './h2-framing.js';
+import { engineFront, nodeFront, type H2Engine } from './h2-fronts.js';
 import { limitConnections } from './h2-limits.js';
 import { LoopbackRelay } from './h2-relay.js';
 import { readMessage, type ReadOptions } from './h2-request.js';
@@ -107,7 +108,7 @@ function loadCodec(): Codec {
 }
 
 /** The call's headers as the handler reads them (no grpc-js `Metadata` per call). */
-function metadataFrom(headers: IncomingHttpHeaders): CallMetadata {
+function metadataFrom(headers: CallHeaders): CallMetadata {
   return {
     get(key) {
       const v = headers[key];
@@ -115,10 +116,6 @@ function metadataFrom(headers: IncomingHttpHeaders): CallMetadata {
       return typeof v === 'string' ? [v] : v;
     },
   };
-}
-
-function peerOf(stream: ServerHttp2Stream): string {
-  return `${stream.session?.socket?.remoteAddress ?? '?'}:${stream.session?.socket?.remotePort ?? '?'}`;
 }
 
 const DEADLINE_EXCEEDED = transportStatus(GrpcStatus.DEADLINE_EXCEEDED, 'deadline exceeded');
@@ -130,14 +127,15 @@ interface MethodContext {
   readonly read: ReadOptions;
 }
 
-function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly handler: CreateCertificateHandler }): void {
+function serveCreateCertificate(call: ServerCall, c: MethodContext & { readonly handler: CreateCertificateHandler }): void {
+  const headers = call.headers;
   // A cancellable handler hears of a call that ended before its answer (reset, deadline); one
   // answered is not aborted (an abort builds a DOMException, measurable per call).
   let cancel: AbortController | undefined;
   let answered = false;
   if (c.handler.cancellable) {
     const ac = (cancel = new AbortController());
-    stream.once('close', () => {
+    call.onClose(() => {
       if (!answered) ac.abort();
     });
   }
@@ -148,13 +146,13 @@ function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttp
     timeoutMs === undefined
       ? undefined
       : setTimeout(() => {
-          sendStatus(stream, DEADLINE_EXCEEDED);
+          sendStatus(call, DEADLINE_EXCEEDED);
           cancel?.abort();
         }, timeoutMs);
-  readMessage(stream, c.read, headers['grpc-encoding'], (err, bytes) => {
+  readMessage(call, c.read, headers['grpc-encoding'], (err, bytes) => {
     if (err) {
       clearTimeout(deadline);
-      return sendWireError(stream, err);
+      return sendWireError(call, err);
     }
     let request: IstioCertificateRequest;
     try {
@@ -167,31 +165,31 @@ function serveCreateCertificate(stream: ServerHttp2Stream, headers: IncomingHttp
       (res) => {
         answered = true;
         clearTimeout(deadline);
-        sendFrame(stream, certChainFrame(res.cert_chain));
+        sendFrame(call, certChainFrame(res.cert_chain));
       },
       (e: unknown) => {
         answered = true;
         clearTimeout(deadline);
-        sendStatus(stream, c.handler.rejection(e, peerOf(stream)));
+        sendStatus(call, c.handler.rejection(e, call.peer));
       },
     );
   });
 }
 
-function serveHealthCheck(stream: ServerHttp2Stream, headers: IncomingHttpHeaders, c: MethodContext & { readonly health: HealthService }): void {
-  readMessage(stream, c.read, headers['grpc-encoding'], (err, bytes) => {
-    if (err) return sendWireError(stream, err);
+function serveHealthCheck(call: ServerCall, c: MethodContext & { readonly health: HealthService }): void {
+  readMessage(call, c.read, call.headers['grpc-encoding'], (err, bytes) => {
+    if (err) return sendWireError(call, err);
     let req: HealthCheckRequest;
     try {
       req = c.codec.healthRequest.toObject(c.codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
     } catch {
       // The health service is a library's (grpc-js answers this INTERNAL too, as statuscodes.md
       // says for "error parsing request proto"); only the CA's own method says INVALID_ARGUMENT.
-      return sendStatus(stream, transportStatus(GrpcStatus.INTERNAL, 'bad request'));
+      return sendStatus(call, transportStatus(GrpcStatus.INTERNAL, 'bad request'));
     }
     const st = c.health.status(req.service);
-    if (st === undefined) sendStatus(stream, transportStatus(GrpcStatus.NOT_FOUND, 'unknown service'));
-    else sendFrame(stream, frame(c.codec.healthResponse.encode({ status: SERVING_STATUS_NUMBER[st] }).finish()));
+    if (st === undefined) sendStatus(call, transportStatus(GrpcStatus.NOT_FOUND, 'unknown service'));
+    else sendFrame(call, frame(c.codec.healthResponse.encode({ status: SERVING_STATUS_NUMBER[st] }).finish()));
   });
 }
 
@@ -221,43 +219,39 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
   // Turned away with a pushback of about the time the open calls take to drain (overload-hint.ts).
   const hint = new OverloadHint({ clock: o.clock ?? systemClock });
   const onAnswered = () => hint.completed();
-  return (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
+  return (call: ServerCall): void => {
     if (streams() > limits.maxStreams) {
       streamLimit?.inc();
-      stream.resume();
-      sendStatus(stream, tooMany, { [RETRY_PUSHBACK_METADATA]: String(hint.retryAfterMs(streams() - 1)) });
+      call.discardBody();
+      sendStatus(call, tooMany, { [RETRY_PUSHBACK_METADATA]: String(hint.retryAfterMs(streams() - 1)) });
       return;
     }
-    stream.once('close', onAnswered);
-    const path = headers[h2.HTTP2_HEADER_PATH];
-    if (headers[h2.HTTP2_HEADER_METHOD] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) {
-      stream.respond({ [h2.HTTP2_HEADER_STATUS]: 415 }, { endStream: true });
-      if (!stream.readableEnded) stream.close(h2.NGHTTP2_NO_ERROR);
-      return;
-    }
-    if (path === CREATE_CERTIFICATE_PATH) return serveCreateCertificate(stream, headers, create);
-    if (path === HEALTH_CHECK_PATH) return serveHealthCheck(stream, headers, healthCheck);
-    if (relay) return relay.relay(stream, headers);
-    stream.resume();
-    sendStatus(stream, transportStatus(GrpcStatus.UNIMPLEMENTED, `method ${String(path)} is not served by this transport`));
+    call.onClose(onAnswered);
+    const headers = call.headers;
+    const path = headers[':path'];
+    if (headers[':method'] !== 'POST' || !String(headers['content-type'] ?? '').startsWith('application/grpc')) return call.refuseNotGrpc();
+    if (path === CREATE_CERTIFICATE_PATH) return serveCreateCertificate(call, create);
+    if (path === HEALTH_CHECK_PATH) return serveHealthCheck(call, healthCheck);
+    if (relay) return relay.relay(call);
+    call.discardBody();
+    sendStatus(call, transportStatus(GrpcStatus.UNIMPLEMENTED, `method ${String(path)} is not served by this transport`));
   };
 }
 
-export async function startH2Transport(o: H2TransportOptions): Promise<H2Transport> {
-  const limits = o.limits;
+/**
+ * Starts the transport on `engine`: node:http2 (`node`, the `http2` kind) or certbroker's own
+ * HTTP/2 engine (`h2`, the `h2` kind); everything above the HTTP/2 streams is the same.
+ */
+export async function startH2Transport(o: H2TransportOptions, engine: H2Engine = 'node'): Promise<H2Transport> {
   const initial = o.identity.current();
-  const server: Http2SecureServer = createSecureServer({
-    ...(initial ? { cert: initial.certificate, key: initial.privateKey } : {}),
-    allowHTTP1: false,
-    // Time from the TCP connection to a finished TLS handshake (node's default is 120 s).
-    handshakeTimeout: limits.tlsHandshakeTimeoutMs,
-    // Headers over maxHeaderListSize never reach us: nghttp2 resets the stream with
-    // ENHANCE_YOUR_CALM, which gRPC clients (grpc-js, grpc-go) report as RESOURCE_EXHAUSTED and
-    // do not retry; clients that read the setting (grpc-go) fail locally before sending.
-    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
-  });
+  const logError = errorLog(o.logger, o.clock ?? systemClock);
+  const relay = o.fallbackPort === undefined ? undefined : new LoopbackRelay({ port: o.fallbackPort, onError: (what, err) => logError(what, err) });
+  let handle: (call: ServerCall) => void = () => undefined;
+  const front = (engine === 'h2' ? engineFront : nodeFront)({ limits: o.limits, identity: initial, clock: o.clock ?? systemClock, onCall: (call) => handle(call), onError: logError });
+  const server = front.server;
   // Counted and bounded before anything else sees a connection or a session (a stream: `counts.opened`).
-  const counts = limitConnections(server, limits, o.metrics);
+  const counts = limitConnections(server, o.limits, o.metrics);
+  front.onSession(counts.session);
   // Without an identity (none yet, or the last one withdrawn at its notAfter) a connection is
   // dropped at once, as grpc-js does: no TLS is attempted with a missing or expired certificate.
   let presenting = initial !== null;
@@ -268,22 +262,12 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
     presenting = id !== null;
     if (id) server.setSecureContext({ cert: id.certificate, key: id.privateKey });
   });
-  const logError = errorLog(o.logger, o.clock ?? systemClock);
-  const sessions = new Set<Http2Session>();
-  server.on('session', (s) => {
-    sessions.add(s);
-    s.on('error', (err) => logError('session', err));
-    s.once('close', () => sessions.delete(s));
-  });
   server.on('tlsClientError', (err) => logError('TLS handshake', err));
-  const relay = o.fallbackPort === undefined ? undefined : new LoopbackRelay({ port: o.fallbackPort, onError: (what, err) => logError(what, err) });
-  const handle = streamHandler(o, loadCodec(), counts.streams, relay);
-  const onStreamError = (err: Error) => logError('stream', err);
-  server.on('stream', (stream, headers) => {
-    stream.on('error', onStreamError);
-    counts.opened(stream);
-    handle(stream, headers);
-  });
+  const serve = streamHandler(o, loadCodec(), counts.streams, relay);
+  handle = (call) => {
+    counts.opened(call);
+    serve(call);
+  };
 
   const port = await listenTcp(server, o.port, o.host);
 
@@ -294,7 +278,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
       // Whichever comes first settles the promise; the later resolve is a no-op.
       return new Promise((resolve) => {
         const timer = setTimeout(() => {
-          for (const s of sessions) s.destroy();
+          front.destroySessions();
           resolve('forced');
         }, Math.max(0, deadlineMs));
         timer.unref();
@@ -303,7 +287,7 @@ export async function startH2Transport(o: H2TransportOptions): Promise<H2Transpo
           resolve('graceful');
         });
         // GOAWAY: open streams finish, no new ones start.
-        for (const s of sessions) s.close();
+        front.closeSessions();
         relay?.close();
       });
     },

@@ -4,11 +4,12 @@
  * - `http2` (the default with TLS): CreateCertificate and health Check served directly on
  *   node:http2 (h2-transport.ts); health Watch/List and reflection relayed to a grpc-js server
  *   on loopback.
+ * - `h2`: the same on certbroker's own HTTP/2 engine (src/h2) in place of node:http2.
  * - `grpc-js` (plaintext, or `CA_TRANSPORT=grpc-js`): everything on a grpc-js Server, with the
  *   limits grpc-js can apply (grpc-js-limits.ts).
  * Both hand calls to the same CertificateService and answer errors through the one mapping.
- * `startHttp2Server` is the http2 one for any `CreateCertificateHandler`: the broker's Istio CA
- * front serves on it too.
+ * `startHttp2Server` is the http2/h2 one for any `CreateCertificateHandler`: the broker's Istio
+ * CA front serves on it too.
  */
 import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js';
 import type { Clock } from '../core/clock.js';
@@ -23,6 +24,7 @@ import { CA_PROTO, CA_SERVICE } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST, type CertificateService } from './certificate-service.js';
 import { transportKind } from './config.js';
 import { grpcJsLimitOptions } from './grpc-js-limits.js';
+import type { H2Engine } from './h2-fronts.js';
 import { startH2Transport, type CreateCertificateHandler } from './h2-transport.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
@@ -55,7 +57,7 @@ export interface TransportParts {
 }
 
 export function startTransport(kind: TransportKind, parts: TransportParts): Promise<CaTransport> {
-  return kind === 'http2' ? startHttp2(parts) : startGrpcJs(parts);
+  return kind === 'grpc-js' ? startGrpcJs(parts) : startHttp2(parts, kind);
 }
 
 /**
@@ -97,6 +99,8 @@ export interface Http2ServerParts {
   readonly metrics?: CaMetrics;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** The HTTP/2 engine: node:http2 (default) or certbroker's own (`h2`, the `h2` kind). */
+  readonly engine?: H2Engine;
 }
 
 export interface Http2Server {
@@ -129,7 +133,7 @@ export async function startHttp2Server(p: Http2ServerParts): Promise<Http2Server
       maxMessageBytes: MAX_MESSAGE_BYTES,
       limits: p.limits,
       ...(p.metrics ? { metrics: p.metrics } : {}),
-    });
+    }, p.engine);
     return {
       port: h2t.port,
       stop: async (graceMs) => {
@@ -144,10 +148,10 @@ export async function startHttp2Server(p: Http2ServerParts): Promise<Http2Server
   }
 }
 
-async function startHttp2(p: TransportParts): Promise<CaTransport> {
-  if (!p.identity) throw new Error('the http2 transport serves TLS only; use the grpc-js transport for plaintext');
-  const server = await startHttp2Server({ ...p, identity: p.identity, handler: p.service });
-  return { kind: 'http2', port: server.port, stop: (graceMs) => server.stop(graceMs) };
+async function startHttp2(p: TransportParts, kind: 'http2' | 'h2'): Promise<CaTransport> {
+  if (!p.identity) throw new Error(`the ${kind} transport serves TLS only; use the grpc-js transport for plaintext`);
+  const server = await startHttp2Server({ ...p, identity: p.identity, handler: p.service, engine: kind === 'h2' ? 'h2' : 'node' });
+  return { kind, port: server.port, stop: (graceMs) => server.stop(graceMs) };
 }
 
 async function startGrpcJs(p: TransportParts): Promise<CaTransport> {

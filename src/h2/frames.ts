@@ -144,9 +144,12 @@ export function pingAckFrame(src: Buffer, at: number): Buffer {
  */
 export class H2ConnectionError extends Error {
   readonly h2code: number;
+  /** `ERR_HTTP2_PEER_<code>` for what a peer caused, `ERR_H2_INTERNAL` for ours (logs tell them apart). */
+  readonly code: string;
   constructor(h2code: number, message: string) {
     super(message);
     this.name = 'H2ConnectionError';
     this.h2code = h2code;
+    this.code = h2code === ErrorCode.INTERNAL_ERROR ? 'ERR_H2_INTERNAL' : `ERR_HTTP2_PEER_${h2code}`;
   }
 }

@@ -35,6 +35,8 @@ export class H2Server {
     const settings = { ...DEFAULT_H2_SETTINGS, ...o.settings };
     const clock = o.clock ?? systemClock;
     this.tls = createServer({ ...o.tls, ALPNProtocols: ['h2'] });
+    // tls.Server reports a failed or timed-out handshake but leaves the socket open: close it.
+    this.tls.on('tlsClientError', (_err, socket) => socket.destroy());
     this.tls.on('secureConnection', (socket: TLSSocket) => {
       if (socket.alpnProtocol !== 'h2') {
         socket.destroy();

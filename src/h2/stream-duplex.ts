@@ -3,7 +3,8 @@
  * loopback relay of health Watch/List and reflection): readable = the request body, with the
  * stream's window given back only as the reader takes data (real backpressure); writable = the
  * response body as DATA (after `respond`), ended with the trailers `trailers()` gives at the end.
- * A stream reset destroys the Duplex; destroying the Duplex resets the stream (CANCEL).
+ * A stream reset destroys the Duplex (no error event); destroying the Duplex resets the stream
+ * (CANCEL).
  * The hot path (unary calls) does not use it.
  */
 import { Duplex } from 'node:stream';
@@ -32,7 +33,8 @@ export class H2StreamDuplex extends Duplex {
       this.push(null);
     };
     stream.onClose((code) => {
-      if (code !== ErrorCode.NO_ERROR && !this.destroyed) this.destroy(Object.assign(new Error(`stream reset (code ${code})`), { code: 'ERR_H2_STREAM_RESET', h2code: code }));
+      // A reset ends the Duplex without an error event: the stream's own close says why.
+      if (code !== ErrorCode.NO_ERROR) this.destroy();
       else if (!this.readableEnded) this.push(null);
     });
   }

@@ -39,68 +39,70 @@ class Probe implements CreateCertificateHandler {
 }
 
 
-describe('http2 transport: the CreateCertificateHandler contract', () => {
-  let rootsPem: string;
-  const servers: Http2Server[] = [];
-  const channels: H2UnaryChannel[] = [];
+for (const engine of ['node', 'h2'] as const) {
+  describe(`${engine === 'node' ? 'http2' : 'h2'} transport: the CreateCertificateHandler contract`, () => {
+    let rootsPem: string;
+    const servers: Http2Server[] = [];
+    const channels: H2UnaryChannel[] = [];
 
-  async function serve(handler: Probe): Promise<H2UnaryChannel> {
-    const material = await silentTlsMaterial();
-    rootsPem = material.caCertPem;
-    const identity = new RotatingServerIdentity();
-    identity.update(material.certPem, new Secret(material.keyPem));
-    const server = await startHttp2Server({ host: '127.0.0.1', port: 0, identity, handler, health: new HealthService(), limits: resolveLimits(undefined), logger: createLogger({ level: 'silent' }), clock: systemClock });
-    servers.push(server);
-    const channel = new H2UnaryChannel({ address: `127.0.0.1:${server.port}`, rootsPem, serverName: 'localhost', handshakeTimeoutMs: 5000 });
-    channels.push(channel);
-    return channel;
-  }
-  const call = (ch: H2UnaryChannel, csr: string, o: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
-    ch.call({ path: PATH, metadata: {}, message: forwardRequestBytes({ csrPem: csr, identity: 'spiffe://td/ns/a/sa/b', ttlSeconds: 60 }), timeoutMs: o.timeoutMs ?? 10_000, signal: o.signal ?? new AbortController().signal });
+    async function serve(handler: Probe): Promise<H2UnaryChannel> {
+      const material = await silentTlsMaterial();
+      rootsPem = material.caCertPem;
+      const identity = new RotatingServerIdentity();
+      identity.update(material.certPem, new Secret(material.keyPem));
+      const server = await startHttp2Server({ host: '127.0.0.1', port: 0, identity, handler, health: new HealthService(), limits: resolveLimits(undefined), logger: createLogger({ level: 'silent' }), clock: systemClock, engine });
+      servers.push(server);
+      const channel = new H2UnaryChannel({ address: `127.0.0.1:${server.port}`, rootsPem, serverName: 'localhost', handshakeTimeoutMs: 5000 });
+      channels.push(channel);
+      return channel;
+    }
+    const call = (ch: H2UnaryChannel, csr: string, o: { timeoutMs?: number; signal?: AbortSignal } = {}) =>
+      ch.call({ path: PATH, metadata: {}, message: forwardRequestBytes({ csrPem: csr, identity: 'spiffe://td/ns/a/sa/b', ttlSeconds: 60 }), timeoutMs: o.timeoutMs ?? 10_000, signal: o.signal ?? new AbortController().signal });
 
-  after(async () => {
-    for (const c of channels) c.close();
-    for (const s of servers) await s.stop(100);
+    after(async () => {
+      for (const c of channels) c.close();
+      for (const s of servers) await s.stop(100);
+    });
+
+    it('an answered call: the chain comes back and its signal is never aborted', async () => {
+      const probe = new Probe(true);
+      const ch = await serve(probe);
+      const r = await call(ch, 'ok');
+      assert.equal(r.code, GrpcStatus.OK);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(probe.calls.length, 1);
+      assert.equal(probe.calls[0]!.signal?.aborted, false, 'answered: not aborted when the stream closes');
+    });
+
+    it('a caller that resets the stream, and one whose grpc-timeout passes, abort the signal', async () => {
+      const probe = new Probe(true);
+      const ch = await serve(probe);
+      const ac = new AbortController();
+      const reset = call(ch, 'hang', { signal: ac.signal });
+      await eventually('the call at the handler', () => probe.calls.length === 1);
+      ac.abort(new Error('gone'));
+      await assert.rejects(reset, /gone/);
+      await eventually('the reset call aborted', () => probe.calls[0]!.signal!.aborted);
+      const late = await call(ch, 'hang', { timeoutMs: 100 });
+      assert.equal(late.code, GrpcStatus.DEADLINE_EXCEEDED);
+      await eventually('the late call aborted', () => probe.calls.length === 2 && probe.calls[1]!.signal!.aborted);
+    });
+
+    it("a non-cancellable handler gets no signal; a rejection is the handler's status; bytes that are not a request are MALFORMED_REQUEST", async () => {
+      const probe = new Probe(false);
+      const ch = await serve(probe);
+      assert.equal((await call(ch, 'ok')).code, GrpcStatus.OK);
+      assert.deepEqual(await call(ch, 'refuse'), { code: GrpcStatus.PERMISSION_DENIED, details: 'probe says no' });
+      const garbage = await ch.call({ path: PATH, metadata: {}, message: Buffer.from([0x0a, 0xff, 0xff]), timeoutMs: 10_000, signal: new AbortController().signal });
+      assert.equal(garbage.code, GrpcStatus.PERMISSION_DENIED, 'the probe refuses what it cannot read, with its own status');
+      assert.deepEqual(
+        probe.calls.map((c) => [c.csr, c.malformed, c.signal]),
+        [
+          ['ok', false, undefined],
+          ['refuse', false, undefined],
+          [undefined, true, undefined],
+        ],
+      );
+    });
   });
-
-  it('an answered call: the chain comes back and its signal is never aborted', async () => {
-    const probe = new Probe(true);
-    const ch = await serve(probe);
-    const r = await call(ch, 'ok');
-    assert.equal(r.code, GrpcStatus.OK);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    assert.equal(probe.calls.length, 1);
-    assert.equal(probe.calls[0]!.signal?.aborted, false, 'answered: not aborted when the stream closes');
-  });
-
-  it('a caller that resets the stream, and one whose grpc-timeout passes, abort the signal', async () => {
-    const probe = new Probe(true);
-    const ch = await serve(probe);
-    const ac = new AbortController();
-    const reset = call(ch, 'hang', { signal: ac.signal });
-    await eventually('the call at the handler', () => probe.calls.length === 1);
-    ac.abort(new Error('gone'));
-    await assert.rejects(reset, /gone/);
-    await eventually('the reset call aborted', () => probe.calls[0]!.signal!.aborted);
-    const late = await call(ch, 'hang', { timeoutMs: 100 });
-    assert.equal(late.code, GrpcStatus.DEADLINE_EXCEEDED);
-    await eventually('the late call aborted', () => probe.calls.length === 2 && probe.calls[1]!.signal!.aborted);
-  });
-
-  it("a non-cancellable handler gets no signal; a rejection is the handler's status; bytes that are not a request are MALFORMED_REQUEST", async () => {
-    const probe = new Probe(false);
-    const ch = await serve(probe);
-    assert.equal((await call(ch, 'ok')).code, GrpcStatus.OK);
-    assert.deepEqual(await call(ch, 'refuse'), { code: GrpcStatus.PERMISSION_DENIED, details: 'probe says no' });
-    const garbage = await ch.call({ path: PATH, metadata: {}, message: Buffer.from([0x0a, 0xff, 0xff]), timeoutMs: 10_000, signal: new AbortController().signal });
-    assert.equal(garbage.code, GrpcStatus.PERMISSION_DENIED, 'the probe refuses what it cannot read, with its own status');
-    assert.deepEqual(
-      probe.calls.map((c) => [c.csr, c.malformed, c.signal]),
-      [
-        ['ok', false, undefined],
-        ['refuse', false, undefined],
-        [undefined, true, undefined],
-      ],
-    );
-  });
-});
+}

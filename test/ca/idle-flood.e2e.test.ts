@@ -164,117 +164,120 @@ async function within(p: Promise<unknown>, ms: number): Promise<boolean> {
   }
 }
 
-test(`idle flood: ${ATTEMPTS} unauthenticated connections against a cap of ${CAP} are capped, reaped, and the CA's memory stays bounded`, async (t) => {
-  const kubeconfig = join(dir.path, 'kubeconfig');
-  const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
-  await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
-  const launcher = await writeCaLauncher(dir.path);
-  child = spawn(process.execPath, [launcher, '--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', '127.0.0.1:0'], {
-    env: {
-      ...process.env,
-      CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1',
-      CA_SIGNING_WORKERS: '0',
-      LOG_LEVEL: 'info',
-      CA_SHUTDOWN_GRACE_SECONDS: '1',
-      CA_MAX_CONNECTIONS: String(CAP),
-      // Long enough that, on a loaded machine, the flood reaches the cap before the first
-      // connections are reaped (each lives handshake or body timeout + idle timeout).
-      CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '6',
-      CA_REQUEST_BODY_TIMEOUT_SECONDS: '5',
-      CA_IDLE_SESSION_TIMEOUT_SECONDS: '6',
-    },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
-  const pid = child.pid!;
-  const log = watchLog(child);
-  const opsRec = await log.waitFor((r) => r.msg === 'ops endpoint listening');
-  const listening = await log.waitFor((r) => r.msg === 'CA listening');
-  const port = Number(listening.port);
-  const opsPort = Number(opsRec.port);
-  const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
-  const rootsPem = Buffer.from(secret.data?.['ca-cert.pem'] ?? '', 'base64').toString();
-
-  // Warm up: real calls (TLS, TokenReview, signing) so one-time allocations are in the baseline.
-  const token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
-  const c = caClient(port, rootsPem);
-  for (let i = 0; i < 20; i++) assert.equal((await c.create({ token, csr: await newCsr() })).code, undefined);
-  c.close();
-  await new Promise((r) => setTimeout(r, 500));
-  const baseline = await rssBytes(pid);
-
-  // The flood, in batches so the listen backlog never overflows (a SYN retry would only slow it).
-  const conns: Conn[] = [];
-  const statuses: (number | undefined)[] = [];
-  // Connections up at the same time, as the clients see them.
-  let up = 0;
-  let peakUp = 0;
-  const track = (c: Conn): Conn => {
-    void c.settled.then(() => {
-      if (!c.established()) return;
-      peakUp = Math.max(peakUp, ++up);
-      void c.closed.then(() => up--);
+for (const transport of ['http2', 'h2'] as const) {
+  test(`idle flood (${transport} transport): ${ATTEMPTS} unauthenticated connections against a cap of ${CAP} are capped, reaped, and the CA's memory stays bounded`, async (t) => {
+    const kubeconfig = join(dir.path, 'kubeconfig');
+    const caToken = await env.token({ namespace: CA_NAMESPACE, serviceAccount: CA_SA, audiences: [env.cluster.issuer] });
+    await writeFile(kubeconfig, env.cluster.kubeconfigYaml({ token: caToken }), { mode: 0o600 });
+    const launcher = await writeCaLauncher(dir.path);
+    child = spawn(process.execPath, [launcher, '--kubeconfig', kubeconfig, '--grpc-address', '127.0.0.1:0', '--ops-address', '127.0.0.1:0'], {
+      env: {
+        ...process.env,
+        CA_SERVING_DNS_NAMES: 'localhost,127.0.0.1',
+        CA_SIGNING_WORKERS: '0',
+        LOG_LEVEL: 'info',
+        CA_TRANSPORT: transport,
+        CA_SHUTDOWN_GRACE_SECONDS: '1',
+        CA_MAX_CONNECTIONS: String(CAP),
+        // Long enough that, on a loaded machine, the flood reaches the cap before the first
+        // connections are reaped (each lives handshake or body timeout + idle timeout).
+        CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '6',
+        CA_REQUEST_BODY_TIMEOUT_SECONDS: '5',
+        CA_IDLE_SESSION_TIMEOUT_SECONDS: '6',
+      },
+      stdio: ['ignore', 'ignore', 'pipe'],
     });
-    return c;
-  };
-  let peakRss = baseline;
-  let peakConnections = 0;
-  let peakEstablished = 0;
-  const sample = async () => {
-    peakEstablished = Math.max(peakEstablished, await establishedTo(port));
-    peakRss = Math.max(peakRss, await rssBytes(pid));
-    const open = metric(await scrape(opsPort), 'certbroker_ca_open_connections');
-    if (open !== undefined) peakConnections = Math.max(peakConnections, open);
-  };
-  for (let i = 0; i < RAW_TCP; i++) conns.push(track(rawTcp(port)));
-  for (let i = RAW_TCP; i < ATTEMPTS; ) {
-    const batch: Conn[] = [];
-    for (let j = 0; j < 100 && i < ATTEMPTS; j++, i++) batch.push(track(h2Session(port, rootsPem, i % 2 === 0, (s) => statuses.push(s))));
-    conns.push(...batch);
-    // Each attempt is either accepted (TLS up) or closed by the CA.
-    await Promise.all(batch.map((b) => b.settled));
+    const pid = child.pid!;
+    const log = watchLog(child);
+    const opsRec = await log.waitFor((r) => r.msg === 'ops endpoint listening');
+    const listening = await log.waitFor((r) => r.msg === 'CA listening');
+    const port = Number(listening.port);
+    const opsPort = Number(opsRec.port);
+    const secret = await env.core.readNamespacedSecret({ namespace: CA_NAMESPACE, name: 'istio-ca-secret' });
+    const rootsPem = Buffer.from(secret.data?.['ca-cert.pem'] ?? '', 'base64').toString();
+
+    // Warm up: real calls (TLS, TokenReview, signing) so one-time allocations are in the baseline.
+    const token = await env.token({ namespace: 'default', serviceAccount: 'sleep', pod: 'sleep-a' });
+    const c = caClient(port, rootsPem);
+    for (let i = 0; i < 20; i++) assert.equal((await c.create({ token, csr: await newCsr() })).code, undefined);
+    c.close();
+    await new Promise((r) => setTimeout(r, 500));
+    const baseline = await rssBytes(pid);
+
+    // The flood, in batches so the listen backlog never overflows (a SYN retry would only slow it).
+    const conns: Conn[] = [];
+    const statuses: (number | undefined)[] = [];
+    // Connections up at the same time, as the clients see them.
+    let up = 0;
+    let peakUp = 0;
+    const track = (c: Conn): Conn => {
+      void c.settled.then(() => {
+        if (!c.established()) return;
+        peakUp = Math.max(peakUp, ++up);
+        void c.closed.then(() => up--);
+      });
+      return c;
+    };
+    let peakRss = baseline;
+    let peakConnections = 0;
+    let peakEstablished = 0;
+    const sample = async () => {
+      peakEstablished = Math.max(peakEstablished, await establishedTo(port));
+      peakRss = Math.max(peakRss, await rssBytes(pid));
+      const open = metric(await scrape(opsPort), 'certbroker_ca_open_connections');
+      if (open !== undefined) peakConnections = Math.max(peakConnections, open);
+    };
+    for (let i = 0; i < RAW_TCP; i++) conns.push(track(rawTcp(port)));
+    for (let i = RAW_TCP; i < ATTEMPTS; ) {
+      const batch: Conn[] = [];
+      for (let j = 0; j < 100 && i < ATTEMPTS; j++, i++) batch.push(track(h2Session(port, rootsPem, i % 2 === 0, (s) => statuses.push(s))));
+      conns.push(...batch);
+      // Each attempt is either accepted (TLS up) or closed by the CA.
+      await Promise.all(batch.map((b) => b.settled));
+      await sample();
+    }
+    const accepted = conns.slice(RAW_TCP).filter((x) => x.established()).length;
+    const refused = conns.length - RAW_TCP - accepted;
     await sample();
-  }
-  const accepted = conns.slice(RAW_TCP).filter((x) => x.established()).length;
-  const refused = conns.length - RAW_TCP - accepted;
-  await sample();
-  t.diagnostic(`baseline RSS ${(baseline / 2 ** 20).toFixed(1)} MiB, peak ${(peakRss / 2 ** 20).toFixed(1)} MiB (+${((peakRss - baseline) / 2 ** 20).toFixed(1)} MiB); accepted ${accepted} of ${ATTEMPTS - RAW_TCP} TLS attempts over the flood (the rest closed at once), at most ${peakUp} at a time as the clients' events saw them (they see a close late), ${peakEstablished} as the kernel saw them; peak open connections (metric) ${peakConnections}`);
+    t.diagnostic(`baseline RSS ${(baseline / 2 ** 20).toFixed(1)} MiB, peak ${(peakRss / 2 ** 20).toFixed(1)} MiB (+${((peakRss - baseline) / 2 ** 20).toFixed(1)} MiB); accepted ${accepted} of ${ATTEMPTS - RAW_TCP} TLS attempts over the flood (the rest closed at once), at most ${peakUp} at a time as the clients' events saw them (they see a close late), ${peakEstablished} as the kernel saw them; peak open connections (metric) ${peakConnections}`);
 
-  try {
-    // Capped: never more than CAP open at once (the raw TCP ones count too), the rest closed at
-    // once. (Over the whole flood more than CAP get in: the reaped ones free their slots.) Seen
-    // by the CA (its metric) and, independently, by the client side's kernel: the clients' own
-    // count can pass CAP for a moment when a new session's TLS completes in the event loop
-    // before the CA's close of an old one is read (once 401 of 400 on a loaded machine).
-    assert.ok(peakConnections <= CAP, `peak open connections ${peakConnections}, cap ${CAP}`);
-    assert.ok(peakEstablished <= CAP, `${peakEstablished} connections established at once (kernel), cap ${CAP}`);
-    assert.ok(peakEstablished > CAP / 2, `the kernel saw the flood (${peakEstablished} established at the peak)`);
-    assert.equal(peakConnections, CAP, 'the flood reached the cap');
-    assert.ok(refused > 0, 'connections beyond the cap were closed');
-    assert.ok(peakRss - baseline <= MEMORY_BOUND_BYTES, `RSS grew ${peakRss - baseline} bytes, bound ${MEMORY_BOUND_BYTES}`);
+    try {
+      // Capped: never more than CAP open at once (the raw TCP ones count too), the rest closed at
+      // once. (Over the whole flood more than CAP get in: the reaped ones free their slots.) Seen
+      // by the CA (its metric) and, independently, by the client side's kernel: the clients' own
+      // count can pass CAP for a moment when a new session's TLS completes in the event loop
+      // before the CA's close of an old one is read (once 401 of 400 on a loaded machine).
+      assert.ok(peakConnections <= CAP, `peak open connections ${peakConnections}, cap ${CAP}`);
+      assert.ok(peakEstablished <= CAP, `${peakEstablished} connections established at once (kernel), cap ${CAP}`);
+      assert.ok(peakEstablished > CAP / 2, `the kernel saw the flood (${peakEstablished} established at the peak)`);
+      assert.equal(peakConnections, CAP, 'the flood reached the cap');
+      assert.ok(refused > 0, 'connections beyond the cap were closed');
+      assert.ok(peakRss - baseline <= MEMORY_BOUND_BYTES, `RSS grew ${peakRss - baseline} bytes, bound ${MEMORY_BOUND_BYTES}`);
 
-    // Reaped: every connection the CA accepted is closed by the CA (handshake timeout, body
-    // timeout then idle timeout), none by us. Bounded wait: the configured timeouts are 5-6 s.
-    const allClosed = await within(Promise.all(conns.map((x) => x.closed)), 45_000);
-    assert.ok(allClosed, `${conns.length - (await Promise.all(conns.map((x) => within(x.closed, 0)))).filter(Boolean).length} connections still open`);
-    // The body-less streams got a definite status, not a reset.
-    assert.ok(statuses.length > 0, 'some body-less streams were accepted');
-    assert.deepEqual([...new Set(statuses)], [status.DEADLINE_EXCEEDED], `stream statuses ${JSON.stringify(statuses.slice(0, 20))}`);
-    const m = await scrape(opsPort);
-    assert.equal(metric(m, 'certbroker_ca_open_connections'), 0);
-    assert.equal(metric(m, 'certbroker_ca_open_streams'), 0);
-    assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="limit"}') ?? 0) >= refused / 2, m);
-    assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="tls_handshake_timeout"}') ?? 0) >= RAW_TCP / 2, m);
-    assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="idle"}') ?? 0) > 0, m);
-    assert.equal(metric(m, 'certbroker_ca_streams_refused_total{reason="body_timeout"}'), statuses.length, m);
+      // Reaped: every connection the CA accepted is closed by the CA (handshake timeout, body
+      // timeout then idle timeout), none by us. Bounded wait: the configured timeouts are 5-6 s.
+      const allClosed = await within(Promise.all(conns.map((x) => x.closed)), 45_000);
+      assert.ok(allClosed, `${conns.length - (await Promise.all(conns.map((x) => within(x.closed, 0)))).filter(Boolean).length} connections still open`);
+      // The body-less streams got a definite status, not a reset.
+      assert.ok(statuses.length > 0, 'some body-less streams were accepted');
+      assert.deepEqual([...new Set(statuses)], [status.DEADLINE_EXCEEDED], `stream statuses ${JSON.stringify(statuses.slice(0, 20))}`);
+      const m = await scrape(opsPort);
+      assert.equal(metric(m, 'certbroker_ca_open_connections'), 0);
+      assert.equal(metric(m, 'certbroker_ca_open_streams'), 0);
+      assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="limit"}') ?? 0) >= refused / 2, m);
+      assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="tls_handshake_timeout"}') ?? 0) >= RAW_TCP / 2, m);
+      assert.ok((metric(m, 'certbroker_ca_connections_closed_total{reason="idle"}') ?? 0) > 0, m);
+      assert.equal(metric(m, 'certbroker_ca_streams_refused_total{reason="body_timeout"}'), statuses.length, m);
 
-    // And it still serves.
-    const again = caClient(port, rootsPem);
-    assert.equal((await again.create({ token, csr: await newCsr() })).code, undefined);
-    again.close();
-  } finally {
-    for (const x of conns) x.destroy();
-  }
-  child.kill('SIGTERM');
-  const code = await new Promise<number | null>((resolve) => (child!.exitCode !== null ? resolve(child!.exitCode) : child!.once('exit', (c) => resolve(c))));
-  assert.equal(code, 0, log.lines.slice(-20).join('\n'));
-});
+      // And it still serves.
+      const again = caClient(port, rootsPem);
+      assert.equal((await again.create({ token, csr: await newCsr() })).code, undefined);
+      again.close();
+    } finally {
+      for (const x of conns) x.destroy();
+    }
+    child.kill('SIGTERM');
+    const code = await new Promise<number | null>((resolve) => (child!.exitCode !== null ? resolve(child!.exitCode) : child!.once('exit', (c) => resolve(c))));
+    assert.equal(code, 0, log.lines.slice(-20).join('\n'));
+  });
+}

@@ -21,6 +21,7 @@ const skip = pythonGrpcMissing();
 let env: CaEnv;
 let ca: CaServer;
 let h2ca: CaServer;
+let engineCa: CaServer;
 let work: { path: string; remove: () => Promise<void> };
 let plugin: PluginCa;
 
@@ -38,6 +39,7 @@ before(async () => {
   await writeCacerts(join(work.path, 'cacerts'), plugin);
   ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') } });
   h2ca = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') }, transport: 'http2' });
+  engineCa = await env.startCa({ signer: { kind: 'cacerts', dir: join(work.path, 'cacerts') }, transport: 'h2' });
   await waitForIndex(ca, (i) => i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
   await writeFile(join(work.path, 'roots.pem'), ca.rootsPem());
 });
@@ -61,9 +63,9 @@ async function py(args: { token: string; impersonate?: string; ttl?: number; por
   });
 }
 
-for (const transport of ['grpc-js', 'http2'] as const) {
+for (const transport of ['grpc-js', 'http2', 'h2'] as const) {
 test(`python grpcio gets a certificate over TLS (${transport} transport); chain is leaf, intermediate, root bundle last`, { skip: skip ?? opensslMissing() }, async () => {
-  const port = transport === 'http2' ? h2ca.port : ca.port;
+  const port = transport === 'http2' ? h2ca.port : transport === 'h2' ? engineCa.port : ca.port;
   const token = await env.token({ namespace: 'istio-system', serviceAccount: 'ztunnel', pod: 'ztunnel-a' });
   const res = await py({ token, impersonate: `spiffe://${TD}/ns/default/sa/sleep`, ttl: 7200, port });
   assert.ok(res.cert_chain, JSON.stringify(res));

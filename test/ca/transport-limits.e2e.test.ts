@@ -2,7 +2,7 @@
  * What an unauthenticated client can hold at the CA's port (src/ca/limits.ts), on both
  * transports where grpc-js allows it: a stream whose request body never completes is answered
  * DEADLINE_EXCEEDED and closed, an idle session is closed (GOAWAY) while a busy one is not, and
- * SETTINGS_MAX_CONCURRENT_STREAMS is advertised. On the default http2 transport also: the TLS
+ * SETTINGS_MAX_CONCURRENT_STREAMS is advertised. On the http2 and h2 transports also: the TLS
  * handshake timeout, the connection cap (closed at once), the global stream cap
  * (RESOURCE_EXHAUSTED at once) and oversized headers (RESOURCE_EXHAUSTED, never retried). And
  * malformed protobuf is INVALID_ARGUMENT on grpc-js too. Limits are set small; nothing asserts
@@ -31,11 +31,12 @@ const SMALL: Partial<CaLimits> = {
 let env: CaEnv;
 let h2ca: CaServer;
 let ztunnel: string;
-const cas: Record<'http2' | 'grpc-js', CaServer> = {} as never;
+const cas: Record<'http2' | 'h2' | 'grpc-js', CaServer> = {} as never;
 
 before(async () => {
   ({ env, ca: h2ca, ztunnel } = await startNodeAScenario({ transport: 'http2', limits: SMALL }));
   cas.http2 = h2ca;
+  cas.h2 = await env.startCa({ transport: 'h2', limits: SMALL });
   cas['grpc-js'] = await env.startCa({ transport: 'grpc-js', limits: SMALL });
 });
 
@@ -56,7 +57,7 @@ async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
 const counter = async (ca: CaServer, name: 'connectionsClosed' | 'streamsRefused', reason: string) =>
   (await ca.metrics[name].get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
 
-for (const transport of ['http2', 'grpc-js'] as const) {
+for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
   test(`${transport}: a call whose request body never completes gets DEADLINE_EXCEEDED and its stream is closed`, async () => {
     const ca = cas[transport];
     const raw = rawCaSession(ca);
@@ -122,103 +123,105 @@ test('grpc-js: a malformed request message is INVALID_ARGUMENT (ERR_CA_REQUEST_M
   }
 });
 
-test('http2: a connection that never finishes its TLS handshake is closed', async () => {
-  const before = await counter(h2ca, 'connectionsClosed', 'tls_handshake_timeout');
-  const s = tcpConnect(h2ca.port, '127.0.0.1');
-  s.on('error', () => undefined);
-  try {
-    const closed = await within(new Promise<boolean>((r) => s.once('close', () => r(true))), 10_000);
-    assert.equal(closed, true, 'closed by the CA');
-    assert.equal(await counter(h2ca, 'connectionsClosed', 'tls_handshake_timeout'), before + 1);
-  } finally {
-    s.destroy();
-  }
-});
-
-test('http2: request headers over the limit get RESOURCE_EXHAUSTED at once (not a retried REFUSED_STREAM); the limit is advertised', async () => {
-  const c = caClient(h2ca.port, h2ca.rootsPem());
-  const raw = rawCaSession(h2ca);
-  const settings = new Promise<{ maxHeaderListSize?: number }>((res) => raw.session.once('remoteSettings', res));
-  try {
-    const csr = await newCsr();
-    const big = { 'x-a': 'a'.repeat(3000), 'x-b': 'b'.repeat(3000), 'x-c': 'c'.repeat(3000) };
-    // A generous deadline: a retried refusal would end as DEADLINE_EXCEEDED or UNAVAILABLE.
-    const r = await c.create({ token: ztunnel, csr, headers: big, deadlineMs: 20_000 });
-    assert.equal(r.code, status.RESOURCE_EXHAUSTED, JSON.stringify(r));
-    const single = await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(70_000) }, deadlineMs: 20_000 });
-    assert.equal(single.code, status.RESOURCE_EXHAUSTED, JSON.stringify(single));
-    assert.equal((await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(1000) } })).code, undefined, 'under the limit');
-    assert.equal((await settings).maxHeaderListSize, SMALL.maxHeaderListBytes);
-  } finally {
-    c.close();
-    raw.close();
-  }
-});
-
-test('http2: connections beyond the cap are closed at once, before TLS; a freed slot is usable again', async () => {
-  const capped = await env.startCa({ transport: 'http2', limits: { ...SMALL, maxConnections: 3, idleSessionTimeoutMs: 60_000 } });
-  const sessions = [rawCaSession(capped), rawCaSession(capped), rawCaSession(capped)];
-  try {
-    await Promise.all(sessions.map((s) => new Promise((r) => s.session.once('connect', r))));
-    const over = rawCaSession(capped);
-    let connected = false;
-    over.session.once('connect', () => (connected = true));
-    const closed = await within(new Promise<boolean>((r) => over.session.once('close', () => r(true))), 10_000);
-    assert.equal(closed, true, 'the fourth connection was closed');
-    assert.equal(connected, false, 'before any TLS handshake');
-    assert.equal(await counter(capped, 'connectionsClosed', 'limit'), 1);
-    sessions.pop()!.session.destroy();
-    await new Promise((r) => setTimeout(r, 50)); // let the CA see the close
-    const again = rawCaSession(capped);
-    sessions.push(again);
-    assert.equal((await again.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
-  } finally {
-    for (const s of sessions) s.close();
-  }
-});
-
-test('http2: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED at once, with a retry pushback the broker\'s CA client keeps', async () => {
-  const capped = await env.startCa({ transport: 'http2', limits: { ...SMALL, maxStreams: 4, requestBodyTimeoutMs: 5000 } });
-  const a = rawCaSession(capped);
-  const b = rawCaSession(capped);
-  const auth = { authorization: `Bearer ${ztunnel}` };
-  try {
-    // Four body-less calls hold every slot (two sessions, the per-session limit is 3).
-    const held: Promise<RawResult>[] = [a.call(auth, undefined, { open: true }), a.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true })];
-    for (let i = 0; i < 200 && (await capped.metrics.openStreams.get()).values[0]?.value !== 4; i++) await new Promise((r) => setTimeout(r, 10));
-    const refused = await within(b.call(auth, requestFrame({ csr: await newCsr() })), 2000);
-    assert.equal(refused?.grpc, status.RESOURCE_EXHAUSTED);
-    // The pushback (gRFC A6): about the time the open calls take to drain, within the CA's bounds.
-    const pushback = parseRetryPushbackMs(refused?.metadata[RETRY_PUSHBACK_METADATA]);
-    assert.ok(pushback !== undefined && pushback >= DEFAULT_OVERLOAD_HINT.minMs && pushback <= DEFAULT_OVERLOAD_HINT.maxMs, JSON.stringify(refused?.metadata));
-    // The broker's own CA client (grpc-js) turns it into the error's retryAfterMs, which its retry honours.
-    const broker = new IstioCaClient({
-      address: `127.0.0.1:${capped.port}`,
-      caRootsPem: capped.rootsPem(),
-      tlsServerName: 'localhost',
-      tokens: { token: async () => new Secret(ztunnel) },
-      clusterId: 'Kubernetes',
-      certTtlSeconds: 3600,
-      impersonate: false,
-    });
+for (const kind of ['http2', 'h2'] as const) {
+  test(`${kind}: a connection that never finishes its TLS handshake is closed`, async () => {
+    const before = await counter(cas[kind], 'connectionsClosed', 'tls_handshake_timeout');
+    const s = tcpConnect(cas[kind].port, '127.0.0.1');
+    s.on('error', () => undefined);
     try {
-      const err = await broker.fetchCertificate('spiffe://cluster.local/ns/istio-system/sa/ztunnel', new AbortController().signal).then(
-        () => assert.fail('issued past the stream cap'),
-        (e: unknown) => e,
-      );
-      assert.ok(err instanceof CaCallError, String(err));
-      assert.equal(err.grpcCode, 'RESOURCE_EXHAUSTED');
-      assert.ok(err.retryAfterMs !== undefined && err.retryAfterMs >= DEFAULT_OVERLOAD_HINT.minMs, String(err.retryAfterMs));
-      assert.ok(retryDelay(0, undefined, 0, () => 0, undefined, fetchFailureInfoOf(err)) >= err.retryAfterMs);
+      const closed = await within(new Promise<boolean>((r) => s.once('close', () => r(true))), 10_000);
+      assert.equal(closed, true, 'closed by the CA');
+      assert.equal(await counter(cas[kind], 'connectionsClosed', 'tls_handshake_timeout'), before + 1);
     } finally {
-      broker.close();
+      s.destroy();
     }
-    assert.equal(await counter(capped, 'streamsRefused', 'stream_limit'), 2);
-    // The held calls end by their body timeout; then calls go through again.
-    for (const r of await Promise.all(held)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED);
-    assert.equal((await a.call(auth, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
-  } finally {
-    a.close();
-    b.close();
-  }
-});
+  });
+
+  test(`${kind}: request headers over the limit get RESOURCE_EXHAUSTED at once (not a retried REFUSED_STREAM); the limit is advertised`, async () => {
+    const c = caClient(cas[kind].port, cas[kind].rootsPem());
+    const raw = rawCaSession(cas[kind]);
+    const settings = new Promise<{ maxHeaderListSize?: number }>((res) => raw.session.once('remoteSettings', res));
+    try {
+      const csr = await newCsr();
+      const big = { 'x-a': 'a'.repeat(3000), 'x-b': 'b'.repeat(3000), 'x-c': 'c'.repeat(3000) };
+      // A generous deadline: a retried refusal would end as DEADLINE_EXCEEDED or UNAVAILABLE.
+      const r = await c.create({ token: ztunnel, csr, headers: big, deadlineMs: 20_000 });
+      assert.equal(r.code, status.RESOURCE_EXHAUSTED, JSON.stringify(r));
+      const single = await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(70_000) }, deadlineMs: 20_000 });
+      assert.equal(single.code, status.RESOURCE_EXHAUSTED, JSON.stringify(single));
+      assert.equal((await c.create({ token: ztunnel, csr, headers: { 'x-a': 'a'.repeat(1000) } })).code, undefined, 'under the limit');
+      assert.equal((await settings).maxHeaderListSize, SMALL.maxHeaderListBytes);
+    } finally {
+      c.close();
+      raw.close();
+    }
+  });
+
+  test(`${kind}: connections beyond the cap are closed at once, before TLS; a freed slot is usable again`, async () => {
+    const capped = await env.startCa({ transport: kind, limits: { ...SMALL, maxConnections: 3, idleSessionTimeoutMs: 60_000 } });
+    const sessions = [rawCaSession(capped), rawCaSession(capped), rawCaSession(capped)];
+    try {
+      await Promise.all(sessions.map((s) => new Promise((r) => s.session.once('connect', r))));
+      const over = rawCaSession(capped);
+      let connected = false;
+      over.session.once('connect', () => (connected = true));
+      const closed = await within(new Promise<boolean>((r) => over.session.once('close', () => r(true))), 10_000);
+      assert.equal(closed, true, 'the fourth connection was closed');
+      assert.equal(connected, false, 'before any TLS handshake');
+      assert.equal(await counter(capped, 'connectionsClosed', 'limit'), 1);
+      sessions.pop()!.session.destroy();
+      await new Promise((r) => setTimeout(r, 50)); // let the CA see the close
+      const again = rawCaSession(capped);
+      sessions.push(again);
+      assert.equal((await again.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+    } finally {
+      for (const s of sessions) s.close();
+    }
+  });
+
+  test(`${kind}: beyond CA_MAX_STREAMS open calls a new call gets RESOURCE_EXHAUSTED at once, with a retry pushback the broker's CA client keeps`, async () => {
+    const capped = await env.startCa({ transport: kind, limits: { ...SMALL, maxStreams: 4, requestBodyTimeoutMs: 5000 } });
+    const a = rawCaSession(capped);
+    const b = rawCaSession(capped);
+    const auth = { authorization: `Bearer ${ztunnel}` };
+    try {
+      // Four body-less calls hold every slot (two sessions, the per-session limit is 3).
+      const held: Promise<RawResult>[] = [a.call(auth, undefined, { open: true }), a.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true }), b.call(auth, undefined, { open: true })];
+      for (let i = 0; i < 200 && (await capped.metrics.openStreams.get()).values[0]?.value !== 4; i++) await new Promise((r) => setTimeout(r, 10));
+      const refused = await within(b.call(auth, requestFrame({ csr: await newCsr() })), 2000);
+      assert.equal(refused?.grpc, status.RESOURCE_EXHAUSTED);
+      // The pushback (gRFC A6): about the time the open calls take to drain, within the CA's bounds.
+      const pushback = parseRetryPushbackMs(refused?.metadata[RETRY_PUSHBACK_METADATA]);
+      assert.ok(pushback !== undefined && pushback >= DEFAULT_OVERLOAD_HINT.minMs && pushback <= DEFAULT_OVERLOAD_HINT.maxMs, JSON.stringify(refused?.metadata));
+      // The broker's own CA client (grpc-js) turns it into the error's retryAfterMs, which its retry honours.
+      const broker = new IstioCaClient({
+        address: `127.0.0.1:${capped.port}`,
+        caRootsPem: capped.rootsPem(),
+        tlsServerName: 'localhost',
+        tokens: { token: async () => new Secret(ztunnel) },
+        clusterId: 'Kubernetes',
+        certTtlSeconds: 3600,
+        impersonate: false,
+      });
+      try {
+        const err = await broker.fetchCertificate('spiffe://cluster.local/ns/istio-system/sa/ztunnel', new AbortController().signal).then(
+          () => assert.fail('issued past the stream cap'),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof CaCallError, String(err));
+        assert.equal(err.grpcCode, 'RESOURCE_EXHAUSTED');
+        assert.ok(err.retryAfterMs !== undefined && err.retryAfterMs >= DEFAULT_OVERLOAD_HINT.minMs, String(err.retryAfterMs));
+        assert.ok(retryDelay(0, undefined, 0, () => 0, undefined, fetchFailureInfoOf(err)) >= err.retryAfterMs);
+      } finally {
+        broker.close();
+      }
+      assert.equal(await counter(capped, 'streamsRefused', 'stream_limit'), 2);
+      // The held calls end by their body timeout; then calls go through again.
+      for (const r of await Promise.all(held)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED);
+      assert.equal((await a.call(auth, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+    } finally {
+      a.close();
+      b.close();
+    }
+  });
+}

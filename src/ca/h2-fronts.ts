@@ -1,0 +1,93 @@
+/**
+ * The HTTP/2 engine under the CA's TLS transport (h2-transport.ts), behind one small shape: a
+ * `tls.Server` (for the shared connection cap, identity rotation and listening), every call as a
+ * `ServerCall`, sessions for the idle timeout, and GOAWAY / destroy for the close.
+ * - `nodeFront`: node:http2's `createSecureServer` (nghttp2) — the `http2` transport kind;
+ * - `engineFront`: certbroker's own engine (src/h2) — the `h2` kind.
+ * Both advertise the same SETTINGS (limits.ts: MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE) and
+ * apply the same TLS handshake timeout.
+ */
+import { createSecureServer, type Http2Session } from 'node:http2';
+import type { Server as TlsServer } from 'node:tls';
+import type { Clock } from '../core/clock.js';
+import { H2Server } from '../h2/server.js';
+import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
+import { EngineCall } from './engine-call.js';
+import type { ServerCall } from './grpc-call.js';
+import type { IdleSession } from './h2-limits.js';
+import { NodeCall } from './node-call.js';
+import type { CaLimits } from './limits.js';
+
+/** Which HTTP/2 implementation serves: node:http2 (`http2` kind) or certbroker's (`h2` kind). */
+export type H2Engine = 'node' | 'h2';
+
+export interface FrontOptions {
+  readonly limits: CaLimits;
+  readonly identity: ReturnType<RotatingServerIdentity['current']>;
+  readonly clock: Clock;
+  readonly onCall: (call: ServerCall) => void;
+  /** Session, stream and socket errors (`what`: 'session', 'stream'). */
+  readonly onError: (what: string, err: Error) => void;
+}
+
+export interface Front {
+  readonly server: TlsServer;
+  /** Hands every new session to `watch` (with how to hear that it closed). */
+  onSession(watch: (s: IdleSession, whenClosed: (listener: () => void) => void) => void): void;
+  /** GOAWAY on every session: open calls finish. */
+  closeSessions(): void;
+  destroySessions(): void;
+}
+
+export function nodeFront(o: FrontOptions): Front {
+  const limits = o.limits;
+  const server = createSecureServer({
+    ...(o.identity ? { cert: o.identity.certificate, key: o.identity.privateKey } : {}),
+    allowHTTP1: false,
+    // Time from the TCP connection to a finished TLS handshake (node's default is 120 s).
+    handshakeTimeout: limits.tlsHandshakeTimeoutMs,
+    // Headers over maxHeaderListSize never reach us: nghttp2 resets the stream with
+    // ENHANCE_YOUR_CALM, which gRPC clients (grpc-js, grpc-go) report as RESOURCE_EXHAUSTED and
+    // do not retry; clients that read the setting (grpc-go) fail locally before sending.
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
+  });
+  const sessions = new Set<Http2Session>();
+  let watch: Parameters<Front['onSession']>[0] | undefined;
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.on('error', (err) => o.onError('session', err));
+    s.once('close', () => sessions.delete(s));
+    watch?.(s, (listener) => s.once('close', listener));
+  });
+  const onStreamError = (err: Error) => o.onError('stream', err);
+  server.on('stream', (stream, headers) => {
+    stream.on('error', onStreamError);
+    o.onCall(new NodeCall(stream, headers));
+  });
+  return {
+    server,
+    onSession: (w) => (watch = w),
+    closeSessions: () => sessions.forEach((s) => s.close()),
+    destroySessions: () => sessions.forEach((s) => s.destroy()),
+  };
+}
+
+export function engineFront(o: FrontOptions): Front {
+  const limits = o.limits;
+  let watch: Parameters<Front['onSession']>[0] | undefined;
+  const engine = new H2Server({
+    tls: { ...(o.identity ? { cert: o.identity.certificate, key: o.identity.privateKey } : {}), handshakeTimeout: limits.tlsHandshakeTimeoutMs },
+    // The same SETTINGS as node:http2's; a header list over the limit is reset ENHANCE_YOUR_CALM, as nghttp2 does.
+    settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
+    clock: o.clock,
+    onConnection: (c) => watch?.(c, (listener) => c.onClose(listener)),
+    onStream: (stream, c) => o.onCall(new EngineCall(stream, c)),
+    onError: o.onError,
+  });
+  return {
+    server: engine.tls,
+    onSession: (w) => (watch = w),
+    closeSessions: () => engine.connections.forEach((c) => c.close()),
+    destroySessions: () => engine.destroyAll(),
+  };
+}
