@@ -186,16 +186,37 @@ function burstCalls(index: PodIndex, shape: ClusterShape): Call[] {
   return out;
 }
 
+/**
+ * Many identities: one call per account of a cluster with ~10,000 (namespace, service account)
+ * pairs (more than the 4,096 parsed identities the authorizer once kept and cleared when full),
+ * each asked for by the agent of a node one of its pods runs on, cycled in the same order.
+ */
+function wideCalls(index: PodIndex, shape: ClusterShape): Call[] {
+  const seen = new Set<string>();
+  const out: Call[] = [];
+  for (let i = 0; i < shape.pods; i++) {
+    const p = toPodInfo(realisticPod(i, shape) as V1Pod)!;
+    const id = identityOf(p);
+    if (!authorizes(p) || seen.has(id)) continue;
+    seen.add(id);
+    out.push({ caller: agent(index, podNode(i, shape.nodes)), identity: id });
+  }
+  return out;
+}
+
 function authorizer(pods: PodIndex): NodeAuthorizer {
   return new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: ['cluster.local'], pods });
 }
 
-type Pattern = 'burst' | 'random' | 'cold';
-const PATTERNS: readonly Pattern[] = ['burst', 'random', 'cold'];
+type Pattern = 'burst' | 'random' | 'cold' | 'wide';
+const PATTERNS: ReadonlyArray<Exclude<Pattern, 'wide'>> = ['burst', 'random', 'cold'];
 interface Cost {
   readonly p50: number;
   readonly p99: number;
   readonly allowed: number;
+  /** Distinct identities asked for, and full SPIFFE parses per measured call (parsed-identity cache misses). */
+  readonly identities: number;
+  readonly parsesPerCall: number;
 }
 
 /**
@@ -203,12 +224,16 @@ interface Cost {
  * measured in alternating rounds so JIT state and machine noise fall on all alike. `cold`: the
  * random calls, each from a new Caller object (a token's first call: no note yet).
  */
-function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape }>): Array<Record<Pattern, Cost>> {
+function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape; patterns: readonly Pattern[] }>): Array<Partial<Record<Pattern, Cost>>> {
   const runs = sets.flatMap((s, set) => {
-    const authz = authorizer(s.pods);
-    const random = randomCalls(s.pods, s.shape);
-    const lists: Record<Pattern, Call[]> = { burst: burstCalls(s.pods, s.shape), random, cold: random };
-    return PATTERNS.map((pattern) => ({ set, pattern, authz, calls: lists[pattern], samples: [] as number[], allowed: 0 }));
+    const lists = {} as Record<Pattern, Call[]>;
+    for (const pattern of s.patterns) {
+      if (pattern === 'wide') lists.wide = wideCalls(s.pods, s.shape);
+      else if (pattern === 'burst') lists.burst = burstCalls(s.pods, s.shape);
+      else lists[pattern] = lists.random ?? lists.cold ?? randomCalls(s.pods, s.shape);
+    }
+    // One authorizer per pattern: the wide row's parses are its own.
+    return s.patterns.map((pattern) => ({ set, pattern, authz: authorizer(s.pods), calls: lists[pattern], samples: [] as number[], allowed: 0, parses: 0 }));
   });
   const call = (r: (typeof runs)[number], c: Call): boolean => {
     try {
@@ -222,19 +247,22 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape }>
   for (const r of runs) for (let k = 0; k < 3; k++) for (const c of copies(r)) call(r, c);
   for (let round = 0; round < 10; round++) {
     for (const r of runs) {
+      const parses0 = r.authz.identityCache.parses;
       for (const c of copies(r)) {
         const t = process.hrtime.bigint();
         const ok = call(r, c);
         r.samples.push(Number(process.hrtime.bigint() - t) / 1000);
         if (ok) r.allowed++;
       }
+      r.parses += r.authz.identityCache.parses - parses0;
     }
   }
   return sets.map((_, set) => {
-    const out = {} as Record<Pattern, Cost>;
+    const out: Partial<Record<Pattern, Cost>> = {};
     for (const r of runs.filter((x) => x.set === set)) {
       r.samples.sort((a, b) => a - b);
-      out[r.pattern] = { p50: pct(r.samples, 50), p99: pct(r.samples, 99), allowed: r.allowed / r.samples.length };
+      const identities = new Set(r.calls.map((c) => c.identity)).size;
+      out[r.pattern] = { p50: pct(r.samples, 50), p99: pct(r.samples, 99), allowed: r.allowed / r.samples.length, identities, parsesPerCall: r.parses / r.samples.length };
     }
     return out;
   });
@@ -267,17 +295,24 @@ async function caMode(kubeconfigPath: string): Promise<void> {
   // The map-based index this replaced (InMemoryPodIndex), at both sizes, for the same calls.
   const oldBig = fill(new InMemoryPodIndex(), PODS, SHAPE);
   const oldSmall = fill(new InMemoryPodIndex(), 1000, smallShape);
+  // Many identities (namespaces x accounts coprime: ~10,000 distinct pairs at full size), compact index at both sizes.
+  const wideShape: ClusterShape = { ...SHAPE, namespaces: 499 };
+  const wideSmallShape: ClusterShape = { ...smallShape, namespaces: 499 };
+  const wideBig = fill(new CompactPodIndex(), PODS, wideShape);
+  const wideSmall = fill(new CompactPodIndex(), 1000, wideSmallShape);
   const load0 = loadavg()[0]!;
-  const [big, little, mapBig, mapSmall] = authzCosts([
-    { pods: informer, shape: SHAPE },
-    { pods: small, shape: smallShape },
-    { pods: oldBig, shape: SHAPE },
-    { pods: oldSmall, shape: smallShape },
+  const [big, little, mapBig, mapSmall, manyBig, manySmall] = authzCosts([
+    { pods: informer, shape: SHAPE, patterns: PATTERNS },
+    { pods: small, shape: smallShape, patterns: PATTERNS },
+    { pods: oldBig, shape: SHAPE, patterns: ['burst', 'random'] },
+    { pods: oldSmall, shape: smallShape, patterns: ['burst', 'random'] },
+    { pods: wideBig, shape: wideShape, patterns: ['wide'] },
+    { pods: wideSmall, shape: wideSmallShape, patterns: ['wide'] },
   ]);
   const authzLoad = [load0, loadavg()[0]!];
   await informer.stop();
   process.stdout.write(
-    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, authzLoad })}\n`,
+    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad })}\n`,
   );
 }
 
@@ -398,10 +433,13 @@ async function main(): Promise<void> {
     const a1 = r.authz1k as Record<Pattern, Cost>;
     const m150 = r.map150k as Record<Pattern, Cost>;
     const m1 = r.map1k as Record<Pattern, Cost>;
+    const w150 = r.wide150k as Cost;
+    const w1 = r.wide1k as Cost;
     const [l0, l1] = r.authzLoad as [number, number];
     const ratio = (a: Cost, b: Cost) => `${f2(a.p50 / b.p50)}x / ${f2(a.p99 / b.p99)}x`;
     const costs = (a: Cost) => `${f2(a.p50)} / ${f2(a.p99)} µs`;
-    const WHAT: Record<Pattern, string> = {
+    const wideLine = `many identities (one call per account, cycled; compact index): ${costs(w150)} p50/p99 with ${w150.identities} identities at ${PODS} pods vs ${costs(w1)} with ${w1.identities} at 1000 pods = ${ratio(w150, w1)}; full SPIFFE parses per measured call ${f2(w150.parsesPerCall)} / ${f2(w1.parsesPerCall)} (allowed ${f2(w150.allowed)} / ${f2(w1.allowed)})`;
+    const WHAT: Record<Exclude<Pattern, 'wide'>, string> = {
       burst: "a node agent's burst: its node's pods' identities in a row, node after node (noted caller)",
       random: 'random callers: each call another node (noted callers)',
       cold: "a caller's first call (new Caller object: no note), random nodes",
@@ -413,6 +451,7 @@ async function main(): Promise<void> {
         (p) =>
           `authorize per call, ${p}: ${costs(a150[p])} p50/p99 at ${PODS} pods vs ${costs(a1[p])} at 1000 pods = ${ratio(a150[p], a1[p])} (allowed ${f2(a150[p].allowed)} / ${f2(a1[p].allowed)}); the map index (by-name path): ${costs(m150[p])} vs ${costs(m1[p])}`,
       ),
+      `authorize per call, ${wideLine}`,
       `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after`,
     ];
     for (const l of lines) console.log(l);
@@ -427,6 +466,7 @@ async function main(): Promise<void> {
         `| CA RSS per indexed pod (after GC) | ${f0(r.rssPerPod)} B (heap ${f0(r.heapPerPod)} B); CA RSS ${f0(r.rssMiB)} MiB |`,
         `| baseline: Map of the same tuples, fresh process | ${f0(b.rssPerPod)} B RSS (heap ${f0(b.heapPerPod)} B) per pod |`,
         ...PATTERNS.map((p) => `| authorize p50 / p99, ${WHAT[p]}: ${PODS} pods; 1,000 pods (same pods per node); ratio | ${costs(a150[p])}; ${costs(a1[p])}; **${ratio(a150[p], a1[p])}** |`),
+        `| authorize p50 / p99, ${w150.identities} distinct identities, one call per account cycled (the parsed-identity cache once held 4,096, cleared when full): ${PODS} pods; 1,000 pods (${w1.identities} identities); ratio; parses per call | ${costs(w150)}; ${costs(w1)}; **${ratio(w150, w1)}**; ${f2(w150.parsesPerCall)} / ${f2(w1.parsesPerCall)} |`,
         `| the map index (InMemoryPodIndex, the authorizer's by-name path), burst / random: ${PODS} pods; 1,000 pods | ${costs(m150.burst)}, ${costs(m150.random)}; ${costs(m1.burst)}, ${costs(m1.random)} |`,
         `| load average (1 min) around the authorize rounds | ${f1(l0)} -> ${f1(l1)} |`,
         `| devcluster: load ${c.storedPods} pods through admission | ${f1((c.loadMs as number) / 1000)} s |`,

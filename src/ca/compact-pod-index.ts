@@ -240,6 +240,10 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     return serviceAccountName === '' ? -1 : this.#findAccount(namespace, serviceAccountName);
   }
 
+  get accounts(): number {
+    return this.#accountSa.length;
+  }
+
   activeOnNode(node: number, account: number): boolean {
     return this.#active.count(node, account) > 0;
   }

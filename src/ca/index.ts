@@ -108,6 +108,7 @@ export { InMemoryPodIndex, type NodeAccountKey, type PodIndex, type PodInfo, typ
 export { PodInformer, toPodInfo } from './pod-informer.js';
 export { CompactPodIndex } from './compact-pod-index.js';
 export { NodeAccountCounts } from './node-account-counts.js';
+export { RecentMap } from './recent-map.js';
 export { CertificateService, MALFORMED_REQUEST } from './certificate-service.js';
 export { AuthenticatorChain, unverifiedJwtExpiryMs, type Authenticator } from './authn/authenticator.js';
 export { TokenReviewAuthenticator, TOKEN_REVIEW_TIMEOUT_MS, callerFromReview, type TokenCacheLookup, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';

@@ -30,8 +30,15 @@ import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/inde
 import type { Caller, CallerPodNote } from './caller.js';
 import { authzError } from './errors.js';
 import type { PodIndex, PodInfo, PodSlots } from './pod-index.js';
+import { RecentMap } from './recent-map.js';
 
-const PARSED_IDENTITY_CACHE = 4096;
+/**
+ * Parsed requested identities kept at least (per generation of the RecentMap); over an index with
+ * slots the limit grows to the index's accounts x trust domains, the distinct identities that can
+ * be granted, so a large cluster's identities all stay parsed (a 4096 cap cleared when full made
+ * every call of a cluster with more identities a full SPIFFE parse).
+ */
+const PARSED_IDENTITY_MIN = 4096;
 
 /** A parsed requested identity and, once an index knew it, its account id there. */
 interface Requested {
@@ -60,14 +67,20 @@ export class NodeAuthorizer {
   readonly #authorities: ReadonlySet<string>;
   readonly #trustDomains: ReadonlySet<string>;
   readonly #pods: PodIndex;
-  /** Parsed requested identities (not secret, few distinct per node agent); bounded. */
-  readonly #parsed = new Map<string, Requested>();
+  /** Parsed requested identities (not secret); bounded, least recently used go first (recent-map.ts). */
+  readonly #parsed = new RecentMap<Requested>(PARSED_IDENTITY_MIN);
+  #parses = 0;
 
   constructor(options: NodeAuthorizerOptions) {
     this.#trusted = new Set(options.trustedNodeAccounts);
     this.#authorities = new Set(options.trustedRegistrationAuthorities ?? []);
     this.#trustDomains = new Set(options.trustDomains);
     this.#pods = options.pods;
+  }
+
+  /** The parsed-identity cache: entries held (upper bound), its limit per generation, and full parses so far (a miss each). */
+  get identityCache(): { readonly held: number; readonly limit: number; readonly parses: number } {
+    return { held: this.#parsed.size, limit: this.#parsed.limit, parses: this.#parses };
   }
 
   /** Returns the impersonated identity when `caller` may have it; throws a CaError otherwise. */
@@ -162,13 +175,15 @@ export class NodeAuthorizer {
     let requested = this.#parsed.get(requestedIdentity);
     if (requested === undefined) {
       let identity: KubernetesIdentity;
+      this.#parses++;
       try {
         identity = parseKubernetesIdentity(requestedIdentity);
       } catch (err) {
         const code = (err as { code?: string }).code ?? 'invalid';
         throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
       }
-      if (this.#parsed.size >= PARSED_IDENTITY_CACHE) this.#parsed.clear();
+      const slots = this.#pods.slots;
+      if (slots !== undefined) this.#parsed.setLimit(Math.max(PARSED_IDENTITY_MIN, slots.accounts * this.#trustDomains.size));
       requested = { identity, index: 0, account: -1 };
       this.#parsed.set(requestedIdentity, requested);
     }

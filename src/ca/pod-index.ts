@@ -61,6 +61,8 @@ export interface PodSlots {
   nodeName(node: number): string;
   /** The id of the account `namespace/serviceAccountName`, or -1 while no pod has run as it (and for `''`, which stands for no identity). */
   accountId(namespace: string, serviceAccountName: string): number;
+  /** Account ids made so far (they are 0 .. accounts - 1): at most this many identities can be granted. */
+  readonly accounts: number;
   /** Whether `account` has an active pod on `node` (phase neither Succeeded nor Failed). */
   activeOnNode(node: number, account: number): boolean;
 }

@@ -132,3 +132,24 @@ for (const [kind, make] of INDEXES) {
     assert.equal(thrownCode(() => authz.authorize(ra, SLEEP)), 'ERR_CA_CALLER_POD_MISSING', 'an RA whose pod is gone is refused');
   });
 }
+
+test('compact index: more distinct requested identities than 4096 stay parsed (no full parse per call), and the cache stays bounded', () => {
+  const pods = new CompactPodIndex();
+  pods.upsert(pod({ namespace: 'istio-system', name: 'ztunnel-a', serviceAccountName: 'ztunnel', nodeName: 'node-a' }));
+  const ACCOUNTS = 6000;
+  for (let k = 0; k < ACCOUNTS; k++) pods.upsert(pod({ namespace: `team-${k % 50}`, name: `w-${k}`, serviceAccountName: `sa-${k}`, nodeName: 'node-a' }));
+  const authz = new NodeAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: [TD], pods });
+  const caller: Caller = { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: 'ztunnel-a', podUid: 'ztunnel-a-uid', clusterId: 'Kubernetes', authenticator: 'tokenreview' };
+  const identity = (k: number) => `spiffe://${TD}/ns/team-${k % 50}/sa/sa-${k}`;
+  for (let pass = 0; pass < 3; pass++) {
+    for (let k = 0; k < ACCOUNTS; k++) assert.equal(authz.authorize(caller, identity(k)).serviceAccount, `sa-${k}`);
+  }
+  assert.equal(authz.identityCache.parses, ACCOUNTS, 'each identity parsed once over three passes in order');
+  assert.ok(authz.identityCache.limit >= ACCOUNTS + 1, `limit ${authz.identityCache.limit} follows the index's accounts`);
+  // Identities no pod runs as (refused) do not grow it past its bound, and decisions stay the same.
+  for (let k = 0; k < 40_000; k++) assert.equal(thrownCode(() => authz.authorize(caller, `spiffe://${TD}/ns/nowhere/sa/x-${k}`)), 'ERR_CA_NO_POD_ON_NODE');
+  assert.ok(authz.identityCache.held <= 2 * authz.identityCache.limit, `held ${authz.identityCache.held}`);
+  assert.equal(authz.authorize(caller, identity(1)).serviceAccount, 'sa-1');
+  pods.remove({ namespace: 'team-1', name: 'w-1' });
+  assert.equal(thrownCode(() => authz.authorize(caller, identity(1))), 'ERR_CA_NO_POD_ON_NODE', 'a kept identity is still checked against the node every call');
+});

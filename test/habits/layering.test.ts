@@ -125,6 +125,7 @@ const DOMAIN = [
   'broker/errors.ts',
   'ca/caller.ts',
   'ca/node-authorizer.ts',
+  'ca/recent-map.ts',
   'ca/pod-index.ts',
   'ca/errors.ts',
   'cni/iptables/addresses.ts',
