@@ -3,12 +3,16 @@
  * (compact-pod-index.ts interns nodes and (namespace, service account) pairs). The node
  * authorizer's per-call question, "does this account have an active pod on the caller's node",
  * is one probe of **that node's own** table: an open-addressing table with linear probing in a
- * small Uint32Array (8 bytes per entry: account + 1, count; 0 = empty). A node runs some tens of
+ * region of its own (8 bytes per entry: account + 1, count; 0 = empty). A node runs some tens of
  * accounts, so its table is a few cache lines, and a node agent asking for the identities of its
  * node's pods one after another reads the same lines each time however large the cluster (one
  * table for the whole cluster put every (node, account) on a line of its own, a miss per call).
- * An entry whose count drops to zero is deleted by shifting the probe run back (no tombstones),
- * so churn does not fill a table.
+ * All nodes' tables are regions of one pooled Uint32Array, found through a per-node (offset,
+ * entries) pair in another: a lookup reads that pair and then the table's line, instead of a
+ * JS array slot, a typed-array object and its separate backing store (three dependent misses
+ * for a node not in cache). A table that grows moves to a new region at the pool's end; the pool
+ * is repacked when it is full. An entry whose count drops to zero is deleted by shifting the
+ * probe run back (no tombstones), so churn does not fill a table.
  */
 
 /** Entries of a node's first table (it doubles when more than MAX_LOAD of them are in use). */
@@ -23,45 +27,49 @@ function hash(account: number): number {
   return h >>> 0;
 }
 
-/** Entry index of `account` in `t` (entries of 2 words), or -1. */
-function find(t: Uint32Array, account: number): number {
-  const mask = (t.length >>> 1) - 1;
+/** Entry index of `account` in the table of `entries` entries at word `base` of `t`, or -1. */
+function find(t: Uint32Array, base: number, entries: number, account: number): number {
+  const mask = entries - 1;
   const tag = account + 1;
   for (let i = hash(account) & mask; ; i = (i + 1) & mask) {
-    const k = t[i << 1]!;
+    const k = t[base + (i << 1)]!;
     if (k === tag) return i;
     if (k === 0) return -1;
   }
 }
 
-function insert(t: Uint32Array, tag: number, count: number): void {
-  const mask = (t.length >>> 1) - 1;
+function insert(t: Uint32Array, base: number, entries: number, tag: number, count: number): void {
+  const mask = entries - 1;
   let i = hash(tag - 1) & mask;
-  while (t[i << 1] !== 0) i = (i + 1) & mask;
-  t[i << 1] = tag;
-  t[(i << 1) + 1] = count;
+  while (t[base + (i << 1)] !== 0) i = (i + 1) & mask;
+  t[base + (i << 1)] = tag;
+  t[base + (i << 1) + 1] = count;
 }
 
-/** Empties entry `hole` of `t`, moving later entries of its probe run back so every entry stays reachable from its home. */
-function deleteEntry(t: Uint32Array, hole: number): void {
-  const mask = (t.length >>> 1) - 1;
+/** Empties entry `hole` of the table, moving later entries of its probe run back so every entry stays reachable from its home. */
+function deleteEntry(t: Uint32Array, base: number, entries: number, hole: number): void {
+  const mask = entries - 1;
   let i = hole;
-  for (let j = (i + 1) & mask; t[j << 1] !== 0; j = (j + 1) & mask) {
-    const home = hash(t[j << 1]! - 1) & mask;
+  for (let j = (i + 1) & mask; t[base + (j << 1)] !== 0; j = (j + 1) & mask) {
+    const home = hash(t[base + (j << 1)]! - 1) & mask;
     // The entry at j may stay when its home lies cyclically in (i, j].
     const stays = i <= j ? home > i && home <= j : home > i || home <= j;
     if (stays) continue;
-    t[i << 1] = t[j << 1]!;
-    t[(i << 1) + 1] = t[(j << 1) + 1]!;
+    t[base + (i << 1)] = t[base + (j << 1)]!;
+    t[base + (i << 1) + 1] = t[base + (j << 1) + 1]!;
     i = j;
   }
-  t[i << 1] = 0;
-  t[(i << 1) + 1] = 0;
+  t[base + (i << 1)] = 0;
+  t[base + (i << 1) + 1] = 0;
 }
 
 export class NodeAccountCounts {
-  /** Per node id: its table (undefined until it has an active pod). */
-  readonly #tables: Array<Uint32Array | undefined> = [];
+  /** Every node's table, each a region of 2 x entries words. */
+  #pool = new Uint32Array(1024);
+  /** Words of the pool handed out so far (regions of tables that grew are left behind until a repack). */
+  #top = 0;
+  /** Per node id: its table's first word and its entries (0: no table yet). */
+  #where = new Uint32Array(256);
   /** Per node id: entries in use. */
   readonly #used: number[] = [];
   #size = 0;
@@ -73,47 +81,87 @@ export class NodeAccountCounts {
 
   /** Active pods of `account` on `node`. */
   count(node: number, account: number): number {
-    const t = this.#tables[node];
-    if (t === undefined) return 0;
-    const i = find(t, account);
-    return i < 0 ? 0 : t[(i << 1) + 1]!;
+    const w = node << 1;
+    if (w >= this.#where.length) return 0;
+    const entries = this.#where[w + 1]!;
+    if (entries === 0) return 0;
+    const base = this.#where[w]!;
+    const i = find(this.#pool, base, entries, account);
+    return i < 0 ? 0 : this.#pool[base + (i << 1) + 1]!;
   }
 
   add(node: number, account: number): void {
-    let t = this.#tables[node];
-    if (t === undefined) {
-      t = new Uint32Array(MIN_ENTRIES * 2);
-      this.#tables[node] = t;
-      while (this.#used.length <= node) this.#used.push(0);
-    }
-    const found = find(t, account);
+    const w = node << 1;
+    if (w >= this.#where.length || this.#where[w + 1] === 0) this.#place(node, MIN_ENTRIES);
+    let base = this.#where[w]!;
+    let entries = this.#where[w + 1]!;
+    const found = find(this.#pool, base, entries, account);
     if (found >= 0) {
-      t[(found << 1) + 1]!++;
+      this.#pool[base + (found << 1) + 1]!++;
       return;
     }
     const used = this.#used[node]! + 1;
-    if (used > (t.length >>> 1) * MAX_LOAD) t = this.#grow(node, t);
-    insert(t, account + 1, 1);
+    if (used > entries * MAX_LOAD) {
+      this.#place(node, entries * 2);
+      base = this.#where[w]!;
+      entries = this.#where[w + 1]!;
+    }
+    insert(this.#pool, base, entries, account + 1, 1);
     this.#used[node] = used;
     this.#size++;
   }
 
   /** One active pod fewer; the entry goes when none is left. */
   remove(node: number, account: number): void {
-    const t = this.#tables[node];
-    if (t === undefined) return;
-    const i = find(t, account);
+    const w = node << 1;
+    if (w >= this.#where.length) return;
+    const entries = this.#where[w + 1]!;
+    if (entries === 0) return;
+    const base = this.#where[w]!;
+    const i = find(this.#pool, base, entries, account);
     if (i < 0) return;
-    if (--t[(i << 1) + 1]! > 0) return;
-    deleteEntry(t, i);
+    if (--this.#pool[base + (i << 1) + 1]! > 0) return;
+    deleteEntry(this.#pool, base, entries, i);
     this.#used[node]!--;
     this.#size--;
   }
 
-  #grow(node: number, old: Uint32Array): Uint32Array {
-    const t = new Uint32Array(old.length * 2);
-    for (let o = 0; o < old.length; o += 2) if (old[o] !== 0) insert(t, old[o]!, old[o + 1]!);
-    this.#tables[node] = t;
-    return t;
+  /** Gives `node` a new, empty-then-refilled table of `entries` entries at the pool's end (its old region, if any, is left behind). */
+  #place(node: number, entries: number): void {
+    const w = node << 1;
+    if (w >= this.#where.length) {
+      const where = new Uint32Array(Math.max(w + 2, this.#where.length * 2));
+      where.set(this.#where);
+      this.#where = where;
+    }
+    while (this.#used.length <= node) this.#used.push(0);
+    const words = entries * 2;
+    if (this.#top + words > this.#pool.length) this.#repack(words);
+    const oldBase = this.#where[w]!;
+    const oldEntries = this.#where[w + 1]!;
+    const base = this.#top;
+    this.#top += words;
+    const pool = this.#pool;
+    for (let o = 0; o < oldEntries * 2; o += 2) if (pool[oldBase + o] !== 0) insert(pool, base, entries, pool[oldBase + o]!, pool[oldBase + o + 1]!);
+    this.#where[w] = base;
+    this.#where[w + 1] = entries;
+  }
+
+  /** Copies every node's table into a fresh pool with room for `more` words after them (left-behind regions are dropped). */
+  #repack(more: number): void {
+    const where = this.#where;
+    let live = 0;
+    for (let w = 0; w < where.length; w += 2) live += where[w + 1]! * 2;
+    const pool = new Uint32Array(Math.max(1024, (live + more) * 2));
+    let top = 0;
+    for (let w = 0; w < where.length; w += 2) {
+      const words = where[w + 1]! * 2;
+      if (words === 0) continue;
+      pool.set(this.#pool.subarray(where[w]!, where[w]! + words), top);
+      where[w] = top;
+      top += words;
+    }
+    this.#pool = pool;
+    this.#top = top;
   }
 }
