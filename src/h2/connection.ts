@@ -22,7 +22,7 @@ import { Output } from './output.js';
 import { FieldCollector } from './request-headers.js';
 import { applyPeerSettings, defaultPeerSettings, serverPreface, type H2Settings } from './settings.js';
 import { H2Stream, type HeaderBlock, type HeaderFields, type StreamHost } from './stream.js';
-import { receiveData, type FlowAccount } from './receive-data.js';
+import { applyCredits, receiveData, type FlowAccount } from './receive-data.js';
 
 export interface H2ConnectionOptions {
   readonly settings: H2Settings;
@@ -66,6 +66,8 @@ export class H2Connection implements StreamHost, FlowAccount {
   connectionWindow = 65_535;
   recvWindow = 65_535;
   recvUnacked = 0;
+  recvCredit = 0;
+  #credited: H2Stream[] = [];
   peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
   readonly streamWindow: number;
   readonly connectionWindowTarget: number;
@@ -146,13 +148,20 @@ export class H2Connection implements StreamHost, FlowAccount {
 
   readonly #onData = (chunk: Buffer): void => {
     if (this.#destroyed) return;
+    // Credits given between reads (the application consumed later) count for this read.
+    this.#credited = applyCredits(this, this.#credited);
     try {
       this.#reader.read(chunk);
     } catch (err) {
       this.#connectionError(err);
     }
     this.#output.flush();
+    this.#credited = applyCredits(this, this.#credited);
   };
+
+  credited(stream: H2Stream): void {
+    this.#credited.push(stream);
+  }
 
   #frame(buf: Buffer, at: number, length: number, type: number, flags: number, sid: number): void {
     if (this.#assembly && type !== FrameType.CONTINUATION) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'frame inside a header block');

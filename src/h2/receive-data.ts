@@ -4,6 +4,8 @@
  * FLOW_CONTROL_ERROR), the body handed to the stream, `content-length` checked (§8.1.1), and the
  * windows given back with WINDOW_UPDATE once half of each is consumed — the connection's at
  * once, the stream's when the application consumed it (at once unless it manages flow itself).
+ * A window given back counts from the end of the read that gave it back (the connection applies
+ * the credits): DATA in the same read was sent before the peer could see the update.
  */
 import { ErrorCode, Flag, H2ConnectionError, windowUpdateFrame } from './frames.js';
 import type { H2Stream } from './stream.js';
@@ -12,6 +14,8 @@ import type { H2Stream } from './stream.js';
 export interface FlowAccount {
   recvWindow: number;
   recvUnacked: number;
+  /** Returned by a WINDOW_UPDATE, added to `recvWindow` once it is written. */
+  recvCredit: number;
   readonly connectionWindowTarget: number;
   queue(bytes: Buffer): void;
   chargeControl(): void;
@@ -23,7 +27,7 @@ export interface FlowAccount {
 function returnToConnection(c: FlowAccount, n: number): void {
   c.recvUnacked += n;
   if (c.recvUnacked >= c.connectionWindowTarget / 2) {
-    c.recvWindow += c.recvUnacked;
+    c.recvCredit += c.recvUnacked;
     c.queue(windowUpdateFrame(0, c.recvUnacked));
     c.recvUnacked = 0;
   }
@@ -62,4 +66,16 @@ export function receiveData(c: FlowAccount, streams: ReadonlyMap<number, H2Strea
   const consumed = stream.manualFlow ? length - n : length;
   if (consumed > 0) stream.consume(consumed);
   if (endStream) stream.remoteEnd();
+}
+
+/** Adds the windows returned by WINDOW_UPDATEs (written, or queued for this read's write) to what the peer may send; returns the emptied list. */
+export function applyCredits(c: FlowAccount, credited: H2Stream[]): H2Stream[] {
+  c.recvWindow += c.recvCredit;
+  c.recvCredit = 0;
+  if (credited.length === 0) return credited;
+  for (const s of credited) {
+    s.recvWindow += s.recvCredit;
+    s.recvCredit = 0;
+  }
+  return [];
 }

@@ -27,6 +27,8 @@ export interface StreamHost {
   readonly peerMaxFrameSize: number;
   /** The stream waits for a WINDOW_UPDATE (connection or its own). */
   blocked(stream: H2Stream): void;
+  /** The stream returned window (`recvCredit`): add it to `recvWindow` once the update is out. */
+  credited(stream: H2Stream): void;
   /** The stream is over: forget it; `rst` is the RST_STREAM code to send, if any. */
   streamClosed(stream: H2Stream, code: number, rst: number | undefined): void;
   /** The stream receive window we advertise (WINDOW_UPDATE once half of it is consumed). */
@@ -73,6 +75,8 @@ export class H2Stream {
   recvWindow: number;
   /** @internal Bytes received and consumed but not yet returned by WINDOW_UPDATE. */
   recvUnacked = 0;
+  /** @internal Bytes returned by a WINDOW_UPDATE not yet added to `recvWindow`. */
+  recvCredit = 0;
   /** @internal The `content-length` declared, or -1; and the body bytes seen. */
   declaredLength: number;
   receivedLength = 0;
@@ -138,7 +142,10 @@ export class H2Stream {
     if (this.#closed || this.#remoteEnded) return;
     this.recvUnacked += n;
     if (this.recvUnacked >= this.#host.streamWindow / 2) {
-      this.recvWindow += this.recvUnacked;
+      // Counted once the update is written (the connection applies it): DATA in the same read
+      // was sent before the peer could see it, and may not use it (RFC 9113 §6.9.1).
+      this.recvCredit += this.recvUnacked;
+      this.#host.credited(this);
       const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + 4);
       writeFrameHeader(out, 0, 4, FrameType.WINDOW_UPDATE, 0, this.id);
       out.writeUInt32BE(this.recvUnacked, FRAME_HEADER_BYTES);
