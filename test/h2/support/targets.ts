@@ -9,7 +9,7 @@ import { newCsr } from '../../ca/support/pki-fixtures.js';
 import { startNodeAScenario, type CaEnv } from '../../ca/support/ca-env.js';
 
 /** The CA's TLS transports that speak HTTP/2 themselves (grpc-js has its own suites). */
-export const H2_TRANSPORT_KINDS = ['http2'] as const satisfies ReadonlyArray<NonNullable<CaServerConfig['transport']>>;
+export const H2_TRANSPORT_KINDS = ['http2', 'h2'] as const satisfies ReadonlyArray<NonNullable<CaServerConfig['transport']>>;
 export type H2TransportKind = (typeof H2_TRANSPORT_KINDS)[number];
 
 export interface H2Target {
