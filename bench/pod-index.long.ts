@@ -304,8 +304,8 @@ async function caMode(kubeconfigPath: string): Promise<void> {
   const [big, little, mapBig, mapSmall, manyBig, manySmall] = authzCosts([
     { pods: informer, shape: SHAPE, patterns: PATTERNS },
     { pods: small, shape: smallShape, patterns: PATTERNS },
-    { pods: oldBig, shape: SHAPE, patterns: ['burst', 'random'] },
-    { pods: oldSmall, shape: smallShape, patterns: ['burst', 'random'] },
+    { pods: oldBig, shape: SHAPE, patterns: PATTERNS },
+    { pods: oldSmall, shape: smallShape, patterns: PATTERNS },
     { pods: wideBig, shape: wideShape, patterns: ['wide'] },
     { pods: wideSmall, shape: wideSmallShape, patterns: ['wide'] },
   ]);
