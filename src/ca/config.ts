@@ -182,9 +182,9 @@ export interface CaServerConfig {
   readonly signingWorkers: number;
   readonly shutdownGraceMs: number;
   /**
-   * 'http2' (the default with TLS): CreateCertificate and health Check served directly on
-   * node:http2, everything else (health Watch/List, reflection) relayed to a loopback grpc-js
-   * server. 'h2': the same on certbroker's own HTTP/2 engine (src/h2) instead of node:http2.
+   * 'h2' (the default with TLS): CreateCertificate and health Check served directly on
+   * certbroker's own HTTP/2 engine (src/h2), everything else (health Watch/List, reflection)
+   * relayed to a loopback grpc-js server. 'http2': the same on node:http2 (nghttp2).
    * 'grpc-js' (the default with `plaintext`): everything on grpc-js. 'auto' or absent picks by
    * `plaintext`.
    */
@@ -261,9 +261,9 @@ export function plaintextProblem(config: { readonly plaintext: boolean; readonly
   return `${names.plaintext}=true (gRPC without TLS) is allowed only on a loopback address; ${names.host} ${JSON.stringify(config.grpcHost)} is not one (use 127.0.0.1, ::1 or localhost, or serve TLS)`;
 }
 
-/** The gRPC transport a configuration asks for ('auto' or absent: http2 with TLS, grpc-js in plaintext). */
+/** The gRPC transport a configuration asks for ('auto' or absent: h2 with TLS, grpc-js in plaintext). */
 export function transportKind(config: Pick<CaServerConfig, 'transport' | 'plaintext'>): 'grpc-js' | 'http2' | 'h2' {
-  const kind = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'http2') : config.transport;
+  const kind = config.transport === undefined || config.transport === 'auto' ? (config.plaintext ? 'grpc-js' : 'h2') : config.transport;
   if (kind !== 'grpc-js' && config.plaintext) throw new Error(`the ${kind} transport serves TLS only; use the grpc-js transport for plaintext`);
   return kind;
 }

@@ -1,10 +1,10 @@
 /**
  * The CA's gRPC transports behind one small interface: `startTransport(kind, parts)` binds the
  * IstioCertificateService, grpc.health.v1 and reflection and returns `{ kind, port, stop }`.
- * - `http2` (the default with TLS): CreateCertificate and health Check served directly on
- *   node:http2 (h2-transport.ts); health Watch/List and reflection relayed to a grpc-js server
- *   on loopback.
- * - `h2`: the same on certbroker's own HTTP/2 engine (src/h2) in place of node:http2.
+ * - `h2` (the default with TLS): CreateCertificate and health Check served directly on
+ *   certbroker's own HTTP/2 engine (src/h2, h2-transport.ts); health Watch/List and reflection
+ *   relayed to a grpc-js server on loopback.
+ * - `http2`: the same on node:http2 (nghttp2) in place of the engine.
  * - `grpc-js` (plaintext, or `CA_TRANSPORT=grpc-js`): everything on a grpc-js Server, with the
  *   limits grpc-js can apply (grpc-js-limits.ts).
  * Both hand calls to the same CertificateService and answer errors through the one mapping.
