@@ -95,7 +95,7 @@ async function assertSkips(file: string, env: Record<string, string>, expected: 
 }
 
 test('python interop: without grpc_tools its tests skip with the reason (they failed with "No module named grpc_tools")', async (t) => {
-  await assertSkips('ca/python-interop.e2e.test.js', { CERTBROKER_TEST_PYTHON: pythonWithoutGrpc(t) }, { skipped: 3, reason: /cannot import grpc and grpc_tools/ });
+  await assertSkips('ca/python-interop.e2e.test.js', { CERTBROKER_TEST_PYTHON: pythonWithoutGrpc(t) }, { skipped: 4, reason: /cannot import grpc and grpc_tools/ });
 });
 
 test('reflection vs protoc: without grpc_tools the protoc comparisons skip, the link check still runs', async (t) => {
