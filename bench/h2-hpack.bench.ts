@@ -18,20 +18,12 @@ import { performance } from 'node:perf_hooks';
 import * as grpc from '@grpc/grpc-js';
 import { HpackDecoder, encodeHeaderBlock } from '../src/h2/hpack.js';
 import { median } from './report.js';
+import { frameBytes } from '../test/h2/support/frame-client.js';
 
 const CALLS = Number(process.env.BENCH_HPACK_CALLS ?? 8);
 const ROUNDS = Number(process.env.BENCH_HPACK_ROUNDS ?? 15);
 const REPEAT = Number(process.env.BENCH_HPACK_REPEAT ?? 2000);
 const PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
-
-function frameOf(type: number, flags: number, stream: number, payload: Uint8Array): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-}
 
 /** A raw h2c server keeping every complete request header block, answering each call trailers-only. */
 function captureServer(blocks: Buffer[]): net.Server {
@@ -39,7 +31,7 @@ function captureServer(blocks: Buffer[]): net.Server {
   return net.createServer((sock) => {
     let buf = Buffer.alloc(0);
     let parts: Buffer[] = [];
-    sock.write(frameOf(4, 0, 0, Buffer.alloc(0)));
+    sock.write(frameBytes(4, 0, 0, Buffer.alloc(0)));
     sock.on('error', () => undefined);
     sock.on('data', (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
@@ -49,7 +41,7 @@ function captureServer(blocks: Buffer[]): net.Server {
         const [type, flags, stream] = [buf[3]!, buf[4]!, buf.readUInt32BE(5) & 0x7fffffff];
         let payload = buf.subarray(9, 9 + len);
         buf = buf.subarray(9 + len);
-        if (type === 4 && (flags & 1) === 0) sock.write(frameOf(4, 1, 0, Buffer.alloc(0)));
+        if (type === 4 && (flags & 1) === 0) sock.write(frameBytes(4, 1, 0, Buffer.alloc(0)));
         if (type !== 1 && type !== 9) continue;
         if (type === 1 && (flags & 0x8) !== 0) payload = payload.subarray(1, payload.length - payload[0]!);
         if (type === 1 && (flags & 0x20) !== 0) payload = payload.subarray(5);
@@ -57,7 +49,7 @@ function captureServer(blocks: Buffer[]): net.Server {
         if ((flags & 0x4) === 0) continue;
         blocks.push(Buffer.concat(parts));
         parts = [];
-        sock.write(frameOf(1, 0x5, stream, trailersOnly));
+        sock.write(frameBytes(1, 0x5, stream, trailersOnly));
       }
     });
   });

@@ -15,17 +15,9 @@ import net from 'node:net';
 import { test } from 'node:test';
 import { HpackDecoder, HpackEncoder, encodeHeaderBlock, type HeaderField } from '../../src/h2/hpack.js';
 import { TEST_PYTHON, pythonGrpcMissing } from '../support/tools.js';
+import { frameBytes } from './support/frame-client.js';
 
 const PREFACE = 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n';
-
-function frame(type: number, flags: number, stream: number, payload: Uint8Array): Buffer {
-  const head = Buffer.alloc(9);
-  head.writeUIntBE(payload.length, 0, 3);
-  head[3] = type;
-  head[4] = flags;
-  head.writeUInt32BE(stream, 5);
-  return Buffer.concat([head, payload]);
-}
 
 /** A raw h2c server: SETTINGS handshake, HEADERS (+CONTINUATION) blocks decoded, answered by `respond`. */
 interface RawServer {
@@ -47,7 +39,7 @@ function rawServer(respond: (fields: HeaderField[]) => Buffer): RawServer {
     let buf = Buffer.alloc(0);
     let prefaced = false;
     let block: Buffer[] = [];
-    sock.write(frame(4, 0, 0, Buffer.alloc(0)));
+    sock.write(frameBytes(4, 0, 0, Buffer.alloc(0)));
     sock.on('error', () => undefined);
     sock.on('data', (chunk: Buffer) => {
       buf = Buffer.concat([buf, chunk]);
@@ -63,7 +55,7 @@ function rawServer(respond: (fields: HeaderField[]) => Buffer): RawServer {
         const stream = buf.readUInt32BE(5) & 0x7fffffff;
         let payload = buf.subarray(9, 9 + len);
         buf = buf.subarray(9 + len);
-        if (type === 4 && (flags & 1) === 0) sock.write(frame(4, 1, 0, Buffer.alloc(0)));
+        if (type === 4 && (flags & 1) === 0) sock.write(frameBytes(4, 1, 0, Buffer.alloc(0)));
         if (type === 7) {
           // GOAWAY: the client refused something (COMPRESSION_ERROR = 9 for a block it cannot decode).
           refuse(payload.readUInt32BE(4));
@@ -79,7 +71,7 @@ function rawServer(respond: (fields: HeaderField[]) => Buffer): RawServer {
         assert.equal(decoder.decode(Buffer.concat(block), (n, v) => fields.push([n, v])), true);
         block = [];
         requests.push(fields);
-        sock.write(frame(1, 0x5, stream, respond(fields)));
+        sock.write(frameBytes(1, 0x5, stream, respond(fields)));
       }
     });
   });
