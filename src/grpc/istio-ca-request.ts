@@ -155,10 +155,11 @@ function put<T>(obj: Record<string, T>, key: string, value: T): void {
   else obj[key] = value;
 }
 
-/** google.protobuf.Struct: `map<string, Value> fields = 1`. */
-function struct(c: Cursor, end: number, depth: number): ProtoStruct {
-  if (depth > MAX_DEPTH) throw new MalformedMessage('nesting deeper than 100', c.pos);
-  const fields: Record<string, ProtoValue> = {};
+/**
+ * The repeated length-delimited field 1 of a message ending at `end` (Struct's entries, ListValue's
+ * values): `each` gets the end of every occurrence with the cursor at its start; other fields are skipped.
+ */
+function eachField1(c: Cursor, end: number, depth: number, each: (fieldEnd: number) => void): void {
   while (c.pos < end) {
     const tag = c.varint(end);
     if (tag >>> 3 !== 1) {
@@ -166,7 +167,15 @@ function struct(c: Cursor, end: number, depth: number): ProtoStruct {
       continue;
     }
     expect(c, tag & 7, LENGTH);
-    const entryEnd = c.delimited(end);
+    each(c.delimited(end));
+  }
+}
+
+/** google.protobuf.Struct: `map<string, Value> fields = 1`. */
+function struct(c: Cursor, end: number, depth: number): ProtoStruct {
+  if (depth > MAX_DEPTH) throw new MalformedMessage('nesting deeper than 100', c.pos);
+  const fields: Record<string, ProtoValue> = {};
+  eachField1(c, end, depth, (entryEnd) => {
     let key = '';
     let value: ProtoValue | undefined;
     while (c.pos < entryEnd) {
@@ -182,7 +191,7 @@ function struct(c: Cursor, end: number, depth: number): ProtoStruct {
     }
     if (value === undefined) throw new MalformedMessage('Struct entry without a value', c.pos);
     put(fields, key, value);
-  }
+  });
   return { fields };
 }
 
@@ -242,15 +251,7 @@ function protoValue(c: Cursor, end: number, depth: number): ProtoValue {
 function list(c: Cursor, end: number, depth: number): { values: ProtoValue[] } {
   if (depth > MAX_DEPTH) throw new MalformedMessage('nesting deeper than 100', c.pos);
   const values: ProtoValue[] = [];
-  while (c.pos < end) {
-    const tag = c.varint(end);
-    if (tag >>> 3 !== 1) {
-      c.skip(tag & 7, end, depth);
-      continue;
-    }
-    expect(c, tag & 7, LENGTH);
-    values.push(protoValue(c, c.delimited(end), depth + 1));
-  }
+  eachField1(c, end, depth, (valueEnd) => values.push(protoValue(c, valueEnd, depth + 1)));
   return { values };
 }
 
