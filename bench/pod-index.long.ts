@@ -268,19 +268,24 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape; p
   });
 }
 
-/** The CA process: syncs the PodInformer from the cluster, then measures authorization. */
-async function caMode(kubeconfigPath: string): Promise<void> {
+/** Starts `Informer` against the cluster of `kubeconfigPath` and waits for its first sync: wall and CPU ms of it. */
+async function timedSync(Informer: typeof PodInformer, kubeconfigPath: string): Promise<{ informer: PodInformer; syncMs: number; syncCpuMs: number }> {
   const kc = new KubeConfig();
   kc.loadFromFile(kubeconfigPath);
-  const before = mem();
-  const informer = new PodInformer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
+  const informer = new Informer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
   informer.start();
   await informer.waitForSync();
   const syncMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
-  const syncCpuMs = (cpu.user + cpu.system) / 1000;
+  return { informer, syncMs, syncCpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/** The CA process: syncs the PodInformer from the cluster, then measures authorization. */
+async function caMode(kubeconfigPath: string): Promise<void> {
+  const before = mem();
+  const { informer, syncMs, syncCpuMs } = await timedSync(PodInformer, kubeconfigPath);
   let peakRss = process.memoryUsage().rss;
   const synced = mem();
   peakRss = Math.max(peakRss, synced.rss);
@@ -354,19 +359,11 @@ interface SyncParts {
 /** The sync-only CA process: the PodInformer of the build in `dist` (default: this one) lists the cluster once. */
 async function syncMode(kubeconfigPath: string, dist: string): Promise<void> {
   const { PodInformer: Informer } = (await import(pathToFileURL(join(dist, 'src', 'ca', 'index.js')).href)) as SyncParts;
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
   const load = loadavg()[0]!;
-  const informer = new Informer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  informer.start();
-  await informer.waitForSync();
-  const syncMs = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
+  const { informer, syncMs, syncCpuMs } = await timedSync(Informer, kubeconfigPath);
   const indexed = informer.size;
   await informer.stop();
-  process.stdout.write(`${JSON.stringify({ indexed, syncMs, syncCpuMs: (cpu.user + cpu.system) / 1000, load: [load, loadavg()[0]!] })}\n`);
+  process.stdout.write(`${JSON.stringify({ indexed, syncMs, syncCpuMs, load: [load, loadavg()[0]!] })}\n`);
 }
 
 /** `--ab <dist>`: alternating pairs of sync-only processes of this build and of `<dist>` against the one loaded cluster. */
