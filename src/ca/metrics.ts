@@ -21,7 +21,7 @@ export interface TransportStats {
 }
 
 /** One label set of a counter, counted as a plain number and added to the counter when it is read. */
-export class TalliedChild {
+class TalliedChild {
   #n = 0;
   readonly #labels: Readonly<Record<string, string>>;
 
@@ -42,7 +42,7 @@ export class TalliedChild {
 }
 
 /** Observations held back from a histogram until it is read, or until the buffer is full. */
-export class BufferedObservations {
+class BufferedObservations {
   readonly #values = new Float64Array(1024);
   #count = 0;
   readonly #histogram: () => Histogram;
