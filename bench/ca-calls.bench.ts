@@ -31,6 +31,7 @@ import { Session } from 'node:inspector/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { median } from './report.js';
+import { bearerMetadata, impersonatingRequest, startInProcessCa } from './in-process-ca.js';
 import { h2loadMissing } from '../test/support/tools.js';
 
 type CaModule = typeof import('../src/ca/index.js');
@@ -186,37 +187,17 @@ async function poolRun(m: Loaded, csrs: readonly string[], seconds: number): Pro
   }
 }
 
-/** The service as ca-server.ts assembles it, called directly: `CHANNELS x INFLIGHT` closed loops. */
+/** The service as ca-server.ts assembles it (in-process-ca.ts), called directly: `CHANNELS x INFLIGHT` closed loops. */
 async function handlerRun(m: Loaded, env: Env, token: string, csrs: readonly string[], seconds: number): Promise<Split> {
-  const logger = m.log.silentLogger;
-  const clock = m.clock.systemClock;
-  const metrics = new m.ca.CaMetrics();
-  const cluster = env.clusterConfig();
-  const settings = { trustDomain: 'cluster.local', maxTtlSeconds: 7 * 86_400, signingWorkers: 2, defaultCluster: cluster, clock, logger };
-  const { signer, start } = m.ca.createSigner({ kind: 'self-signed', namespace: 'istio-system', secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 86_400 * 365 }, settings);
-  const clusters = m.ca.assembleClusters([cluster], { trustDomain: 'cluster.local', trustedNodeAccounts: ['istio-system/ztunnel'], tokenCacheSeconds: 60, tokenNegativeCacheSeconds: 5, clock, logger, metrics });
-  await start();
-  clusters.start();
-  const index = clusters.podIndex('Kubernetes')!;
+  const ca = await startInProcessCa(m.ca, env.clusterConfig(), { clock: m.clock.systemClock, logger: m.log.silentLogger });
+  ca.clusters.start();
+  const index = ca.clusters.podIndex('Kubernetes')!;
   while (index.getPod({ namespace: 'istio-system', name: 'ztunnel-0' }) === undefined || index.getPod({ namespace: 'default', name: 'sleep-a' }) === undefined) await new Promise((r) => setTimeout(r, 20));
-  const service = new m.ca.CertificateService({
-    trustDomain: 'cluster.local',
-    clusters: clusters.auth,
-    defaultClusterId: 'Kubernetes',
-    signer: () => signer,
-    ttl: { defaultTtlSeconds: 86_400, maxTtlSeconds: 7 * 86_400, backdateSeconds: 120 },
-    clock,
-    metrics,
-    logger,
-    maxCsrBytes: 64 * 1024,
-  });
-  // As the transport hands them over: the decoded request, the call's headers behind `get`.
-  const requests = csrs.map((csr) => ({ csr, validity_duration: 3600, metadata: { fields: { ImpersonatedIdentity: { kind: 'stringValue', stringValue: IDENTITY } } } }));
-  const headers: Record<string, string> = { authorization: `Bearer ${token}`, 'content-type': 'application/grpc', te: 'trailers' };
-  const metadata = { get: (key: string) => (headers[key] === undefined ? [] : [headers[key]]) };
+  const service = ca.service();
+  const requests = csrs.map((csr) => impersonatingRequest(csr, IDENTITY));
+  const metadata = bearerMetadata(token);
   const result = await closedLoops((i) => service.createCertificate(requests[i % requests.length]!, metadata, new AbortController().signal), 'handler', seconds);
-  await clusters.stop();
-  await signer.close();
+  await ca.close();
   return result;
 }
 
