@@ -7,7 +7,7 @@
  *
  * The CA module is a parameter so that bench:ca-calls can hand in another build's dist.
  */
-import type { ClusterConfig, CaClusters, CertificateService } from '../src/ca/index.js';
+import type { ClusterConfig, CaClusters, CaMetrics, CertificateService } from '../src/ca/index.js';
 import type { ClusterAuth } from '../src/ca/certificate-service.js';
 import type { Clock } from '../src/core/clock.js';
 import type { Logger } from '../src/core/log.js';
@@ -20,6 +20,8 @@ export const TRUST_DOMAIN = 'cluster.local';
 export interface InProcessCa {
   /** The assembly of `cluster`: its authenticator chain and node authorizer (its informer is not started here). */
   readonly clusters: CaClusters;
+  /** The metrics the assembly and every service() count into. */
+  readonly metrics: CaMetrics;
   /** A CertificateService over `auth` (default the assembly's own), sharing this signer and metrics. */
   service(auth?: ReadonlyMap<string, ClusterAuth>): CertificateService;
   /** Stops the assembly's informers (if started) and the signer's workers. */
@@ -44,6 +46,7 @@ export async function startInProcessCa(ca: CaModule, cluster: ClusterConfig, o: 
   await start();
   return {
     clusters,
+    metrics,
     service: (auth = clusters.auth) =>
       new ca.CertificateService({
         trustDomain: TRUST_DOMAIN,

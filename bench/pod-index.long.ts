@@ -8,7 +8,13 @@
  *   walk of 500-pod pages);
  * - ca: the CA's PodInformer syncing from it (sync time; RSS and heap per indexed pod after a GC),
  *   then NodeAuthorizer.authorize per call, p50/p99, against that index and against an index of
- *   1,000 pods at the same pods-per-node density;
+ *   1,000 pods at the same pods-per-node density: first in a tight loop (authorize alone, the
+ *   small index in L1), then in the call path (`inPathCosts`): authorize() timed inside
+ *   CertificateService.createCertificate, with the real TokenReview authenticator and token
+ *   cache against the devcluster (a bound token per node agent), the self-signed signer on 2
+ *   signing workers, burst and random calls 16 in flight, rounds alternating the two indexes —
+ *   where the rest of each call evicts the caches at any size. No TLS or HTTP/2. Per size and
+ *   pattern also the calls issued (every one must be) and the CA's CPU per call;
  * - baseline: a fresh process holding the same tuples as a Map of plain objects (RSS per pod).
  *
  * `--pods N --nodes N` shrink it for a smoke run; `--write-docs` updates docs/benchmarks.md.
@@ -25,11 +31,17 @@ import { loadavg, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
-import { KubeConfig, type V1Pod } from '@kubernetes/client-node';
+import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
+import * as caModule from '../src/ca/index.js';
 import { CompactPodIndex } from '../src/ca/index.js';
 import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex, type PodInfo } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
+import { systemClock } from '../src/core/clock.js';
+import { Secret } from '../src/core/secret.js';
+import { createCsr, generateKeyPair } from '../src/pki/index.js';
+import type { IstioCertificateRequest } from '../src/protocol/istio-ca.js';
+import { bearerMetadata, impersonatingRequest, startInProcessCa } from './in-process-ca.js';
 import { realisticPod, nodeName, podNode, podUid, type ClusterShape } from '../test/support/realistic-pods.js';
 import { median, pct, writeDocSection } from './report.js';
 
@@ -75,6 +87,8 @@ async function clusterMode(kubeconfigPath: string): Promise<void> {
   const cluster = await startDevCluster({ historyLimit: 1000 });
   const namespaces = Array.from({ length: SHAPE.namespaces }, (_, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `team-${i}-prod` } }));
   await cluster.apply([...namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'istio-system' } }]);
+  // The node agents' account, for the CA child's TokenRequests (the in-path measurement's tokens).
+  await cluster.apply([{ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'istio-system', name: 'ztunnel' } }]);
   const t0 = performance.now();
   for (let i = 0; i < PODS; i += 1000) {
     const batch = [];
@@ -268,28 +282,189 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape; p
   });
 }
 
-/** Starts `Informer` against the cluster of `kubeconfigPath` and waits for its first sync: wall and CPU ms of it. */
-async function timedSync(Informer: typeof PodInformer, kubeconfigPath: string): Promise<{ informer: PodInformer; syncMs: number; syncCpuMs: number }> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const informer = new Informer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
-  const t0 = performance.now();
-  const cpu0 = process.cpuUsage();
-  informer.start();
-  await informer.waitForSync();
-  const syncMs = performance.now() - t0;
-  const cpu = process.cpuUsage(cpu0);
-  return { informer, syncMs, syncCpuMs: (cpu.user + cpu.system) / 1000 };
+/** A NodeAuthorizer that times its own authorize() (ns per call into `samples`) while `recording`: the bench's only change to the call path. */
+class TimedAuthorizer extends NodeAuthorizer {
+  recording = false;
+  samples: number[] = [];
+
+  override authorize(caller: Caller, requestedIdentity: string): ReturnType<NodeAuthorizer['authorize']> {
+    if (!this.recording) return super.authorize(caller, requestedIdentity);
+    const t = process.hrtime.bigint();
+    try {
+      return super.authorize(caller, requestedIdentity);
+    } finally {
+      this.samples.push(Number(process.hrtime.bigint() - t));
+    }
+  }
 }
 
-/** The CA process: syncs the PodInformer from the cluster, then measures authorization. */
-async function caMode(kubeconfigPath: string): Promise<void> {
-  const before = mem();
-  const { informer, syncMs, syncCpuMs } = await timedSync(PodInformer, kubeconfigPath);
-  let peakRss = process.memoryUsage().rss;
-  const synced = mem();
-  peakRss = Math.max(peakRss, synced.rss);
-  const indexed = informer.size;
+type PathPattern = 'burst' | 'random';
+const PATH_PATTERNS: readonly PathPattern[] = ['burst', 'random'];
+/** Calls in flight at once in the in-path rounds, measured rounds after the warm-up one, distinct CSRs. */
+const PATH_INFLIGHT = 16;
+const PATH_ROUNDS = 2;
+const PATH_CSRS = 8;
+
+interface PathCost {
+  /** authorize() per call inside createCertificate, µs. */
+  readonly p50: number;
+  readonly p99: number;
+  readonly mean: number;
+  /** authorize() calls timed (one per call that reached it). */
+  readonly timed: number;
+  /** Calls issued / refused over the measured rounds (every call should be issued). */
+  readonly issued: number;
+  readonly failed: number;
+  /** The first refusal's code and message, when there was one. */
+  readonly firstError?: string;
+  /** This process's CPU (all threads: main, signing workers, GC, libuv) over the measured rounds per issued call, µs. */
+  readonly cpuUsPerCall: number;
+}
+
+interface PathCall {
+  readonly request: IstioCertificateRequest;
+  readonly metadata: { get(key: string): string[] };
+}
+
+/** One (side, pattern) of the in-path rounds and what its measured rounds gathered. */
+interface PathRun {
+  readonly side: number;
+  readonly pattern: PathPattern;
+  readonly authorizer: TimedAuthorizer;
+  readonly service: caModule.CertificateService;
+  readonly calls: readonly PathCall[];
+  readonly samples: number[];
+  issued: number;
+  failed: number;
+  firstError: string | undefined;
+  cpuUs: number;
+}
+
+/** `calls` through `issue` with PATH_INFLIGHT in flight (closed loops), each call once. */
+async function closedLoops(calls: readonly PathCall[], issue: (c: PathCall) => Promise<{ cert_chain: readonly string[] }>): Promise<{ issued: number; failed: number; firstError?: string }> {
+  let next = 0;
+  let issued = 0;
+  let failed = 0;
+  let firstError: string | undefined;
+  const loop = async () => {
+    while (next < calls.length) {
+      const c = calls[next++]!;
+      try {
+        if ((await issue(c)).cert_chain.length > 0) issued++;
+        else failed++;
+      } catch (err) {
+        failed++;
+        firstError ??= err instanceof Error ? `${(err as { code?: string }).code ?? err.name}: ${err.message}` : String(err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: PATH_INFLIGHT }, loop));
+  return firstError === undefined ? { issued, failed } : { issued, failed, firstError };
+}
+
+/**
+ * authorize() in the CA's real call path: CertificateService.createCertificate with the real
+ * TokenReview authenticator and token cache (against the devcluster, over the bench's
+ * kubeconfig), the self-signed signer on 2 signing workers, and per side a TimedAuthorizer over
+ * that side's index. Each side's node agents have their own bound tokens (TokenRequest, audience
+ * istio-ca), so the token cache hands each side its own Caller objects and one side's pod notes
+ * never displace the other's. The calls are the tight loop's burst and random (node, identity)
+ * pairs; after the token cache is warmed (one review per token) and one unrecorded round, rounds
+ * alternate the sides' order. No TLS, no HTTP/2.
+ */
+async function inPathCosts(kubeconfigPath: string, sides: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape }>): Promise<{ costs: Array<Record<PathPattern, PathCost>>; tokens: number; tokenMs: number; reviewsInRounds: number; load: [number, number] }> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const core = kc.makeApiClient(CoreV1Api);
+  const cluster = { id: 'Kubernetes', kubeConfig: kc, audiences: ['istio-ca'], tokenReview: true };
+  // Token cache of an hour (the CA's default is 60 s): no review falls due inside the rounds.
+  const ca = await startInProcessCa(caModule, cluster, { clock: systemClock, logger: silentLogger, tokenCacheSeconds: 3600 });
+  try {
+    // The assembly's own informer is not started: its authenticator chain alone is used (it does not need the informer).
+    const authn = ca.clusters.auth.get(cluster.id)!.authn;
+    const csrs: string[] = [];
+    for (let i = 0; i < PATH_CSRS; i++) csrs.push(createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://cluster.local/ns/x/sa/x' }).pem);
+    const t0 = performance.now();
+    let tokens = 0;
+    const runs: PathRun[] = [];
+    for (const [side, s] of sides.entries()) {
+      const authorizer = new TimedAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: ['cluster.local'], pods: s.pods });
+      const service = ca.service(new Map([[cluster.id, { id: cluster.id, authn, authorizer }]]));
+      const lists: Record<PathPattern, Call[]> = { burst: burstCalls(s.pods, s.shape), random: randomCalls(s.pods, s.shape) };
+      // One bound token per node agent of this side, bound to its pod by the UID its index has.
+      const agents = new Map<string, Caller>();
+      for (const p of PATH_PATTERNS) for (const c of lists[p]) agents.set(c.caller.podName!, c.caller);
+      const bearer = new Map<string, { get(key: string): string[] }>();
+      const pending = [...agents.values()];
+      await Promise.all(
+        Array.from({ length: PATH_INFLIGHT }, async () => {
+          for (let a = pending.pop(); a !== undefined; a = pending.pop()) {
+            const tr = await core.createNamespacedServiceAccountToken({
+              namespace: 'istio-system',
+              name: 'ztunnel',
+              body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { audiences: ['istio-ca'], expirationSeconds: 3600, boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: a.podName!, uid: a.podUid! } } },
+            });
+            const token = tr.status!.token;
+            // Warms the token cache: this token's one TokenReview.
+            await authn.authenticate(new Secret(token));
+            bearer.set(a.podName!, bearerMetadata(token));
+          }
+        }),
+      );
+      tokens += bearer.size;
+      for (const pattern of PATH_PATTERNS) {
+        const calls = lists[pattern].map((c, k) => ({ request: impersonatingRequest(csrs[k % csrs.length]!, c.identity), metadata: bearer.get(c.caller.podName!)! }));
+        runs.push({ side, pattern, authorizer, service, calls, samples: [], issued: 0, failed: 0, firstError: undefined, cpuUs: 0 });
+      }
+    }
+    const tokenMs = performance.now() - t0;
+    const round = async (r: PathRun, record: boolean) => {
+      r.authorizer.samples = r.samples;
+      r.authorizer.recording = record;
+      const cpu0 = process.cpuUsage();
+      const out = await closedLoops(r.calls, (c) => r.service.createCertificate(c.request, c.metadata, new AbortController().signal));
+      const cpu = process.cpuUsage(cpu0);
+      r.authorizer.recording = false;
+      if (!record) {
+        // A refusal in the warm-up is one of the measured calls' too: counted, not hidden.
+        r.failed += out.failed;
+        r.firstError ??= out.firstError;
+        return;
+      }
+      r.cpuUs += cpu.user + cpu.system;
+      r.issued += out.issued;
+      r.failed += out.failed;
+      r.firstError ??= out.firstError;
+    };
+    // TokenReviews sent (cache misses and background refreshes): none should fall in the measured rounds.
+    const reviews = async () => (await ca.metrics.tokenReviewCache.get()).values.filter((v) => v.labels.result === 'miss' || v.labels.result === 'refresh').reduce((a, v) => a + v.value, 0);
+    for (const r of runs) await round(r, false);
+    const load0 = loadavg()[0]!;
+    const reviews0 = await reviews();
+    for (let k = 0; k < PATH_ROUNDS; k++) for (const r of k % 2 === 0 ? runs : [...runs].reverse()) await round(r, true);
+    const reviewsInRounds = (await reviews()) - reviews0;
+    const load: [number, number] = [load0, loadavg()[0]!];
+    const costs = sides.map((_, side) => {
+      const out = {} as Record<PathPattern, PathCost>;
+      for (const r of runs.filter((x) => x.side === side)) {
+        const us = r.samples.map((ns) => ns / 1000).sort((a, b) => a - b);
+        const cost = { p50: pct(us, 50), p99: pct(us, 99), timed: us.length, mean: us.reduce((a, b) => a + b, 0) / Math.max(1, us.length), issued: r.issued, failed: r.failed, cpuUsPerCall: r.cpuUs / Math.max(1, r.issued) };
+        out[r.pattern] = r.firstError === undefined ? cost : { ...cost, firstError: r.firstError };
+      }
+      return out;
+    });
+    return { costs, tokens, tokenMs, reviewsInRounds, load };
+  } finally {
+    await ca.close();
+  }
+}
+
+/**
+ * The tight-loop rows: authzCosts over the synced informer, the 1,000-pod compact index and the
+ * map and many-identity indexes built for them here (so that those are garbage once it returns);
+ * the 1,000-pod index is handed back for the in-path rounds.
+ */
+function tightLoop(informer: PodInformer) {
   const smallShape: ClusterShape = { pods: 1000, nodes: Math.max(1, Math.round((1000 * NODES) / PODS)), namespaces: 200, accounts: 20 };
   const fill = <I extends { upsert(p: ReturnType<typeof toPodInfo> & object): void }>(idx: I, count: number, shape: ClusterShape): I => {
     for (let i = 0; i < count; i++) idx.upsert(toPodInfo(realisticPod(i, shape) as V1Pod)!);
@@ -315,9 +490,52 @@ async function caMode(kubeconfigPath: string): Promise<void> {
     { pods: wideSmall, shape: wideSmallShape, patterns: ['wide'] },
   ]);
   const authzLoad = [load0, loadavg()[0]!];
+  return { report: { authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad }, small, smallShape };
+}
+
+/** Starts `Informer` against the cluster of `kubeconfigPath` and waits for its first sync: wall and CPU ms of it. */
+async function timedSync(Informer: typeof PodInformer, kubeconfigPath: string): Promise<{ informer: PodInformer; syncMs: number; syncCpuMs: number }> {
+  const kc = new KubeConfig();
+  kc.loadFromFile(kubeconfigPath);
+  const informer = new Informer({ kubeConfig: kc, clock: (await import('../src/core/clock.js')).systemClock, logger: silentLogger });
+  const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
+  informer.start();
+  await informer.waitForSync();
+  const syncMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  return { informer, syncMs, syncCpuMs: (cpu.user + cpu.system) / 1000 };
+}
+
+/** The CA process: syncs the PodInformer from the cluster, then measures authorization (tight loop, then in the call path). */
+async function caMode(kubeconfigPath: string): Promise<void> {
+  const before = mem();
+  const { informer, syncMs, syncCpuMs } = await timedSync(PodInformer, kubeconfigPath);
+  let peakRss = process.memoryUsage().rss;
+  const synced = mem();
+  peakRss = Math.max(peakRss, synced.rss);
+  const indexed = informer.size;
+  const { report, small, smallShape } = tightLoop(informer);
+  // The small index's ztunnels carry ztunnel(n)'s UIDs; the devcluster's admission gives created
+  // pods their own, which the bound tokens carry: the in-path 1k side needs the cluster's.
+  let smallUidsReplaced = 0;
+  for (let n = 0; n < smallShape.nodes; n++) {
+    const key = { namespace: 'istio-system', name: `ztunnel-${n}` };
+    const uid = informer.getPod(key)?.uid;
+    if (uid === undefined) throw new Error(`ztunnel-${n} is not in the informer`);
+    if (small.getPod(key)?.uid === uid) continue;
+    const z = ztunnel(n) as { metadata: Record<string, unknown> };
+    small.upsert(toPodInfo({ ...z, metadata: { ...z.metadata, uid } } as V1Pod)!);
+    smallUidsReplaced++;
+  }
+  const inPath = await inPathCosts(kubeconfigPath, [
+    { pods: informer, shape: SHAPE },
+    { pods: small, shape: smallShape },
+  ]);
+  const after = process.memoryUsage().rss;
   await informer.stop();
   process.stdout.write(
-    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad })}\n`,
+    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, ...report, inPath150k: inPath.costs[0], inPath1k: inPath.costs[1], inPathTokens: inPath.tokens, inPathTokenMs: inPath.tokenMs, inPathReviews: inPath.reviewsInRounds, inPathLoad: inPath.load, smallUidsReplaced, rssAfterInPathMiB: after / MiB })}\n`,
   );
 }
 
@@ -433,9 +651,16 @@ async function main(): Promise<void> {
     const w150 = r.wide150k as Cost;
     const w1 = r.wide1k as Cost;
     const [l0, l1] = r.authzLoad as [number, number];
-    const ratio = (a: Cost, b: Cost) => `${f2(a.p50 / b.p50)}x / ${f2(a.p99 / b.p99)}x`;
-    const costs = (a: Cost) => `${f2(a.p50)} / ${f2(a.p99)} µs`;
+    const p150 = r.inPath150k as Record<PathPattern, PathCost>;
+    const p1 = r.inPath1k as Record<PathPattern, PathCost>;
+    const [pl0, pl1] = r.inPathLoad as [number, number];
+    const refused = PATH_PATTERNS.flatMap((p) => [[`${PODS} pods`, p, p150[p]] as const, ['1000 pods', p, p1[p]] as const]).filter(([, , x]) => x.failed > 0);
+    const ratio = (a: Pick<Cost, 'p50' | 'p99'>, b: Pick<Cost, 'p50' | 'p99'>) => `${f2(a.p50 / b.p50)}x / ${f2(a.p99 / b.p99)}x`;
+    const costs = (a: Pick<Cost, 'p50' | 'p99'>) => `${f2(a.p50)} / ${f2(a.p99)} µs`;
     const wideLine = `many identities (one call per account, cycled; compact index): ${costs(w150)} p50/p99 with ${w150.identities} identities at ${PODS} pods vs ${costs(w1)} with ${w1.identities} at 1000 pods = ${ratio(w150, w1)}; full SPIFFE parses per measured call ${f2(w150.parsesPerCall)} / ${f2(w1.parsesPerCall)} (allowed ${f2(w150.allowed)} / ${f2(w1.allowed)})`;
+    const share = (a: PathCost) => `${f1((100 * a.mean) / a.cpuUsPerCall)} %`;
+    const pathLine = (p: PathPattern) =>
+      `authorize in the call path, ${p}: ${costs(p150[p])} p50/p99 at ${PODS} pods vs ${costs(p1[p])} at 1000 pods = ${ratio(p150[p], p1[p])}; tight loop ${ratio(a150[p], a1[p])} (issued ${p150[p].issued} / ${p1[p].issued}, refused ${p150[p].failed} / ${p1[p].failed}; CA CPU per call ${f0(p150[p].cpuUsPerCall)} / ${f0(p1[p].cpuUsPerCall)} µs, authorize's mean ${share(p150[p])} / ${share(p1[p])} of it)`;
     const WHAT: Record<Exclude<Pattern, 'wide'>, string> = {
       burst: "a node agent's burst: its node's pods' identities in a row, node after node (noted caller)",
       random: 'random callers: each call another node (noted callers)',
@@ -450,8 +675,26 @@ async function main(): Promise<void> {
       ),
       `authorize per call, ${wideLine}`,
       `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after`,
+      `in the call path: ${r.inPathTokens} bound tokens requested and reviewed in ${f1((r.inPathTokenMs as number) / 1000)} s (${r.smallUidsReplaced} ztunnel UIDs of the 1000-pod index set to the cluster's); ${PATH_ROUNDS} measured rounds after one warm-up, ${PATH_INFLIGHT} calls in flight, ${r.inPathReviews} TokenReviews sent in them; CA RSS after ${f0(r.rssAfterInPathMiB)} MiB`,
+      ...PATH_PATTERNS.map(pathLine),
+      `load average (1 min) ${f1(pl0)} before the in-path rounds, ${f1(pl1)} after`,
     ];
     for (const l of lines) console.log(l);
+    if (refused.length > 0) {
+      // A refused call took another path (the error path): its authorize time is not the one asked for.
+      for (const [size, p, x] of refused) console.error(`IN-PATH CALLS REFUSED: ${x.failed} ${p} calls at ${size} (first: ${x.firstError ?? '?'})`);
+      process.exitCode = 1;
+    }
+    for (const [size, side] of [[`${PODS} pods`, p150], ['1000 pods', p1]] as const) {
+      for (const p of PATH_PATTERNS) {
+        // Every issued call impersonates: each one went through authorize() once.
+        const x = side[p];
+        if (x.timed < x.issued || x.timed > x.issued + x.failed) {
+          console.error(`IN-PATH: authorize() timed ${x.timed} times for ${x.issued} issued and ${x.failed} refused ${p} calls at ${size}`);
+          process.exitCode = 1;
+        }
+      }
+    }
     if (process.argv.includes('--write-docs')) {
       const body = [
         `Command: \`npm run bench:pod-index -- --write-docs\` (${PODS} realistic pods of ~3 KB JSON on ${NODES} nodes, plus one ztunnel per node; three processes: devcluster, CA, baseline). Same-run numbers on a shared 2-core machine.`,
@@ -466,12 +709,18 @@ async function main(): Promise<void> {
         `| authorize p50 / p99, ${w150.identities} distinct identities, one call per account cycled (the parsed-identity cache once held 4,096, cleared when full): ${PODS} pods; 1,000 pods (${w1.identities} identities); ratio; parses per call | ${costs(w150)}; ${costs(w1)}; **${ratio(w150, w1)}**; ${f2(w150.parsesPerCall)} / ${f2(w1.parsesPerCall)} |`,
         `| the map index (InMemoryPodIndex, the authorizer's by-name path), burst / random: ${PODS} pods; 1,000 pods | ${costs(m150.burst)}, ${costs(m150.random)}; ${costs(m1.burst)}, ${costs(m1.random)} |`,
         `| load average (1 min) around the authorize rounds | ${f1(l0)} -> ${f1(l1)} |`,
+        ...PATH_PATTERNS.map(
+          (p) =>
+            `| authorize p50 / p99 **in the call path**, ${p === 'burst' ? "a node agent's burst (authorize() timed inside CertificateService.createCertificate with the real TokenReview authenticator and its token cache, the self-signed signer on 2 signing workers, " + String(PATH_INFLIGHT) + ' calls in flight; no TLS/HTTP/2)' : 'random callers (the same path)'}: ${PODS} pods; 1,000 pods; ratio (the tight loop's ratio above) | ${costs(p150[p])}; ${costs(p1[p])}; **${ratio(p150[p], p1[p])}** (${ratio(a150[p], a1[p])}) |`,
+        ),
+        `| in the call path: calls issued / refused; CA CPU per issued call (all threads); authorize's mean share of it — ${PATH_PATTERNS.join(', ')} | ${PATH_PATTERNS.map((p) => `${p}: ${p150[p].issued} / ${p150[p].failed}, ${f0(p150[p].cpuUsPerCall)} µs, ${share(p150[p])} at ${PODS} pods; ${p1[p].issued} / ${p1[p].failed}, ${f0(p1[p].cpuUsPerCall)} µs, ${share(p1[p])} at 1,000`).join('; ')} |`,
+        `| load average (1 min) around the in-path rounds | ${f1(pl0)} -> ${f1(pl1)} |`,
         `| devcluster: load ${c.storedPods} pods through admission | ${f1((c.loadMs as number) / 1000)} s |`,
         `| devcluster: memory per stored pod | ${f0(c.heapPerPod)} B heap, ${f0(c.rssPerPod)} B RSS (RSS ${f0(c.rssMiB)} MiB) |`,
         `| devcluster: first page of 500 / a page halfway (continue token) | ${f1(c.firstPageMs)} ms / ${f1(c.deepPageMs)} ms |`,
         `| devcluster: whole list in ${c.pages} pages of 500 | ${f1((c.walkMs as number) / 1000)} s |`,
         '',
-        `Memory needed: the devcluster child runs with --max-old-space-size=${CLUSTER_HEAP_MB} (it used ${f0(c.rssAfterWalkMiB)} MiB RSS after the walk), the CA child with ${CA_HEAP_MB}.`,
+        `Memory needed: the devcluster child runs with --max-old-space-size=${CLUSTER_HEAP_MB} (it used ${f0(c.rssAfterWalkMiB)} MiB RSS after the walk), the CA child with ${CA_HEAP_MB} (its RSS after the in-path rounds, signing workers and ${r.inPathTokens} cached tokens included: ${f0(r.rssAfterInPathMiB)} MiB).`,
       ].join('\n');
       writeDocSection({ root, marker: 'pod-index', heading: 'CA pod index at cluster scale (`npm run bench:pod-index`)', body });
     }
