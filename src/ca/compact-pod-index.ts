@@ -12,7 +12,9 @@
  * caller pod's slot and its stamp: every upsert and remove of a slot bumps the slot's stamp (a
  * 32-bit counter per slot: a note could only be fooled by exactly 2^32 changes of one pod between
  * two calls of one caller), so a changed, replaced or deleted pod is looked up afresh on the
- * very next call.
+ * very next call. A slot the authorizer noted is also `watch`ed: its next write moves one
+ * index-wide `watchEpoch`, so while no watched pod (the node agents) has changed, a note stands
+ * without reading its slot's stamp at all, however much the rest of the cluster churns.
  *
  * It is the informer's store (InformerStore): list pages and watch events upsert into it as
  * they are decoded, and a complete re-list drops the pods it did not name (a generation per
@@ -83,6 +85,9 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
   #gen = new Uint32Array(0);
   /** Bumped by every upsert and remove of the slot (PodSlots.stamp). */
   #stamps = new Uint32Array(0);
+  /** 1 for a slot `watch`ed since its last write: its next upsert or remove moves `watchEpoch`. */
+  #watched = new Uint8Array(0);
+  #watchEpoch = 0;
   /** UIDs that are not UUIDs, by slot. */
   readonly #otherUid = new Map<number, string>();
   /**
@@ -152,7 +157,7 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     }
     this.#gen[slot] = this.#generation;
     this.#looked.delete(slot);
-    this.#stamps[slot] = (this.#stamps[slot]! + 1) >>> 0;
+    this.#written(slot);
     this.#otherUid.delete(slot);
     if (!parseUuid(pod.uid, r, o + R_UID)) this.#otherUid.set(slot, pod.uid);
   }
@@ -165,7 +170,7 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     names!.delete(ref.name);
     this.#count--;
     this.#unplace(slot);
-    this.#stamps[slot] = (this.#stamps[slot]! + 1) >>> 0;
+    this.#written(slot);
     this.#names[slot] = undefined;
     this.#looked.delete(slot);
     this.#otherUid.delete(slot);
@@ -209,6 +214,14 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
 
   stamp(slot: number): number {
     return this.#stamps[slot]!;
+  }
+
+  get watchEpoch(): number {
+    return this.#watchEpoch;
+  }
+
+  watch(slot: number): void {
+    if (slot >= 0 && slot < this.#names.length) this.#watched[slot] = 1;
   }
 
   uidIs(slot: number, uid: string): boolean {
@@ -301,6 +314,15 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     return rv ? { resourceVersion: rv } : {};
   }
 
+  /** Every upsert and remove of `slot` ends here: its stamp moves, and the watch epoch when the slot was watched. */
+  #written(slot: number): void {
+    this.#stamps[slot] = (this.#stamps[slot]! + 1) >>> 0;
+    if (this.#watched[slot] !== 0) {
+      this.#watched[slot] = 0;
+      this.#watchEpoch++;
+    }
+  }
+
   /** Takes a stored slot off its node (its list and the active counts). */
   #unplace(slot: number): void {
     const o = slot * ROW;
@@ -319,6 +341,11 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     this.#rows = grow(this.#rows, n * ROW, (k) => new Uint32Array(k));
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
     this.#stamps = grow(this.#stamps, n, (k) => new Uint32Array(k));
+    if (n > this.#watched.length) {
+      const watched = new Uint8Array(Math.max(n, this.#watched.length * 2, 1024));
+      watched.set(this.#watched);
+      this.#watched = watched;
+    }
   }
 
   /** The account id of (namespace id, service account id), made when new. */

@@ -25,6 +25,11 @@
  * keeps its account id. A warm call is then a stamp read and one probe of the caller node's own
  * account table, with no string-keyed lookup of the pod or the node. The note is the only state
  * written, and it is never a decision: steps 2, 3 (synced) and 4 run on every call.
+ *
+ * On a large cluster the warm path's cost is its cache misses, so it reads as few places as it
+ * can: the note is checked by the Caller object's identity (not by comparing its fields), a noted
+ * slot is watched so that its stamp is read only after some node agent's pod was written (the
+ * index-wide `watchEpoch`), and a parsed identity carries whether its trust domain is served.
  */
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
 import type { Caller, CallerPodNote } from './caller.js';
@@ -43,6 +48,8 @@ const PARSED_IDENTITY_MIN = 4096;
 /** A parsed requested identity and, once an index knew it, its account id there. */
 interface Requested {
   readonly identity: KubernetesIdentity;
+  /** Its trust domain is one this authorizer serves (fixed per authorizer, so decided once). */
+  readonly served: boolean;
   /** PodSlots `instance` the account id is of (0: none yet). */
   index: number;
   account: number;
@@ -116,12 +123,13 @@ export class NodeAuthorizer {
 
   /** `authorize` over slots: the same checks in the same order, with the caller pod's note. */
   #authorizeBySlot(caller: Caller, requestedIdentity: string, slots: PodSlots): KubernetesIdentity {
-    const known = this.#fits(caller.podNote, caller);
-    const authority = known !== undefined ? known.authority : this.#authorities.has(this.#trustedAccount(caller));
+    let note = caller.podNote;
+    // Written by this authorizer on this very object (a copy of a noted Caller carries the note but is another object).
+    if (note !== undefined && (note.authorizer !== this.id || note.caller !== caller)) note = undefined;
+    const authority = note !== undefined ? note.authority : this.#authorities.has(this.#trustedAccount(caller));
     const requested = this.#requested(requestedIdentity);
     if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
-    let note = known;
-    if (note === undefined || note.index !== slots.instance || slots.stamp(note.slot) !== note.stamp) {
+    if (note === undefined || !this.#stands(note, slots)) {
       note = this.#noteCallerPod(caller, authority, slots);
       caller.podNote = note;
     }
@@ -141,11 +149,18 @@ export class NodeAuthorizer {
     return id;
   }
 
-  /** `note` when this authorizer wrote it for exactly these caller fields (not, say, for the Caller this one was copied from). */
-  #fits(note: CallerPodNote | undefined, caller: Caller): CallerPodNote | undefined {
-    if (note === undefined || note.authorizer !== this.id) return undefined;
-    const same = note.podName === caller.podName && note.podUid === caller.podUid && note.namespace === caller.namespace && note.serviceAccount === caller.serviceAccount;
-    return same ? note : undefined;
+  /**
+   * Whether the noted slot still holds exactly the pod that was checked: no watched slot was
+   * written since the note last stood (the index's `watchEpoch`: no stamp read at all), or else
+   * the slot's own stamp is unchanged (then the note stands from this epoch on).
+   */
+  #stands(note: CallerPodNote, slots: PodSlots): boolean {
+    if (note.index !== slots.instance) return false;
+    const epoch = slots.watchEpoch;
+    if (note.epoch === epoch) return true;
+    if (slots.stamp(note.slot) !== note.stamp) return false;
+    note.epoch = epoch;
+    return true;
   }
 
   /** Step 4 by slot: finds the caller's pod, checks it against the token, and returns the note for it. */
@@ -163,8 +178,9 @@ export class NodeAuthorizer {
       const runsAs = this.#pods.getPod({ namespace: caller.namespace, name: caller.podName })?.serviceAccountName ?? '?';
       throw authzError('ERR_CA_CALLER_POD_SA_MISMATCH', `caller pod ${caller.namespace}/${caller.podName} runs as ${runsAs}, token says ${caller.serviceAccount}`);
     }
-    const { namespace, serviceAccount, podName, podUid } = caller;
-    return { authorizer: this.id, namespace, serviceAccount, podName, podUid, authority, index: slots.instance, slot, stamp: slots.stamp(slot), node: slots.nodeOf(slot) };
+    // Watched before the epoch is read: any later write of the slot moves the epoch past the note's.
+    slots.watch(slot);
+    return { authorizer: this.id, caller, authority, index: slots.instance, slot, stamp: slots.stamp(slot), node: slots.nodeOf(slot), epoch: slots.watchEpoch };
   }
 
   #noPodOnNode(requested: KubernetesIdentity, nodeName: string): never {
@@ -184,10 +200,10 @@ export class NodeAuthorizer {
       }
       const slots = this.#pods.slots;
       if (slots !== undefined) this.#parsed.setLimit(Math.max(PARSED_IDENTITY_MIN, slots.accounts * this.#trustDomains.size));
-      requested = { identity, index: 0, account: -1 };
+      requested = { identity, served: this.#trustDomains.has(identity.trustDomain), index: 0, account: -1 };
       this.#parsed.set(requestedIdentity, requested);
     }
-    if (!this.#trustDomains.has(requested.identity.trustDomain)) {
+    if (!requested.served) {
       throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.identity.trustDomain} is not served by this CA`);
     }
     return requested;

@@ -53,6 +53,14 @@ export interface PodSlots {
   /** The slot of the pod `namespace/name`, or -1. */
   slotOf(namespace: string, name: string): number;
   stamp(slot: number): number;
+  /**
+   * Moves (increases) whenever a slot marked with `watch` is written, and at no other time; a
+   * write clears the mark. While it has not moved since `watch(slot)`, that slot's stamp has not
+   * moved either, so a note of the slot can be trusted without reading the stamp.
+   */
+  readonly watchEpoch: number;
+  /** Marks `slot` so that its next upsert or remove moves `watchEpoch`. */
+  watch(slot: number): void;
   /** Whether the pod in `slot` has exactly this UID / runs as exactly this service account. */
   uidIs(slot: number, uid: string): boolean;
   serviceAccountIs(slot: number, serviceAccountName: string): boolean;

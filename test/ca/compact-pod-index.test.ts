@@ -2,8 +2,9 @@
  * The compact pod index answers as the map-based index does on a generated cluster under
  * random churn (pods added, moved between nodes, changing phase, deleted, odd UIDs; looked up
  * between the changes, so an answer kept past its pod's change would show); as the
- * informer's store it drops what a re-list did not name and applies watch events; and the
- * streaming pod page decoder gives exactly the slim pods JSON.parse would.
+ * informer's store it drops what a re-list did not name and applies watch events; a watched
+ * slot's writes, and only those, move the watch epoch; and the streaming pod page decoder gives
+ * exactly the slim pods JSON.parse would.
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -109,6 +110,44 @@ test('as the informer store: a re-list drops the pods it did not name; watch eve
   assert.equal(idx.size, 39);
   assert.equal(idx.apply({ type: 'ERROR', object: { code: 410 } }), 'gone');
   assert.throws(() => idx.apply({ type: 'ERROR', object: { code: 500, reason: 'InternalError', message: 'boom' } }), (err: { code?: string }) => err.code === 'ERR_KUBE_API_STATUS');
+});
+
+test('the watch epoch moves on the next write of a watched slot, and only then', () => {
+  const index = new CompactPodIndex();
+  const pod = (name: string, nodeName: string, uid = podUid(name.length * 1000 + nodeName.length)): PodInfo => ({ namespace: 'istio-system', name, uid, serviceAccountName: 'ztunnel', nodeName, phase: 'Running' });
+  index.upsert(pod('agent-a', 'n1'));
+  index.upsert(pod('agent-b', 'n2'));
+  index.upsert(pod('worker', 'n1'));
+  const a = index.slotOf('istio-system', 'agent-a');
+  const b = index.slotOf('istio-system', 'agent-b');
+  const e0 = index.watchEpoch;
+  // Writes before any watch, and of unwatched slots, leave it.
+  index.upsert(pod('agent-a', 'n1'));
+  index.watch(a);
+  index.watch(a);
+  index.upsert(pod('worker', 'n2'));
+  index.upsert(pod('agent-b', 'n2'));
+  index.remove({ namespace: 'istio-system', name: 'worker' });
+  assert.equal(index.watchEpoch, e0);
+  // The watched slot's next write moves it once; the mark is spent by that write.
+  const stamp = index.stamp(a);
+  index.upsert(pod('agent-a', 'n3'));
+  assert.equal(index.watchEpoch, e0 + 1);
+  assert.notEqual(index.stamp(a), stamp);
+  index.upsert(pod('agent-a', 'n1'));
+  assert.equal(index.watchEpoch, e0 + 1);
+  // A watched slot that is removed moves it too; the slot a new pod then takes is not watched.
+  index.watch(b);
+  index.remove({ namespace: 'istio-system', name: 'agent-b' });
+  assert.equal(index.watchEpoch, e0 + 2);
+  index.upsert(pod('agent-c', 'n2'));
+  assert.equal(index.slotOf('istio-system', 'agent-c'), b);
+  index.upsert(pod('agent-c', 'n4'));
+  assert.equal(index.watchEpoch, e0 + 2);
+  // Out-of-range slots are ignored.
+  index.watch(-1);
+  index.watch(1 << 20);
+  assert.equal(index.watchEpoch, e0 + 2);
 });
 
 test('the streaming pod page decoder equals JSON.parse + slimPod, whatever the chunking', () => {

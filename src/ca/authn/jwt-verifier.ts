@@ -10,7 +10,7 @@ import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey 
 import type { Clock } from '../../core/clock.js';
 import { ConfigError } from '../../core/config.js';
 import type { Secret } from '../../core/secret.js';
-import { parseServiceAccountUser, type Caller } from '../caller.js';
+import { makeCaller, parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
 import { requireAudiences, type Authenticator } from './authenticator.js';
 import { tokenCacheKey, type TokenCache } from './token-cache.js';
@@ -122,13 +122,5 @@ export function callerFromClaims(payload: JWTPayload, clusterId: string): Caller
   const k8s = (payload['kubernetes.io'] ?? {}) as KubernetesClaims;
   const podName = typeof k8s.pod?.name === 'string' ? k8s.pod.name : undefined;
   const podUid = typeof k8s.pod?.uid === 'string' ? k8s.pod.uid : undefined;
-  return {
-    namespace: sa.namespace,
-    serviceAccount: sa.serviceAccount,
-    ...(podName !== undefined ? { podName } : {}),
-    ...(podUid !== undefined ? { podUid } : {}),
-    clusterId,
-    authenticator: 'jwt',
-    ...(typeof payload.exp === 'number' ? { expiresAtMs: payload.exp * 1000 } : {}),
-  };
+  return makeCaller({ namespace: sa.namespace, serviceAccount: sa.serviceAccount, podName, podUid, clusterId, authenticator: 'jwt', expiresAtMs: typeof payload.exp === 'number' ? payload.exp * 1000 : undefined });
 }

@@ -12,7 +12,7 @@
 import type { Clock } from '../../core/clock.js';
 import type { ConcurrencyLimit } from '../../core/concurrency-limit.js';
 import type { Secret } from '../../core/secret.js';
-import { parseServiceAccountUser, type Caller } from '../caller.js';
+import { makeCaller, parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError, type CaAuthnCode } from '../errors.js';
 import { requireAudiences, unverifiedJwtExpiryMs, type Authenticator } from './authenticator.js';
 import type { RefusalCache } from './refusal-cache.js';
@@ -182,13 +182,5 @@ export function callerFromReview(
   if (!sa) throw authnError('ERR_CA_TOKEN_NOT_SERVICE_ACCOUNT', `TokenReview: user ${JSON.stringify(result.username ?? '')} is not a service account`);
   const podName = result.extra?.[POD_NAME_EXTRA]?.[0];
   const podUid = result.extra?.[POD_UID_EXTRA]?.[0];
-  return {
-    namespace: sa.namespace,
-    serviceAccount: sa.serviceAccount,
-    ...(podName !== undefined ? { podName } : {}),
-    ...(podUid !== undefined ? { podUid } : {}),
-    clusterId: context.clusterId,
-    authenticator: 'tokenreview',
-    ...(context.expiresAtMs !== undefined ? { expiresAtMs: context.expiresAtMs } : {}),
-  };
+  return makeCaller({ namespace: sa.namespace, serviceAccount: sa.serviceAccount, podName, podUid, clusterId: context.clusterId, authenticator: 'tokenreview', expiresAtMs: context.expiresAtMs });
 }
