@@ -35,7 +35,7 @@ import { CoreV1Api, KubeConfig, type V1Pod } from '@kubernetes/client-node';
 import { startDevCluster } from '../src/devcluster/index.js';
 import * as caModule from '../src/ca/index.js';
 import { CompactPodIndex } from '../src/ca/index.js';
-import { InMemoryPodIndex, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex, type PodInfo } from '../src/ca/index.js';
+import { InMemoryPodIndex, makeCaller, NodeAuthorizer, PodInformer, toPodInfo, type Caller, type PodIndex, type PodInfo } from '../src/ca/index.js';
 import { silentLogger } from '../src/core/log.js';
 import { systemClock } from '../src/core/clock.js';
 import { Secret } from '../src/core/secret.js';
@@ -164,7 +164,7 @@ interface Call {
 /** The node agent of node `n` as the token cache hands it out (the UID as the index has it: the devcluster's admission gives created pods their own). */
 function agent(index: PodIndex, n: number): Caller {
   const uid = index.getPod({ namespace: 'istio-system', name: `ztunnel-${n}` })?.uid ?? '';
-  return { namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' };
+  return makeCaller({ namespace: 'istio-system', serviceAccount: 'ztunnel', podName: `ztunnel-${n}`, podUid: uid, clusterId: 'Kubernetes', authenticator: 'tokenreview' });
 }
 
 const identityOf = (p: PodInfo) => `spiffe://cluster.local/ns/${p.namespace}/sa/${p.serviceAccountName}`;
