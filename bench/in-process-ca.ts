@@ -28,13 +28,17 @@ export interface InProcessCa {
   close(): Promise<void>;
 }
 
-/** Signer started (its root created or read), clusters assembled; `signingWorkers` default 2. */
-export async function startInProcessCa(ca: CaModule, cluster: ClusterConfig, o: { clock: Clock; logger: Logger; signingWorkers?: number; tokenCacheSeconds?: number }): Promise<InProcessCa> {
+/** Signer started (its root created or read, in `cluster`), `cluster` and `more` assembled (each its own authenticator chain and token cache); `signingWorkers` default 2. */
+export async function startInProcessCa(
+  ca: CaModule,
+  cluster: ClusterConfig,
+  o: { clock: Clock; logger: Logger; signingWorkers?: number; tokenCacheSeconds?: number; more?: readonly ClusterConfig[] },
+): Promise<InProcessCa> {
   const { clock, logger } = o;
   const metrics = new ca.CaMetrics();
   const settings = { trustDomain: TRUST_DOMAIN, maxTtlSeconds: 7 * 86_400, signingWorkers: o.signingWorkers ?? 2, defaultCluster: cluster, clock, logger };
   const { signer, start } = ca.createSigner({ kind: 'self-signed', namespace: 'istio-system', secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 86_400 * 365 }, settings);
-  const clusters = ca.assembleClusters([cluster], {
+  const clusters = ca.assembleClusters([cluster, ...(o.more ?? [])], {
     trustDomain: TRUST_DOMAIN,
     trustedNodeAccounts: ['istio-system/ztunnel'],
     tokenCacheSeconds: o.tokenCacheSeconds ?? 60,

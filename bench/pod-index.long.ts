@@ -11,7 +11,8 @@
  *   1,000 pods at the same pods-per-node density: first in a tight loop (authorize alone, the
  *   small index in L1), then in the call path (`inPathCosts`): authorize() timed inside
  *   CertificateService.createCertificate, with the real TokenReview authenticator and token
- *   cache against the devcluster (a bound token per node agent), the self-signed signer on 2
+ *   cache against the devcluster (a bound token per node agent; the 1,000-pod side is a second
+ *   devcluster in the cluster process, synced by an informer of its own), the self-signed signer on 2
  *   signing workers, burst and random calls 16 in flight, rounds alternating the two indexes —
  *   where the rest of each call evicts the caches at any size. No TLS or HTTP/2. Per size and
  *   pattern also the calls issued (every one must be) and the CA's CPU per call;
@@ -57,6 +58,10 @@ function arg(name: string, dflt: number): number {
 const PODS = arg('pods', 150_000);
 const NODES = arg('nodes', 5_000);
 const SHAPE: ClusterShape = { pods: PODS, nodes: NODES, namespaces: 200, accounts: 20 };
+/** The 1,000-pod cluster the large one is compared with: the same pods per node. */
+const SMALL_SHAPE: ClusterShape = { pods: 1000, nodes: Math.max(1, Math.round((1000 * NODES) / PODS)), namespaces: 200, accounts: 20 };
+/** Where the cluster child writes the small cluster's kubeconfig, beside the large one's. */
+const smallKubeconfig = (kubeconfigPath: string) => `${kubeconfigPath}.small`;
 const CLUSTER_HEAP_MB = 8192;
 const CA_HEAP_MB = 1024;
 
@@ -82,21 +87,25 @@ function ztunnel(n: number): Record<string, unknown> {
 }
 
 /** The cluster process: loads the pods, reports, serves until stdin closes. */
-async function clusterMode(kubeconfigPath: string): Promise<void> {
-  const before = mem();
+/** A devcluster holding the pods of `shape` and one ztunnel per node (and the node agents' account, for TokenRequests). */
+async function loadedCluster(shape: ClusterShape): Promise<{ cluster: Awaited<ReturnType<typeof startDevCluster>>; loadMs: number }> {
   const cluster = await startDevCluster({ historyLimit: 1000 });
-  const namespaces = Array.from({ length: SHAPE.namespaces }, (_, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `team-${i}-prod` } }));
+  const namespaces = Array.from({ length: shape.namespaces }, (_, i) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: `team-${i}-prod` } }));
   await cluster.apply([...namespaces, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'istio-system' } }]);
-  // The node agents' account, for the CA child's TokenRequests (the in-path measurement's tokens).
   await cluster.apply([{ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { namespace: 'istio-system', name: 'ztunnel' } }]);
   const t0 = performance.now();
-  for (let i = 0; i < PODS; i += 1000) {
+  for (let i = 0; i < shape.pods; i += 1000) {
     const batch = [];
-    for (let j = i; j < Math.min(PODS, i + 1000); j++) batch.push({ apiVersion: 'v1', kind: 'Pod', ...realisticPod(j, SHAPE) });
+    for (let j = i; j < Math.min(shape.pods, i + 1000); j++) batch.push({ apiVersion: 'v1', kind: 'Pod', ...realisticPod(j, shape) });
     await cluster.apply(batch);
   }
-  await cluster.apply(Array.from({ length: NODES }, (_, n) => ztunnel(n)));
-  const loadMs = performance.now() - t0;
+  await cluster.apply(Array.from({ length: shape.nodes }, (_, n) => ztunnel(n)));
+  return { cluster, loadMs: performance.now() - t0 };
+}
+
+async function clusterMode(kubeconfigPath: string): Promise<void> {
+  const before = mem();
+  const { cluster, loadMs } = await loadedCluster(SHAPE);
   const loaded = mem();
   await cluster.writeKubeconfig(kubeconfigPath);
   // Pages over HTTPS through node's own client (the devcluster's CA is not in fetch's trust).
@@ -133,6 +142,9 @@ async function clusterMode(kubeconfigPath: string): Promise<void> {
   } while (cont !== undefined);
   agent.destroy();
   const served = mem();
+  // The in-path rounds' 1,000-pod side is a cluster of its own, synced by an informer as the large one is (started after the large one's memory was read).
+  const { cluster: small } = await loadedCluster(SMALL_SHAPE);
+  await small.writeKubeconfig(smallKubeconfig(kubeconfigPath));
   const stored = PODS + NODES;
   process.stdout.write(
     `${JSON.stringify({
@@ -153,6 +165,7 @@ async function clusterMode(kubeconfigPath: string): Promise<void> {
   // Serve the CA until the parent closes stdin.
   process.stdin.resume();
   await new Promise((r) => process.stdin.on('end', r));
+  await small.close();
   await cluster.close();
 }
 
@@ -302,7 +315,7 @@ type PathPattern = 'burst' | 'random';
 const PATH_PATTERNS: readonly PathPattern[] = ['burst', 'random'];
 /** Calls in flight at once in the in-path rounds, measured rounds after the warm-up one, distinct CSRs. */
 const PATH_INFLIGHT = 16;
-const PATH_ROUNDS = 2;
+const PATH_ROUNDS = 6;
 const PATH_CSRS = 8;
 
 interface PathCost {
@@ -372,24 +385,29 @@ async function closedLoops(calls: readonly PathCall[], issue: (c: PathCall) => P
  * pairs; after the token cache is warmed (one review per token) and one unrecorded round, rounds
  * alternate the sides' order. No TLS, no HTTP/2.
  */
-async function inPathCosts(kubeconfigPath: string, sides: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape }>): Promise<{ costs: Array<Record<PathPattern, PathCost>>; tokens: number; tokenMs: number; reviewsInRounds: number; load: [number, number] }> {
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  const core = kc.makeApiClient(CoreV1Api);
-  const cluster = { id: 'Kubernetes', kubeConfig: kc, audiences: ['istio-ca'], tokenReview: true };
+async function inPathCosts(sides: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape; kubeconfigPath: string }>): Promise<{ costs: Array<Record<PathPattern, PathCost>>; tokens: number; tokenMs: number; reviewsInRounds: number; load: [number, number] }> {
+  // Each side's cluster: its own TokenReview authenticator chain and token cache in the one assembly.
+  const configs = sides.map((s, side) => {
+    const kubeConfig = new KubeConfig();
+    kubeConfig.loadFromFile(s.kubeconfigPath);
+    return { id: side === 0 ? 'Kubernetes' : `side-${side}`, kubeConfig, audiences: ['istio-ca'], tokenReview: true };
+  });
   // Token cache of an hour (the CA's default is 60 s): no review falls due inside the rounds.
-  const ca = await startInProcessCa(caModule, cluster, { clock: systemClock, logger: silentLogger, tokenCacheSeconds: 3600 });
+  const ca = await startInProcessCa(caModule, configs[0]!, { clock: systemClock, logger: silentLogger, tokenCacheSeconds: 3600, more: configs.slice(1) });
   try {
-    // The assembly's own informer is not started: its authenticator chain alone is used (it does not need the informer).
-    const authn = ca.clusters.auth.get(cluster.id)!.authn;
     const csrs: string[] = [];
     for (let i = 0; i < PATH_CSRS; i++) csrs.push(createCsr({ privateKey: (await generateKeyPair()).privateKey, uri: 'spiffe://cluster.local/ns/x/sa/x' }).pem);
     const t0 = performance.now();
     let tokens = 0;
     const runs: PathRun[] = [];
     for (const [side, s] of sides.entries()) {
+      // The assembly's own informers are not started: its authenticator chains alone are used (they do not need them).
+      const config = configs[side]!;
+      const authn = ca.clusters.auth.get(config.id)!.authn;
+      const core = config.kubeConfig.makeApiClient(CoreV1Api);
       const authorizer = new TimedAuthorizer({ trustedNodeAccounts: ['istio-system/ztunnel'], trustDomains: ['cluster.local'], pods: s.pods });
-      const service = ca.service(new Map([[cluster.id, { id: cluster.id, authn, authorizer }]]));
+      // Calls carry no clusterid: the default cluster's entry is this side's.
+      const service = ca.service(new Map([[configs[0]!.id, { id: config.id, authn, authorizer }]]));
       const lists: Record<PathPattern, Call[]> = { burst: burstCalls(s.pods, s.shape), random: randomCalls(s.pods, s.shape) };
       // One bound token per node agent of this side, bound to its pod by the UID its index has.
       const agents = new Map<string, Caller>();
@@ -461,11 +479,10 @@ async function inPathCosts(kubeconfigPath: string, sides: ReadonlyArray<{ pods: 
 
 /**
  * The tight-loop rows: authzCosts over the synced informer, the 1,000-pod compact index and the
- * map and many-identity indexes built for them here (so that those are garbage once it returns);
- * the 1,000-pod index is handed back for the in-path rounds.
+ * map and many-identity indexes built for them here (so that those are garbage once it returns).
  */
 function tightLoop(informer: PodInformer) {
-  const smallShape: ClusterShape = { pods: 1000, nodes: Math.max(1, Math.round((1000 * NODES) / PODS)), namespaces: 200, accounts: 20 };
+  const smallShape = SMALL_SHAPE;
   const fill = <I extends { upsert(p: ReturnType<typeof toPodInfo> & object): void }>(idx: I, count: number, shape: ClusterShape): I => {
     for (let i = 0; i < count; i++) idx.upsert(toPodInfo(realisticPod(i, shape) as V1Pod)!);
     for (let n = 0; n < shape.nodes; n++) idx.upsert(toPodInfo(ztunnel(n) as V1Pod)!);
@@ -490,7 +507,7 @@ function tightLoop(informer: PodInformer) {
     { pods: wideSmall, shape: wideSmallShape, patterns: ['wide'] },
   ]);
   const authzLoad = [load0, loadavg()[0]!];
-  return { report: { authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad }, small, smallShape };
+  return { report: { authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad } };
 }
 
 /** Starts `Informer` against the cluster of `kubeconfigPath` and waits for its first sync: wall and CPU ms of it. */
@@ -515,27 +532,18 @@ async function caMode(kubeconfigPath: string): Promise<void> {
   const synced = mem();
   peakRss = Math.max(peakRss, synced.rss);
   const indexed = informer.size;
-  const { report, small, smallShape } = tightLoop(informer);
-  // The small index's ztunnels carry ztunnel(n)'s UIDs; the devcluster's admission gives created
-  // pods their own, which the bound tokens carry: the in-path 1k side needs the cluster's.
-  let smallUidsReplaced = 0;
-  for (let n = 0; n < smallShape.nodes; n++) {
-    const key = { namespace: 'istio-system', name: `ztunnel-${n}` };
-    const uid = informer.getPod(key)?.uid;
-    if (uid === undefined) throw new Error(`ztunnel-${n} is not in the informer`);
-    if (small.getPod(key)?.uid === uid) continue;
-    const z = ztunnel(n) as { metadata: Record<string, unknown> };
-    small.upsert(toPodInfo({ ...z, metadata: { ...z.metadata, uid } } as V1Pod)!);
-    smallUidsReplaced++;
-  }
-  const inPath = await inPathCosts(kubeconfigPath, [
-    { pods: informer, shape: SHAPE },
-    { pods: small, shape: smallShape },
+  const { report } = tightLoop(informer);
+  // The in-path rounds compare like with like: the 1,000-pod side is an informer synced from a devcluster of its own too.
+  const { informer: smallInformer } = await timedSync(PodInformer, smallKubeconfig(kubeconfigPath));
+  const inPath = await inPathCosts([
+    { pods: informer, shape: SHAPE, kubeconfigPath },
+    { pods: smallInformer, shape: SMALL_SHAPE, kubeconfigPath: smallKubeconfig(kubeconfigPath) },
   ]);
   const after = process.memoryUsage().rss;
+  await smallInformer.stop();
   await informer.stop();
   process.stdout.write(
-    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, ...report, inPath150k: inPath.costs[0], inPath1k: inPath.costs[1], inPathTokens: inPath.tokens, inPathTokenMs: inPath.tokenMs, inPathReviews: inPath.reviewsInRounds, inPathLoad: inPath.load, smallUidsReplaced, rssAfterInPathMiB: after / MiB })}\n`,
+    `${JSON.stringify({ indexed, syncMs, syncCpuMs, rssPerPod: (synced.rss - before.rss) / indexed, heapPerPod: (synced.heap - before.heap) / indexed, rssMiB: synced.rss / MiB, peakRssMiB: peakRss / MiB, ...report, inPath150k: inPath.costs[0], inPath1k: inPath.costs[1], inPathTokens: inPath.tokens, inPathTokenMs: inPath.tokenMs, inPathReviews: inPath.reviewsInRounds, inPathLoad: inPath.load, rssAfterInPathMiB: after / MiB })}\n`,
   );
 }
 
@@ -675,7 +683,7 @@ async function main(): Promise<void> {
       ),
       `authorize per call, ${wideLine}`,
       `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after`,
-      `in the call path: ${r.inPathTokens} bound tokens requested and reviewed in ${f1((r.inPathTokenMs as number) / 1000)} s (${r.smallUidsReplaced} ztunnel UIDs of the 1000-pod index set to the cluster's); ${PATH_ROUNDS} measured rounds after one warm-up, ${PATH_INFLIGHT} calls in flight, ${r.inPathReviews} TokenReviews sent in them; CA RSS after ${f0(r.rssAfterInPathMiB)} MiB`,
+      `in the call path: ${r.inPathTokens} bound tokens requested and reviewed in ${f1((r.inPathTokenMs as number) / 1000)} s (the 1000-pod side: an informer synced from a devcluster of its own); ${PATH_ROUNDS} measured rounds after one warm-up, ${PATH_INFLIGHT} calls in flight, ${r.inPathReviews} TokenReviews sent in them; CA RSS after ${f0(r.rssAfterInPathMiB)} MiB`,
       ...PATH_PATTERNS.map(pathLine),
       `load average (1 min) ${f1(pl0)} before the in-path rounds, ${f1(pl1)} after`,
     ];
