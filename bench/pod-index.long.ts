@@ -270,7 +270,7 @@ function authzCosts(sets: ReadonlyArray<{ pods: PodIndex; shape: ClusterShape; p
       return false;
     }
   };
-  const copies = (r: (typeof runs)[number]): readonly Call[] => (r.pattern === 'cold' ? r.calls.map((c) => ({ caller: { ...c.caller, podNote: undefined }, identity: c.identity })) : r.calls);
+  const copies = (r: (typeof runs)[number]): readonly Call[] => (r.pattern === 'cold' ? r.calls.map((c) => ({ caller: makeCaller(c.caller), identity: c.identity })) : r.calls);
   for (const r of runs) for (let k = 0; k < 3; k++) for (const c of copies(r)) call(r, c);
   for (let round = 0; round < 10; round++) {
     for (const r of runs) {

@@ -12,54 +12,54 @@ export interface Caller {
   readonly authenticator: 'tokenreview' | 'jwt';
   /** Token expiry, ms since epoch, when known. */
   readonly expiresAtMs?: number | undefined;
-  /**
-   * Where the node authorizer last found this caller's pod: written by the authorizer alone
-   * (node-authorizer.ts), on the Caller object the token cache hands out for every call with the
-   * same token, and trusted only for this very object while the pod's slot is unchanged.
-   */
-  podNote?: CallerPodNote | undefined;
-}
-
-/** See `Caller.podNote`: a shortcut to the caller pod, never a decision. */
-export interface CallerPodNote {
-  /** The NodeAuthorizer that wrote it (its `id`); another one looks the pod up itself. */
-  readonly authorizer: number;
-  /**
-   * The Caller object it was written on: a copy (`{ ...caller, podUid }`) carries the note along
-   * but is not this object, so the note does not stand for it. Caller fields are never changed
-   * after the authenticator made the object.
-   */
-  readonly caller: Caller;
-  /** The caller's account is a registration authority (else a trusted node agent) for that authorizer. */
-  readonly authority: boolean;
-  /** PodSlots `instance`, slot and that slot's stamp when the pod was checked against the token. */
-  readonly index: number;
-  readonly slot: number;
-  readonly stamp: number;
-  /** The pod's node id then, -1 when unscheduled. */
-  readonly node: number;
-  /** PodSlots `watchEpoch` when the stamp was last seen unchanged (the authorizer moves it forward). */
-  epoch: number;
 }
 
 /**
- * A Caller as the authenticators make it: every field present, in one order, `podNote` included
- * (undefined until the node authorizer notes the pod). Objects of one shape keep all their fields
- * inside the object, so the authorizer's read of a cached caller and its note touches the object's
- * own memory only; literals built with conditional spreads, or a note added later, put fields in a
- * separate backing store (one more cache miss per call on a large cluster).
+ * A Caller as the authenticators make it (`makeCaller`), which the token cache then hands out for
+ * every call with the same token. Besides the Caller fields it carries the node authorizer's note
+ * of where it last found this caller's pod (node-authorizer.ts; written by the authorizer alone,
+ * never a decision): the pod's slot in the index, the slot's stamp, the pod's node id. The note
+ * sits in the object itself, beside the fields the token cache reads on every call, so a warm
+ * authorization reads no other object for it. Only an object of this class carries one: a copy
+ * (`{ ...caller, podUid }`) is a plain object, so a note never stands for other fields than the
+ * ones it was checked against; Caller fields are never changed after construction.
  */
-export function makeCaller(fields: Omit<Caller, 'podNote'>): Caller {
-  return {
-    namespace: fields.namespace,
-    serviceAccount: fields.serviceAccount,
-    podName: fields.podName,
-    podUid: fields.podUid,
-    clusterId: fields.clusterId,
-    authenticator: fields.authenticator,
-    expiresAtMs: fields.expiresAtMs,
-    podNote: undefined,
-  };
+export class AuthenticatedCaller implements Caller {
+  // The note first (read together with expiresAtMs by every warm call), then the Caller fields.
+  /** The NodeAuthorizer (its `id`) that wrote the note; 0: none. */
+  noteAuthorizer = 0;
+  /** PodSlots `instance`, slot and that slot's stamp when the pod was checked against this caller. */
+  noteIndex = 0;
+  /** PodSlots `watchEpoch` when the stamp was last seen unchanged (the authorizer moves it forward). */
+  noteEpoch = -1;
+  /** The pod's node id then, -1 when unscheduled. */
+  noteNode = -1;
+  /** The caller's account is a registration authority (else a trusted node agent) for that authorizer. */
+  noteAuthority = false;
+  noteSlot = -1;
+  noteStamp = 0;
+  readonly expiresAtMs: number | undefined;
+  readonly namespace: string;
+  readonly serviceAccount: string;
+  readonly podName: string | undefined;
+  readonly podUid: string | undefined;
+  readonly clusterId: string;
+  readonly authenticator: 'tokenreview' | 'jwt';
+
+  constructor(fields: Caller) {
+    this.expiresAtMs = fields.expiresAtMs;
+    this.namespace = fields.namespace;
+    this.serviceAccount = fields.serviceAccount;
+    this.podName = fields.podName;
+    this.podUid = fields.podUid;
+    this.clusterId = fields.clusterId;
+    this.authenticator = fields.authenticator;
+  }
+}
+
+/** The Caller the authenticators hand out: an AuthenticatedCaller (every field present, room for the authorizer's note). */
+export function makeCaller(fields: Caller): AuthenticatedCaller {
+  return new AuthenticatedCaller(fields);
 }
 
 const SA_USER = /^system:serviceaccount:([a-z0-9]([-a-z0-9]*[a-z0-9])?):([a-z0-9]([-.a-z0-9]*[a-z0-9])?)$/;

@@ -124,7 +124,7 @@ export { DEFAULT_CA_LIMITS, resolveLimits, type CaLimits } from './limits.js';
 export { DEFAULT_OVERLOAD_HINT, OverloadHint, type OverloadHintOptions } from './overload-hint.js';
 export { resolveTtlSeconds, validityFor, type TtlPolicy } from './ttl.js';
 export { CaError, authnError, type CaErrorCode, type CaAuthnCode, type StepCaErrorCode } from './errors.js';
-export { makeCaller, type Caller } from './caller.js';
+export { AuthenticatedCaller, makeCaller, type Caller } from './caller.js';
 export { CaMetrics, type ConnectionCloseReason, type StreamRefusalReason, type TransportStats } from './metrics.js';
 export { ReadinessGate, caReadinessConditions, healthPublisher, type ReadinessCondition } from './readiness.js';
 export { TrustBundlePublisher, type TrustBundlePublisherOptions } from './publish/trust-bundle-publisher.js';

@@ -18,21 +18,22 @@
  * Plain data in, the requested identity out, or a coded CaError (status unauthenticated). Over
  * an index that offers slots (PodSlots: the compact index behind the informer) the per-call cost
  * does not grow with the cluster: the caller pod found for a token is noted on the Caller object
- * (`podNote`, the token cache hands out the same object for every call with that token) as its
- * slot, the slot's stamp and the pod's node id, and on the next call the note stands only while
- * the slot's stamp is unchanged (any upsert or remove of that pod changes it, so a deleted,
- * replaced or updated pod is checked afresh on the very next call); each requested identity
- * keeps its account id. A warm call is then a stamp read and one probe of the caller node's own
- * account table, with no string-keyed lookup of the pod or the node. The note is the only state
- * written, and it is never a decision: steps 2, 3 (synced) and 4 run on every call.
+ * itself (an AuthenticatedCaller, caller.ts: the token cache hands out the same object for every
+ * call with that token) as its slot, the slot's stamp and the pod's node id, and on the next call
+ * the note stands only while the slot's stamp is unchanged (any upsert or remove of that pod
+ * changes it, so a deleted, replaced or updated pod is checked afresh on the very next call);
+ * each requested identity keeps its account id. A warm call is then one probe of the caller
+ * node's own account table, with no string-keyed lookup of the pod or the node. The note is the
+ * only state written, and it is never a decision: steps 2, 3 (synced) and 4 run on every call.
  *
  * On a large cluster the warm path's cost is its cache misses, so it reads as few places as it
- * can: the note is checked by the Caller object's identity (not by comparing its fields), a noted
- * slot is watched so that its stamp is read only after some node agent's pod was written (the
- * index-wide `watchEpoch`), and a parsed identity carries whether its trust domain is served.
+ * can: the note lives in the Caller object (read anyway by the token cache) rather than an object
+ * of its own; a noted slot is watched, so that its stamp is read only after some noted pod (the
+ * node agents') was written (the index-wide `watchEpoch`); and a parsed identity is one object
+ * that carries its account id and whether its trust domain is served, and is what is returned.
  */
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
-import type { Caller, CallerPodNote } from './caller.js';
+import { AuthenticatedCaller, type Caller } from './caller.js';
 import { authzError } from './errors.js';
 import type { PodIndex, PodInfo, PodSlots } from './pod-index.js';
 import { RecentMap } from './recent-map.js';
@@ -45,9 +46,11 @@ import { RecentMap } from './recent-map.js';
  */
 const PARSED_IDENTITY_MIN = 4096;
 
-/** A parsed requested identity and, once an index knew it, its account id there. */
-interface Requested {
-  readonly identity: KubernetesIdentity;
+/**
+ * A parsed requested identity (it is what `authorize` returns: one object, so a warm call reads
+ * one object for the identity) and, once an index knew it, its account id there.
+ */
+interface Requested extends KubernetesIdentity {
   /** Its trust domain is one this authorizer serves (fixed per authorizer, so decided once). */
   readonly served: boolean;
   /** PodSlots `instance` the account id is of (0: none yet). */
@@ -95,7 +98,7 @@ export class NodeAuthorizer {
     const slots = this.#pods.slots;
     if (slots !== undefined) return this.#authorizeBySlot(caller, requestedIdentity, slots);
     const callerAccount = this.#trustedAccount(caller);
-    const requested = this.#requested(requestedIdentity).identity;
+    const requested: KubernetesIdentity = this.#requested(requestedIdentity);
     const callerPod = this.#callerPod(caller, callerAccount);
     if (this.#authorities.has(callerAccount)) return requested;
     const nodeName = callerPod.nodeName;
@@ -123,30 +126,26 @@ export class NodeAuthorizer {
 
   /** `authorize` over slots: the same checks in the same order, with the caller pod's note. */
   #authorizeBySlot(caller: Caller, requestedIdentity: string, slots: PodSlots): KubernetesIdentity {
-    let note = caller.podNote;
-    // Written by this authorizer on this very object (a copy of a noted Caller carries the note but is another object).
-    if (note !== undefined && (note.authorizer !== this.id || note.caller !== caller)) note = undefined;
-    const authority = note !== undefined ? note.authority : this.#authorities.has(this.#trustedAccount(caller));
+    // Only an AuthenticatedCaller carries a note, and only this authorizer's note counts here.
+    const noted = caller instanceof AuthenticatedCaller ? caller : undefined;
+    const mine = noted !== undefined && noted.noteAuthorizer === this.id;
+    const authority = mine ? noted.noteAuthority : this.#authorities.has(this.#trustedAccount(caller));
     const requested = this.#requested(requestedIdentity);
     if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
-    if (note === undefined || !this.#stands(note, slots)) {
-      note = this.#noteCallerPod(caller, authority, slots);
-      caller.podNote = note;
-    }
-    const id = requested.identity;
-    if (authority) return id;
+    const node = mine && this.#stands(noted, slots) ? noted.noteNode : this.#findCallerPod(caller, noted, authority, slots);
+    if (authority) return requested;
     if (requested.index !== slots.instance) {
-      const account = slots.accountId(id.namespace, id.serviceAccount);
+      const account = slots.accountId(requested.namespace, requested.serviceAccount);
       // An account no pod has run as yet may get an id later: only a found one is kept.
       if (account >= 0) {
         requested.index = slots.instance;
         requested.account = account;
       }
-      if (account < 0 || note.node < 0 || !slots.activeOnNode(note.node, account)) this.#noPodOnNode(id, note.node < 0 ? '' : slots.nodeName(note.node));
-    } else if (note.node < 0 || !slots.activeOnNode(note.node, requested.account)) {
-      this.#noPodOnNode(id, note.node < 0 ? '' : slots.nodeName(note.node));
+      if (account < 0 || node < 0 || !slots.activeOnNode(node, account)) this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
+    } else if (node < 0 || !slots.activeOnNode(node, requested.account)) {
+      this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
     }
-    return id;
+    return requested;
   }
 
   /**
@@ -154,17 +153,17 @@ export class NodeAuthorizer {
    * written since the note last stood (the index's `watchEpoch`: no stamp read at all), or else
    * the slot's own stamp is unchanged (then the note stands from this epoch on).
    */
-  #stands(note: CallerPodNote, slots: PodSlots): boolean {
-    if (note.index !== slots.instance) return false;
+  #stands(noted: AuthenticatedCaller, slots: PodSlots): boolean {
+    if (noted.noteIndex !== slots.instance) return false;
     const epoch = slots.watchEpoch;
-    if (note.epoch === epoch) return true;
-    if (slots.stamp(note.slot) !== note.stamp) return false;
-    note.epoch = epoch;
+    if (noted.noteEpoch === epoch) return true;
+    if (slots.stamp(noted.noteSlot) !== noted.noteStamp) return false;
+    noted.noteEpoch = epoch;
     return true;
   }
 
-  /** Step 4 by slot: finds the caller's pod, checks it against the token, and returns the note for it. */
-  #noteCallerPod(caller: Caller, authority: boolean, slots: PodSlots): CallerPodNote {
+  /** Step 4 by slot: finds the caller's pod and checks it against the token; notes it on `noted` (the caller, when it can carry a note). Returns the pod's node id (-1: unscheduled). */
+  #findCallerPod(caller: Caller, noted: AuthenticatedCaller | undefined, authority: boolean, slots: PodSlots): number {
     const callerAccount = `${caller.namespace}/${caller.serviceAccount}`;
     if (caller.podName === undefined || caller.podUid === undefined || caller.podName === '' || caller.podUid === '') {
       throw authzError('ERR_CA_CALLER_NOT_POD_BOUND', `caller ${callerAccount} token is not bound to a pod`);
@@ -178,9 +177,19 @@ export class NodeAuthorizer {
       const runsAs = this.#pods.getPod({ namespace: caller.namespace, name: caller.podName })?.serviceAccountName ?? '?';
       throw authzError('ERR_CA_CALLER_POD_SA_MISMATCH', `caller pod ${caller.namespace}/${caller.podName} runs as ${runsAs}, token says ${caller.serviceAccount}`);
     }
-    // Watched before the epoch is read: any later write of the slot moves the epoch past the note's.
-    slots.watch(slot);
-    return { authorizer: this.id, caller, authority, index: slots.instance, slot, stamp: slots.stamp(slot), node: slots.nodeOf(slot), epoch: slots.watchEpoch };
+    const node = slots.nodeOf(slot);
+    if (noted !== undefined) {
+      // Watched before the epoch is read: any later write of the slot moves the epoch past the note's.
+      slots.watch(slot);
+      noted.noteAuthorizer = this.id;
+      noted.noteAuthority = authority;
+      noted.noteIndex = slots.instance;
+      noted.noteSlot = slot;
+      noted.noteStamp = slots.stamp(slot);
+      noted.noteNode = node;
+      noted.noteEpoch = slots.watchEpoch;
+    }
+    return node;
   }
 
   #noPodOnNode(requested: KubernetesIdentity, nodeName: string): never {
@@ -200,11 +209,12 @@ export class NodeAuthorizer {
       }
       const slots = this.#pods.slots;
       if (slots !== undefined) this.#parsed.setLimit(Math.max(PARSED_IDENTITY_MIN, slots.accounts * this.#trustDomains.size));
-      requested = { identity, served: this.#trustDomains.has(identity.trustDomain), index: 0, account: -1 };
+      const { trustDomain, namespace, serviceAccount, id } = identity;
+      requested = { trustDomain, namespace, serviceAccount, id, served: this.#trustDomains.has(trustDomain), index: 0, account: -1 };
       this.#parsed.set(requestedIdentity, requested);
     }
     if (!requested.served) {
-      throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.identity.trustDomain} is not served by this CA`);
+      throw authzError('ERR_CA_IDENTITY_INVALID', `requested trust domain ${requested.trustDomain} is not served by this CA`);
     }
     return requested;
   }

@@ -12,7 +12,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import type { V1Pod } from '@kubernetes/client-node';
-import { CompactPodIndex, InMemoryPodIndex, NodeAuthorizer, type Caller, type PodIndex, type PodInfo, type PodRef } from '../../src/ca/index.js';
+import { AuthenticatedCaller, CompactPodIndex, InMemoryPodIndex, makeCaller, NodeAuthorizer, type Caller, type PodIndex, type PodInfo, type PodRef } from '../../src/ca/index.js';
 import { podUid } from '../support/realistic-pods.js';
 import { seededRng } from '../support/seeded-rng.js';
 
@@ -53,10 +53,9 @@ function answer(authz: NodeAuthorizer, caller: Caller, identity: string): string
   }
 }
 
-/** A copy of `caller` without its note. */
+/** A copy of `caller` that can carry no note (a plain object: only an AuthenticatedCaller does). */
 function fresh(caller: Caller): Caller {
-  const { podNote: _note, ...rest } = caller;
-  return rest;
+  return { ...caller };
 }
 
 function slim(p: PodInfo): V1Pod {
@@ -87,10 +86,10 @@ test('decisions with noted callers equal fresh decisions under random pod churn'
     };
     // Long-lived callers, as the token cache hands them out: per agent pod, one per UID it may have had.
     const callers: Caller[] = AGENTS.flatMap((name, k) =>
-      uidsOf(name, k).map((podUid) => ({ namespace: 'istio-system', serviceAccount: name.startsWith('ra') ? 'ra' : 'ztunnel', podName: name, podUid, clusterId: 'Kubernetes', authenticator: 'tokenreview' }) as Caller),
+      uidsOf(name, k).map((podUid) => makeCaller({ namespace: 'istio-system', serviceAccount: name.startsWith('ra') ? 'ra' : 'ztunnel', podName: name, podUid, clusterId: 'Kubernetes', authenticator: 'tokenreview' })),
     );
-    callers.push({ namespace: 'istio-system', serviceAccount: 'ztunnel', clusterId: 'Kubernetes', authenticator: 'jwt' });
-    callers.push({ namespace: 'a', serviceAccount: 's1', podName: 'w-1', podUid: podUid(1001), clusterId: 'Kubernetes', authenticator: 'jwt' });
+    callers.push(makeCaller({ namespace: 'istio-system', serviceAccount: 'ztunnel', clusterId: 'Kubernetes', authenticator: 'jwt' }));
+    callers.push(makeCaller({ namespace: 'a', serviceAccount: 's1', podName: 'w-1', podUid: podUid(1001), clusterId: 'Kubernetes', authenticator: 'jwt' }));
     const identities = [...WORKLOAD_NS.flatMap((ns) => WORKLOAD_SA.filter((sa) => sa !== '').map((sa) => `spiffe://${TD}/ns/${ns}/sa/${sa}`)), `spiffe://${TD}/ns/istio-system/sa/ztunnel`, `spiffe://${TD}/ns/c/sa/never`, 'spiffe://other.td/ns/a/sa/s1', 'not-spiffe'];
     AGENTS.forEach((name, k) => upsert({ namespace: 'istio-system', name, uid: uidsOf(name, k)[0]!, serviceAccountName: name.startsWith('ra') ? 'ra' : 'ztunnel', nodeName: NODES[k % 4]!, phase: 'Running' }));
     for (let i = 0; i < 30; i++) upsert(randomPod());
@@ -137,11 +136,10 @@ test('decisions with noted callers equal fresh decisions under random pod churn'
       const byNameAuthz = new NodeAuthorizer({ ...OPTIONS, pods: byName });
       for (let c = 0; c < 10; c++) {
         const held = pick(callers);
-        // Now and then a copy with another pod claim that carries the held one's note along.
+        // Now and then a copy with another pod claim that carries the held one's note fields along (a plain object).
         const caller = rng() < 0.1 ? { ...held, ...(rng() < 0.5 ? { podUid: pick(callers).podUid! } : { podName: pick(AGENTS) }) } : held;
         const identity = pick(identities);
-        const note = caller.podNote;
-        if (note !== undefined && note.index === live.current.instance && live.current.stamp(note.slot) === note.stamp) noted++;
+        if (caller instanceof AuthenticatedCaller && caller.noteAuthorizer === authz.id && caller.noteIndex === live.current.instance && live.current.stamp(caller.noteSlot) === caller.noteStamp) noted++;
         const got = answer(authz, caller, identity);
         const want = answer(referenceAuthz, fresh(caller), identity);
         const what = `seed ${seed} step ${step}: ${caller.podName ?? '(unbound)'} ${caller.podUid ?? ''} asks ${identity}`;
