@@ -15,6 +15,7 @@ import { Server, ServerCredentials, type ServiceDefinition } from '@grpc/grpc-js
 import type { Clock } from '../core/clock.js';
 import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
+import { decodeIstioCertificateRequest } from '../grpc/istio-ca-request.js';
 import { loadProtos, lookup } from '../grpc/proto-load.js';
 import { addReflection } from '../grpc/reflection.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
@@ -64,13 +65,17 @@ export function startTransport(kind: TransportKind, parts: TransportParts): Prom
  * The service definition for grpc-js, with a request deserializer that never throws: bytes that
  * are not an IstioCertificateRequest become MALFORMED_REQUEST, which the handler refuses with
  * INVALID_ARGUMENT as the http2 transport does (grpc-js itself would answer INTERNAL).
+ * CreateCertificate is read by the http2/h2 transports' decoder (decodeIstioCertificateRequest),
+ * so every transport refuses the same bytes: protobufjs's decode keeps a string truncated at the
+ * very end of a message (`0a 7f`: csr declared 127 bytes long, none follow, read as ''), which
+ * then passed authentication as a request with a cut CSR (ERR_CA_CSR_INVALID) on grpc-js only.
  */
 export function caServiceDefinition(): ServiceDefinition {
   const { grpcObject } = loadProtos([CA_PROTO]);
   const service = lookup<{ service: ServiceDefinition }>(grpcObject, CA_SERVICE).service;
   const out: Record<string, ServiceDefinition[string]> = {};
   for (const [name, method] of Object.entries(service)) {
-    const decode = method.requestDeserialize;
+    const decode = name === 'CreateCertificate' ? decodeIstioCertificateRequest : method.requestDeserialize;
     out[name] = {
       ...method,
       requestDeserialize: (bytes: Buffer) => {

@@ -123,6 +123,22 @@ test('grpc-js: a malformed request message is INVALID_ARGUMENT (ERR_CA_REQUEST_M
   }
 });
 
+test('every transport refuses a request whose last string runs past the end as malformed (protobufjs would keep it, truncated)', async () => {
+  // csr (field 1) declared 127 bytes long, 2 follow; then the same with an empty message after the tag.
+  for (const message of [Buffer.from([0x0a, 0x7f, 0x41, 0x42]), Buffer.from([0x0a, 0x7f])]) {
+    for (const kind of ['grpc-js', 'http2', 'h2'] as const) {
+      const raw = rawCaSession(cas[kind]);
+      try {
+        const r = await raw.call({ authorization: `Bearer ${ztunnel}` }, frameBytes(message));
+        assert.equal(r.grpc, status.INVALID_ARGUMENT, `${kind} ${message.toString('hex')}`);
+        assert.equal(r.metadata['certbroker-error-code'], 'ERR_CA_REQUEST_MALFORMED', `${kind} ${message.toString('hex')}`);
+      } finally {
+        raw.close();
+      }
+    }
+  }
+});
+
 for (const kind of ['http2', 'h2'] as const) {
   test(`${kind}: a connection that never finishes its TLS handshake is closed`, async () => {
     const before = await counter(cas[kind], 'connectionsClosed', 'tls_handshake_timeout');
