@@ -4,7 +4,8 @@
  * is cached in the OS temp directory under a hash of main.go, the grpc-go and protobuf package
  * versions and the Go version; Go's build cache for it lives next to it
  * (`<tmp>/certbroker-grpc-go/gocache`) and is kept, so an edited main.go rebuilds in a few seconds.
- * A cold build (nothing cached: grpc-go, x/net, protobuf compiled) takes ~15 s on 2 cores here.
+ * A cold build (nothing cached: the standard library, grpc-go, x/net, protobuf compiled) takes
+ * ~15-20 s on 2 cores here.
  *
  * `grpcGoMissing()` says why a test must skip (Go or the sources absent); `.ci/run` installs them.
  * `grpcGo(args)` runs one subcommand and parses the JSON line it prints; `spawnGrpcGo` starts one
