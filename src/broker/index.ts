@@ -36,7 +36,7 @@ export {
   type WorkloadApiLimits,
   type WorkloadApiSettings,
 } from './workload-api-config.js';
-export { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig } from './istio-ca-front-config.js';
+export { ISTIO_CA_FRONT_DEFAULTS, ISTIO_CA_FRONT_ENV, readIstioCaFrontSettings, type IstioCaFrontConfig, type IstioCaFrontTransport } from './istio-ca-front-config.js';
 export { ownSvidOf, ownSvidProblem, type OwnSvid, type OwnSvidState } from './own-svid.js';
 export { OwnIdentity, type OwnIdentityOptions } from './own-identity.js';
 export { OwnToken, ownTokenFetchers } from './own-token.js';

@@ -1,6 +1,7 @@
 /**
  * The Istio CA front's settings (docs/operations.md, "Node broker"): where it listens, the names
- * its certificate carries, who may call it, the token audience and cache, the per-caller bounds.
+ * its certificate carries, who may call it, the token audience and cache, the per-caller bounds,
+ * the HTTP/2 server it runs on.
  * Read by `readBrokerConfig` when ISTIO_CA_FRONT_ADDRESS is not `off`.
  */
 import type { ConfigReader } from '../core/config.js';
@@ -16,7 +17,11 @@ export const ISTIO_CA_FRONT_ENV = Object.freeze({
   RATE_PER_SECOND: 'ISTIO_CA_FRONT_RATE_PER_SECOND',
   BURST: 'ISTIO_CA_FRONT_BURST',
   MAX_IN_FLIGHT: 'ISTIO_CA_FRONT_MAX_IN_FLIGHT',
+  TRANSPORT: 'ISTIO_CA_FRONT_TRANSPORT',
 });
+
+/** The front's HTTP/2 server: certbroker's own engine (`h2`, the CA's default too) or node:http2 (`http2`). */
+export type IstioCaFrontTransport = 'h2' | 'http2';
 
 export const ISTIO_CA_FRONT_DEFAULTS = Object.freeze({
   /** Where released ztunnel looks when told `CA_ADDRESS=https://localhost:15012`. */
@@ -29,6 +34,7 @@ export const ISTIO_CA_FRONT_DEFAULTS = Object.freeze({
   ratePerSecond: 50,
   burst: 200,
   maxInFlight: 32,
+  transport: 'h2' as IstioCaFrontTransport,
 });
 
 export interface IstioCaFrontConfig {
@@ -47,6 +53,8 @@ export interface IstioCaFrontConfig {
   readonly ratePerSecond: number;
   readonly burst: number;
   readonly maxInFlight: number;
+  /** The HTTP/2 server under the gRPC wire (default `h2`; `http2` = node:http2, as CA_TRANSPORT=http2). */
+  readonly transport?: IstioCaFrontTransport;
 }
 
 /** The front's settings for a listen address already read; problems go to `r`. */
@@ -69,5 +77,6 @@ export function readIstioCaFrontSettings(r: ConfigReader, address: { readonly ho
     ratePerSecond: r.int(E.RATE_PER_SECOND, D.ratePerSecond, { min: 1, max: 100_000 }),
     burst: r.int(E.BURST, D.burst, { min: 1, max: 100_000 }),
     maxInFlight: r.int(E.MAX_IN_FLIGHT, D.maxInFlight, { min: 1, max: 10_000 }),
+    transport: r.oneOf(E.TRANSPORT, ['h2', 'http2'] as const, D.transport),
   });
 }

@@ -155,7 +155,9 @@ describe('broker configuration: update pacing window', () => {
       ratePerSecond: 50,
       burst: 200,
       maxInFlight: 32,
+      transport: 'h2',
     });
+    assert.equal((await read({ ISTIO_CA_FRONT_TRANSPORT: 'http2' })).istioCaFront?.transport, 'http2');
     assert.equal((await read({ ISTIO_CA_FRONT_ADDRESS: 'off' })).istioCaFront, undefined);
     assert.equal((await read({ ISTIO_CA_FRONT_ADDRESS: '' })).istioCaFront, undefined);
     const alt = (await read({ ISTIO_CA_FRONT_ADDRESS: '0.0.0.0:15013', ISTIO_CA_FRONT_ALT_HOSTNAME: 'Node-CA.istio-system.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'istio-system/ztunnel,kube-system/ztunnel' })).istioCaFront;
@@ -178,9 +180,10 @@ describe('broker configuration: update pacing window', () => {
         return true;
       },
     );
-    await assert.rejects(read({ ISTIO_CA_FRONT_ALT_HOSTNAME: '*.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'ztunnel', ISTIO_CA_FRONT_MAX_IN_FLIGHT: '0' }), (e: unknown) => {
+    await assert.rejects(read({ ISTIO_CA_FRONT_ALT_HOSTNAME: '*.svc', ISTIO_CA_FRONT_ALLOWED_ACCOUNTS: 'ztunnel', ISTIO_CA_FRONT_MAX_IN_FLIGHT: '0', ISTIO_CA_FRONT_TRANSPORT: 'grpc-js' }), (e: unknown) => {
       assert.ok(e instanceof ConfigError);
-      assert.equal(e.problems.length, 3, e.message);
+      assert.equal(e.problems.length, 4, e.message);
+      assert.match(e.message, /ISTIO_CA_FRONT_TRANSPORT/);
       assert.match(e.message, /ISTIO_CA_FRONT_ALT_HOSTNAME: "\*\.svc" is neither an IP address nor a DNS host name/);
       assert.match(e.message, /ISTIO_CA_FRONT_ALLOWED_ACCOUNTS entry "ztunnel" is not namespace\/serviceaccount/);
       assert.match(e.message, /ISTIO_CA_FRONT_MAX_IN_FLIGHT=0 is below the minimum 1/);

@@ -118,177 +118,179 @@ export function frontConfig(overrides: Partial<IstioCaFrontConfig> = {}): IstioC
   };
 }
 
-describe('Istio CA front: released ztunnel on the wire', { skip }, () => {
-  let stack: Stack;
-  let broker: Broker;
-  let clock: SkipClock;
-  let stubs: string;
-  const tokens: Record<string, string> = {};
-  /** The broker's log lines (warn and up). */
-  const logs: string[] = [];
+for (const transport of ['h2', 'http2'] as const) {
+  describe(`Istio CA front: released ztunnel on the wire (${transport})`, { skip }, () => {
+    let stack: Stack;
+    let broker: Broker;
+    let clock: SkipClock;
+    let stubs: string;
+    const tokens: Record<string, string> = {};
+    /** The broker's log lines (warn and up). */
+    const logs: string[] = [];
 
-  /** Runs the ztunnel-like client once for a batch of requests (one Python start). */
-  const py = (requests: readonly PyRequest[]) => ztunnelClient({ dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem() }, requests);
+    /** Runs the ztunnel-like client once for a batch of requests (one Python start). */
+    const py = (requests: readonly PyRequest[]) => ztunnelClient({ dir: stack.dir, stubs, port: broker.istioCaFrontPort!, rootsPem: stack.ca.rootsPem() }, requests);
 
-  /** CreateCertificate calls the CA has answered so far (every outcome). */
-  async function caCalls(): Promise<number> {
-    return (await stack.ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
-  }
-
-  /** The front's request counter for one reason. */
-  async function frontCount(reason: string): Promise<number> {
-    const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_requests_total');
-    const line = text.split('\n').find((l) => l.includes(`reason="${reason}"`));
-    return line ? Number(line.split(' ').at(-1)) : 0;
-  }
-
-  before(async () => {
-    stack = await Stack.start({ tmpPrefix: 'istio-ca-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web'] });
-    stubs = await caStubs(stack.dir);
-    await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
-    await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-remote', serviceAccount: 'ztunnel', nodeName: 'node-2' });
-    await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
-    await stack.createPod({ namespace: 'shop', name: 'web-remote', serviceAccount: 'web', nodeName: 'node-2' });
-    clock = new SkipClock();
-    broker = await startBroker({ ...stack.brokerConfig({ clock, logger: createLogger({ level: 'warn', sink: (l) => logs.push(l) }) }), istioCaFront: frontConfig() });
-    await broker.whenReady(AbortSignal.timeout(20_000));
-    await eventually('pods on the node', () => broker.pods.byKey('shop', 'cart-0') && broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
-    tokens.local = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
-    tokens.remote = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-remote')).reveal();
-    tokens.cart = (await stack.podToken('shop', 'cart', 'cart-0')).reveal();
-    tokens.wrongAudience = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local', 'other')).reveal();
-  });
-
-  after(async () => {
-    await broker?.stop(500);
-    await stack?.close();
-  });
-
-  it('serves ztunnel its own SVID and an impersonated one; chain leaf, root last; the key is the CSR\'s; openssl verifies', async () => {
-    const before = await caCalls();
-    const [own, cart] = await py([
-      { token: tokens.local!, san: ZTUNNEL_ID },
-      { token: tokens.local!, san: cartId, impersonate: cartId },
-    ]);
-    for (const [res, id] of [[own, ZTUNNEL_ID], [cart, cartId]] as const) {
-      assert.ok(res && 'cert_chain' in res, JSON.stringify(res));
-      const chain = res.cert_chain;
-      assert.equal(chain.length, 2, 'self-signed CA: leaf, root bundle');
-      assert.equal(chain[1], stack.ca.rootsPem(), 'the root bundle is the last element');
-      assert.equal(checkX509Svid(chain[0]!)?.id, id);
-      const leaf = new X509Certificate(chain[0]!);
-      assert.ok(leaf.publicKey.export({ type: 'spki', format: 'der' }).equals(createPublicKey(res.spki_pem).export({ type: 'spki', format: 'der' })), "the leaf holds the CSR's key");
-      assert.equal(Date.parse(leaf.validTo) - Date.parse(leaf.validFrom), (SECRET_TTL + 120) * 1000, 'validity_duration reached the CA');
-      assert.match(await opensslVerifyChain(chain), /OK/);
+    /** CreateCertificate calls the CA has answered so far (every outcome). */
+    async function caCalls(): Promise<number> {
+      return (await stack.ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
     }
-    assert.equal((await caCalls()) - before, 2, 'one CA call per request');
-  });
 
-  it("the front's certificate: chained to the mesh root, DNS localhost and IP 127.0.0.1, the broker's SPIFFE ID as its one URI SAN", async () => {
-    const served = await servedCertificate(broker.istioCaFrontPort!, 'localhost', stack.ca.rootsPem());
-    assert.equal(served.subjectAltName, `DNS:localhost, IP Address:127.0.0.1, URI:${broker.ownIdentity}`);
-    assert.equal(served.checkHost('localhost'), 'localhost');
-    assert.ok(served.verify(new X509Certificate(stack.ca.rootsPem()).publicKey));
-  });
-
-  it('node-authorization matrix: another node, wrong account, unbound, no pod on the node, foreign trust domain, wrong audience or cluster -> UNAUTHENTICATED without a CA call; a CSR that is not one -> INVALID_ARGUMENT without one', async () => {
-    const unbound = await tokenFor(stack.core, BROKER_NS, 'ztunnel', { audience: 'istio-ca', expirationSeconds: 3600 });
-    const cases: Array<{ req: PyRequest; code: string; reason: string }> = [
-      { req: { token: tokens.remote!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
-      { req: { token: tokens.remote!, san: cartId, impersonate: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
-      { req: { token: tokens.cart!, san: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ALLOWED' },
-      { req: { token: unbound.reveal(), san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_POD_BOUND' },
-      { req: { token: tokens.local!, san: webId, impersonate: webId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_NO_POD_ON_NODE' },
-      { req: { token: tokens.local!, san: cartId, impersonate: 'spiffe://other.td/ns/shop/sa/cart' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_IDENTITY_INVALID' },
-      { req: { token: tokens.wrongAudience!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_INVALID' },
-      { req: { token: tokens.local!, san: ZTUNNEL_ID, clusterid: 'elsewhere' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_UNKNOWN_CLUSTER' },
-      { req: { token: 'not-a-jwt', san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_MALFORMED' },
-      { req: { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'garbage' }, code: 'INVALID_ARGUMENT', reason: 'ERR_PKI_' },
-    ];
-    const countsBefore = await Promise.all(cases.map((c) => (c.reason.endsWith('_') ? 0 : frontCount(c.reason))));
-    const callsBefore = await caCalls();
-    const results = await py(cases.map((c) => c.req));
-    assert.equal(await caCalls(), callsBefore, 'no request reached the CA');
-    for (const [i, c] of cases.entries()) {
-      const r = results[i]!;
-      assert.ok('code' in r, `case ${i} (${c.reason}) was answered with a certificate`);
-      assert.equal(r.code, c.code, `case ${i} (${c.reason}): ${JSON.stringify(r)}`);
-      if (c.code === 'UNAUTHENTICATED') assert.equal(r.details, 'authentication failed', 'the caller learns nothing more, as from istiod');
-      if (!c.reason.endsWith('_')) assert.ok((await frontCount(c.reason)) > countsBefore[i]!, `case ${i}: reason ${c.reason} counted`);
-    }
-    // Each denial's precise reason is in the broker's log (what the caller is not told), no token is.
-    const denials = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === 'CreateCertificate denied');
-    for (const c of cases.filter((x) => x.code === 'UNAUTHENTICATED')) {
-      assert.ok(denials.some((r) => r.reason === c.reason && typeof r.detail === 'string' && r.detail !== ''), `${c.reason} logged with its detail`);
-    }
-    for (const t of [tokens.local!, tokens.remote!, tokens.cart!, unbound.reveal()]) assert.ok(!logs.some((l) => l.includes(t)), 'no token in the log');
-  });
-
-  it("the caller's token is reviewed once (TokenReview, audience istio-ca) and the review reused by the next calls", async () => {
-    const reviews = async (result: string): Promise<number> => {
-      const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_token_reviews_total');
-      const line = text.split('\n').find((l) => l.includes(`result="${result}"`));
+    /** The front's request counter for one reason. */
+    async function frontCount(reason: string): Promise<number> {
+      const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_requests_total');
+      const line = text.split('\n').find((l) => l.includes(`reason="${reason}"`));
       return line ? Number(line.split(' ').at(-1)) : 0;
-    };
-    const posted = () => stack.dc.requestLog.entries({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews' }).length;
-    const fresh = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
-    const [miss, hit, apiBefore] = [await reviews('miss'), await reviews('hit'), posted()];
-    const results = await py([1, 2, 3].map(() => ({ token: fresh, san: ZTUNNEL_ID })));
-    for (const r of results) assert.ok('cert_chain' in r, JSON.stringify(r));
-    assert.equal((await reviews('miss')) - miss, 1, 'one TokenReview for the new token');
-    assert.equal((await reviews('hit')) - hit, 2, 'the next two calls answered from the cache');
-    // The front's one review, and at most one by the CA of the broker's own token (its cache is 60 s).
-    assert.ok(posted() - apiBefore <= 2, `${posted() - apiBefore} TokenReviews reached the API server for 3 calls`);
-  });
-
-  it("a TTL over the CA's maximum and a CSR whose signature does not verify are the CA's INVALID_ARGUMENT, relayed (one CA call each)", async () => {
-    const before = await caCalls();
-    const results = await py([
-      { token: tokens.local!, san: cartId, impersonate: cartId, ttl: 365 * 86_400 },
-      { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'signature' },
-    ]);
-    for (const r of results) {
-      assert.ok('code' in r, JSON.stringify(r));
-      assert.equal(r.code, 'INVALID_ARGUMENT', JSON.stringify(r));
     }
-    assert.equal((await caCalls()) - before, 2);
-    assert.ok((await frontCount('ERR_FRONT_CA_DENIED')) >= 2, 'counted as the CA refusing the request');
-  });
 
-  it('health (SERVING) and reflection over TLS, like the CA', async () => {
-    const creds = credentials.createSsl(Buffer.from(stack.ca.rootsPem()));
-    const target = `localhost:${broker.istioCaFrontPort}`;
-    type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
-    const Health = lookup<new (a: string, c: ChannelCredentials) => Client & { Check: Unary }>(loadProtos(['grpc/health/v1/health.proto']).grpcObject, 'grpc.health.v1.Health');
-    const health = new Health(target, creds);
-    try {
-      for (const service of ['', 'istio.v1.auth.IstioCertificateService']) {
-        const res = await new Promise<Record<string, unknown> | ServiceError>((resolve) => health.Check({ service }, (err, r) => resolve(err ?? r!)));
-        assert.deepEqual(res, { status: 'SERVING' }, service);
-      }
-    } finally {
-      health.close();
-    }
-    const reflection = reflectionClient(target, creds);
-    try {
-      assert.ok((await listServices(reflection)).includes('istio.v1.auth.IstioCertificateService'));
-    } finally {
-      reflection.close();
-    }
-  });
-
-  it("rotates its certificate at half-life like the broker's own SVID: new connections get the new one", async () => {
-    const first = broker.istioCaFrontCerts!.current(broker.ownIdentity)!;
-    clock.skip((first.notAfter - first.notBefore) * 0.75);
-    const second = await eventually('front certificate renewed', () => {
-      const c = broker.istioCaFrontCerts!.current(broker.ownIdentity);
-      return c && c.serial !== first.serial ? c : undefined;
+    before(async () => {
+      stack = await Stack.start({ tmpPrefix: 'istio-ca-front-', namespaces: ['shop'], serviceAccounts: ['shop/cart', 'shop/web'] });
+      stubs = await caStubs(stack.dir);
+      await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-local', serviceAccount: 'ztunnel', nodeName: NODE });
+      await stack.createPod({ namespace: 'istio-system', name: 'ztunnel-remote', serviceAccount: 'ztunnel', nodeName: 'node-2' });
+      await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
+      await stack.createPod({ namespace: 'shop', name: 'web-remote', serviceAccount: 'web', nodeName: 'node-2' });
+      clock = new SkipClock();
+      broker = await startBroker({ ...stack.brokerConfig({ clock, logger: createLogger({ level: 'warn', sink: (l) => logs.push(l) }) }), istioCaFront: frontConfig({ transport }) });
+      await broker.whenReady(AbortSignal.timeout(20_000));
+      await eventually('pods on the node', () => broker.pods.byKey('shop', 'cart-0') && broker.pods.byKey(BROKER_NS, 'ztunnel-local'));
+      tokens.local = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
+      tokens.remote = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-remote')).reveal();
+      tokens.cart = (await stack.podToken('shop', 'cart', 'cart-0')).reveal();
+      tokens.wrongAudience = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local', 'other')).reveal();
     });
-    const [res] = await py([{ token: tokens.local!, san: ZTUNNEL_ID }]);
-    assert.ok(res && 'cert_chain' in res, `ztunnel still verifies the renewed certificate: ${JSON.stringify(res)}`);
-    assert.notEqual(second.serial, first.serial);
+
+    after(async () => {
+      await broker?.stop(500);
+      await stack?.close();
+    });
+
+    it('serves ztunnel its own SVID and an impersonated one; chain leaf, root last; the key is the CSR\'s; openssl verifies', async () => {
+      const before = await caCalls();
+      const [own, cart] = await py([
+        { token: tokens.local!, san: ZTUNNEL_ID },
+        { token: tokens.local!, san: cartId, impersonate: cartId },
+      ]);
+      for (const [res, id] of [[own, ZTUNNEL_ID], [cart, cartId]] as const) {
+        assert.ok(res && 'cert_chain' in res, JSON.stringify(res));
+        const chain = res.cert_chain;
+        assert.equal(chain.length, 2, 'self-signed CA: leaf, root bundle');
+        assert.equal(chain[1], stack.ca.rootsPem(), 'the root bundle is the last element');
+        assert.equal(checkX509Svid(chain[0]!)?.id, id);
+        const leaf = new X509Certificate(chain[0]!);
+        assert.ok(leaf.publicKey.export({ type: 'spki', format: 'der' }).equals(createPublicKey(res.spki_pem).export({ type: 'spki', format: 'der' })), "the leaf holds the CSR's key");
+        assert.equal(Date.parse(leaf.validTo) - Date.parse(leaf.validFrom), (SECRET_TTL + 120) * 1000, 'validity_duration reached the CA');
+        assert.match(await opensslVerifyChain(chain), /OK/);
+      }
+      assert.equal((await caCalls()) - before, 2, 'one CA call per request');
+    });
+
+    it("the front's certificate: chained to the mesh root, DNS localhost and IP 127.0.0.1, the broker's SPIFFE ID as its one URI SAN", async () => {
+      const served = await servedCertificate(broker.istioCaFrontPort!, 'localhost', stack.ca.rootsPem());
+      assert.equal(served.subjectAltName, `DNS:localhost, IP Address:127.0.0.1, URI:${broker.ownIdentity}`);
+      assert.equal(served.checkHost('localhost'), 'localhost');
+      assert.ok(served.verify(new X509Certificate(stack.ca.rootsPem()).publicKey));
+    });
+
+    it('node-authorization matrix: another node, wrong account, unbound, no pod on the node, foreign trust domain, wrong audience or cluster -> UNAUTHENTICATED without a CA call; a CSR that is not one -> INVALID_ARGUMENT without one', async () => {
+      const unbound = await tokenFor(stack.core, BROKER_NS, 'ztunnel', { audience: 'istio-ca', expirationSeconds: 3600 });
+      const cases: Array<{ req: PyRequest; code: string; reason: string }> = [
+        { req: { token: tokens.remote!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
+        { req: { token: tokens.remote!, san: cartId, impersonate: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ON_NODE' },
+        { req: { token: tokens.cart!, san: cartId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_ALLOWED' },
+        { req: { token: unbound.reveal(), san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_CALLER_NOT_POD_BOUND' },
+        { req: { token: tokens.local!, san: webId, impersonate: webId }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_NO_POD_ON_NODE' },
+        { req: { token: tokens.local!, san: cartId, impersonate: 'spiffe://other.td/ns/shop/sa/cart' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_IDENTITY_INVALID' },
+        { req: { token: tokens.wrongAudience!, san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_INVALID' },
+        { req: { token: tokens.local!, san: ZTUNNEL_ID, clusterid: 'elsewhere' }, code: 'UNAUTHENTICATED', reason: 'ERR_FRONT_UNKNOWN_CLUSTER' },
+        { req: { token: 'not-a-jwt', san: ZTUNNEL_ID }, code: 'UNAUTHENTICATED', reason: 'ERR_CA_TOKEN_MALFORMED' },
+        { req: { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'garbage' }, code: 'INVALID_ARGUMENT', reason: 'ERR_PKI_' },
+      ];
+      const countsBefore = await Promise.all(cases.map((c) => (c.reason.endsWith('_') ? 0 : frontCount(c.reason))));
+      const callsBefore = await caCalls();
+      const results = await py(cases.map((c) => c.req));
+      assert.equal(await caCalls(), callsBefore, 'no request reached the CA');
+      for (const [i, c] of cases.entries()) {
+        const r = results[i]!;
+        assert.ok('code' in r, `case ${i} (${c.reason}) was answered with a certificate`);
+        assert.equal(r.code, c.code, `case ${i} (${c.reason}): ${JSON.stringify(r)}`);
+        if (c.code === 'UNAUTHENTICATED') assert.equal(r.details, 'authentication failed', 'the caller learns nothing more, as from istiod');
+        if (!c.reason.endsWith('_')) assert.ok((await frontCount(c.reason)) > countsBefore[i]!, `case ${i}: reason ${c.reason} counted`);
+      }
+      // Each denial's precise reason is in the broker's log (what the caller is not told), no token is.
+      const denials = logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((r) => r.msg === 'CreateCertificate denied');
+      for (const c of cases.filter((x) => x.code === 'UNAUTHENTICATED')) {
+        assert.ok(denials.some((r) => r.reason === c.reason && typeof r.detail === 'string' && r.detail !== ''), `${c.reason} logged with its detail`);
+      }
+      for (const t of [tokens.local!, tokens.remote!, tokens.cart!, unbound.reveal()]) assert.ok(!logs.some((l) => l.includes(t)), 'no token in the log');
+    });
+
+    it("the caller's token is reviewed once (TokenReview, audience istio-ca) and the review reused by the next calls", async () => {
+      const reviews = async (result: string): Promise<number> => {
+        const text = await broker.metrics.registry.getSingleMetricAsString('certbroker_broker_istio_ca_front_token_reviews_total');
+        const line = text.split('\n').find((l) => l.includes(`result="${result}"`));
+        return line ? Number(line.split(' ').at(-1)) : 0;
+      };
+      const posted = () => stack.dc.requestLog.entries({ method: 'POST', path: '/apis/authentication.k8s.io/v1/tokenreviews' }).length;
+      const fresh = (await stack.podToken(BROKER_NS, 'ztunnel', 'ztunnel-local')).reveal();
+      const [miss, hit, apiBefore] = [await reviews('miss'), await reviews('hit'), posted()];
+      const results = await py([1, 2, 3].map(() => ({ token: fresh, san: ZTUNNEL_ID })));
+      for (const r of results) assert.ok('cert_chain' in r, JSON.stringify(r));
+      assert.equal((await reviews('miss')) - miss, 1, 'one TokenReview for the new token');
+      assert.equal((await reviews('hit')) - hit, 2, 'the next two calls answered from the cache');
+      // The front's one review, and at most one by the CA of the broker's own token (its cache is 60 s).
+      assert.ok(posted() - apiBefore <= 2, `${posted() - apiBefore} TokenReviews reached the API server for 3 calls`);
+    });
+
+    it("a TTL over the CA's maximum and a CSR whose signature does not verify are the CA's INVALID_ARGUMENT, relayed (one CA call each)", async () => {
+      const before = await caCalls();
+      const results = await py([
+        { token: tokens.local!, san: cartId, impersonate: cartId, ttl: 365 * 86_400 },
+        { token: tokens.local!, san: cartId, impersonate: cartId, bad_csr: 'signature' },
+      ]);
+      for (const r of results) {
+        assert.ok('code' in r, JSON.stringify(r));
+        assert.equal(r.code, 'INVALID_ARGUMENT', JSON.stringify(r));
+      }
+      assert.equal((await caCalls()) - before, 2);
+      assert.ok((await frontCount('ERR_FRONT_CA_DENIED')) >= 2, 'counted as the CA refusing the request');
+    });
+
+    it('health (SERVING) and reflection over TLS, like the CA', async () => {
+      const creds = credentials.createSsl(Buffer.from(stack.ca.rootsPem()));
+      const target = `localhost:${broker.istioCaFrontPort}`;
+      type Unary = (req: unknown, cb: (err: ServiceError | null, res?: Record<string, unknown>) => void) => void;
+      const Health = lookup<new (a: string, c: ChannelCredentials) => Client & { Check: Unary }>(loadProtos(['grpc/health/v1/health.proto']).grpcObject, 'grpc.health.v1.Health');
+      const health = new Health(target, creds);
+      try {
+        for (const service of ['', 'istio.v1.auth.IstioCertificateService']) {
+          const res = await new Promise<Record<string, unknown> | ServiceError>((resolve) => health.Check({ service }, (err, r) => resolve(err ?? r!)));
+          assert.deepEqual(res, { status: 'SERVING' }, service);
+        }
+      } finally {
+        health.close();
+      }
+      const reflection = reflectionClient(target, creds);
+      try {
+        assert.ok((await listServices(reflection)).includes('istio.v1.auth.IstioCertificateService'));
+      } finally {
+        reflection.close();
+      }
+    });
+
+    it("rotates its certificate at half-life like the broker's own SVID: new connections get the new one", async () => {
+      const first = broker.istioCaFrontCerts!.current(broker.ownIdentity)!;
+      clock.skip((first.notAfter - first.notBefore) * 0.75);
+      const second = await eventually('front certificate renewed', () => {
+        const c = broker.istioCaFrontCerts!.current(broker.ownIdentity);
+        return c && c.serial !== first.serial ? c : undefined;
+      });
+      const [res] = await py([{ token: tokens.local!, san: ZTUNNEL_ID }]);
+      assert.ok(res && 'cert_chain' in res, `ztunnel still verifies the renewed certificate: ${JSON.stringify(res)}`);
+      assert.notEqual(second.serial, first.serial);
+    });
   });
-});
+}
 
 describe('Istio CA front on a plug-in CA (cacerts) mid root rotation, with an ALT_CA_HOSTNAME-style name', { skip }, () => {
   const ALT = 'node-ca.istio-system.svc';

@@ -1,6 +1,7 @@
 /**
- * Serves the Istio CA front on the CA's own node:http2 transport (`startHttp2Server` from
- * src/ca: the gRPC wire by hand, no grpc-js on the call path), on a TCP address (default
+ * Serves the Istio CA front on the CA's own HTTP/2 transport (`startHttp2Server` from src/ca: the
+ * gRPC wire by hand, no grpc-js on the call path; on certbroker's own HTTP/2 engine, src/h2, by
+ * default, or on node:http2 with `transport: 'http2'`), on a TCP address (default
  * `127.0.0.1:15012`) with TLS from the front's serving identity (no client certificate: callers
  * authenticate with their bearer token, as at istiod). Like the CA: an unreadable request is
  * INVALID_ARGUMENT (not INTERNAL), the connection, stream, header and time bounds of the CA's
@@ -15,6 +16,7 @@ import { HealthService } from '../../../grpc/health.js';
 import { WHOLE_SERVER } from '../../../protocol/grpc-health.js';
 import { CA_SERVICE } from '../../../protocol/istio-ca.js';
 import type { IstioCaFrontService } from './istio-ca-front.js';
+import type { IstioCaFrontTransport } from '../../istio-ca-front-config.js';
 import type { FrontServingIdentity } from './serving-identity.js';
 
 /**
@@ -31,6 +33,8 @@ export interface IstioCaFrontServerOptions {
   readonly identity: FrontServingIdentity;
   readonly logger: Logger;
   readonly clock: Clock;
+  /** Default `h2` (certbroker's engine); `http2`: node:http2. */
+  readonly transport?: IstioCaFrontTransport;
 }
 
 export interface IstioCaFrontServer {
@@ -52,8 +56,9 @@ export async function startIstioCaFrontServer(options: IstioCaFrontServerOptions
     limits: FRONT_LIMITS,
     logger: options.logger,
     clock: options.clock,
+    engine: (options.transport ?? 'h2') === 'h2' ? 'h2' : 'node',
   });
-  options.logger.info('Istio CA front listening', { host: options.host, port: server.port });
+  options.logger.info('Istio CA front listening', { host: options.host, port: server.port, transport: options.transport ?? 'h2' });
   return {
     port: server.port,
     health,
