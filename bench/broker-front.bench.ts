@@ -3,8 +3,9 @@
  * calling the CA directly, same client, same run.
  *
  * A real devcluster runs in this process; the CA runs as `certbroker ca` in a child process (TLS,
- * the http2 transport, 1 signing worker, the stack's self-signed root) and the broker as
- * `certbroker broker` in another (its front on a free port), as on a node: every side crosses a
+ * its default transport, 1 signing worker, the stack's self-signed root) and the broker as
+ * `certbroker broker` in another (its front on a free port and its default HTTP/2 engine,
+ * ISTIO_CA_FRONT_TRANSPORT=h2), as on a node: every side crosses a
  * process boundary to reach the CA. One client — certbroker's `IstioCaClient.forwardCsr`: a kept gRPC channel,
  * `authorization: Bearer`, `clusterid`, `ImpersonatedIdentity`, the answer checked — calls
  * CreateCertificate for the same workload identity two ways:
@@ -15,9 +16,9 @@
  * - **relay**: a bare grpc-js relay in a child process that forwards the request bytes and
  *   metadata to the CA and the answer back, checking nothing, with the broker token — what a
  *   second TLS gRPC hop costs by itself on grpc-js;
- * - **h2 relay** (the floor of the front, which runs on the same transports): the same relay on
- *   node:http2 in and out (a node:http2 server, `H2UnaryChannel` to the CA), checking nothing —
- *   what the extra process hop costs by itself.
+ * - **h2 relay**: the same relay on node:http2 in and out (a node:http2 server, `H2UnaryChannel`
+ *   to the CA), checking nothing — what the extra process hop costs by itself on node:http2 (the
+ *   front's floor when it ran on node:http2, as `ISTIO_CA_FRONT_TRANSPORT=http2` still can).
  *
  * CSRs (P-256, as ztunnel makes them) are made before the clock starts and shared by both sides.
  * 1. Latency: one call at a time, the two sides interleaved, p50/p99 and the ratio.
