@@ -507,7 +507,23 @@ function tightLoop(informer: PodInformer) {
     { pods: wideSmall, shape: wideSmallShape, patterns: ['wide'] },
   ]);
   const authzLoad = [load0, loadavg()[0]!];
-  return { report: { authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad } };
+  return { report: { authz150k: big, authz1k: little, map150k: mapBig, map1k: mapSmall, wide150k: manyBig!.wide, wide1k: manySmall!.wide, authzLoad, timerFloor: timerFloor() } };
+}
+
+/** What timing one call costs by itself: an hrtime pair around an empty call, as authzCosts times each call (µs p50/p99). */
+let timerSink = 0;
+function timerFloor(): { p50: number; p99: number } {
+  const samples: number[] = [];
+  const empty = (k: number) => {
+    timerSink ^= k;
+  };
+  for (let k = 0; k < 20_000; k++) {
+    const t = process.hrtime.bigint();
+    empty(k);
+    samples.push(Number(process.hrtime.bigint() - t) / 1000);
+  }
+  samples.sort((a, b) => a - b);
+  return { p50: pct(samples, 50), p99: pct(samples, 99) };
 }
 
 /** Starts `Informer` against the cluster of `kubeconfigPath` and waits for its first sync: wall and CPU ms of it. */
@@ -682,7 +698,7 @@ async function main(): Promise<void> {
           `authorize per call, ${p}: ${costs(a150[p])} p50/p99 at ${PODS} pods vs ${costs(a1[p])} at 1000 pods = ${ratio(a150[p], a1[p])} (allowed ${f2(a150[p].allowed)} / ${f2(a1[p].allowed)}); the map index (by-name path): ${costs(m150[p])} vs ${costs(m1[p])}`,
       ),
       `authorize per call, ${wideLine}`,
-      `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after`,
+      `load average (1 min) ${f1(l0)} before the authorize rounds, ${f1(l1)} after; timing itself (an hrtime pair around an empty call) ${costs(r.timerFloor as Cost)} p50/p99, inside every tight-loop figure`,
       `in the call path: ${r.inPathTokens} bound tokens requested and reviewed in ${f1((r.inPathTokenMs as number) / 1000)} s (the 1000-pod side: an informer synced from a devcluster of its own); ${PATH_ROUNDS} measured rounds after one warm-up, ${PATH_INFLIGHT} calls in flight, ${r.inPathReviews} TokenReviews sent in them; CA RSS after ${f0(r.rssAfterInPathMiB)} MiB`,
       ...PATH_PATTERNS.map(pathLine),
       `load average (1 min) ${f1(pl0)} before the in-path rounds, ${f1(pl1)} after`,
@@ -716,7 +732,7 @@ async function main(): Promise<void> {
         ...PATTERNS.map((p) => `| authorize p50 / p99, ${WHAT[p]}: ${PODS} pods; 1,000 pods (same pods per node); ratio | ${costs(a150[p])}; ${costs(a1[p])}; **${ratio(a150[p], a1[p])}** |`),
         `| authorize p50 / p99, ${w150.identities} distinct identities, one call per account cycled (the parsed-identity cache once held 4,096, cleared when full): ${PODS} pods; 1,000 pods (${w1.identities} identities); ratio; parses per call | ${costs(w150)}; ${costs(w1)}; **${ratio(w150, w1)}**; ${f2(w150.parsesPerCall)} / ${f2(w1.parsesPerCall)} |`,
         `| the map index (InMemoryPodIndex, the authorizer's by-name path), burst / random: ${PODS} pods; 1,000 pods | ${costs(m150.burst)}, ${costs(m150.random)}; ${costs(m1.burst)}, ${costs(m1.random)} |`,
-        `| load average (1 min) around the authorize rounds | ${f1(l0)} -> ${f1(l1)} |`,
+        `| load average (1 min) around the authorize rounds; what timing one call costs by itself (an hrtime pair around an empty call, inside every tight-loop figure above) | ${f1(l0)} -> ${f1(l1)}; ${costs(r.timerFloor as Cost)} |`,
         ...PATH_PATTERNS.map(
           (p) =>
             `| authorize p50 / p99 **in the call path**, ${p === 'burst' ? "a node agent's burst (authorize() timed inside CertificateService.createCertificate with the real TokenReview authenticator and its token cache, the self-signed signer on 2 signing workers, " + String(PATH_INFLIGHT) + ' calls in flight; no TLS/HTTP/2)' : 'random callers (the same path)'}: ${PODS} pods; 1,000 pods; ratio (the tight loop's ratio above) | ${costs(p150[p])}; ${costs(p1[p])}; **${ratio(p150[p], p1[p])}** (${ratio(a150[p], a1[p])}) |`,
