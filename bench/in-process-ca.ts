@@ -7,8 +7,7 @@
  *
  * The CA module is a parameter so that bench:ca-calls can hand in another build's dist.
  */
-import type { ClusterConfig, CaClusters, CaMetrics, CertificateService } from '../src/ca/index.js';
-import type { ClusterAuth } from '../src/ca/certificate-service.js';
+import type { ClusterAuth, ClusterConfig, CaClusters, CaMetrics, CertificateService } from '../src/ca/index.js';
 import type { Clock } from '../src/core/clock.js';
 import type { Logger } from '../src/core/log.js';
 import type { IstioCertificateRequest } from '../src/protocol/istio-ca.js';

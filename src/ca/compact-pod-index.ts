@@ -25,6 +25,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { errorEvent, type Applied, type InformerStore, type WatchEvent } from '../kube/informer-cache.js';
 import { NodeAccountCounts } from './node-account-counts.js';
 import type { NodeAccountKey, PodIndex, PodInfo, PodRef, PodSlots } from './pod-index.js';
+import { grow, Interned } from './interned.js';
 import { parseUuid, uuidText } from './uuid-words.js';
 
 const PHASES = ['Pending', 'Running', 'Succeeded', 'Failed', 'Unknown'];
@@ -37,33 +38,6 @@ const R_ACCOUNT = 1;
 const R_NODE = 2;
 const R_PHASE = 3;
 const R_UID = 4;
-
-/** Strings to small numbers and back; never forgets (namespaces, accounts, nodes, phases are few). */
-class Interned {
-  readonly #ids = new Map<string, number>();
-  readonly names: string[] = [];
-
-  id(s: string): number {
-    let id = this.#ids.get(s);
-    if (id === undefined) {
-      id = this.names.length;
-      this.names.push(s);
-      this.#ids.set(s, id);
-    }
-    return id;
-  }
-
-  find(s: string): number | undefined {
-    return this.#ids.get(s);
-  }
-}
-
-function grow<A extends Uint32Array>(a: A, need: number, make: (n: number) => A): A {
-  if (need <= a.length) return a;
-  const b = make(Math.max(need, a.length * 2, 1024));
-  b.set(a);
-  return b;
-}
 
 /** PodInfos kept for `getPod` at most (the pods callers are bound to: about one node agent per node). */
 const MAX_LOOKED_UP = 4096;
@@ -341,11 +315,7 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
     this.#rows = grow(this.#rows, n * ROW, (k) => new Uint32Array(k));
     this.#gen = grow(this.#gen, n, (k) => new Uint32Array(k));
     this.#stamps = grow(this.#stamps, n, (k) => new Uint32Array(k));
-    if (n > this.#watched.length) {
-      const watched = new Uint8Array(Math.max(n, this.#watched.length * 2, 1024));
-      watched.set(this.#watched);
-      this.#watched = watched;
-    }
+    this.#watched = grow(this.#watched, n, (k) => new Uint8Array(k));
   }
 
   /** The account id of (namespace id, service account id), made when new. */

@@ -109,7 +109,7 @@ export { PodInformer, toPodInfo } from './pod-informer.js';
 export { CompactPodIndex } from './compact-pod-index.js';
 export { NodeAccountCounts } from './node-account-counts.js';
 export { RecentMap } from './recent-map.js';
-export { CertificateService, MALFORMED_REQUEST } from './certificate-service.js';
+export { CertificateService, MALFORMED_REQUEST, type ClusterAuth } from './certificate-service.js';
 export { AuthenticatorChain, unverifiedJwtExpiryMs, type Authenticator } from './authn/authenticator.js';
 export { TokenReviewAuthenticator, TOKEN_REVIEW_TIMEOUT_MS, callerFromReview, type TokenCacheLookup, type TokenReviewer, type TokenReviewResult } from './authn/token-review.js';
 export { discoveredJwks, kubeCredentialsAllowedForOidc, oidcFetchOrigin } from './authn/oidc-discovery.js';

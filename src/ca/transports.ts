@@ -21,7 +21,7 @@ import { addReflection } from '../grpc/reflection.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import { bindServer, stopServer } from '../grpc/server-lifecycle.js';
 import { HEALTH_PROTO } from '../protocol/grpc-health.js';
-import { CA_PROTO, CA_SERVICE } from '../protocol/istio-ca.js';
+import { CA_PROTO, CA_SERVICE, CREATE_CERTIFICATE_METHOD } from '../protocol/istio-ca.js';
 import { MALFORMED_REQUEST, type CertificateService } from './certificate-service.js';
 import { transportKind } from './config.js';
 import { grpcJsLimitOptions } from './grpc-js-limits.js';
@@ -75,7 +75,7 @@ export function caServiceDefinition(): ServiceDefinition {
   const service = lookup<{ service: ServiceDefinition }>(grpcObject, CA_SERVICE).service;
   const out: Record<string, ServiceDefinition[string]> = {};
   for (const [name, method] of Object.entries(service)) {
-    const decode = name === 'CreateCertificate' ? decodeIstioCertificateRequest : method.requestDeserialize;
+    const decode = name === CREATE_CERTIFICATE_METHOD ? decodeIstioCertificateRequest : method.requestDeserialize;
     out[name] = {
       ...method,
       requestDeserialize: (bytes: Buffer) => {

@@ -16,7 +16,6 @@ import { HealthService } from '../../../grpc/health.js';
 import { WHOLE_SERVER } from '../../../protocol/grpc-health.js';
 import { CA_SERVICE } from '../../../protocol/istio-ca.js';
 import type { IstioCaFrontService } from './istio-ca-front.js';
-import type { IstioCaFrontTransport } from '../../istio-ca-front-config.js';
 import type { FrontServingIdentity } from './serving-identity.js';
 
 /**
@@ -33,8 +32,8 @@ export interface IstioCaFrontServerOptions {
   readonly identity: FrontServingIdentity;
   readonly logger: Logger;
   readonly clock: Clock;
-  /** Default `h2` (certbroker's engine); `http2`: node:http2. */
-  readonly transport?: IstioCaFrontTransport;
+  /** Default `h2` (certbroker's engine); `http2`: node:http2 (the broker's ISTIO_CA_FRONT_TRANSPORT). */
+  readonly transport?: 'h2' | 'http2';
 }
 
 export interface IstioCaFrontServer {
