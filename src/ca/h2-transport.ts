@@ -30,6 +30,7 @@ import type { Logger } from '../core/log.js';
 import type { HealthService } from '../grpc/health.js';
 import { decodeIstioCertificateRequest } from '../grpc/istio-ca-request.js';
 import { protobufRoot } from '../grpc/proto-load.js';
+import { decodeStrict } from '../grpc/strict-decode.js';
 import { frame, grpcTimeoutMs } from '../grpc/wire-format.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
@@ -181,7 +182,7 @@ function serveHealthCheck(call: ServerCall, c: MethodContext & { readonly health
     if (err) return sendWireError(call, err);
     let req: HealthCheckRequest;
     try {
-      req = c.codec.healthRequest.toObject(c.codec.healthRequest.decode(bytes!), { defaults: true }) as HealthCheckRequest;
+      req = c.codec.healthRequest.toObject(decodeStrict(c.codec.healthRequest, bytes!), { defaults: true }) as HealthCheckRequest;
     } catch {
       // The health service is a library's (grpc-js answers this INTERNAL too, as statuscodes.md
       // says for "error parsing request proto"); only the CA's own method says INVALID_ARGUMENT.

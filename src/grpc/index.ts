@@ -5,6 +5,7 @@
  */
 export { loadProtos, lookup, protoRootFor, protobufRoot, type LoadedProto, type LoadProtosOptions } from './proto-load.js';
 export { MESSAGE_OBJECT_OPTIONS, servicesPackageDefinition } from './service-definitions.js';
+export { decodeStrict, StrictReader } from './strict-decode.js';
 export { structString, stringStruct, type ProtoStruct, type ProtoValue } from './struct-value.js';
 export { HealthService, HEALTH_PROTO, healthServiceDefinition, type ServingStatus } from './health.js';
 export { addReflection } from './reflection.js';

@@ -14,11 +14,12 @@
  * named as protoc names them.
  */
 import { createRequire } from 'node:module';
-import { relative } from 'node:path';
-import type { Server } from '@grpc/grpc-js';
+import { dirname, join, relative } from 'node:path';
+import type { Server, ServiceDefinition } from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import protobuf from 'protobufjs';
 import { loadProtos } from './proto-load.js';
+import { decodeStrict } from './strict-decode.js';
 
 const require = createRequire(import.meta.url);
 
@@ -203,6 +204,44 @@ function undotPackagelessNames(implementation: unknown): void {
   }
 }
 
+let reflectionRoot: protobuf.Root | undefined;
+
+/** @grpc/reflection's own .proto files (v1 and v1alpha), loaded once with our protobufjs. */
+function reflectionProtos(): protobuf.Root {
+  if (!reflectionRoot) {
+    const dir = join(dirname(require.resolve('@grpc/reflection')), '../proto/grpc/reflection');
+    reflectionRoot = new protobuf.Root().loadSync([join(dir, 'v1/reflection.proto'), join(dir, 'v1alpha/reflection.proto')]);
+    reflectionRoot.resolveAll();
+  }
+  return reflectionRoot;
+}
+
+/**
+ * @grpc/reflection decodes requests with @grpc/proto-loader, i.e. protobufjs's `decode` of a
+ * Buffer, which hands out a shortened string where a field runs past the end of the message. Each
+ * request is first decoded strictly (src/grpc/strict-decode.ts) with the same message type; bytes
+ * that do not decode make the deserializer throw, which grpc-js answers INTERNAL (as grpc-go does
+ * for a request it cannot unmarshal). The library's own deserializer then builds the request.
+ */
+function strictRequests(definition: ServiceDefinition): ServiceDefinition {
+  const root = reflectionProtos();
+  const out: Record<string, unknown> = {};
+  for (const [name, method] of Object.entries(definition)) {
+    const service = method.path.split('/')[1] ?? '';
+    const type = root.lookupService(service).methods[name]?.resolvedRequestType;
+    if (!type) throw new Error(`reflection method ${method.path}: no request type in @grpc/reflection's protos`);
+    const deserialize = method.requestDeserialize;
+    out[name] = {
+      ...method,
+      requestDeserialize: (bytes: Buffer): unknown => {
+        decodeStrict(type, bytes);
+        return deserialize(bytes);
+      },
+    };
+  }
+  return out as ServiceDefinition;
+}
+
 export function addReflection(server: Server, relativeProtoFiles: readonly string[]): void {
   // @grpc/reflection reads only `fileDescriptorProtos` from the definition's entries: one entry
   // (a type definition in proto-loader's shape) carries every file.
@@ -212,5 +251,9 @@ export function addReflection(server: Server, relativeProtoFiles: readonly strin
   };
   const reflection = new ReflectionService(definition);
   for (const implementation of Object.values(reflection)) undotPackagelessNames(implementation);
-  reflection.addToServer(server);
+  // The library only calls addService on the server it is given.
+  const strictServer: Pick<Server, 'addService'> = {
+    addService: (service, implementation) => server.addService(strictRequests(service), implementation),
+  };
+  reflection.addToServer(strictServer as Server);
 }

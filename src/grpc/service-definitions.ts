@@ -3,10 +3,14 @@
  * with the same types as everything else that speaks the proto set (src/grpc/proto-load.ts). The
  * shape is the one @grpc/proto-loader produces: method path `/<package.Service>/<Method>`,
  * streaming flags, `originalName` (the lowerCamelCase alias grpc-js also accepts), serializers
- * `encode(fromObject(value))` and deserializers `toObject(decode(bytes), MESSAGE_OBJECT_OPTIONS)`.
+ * `encode(fromObject(value))` and deserializers `toObject(decodeStrict(bytes), MESSAGE_OBJECT_OPTIONS)`.
+ * The deserializers (requests on servers, responses on clients) refuse a message any field of
+ * which runs past its end or the end of its enclosing message (src/grpc/strict-decode.ts), where
+ * protobufjs's own `decode` of a Buffer would hand out a shortened string.
  */
 import type { loadPackageDefinition, MethodDefinition, ServiceDefinition } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
+import { decodeStrict } from './strict-decode.js';
 
 /** What grpc-js's `loadPackageDefinition` takes (the type is not exported by name). */
 export type PackageDefinition = Parameters<typeof loadPackageDefinition>[0];
@@ -41,7 +45,7 @@ function serializer(type: protobuf.Type): (value: unknown) => Buffer {
 }
 
 function deserializer(type: protobuf.Type): (bytes: Buffer) => unknown {
-  return (bytes) => type.toObject(type.decode(bytes), MESSAGE_OBJECT_OPTIONS);
+  return (bytes) => type.toObject(decodeStrict(type, bytes), MESSAGE_OBJECT_OPTIONS);
 }
 
 function methodDefinition(service: protobuf.Service, method: protobuf.Method): MethodDefinition<unknown, unknown> {

@@ -12,6 +12,7 @@ import type protobuf from 'protobufjs';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { H2UnaryChannel } from '../../grpc/h2-unary-channel.js';
 import { protobufRoot } from '../../grpc/proto-load.js';
+import { decodeStrict } from '../../grpc/strict-decode.js';
 import {
   AUTHORIZATION_METADATA,
   bearerAuthorization,
@@ -112,7 +113,7 @@ export class CaForwarder {
     const Res = this.#codec.response;
     let response: Partial<IstioCertificateResponse>;
     try {
-      response = Res.toObject(Res.decode(message), { arrays: true }) as Partial<IstioCertificateResponse>;
+      response = Res.toObject(decodeStrict(Res, message), { arrays: true }) as Partial<IstioCertificateResponse>;
     } catch (err) {
       throw CaCallError.fromStatus(GrpcStatus.INTERNAL, 'the CA answer is not an IstioCertificateResponse', err);
     }

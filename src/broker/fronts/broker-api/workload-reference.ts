@@ -7,6 +7,7 @@
  */
 import type protobuf from 'protobufjs';
 import { protobufRoot } from '../../../grpc/proto-load.js';
+import { decodeStrict } from '../../../grpc/strict-decode.js';
 import type { ProtoAny } from '../../../protocol/protobuf-types.js';
 import {
   KUBERNETES_POD_TYPE,
@@ -46,7 +47,11 @@ function messageType(proto: string, type: string): protobuf.Type {
   return protobufRoot([proto]).lookupType(type);
 }
 
-/** Decodes and validates a reference of any accepted type; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason. */
+/**
+ * Decodes and validates a reference of any accepted type; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason.
+ * The packed message is decoded strictly: a field running past the end of `value` (a uid declared
+ * 36 bytes with 3 present) makes the reference undecodable, not a shortened uid.
+ */
 export function parseReference(reference: ProtoAny | null | undefined): WorkloadRef {
   if (!reference || !reference.type_url) throw invalid('workload reference is missing');
   const typeUrl = reference.type_url;
@@ -55,7 +60,7 @@ export function parseReference(reference: ProtoAny | null | undefined): Workload
   let decoded: unknown;
   try {
     const type = messageType(info.proto, info.type);
-    decoded = type.toObject(type.decode(reference.value ?? new Uint8Array()));
+    decoded = type.toObject(decodeStrict(type, reference.value ?? new Uint8Array()));
   } catch {
     throw invalid(`workload reference does not decode as a ${info.type}`);
   }
