@@ -7,9 +7,9 @@
  * - every refusal carries google.rpc.Status with a google.rpc.ErrorInfo in
  *   `grpc-status-details-bin` (the SPIFFE Broker API's reasons in domain spiffe.io), decoded by a
  *   grpc-js client and by Python grpcio with classes generated from our protos;
- * - request bytes that do not decode, and a message flagged compressed without grpc-encoding, get
- *   INVALID_ARGUMENT (a raw HTTP/2 client over the socket with TLS), while gzip with a declared
- *   encoding still works.
+ * - request bytes that do not decode (a string running past the end of its message included: not
+ *   read shortened), and a message flagged compressed without grpc-encoding, get INVALID_ARGUMENT
+ *   (a raw HTTP/2 client over the socket with TLS), while gzip with a declared encoding still works.
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
@@ -25,7 +25,7 @@ import { after, before, describe, it } from 'node:test';
 import { Client, Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { type Broker, BrokerClient, brokerMessageType, brokerServiceDefinition, encodePodReference, firstMessage, startBroker } from '../../src/broker/index.js';
 import { typedMethod } from '../../src/grpc/typed-methods.js';
-import { BROKER_PROTO, type FetchJWTSVIDRequest, type FetchJWTSVIDResponse } from '../../src/protocol/spiffe-broker.js';
+import { BROKER_PROTO, KUBERNETES_REFERENCE_TYPE_URL, type FetchJWTSVIDRequest, type FetchJWTSVIDResponse } from '../../src/protocol/spiffe-broker.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
 import { decodeRpcStatus, protoRootFor } from '../../src/grpc/index.js';
@@ -285,6 +285,33 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
       assertRefused(await call(frame(Buffer.from([0x0a, 0x05, 0x0a]))), 'truncated length-delimited field');
       assertRefused(await call(frame(Buffer.from([0x0f, 0xff, 0xff]))), 'invalid wire type');
       assert.ok(logs.slice(before).some((l) => l.includes('Broker API call refused') && l.includes('ERR_REQUEST_MALFORMED')), 'logged with its code');
+      assert.equal((await call(frame(request()))).served, true, 'the connection keeps working');
+    });
+
+    it('a string running past the end of its message is refused, not read shortened', async () => {
+      // field `n`, length-delimited, declaring `declared` bytes (default: the payload's length).
+      const ld = (n: number, payload: Buffer, declared = payload.length): Buffer => {
+        assert.ok(declared < 128);
+        return Buffer.concat([Buffer.from([(n << 3) | 2, declared]), payload]);
+      };
+      const svidRequest = (any: Buffer) => ld(1, ld(1, any)); // SubscribeToX509SVIDRequest{reference: WorkloadReference{reference: any}}
+      const url = KUBERNETES_REFERENCE_TYPE_URL;
+      // Any.type_url declares 127 bytes; the Any (and the messages around it) end after 34.
+      const shortUrl = url.slice(0, 34);
+      assertRefused(await call(frame(svidRequest(ld(1, Buffer.from(shortUrl), 127)))), 'type_url past the end of the Any');
+      // The packed KubernetesObjectReference's uid runs past the end of Any.value: declared 37
+      // bytes with cart's 36-byte UID present (protobufjs alone read it as that UID and served
+      // cart's SVID), and declared 36 with 3 present (read as "abc": "uid is not a UUID").
+      const podType = ld(1, Buffer.concat([ld(1, Buffer.from('pods')), ld(2, Buffer.from('core'))]));
+      for (const [uid, declared] of [[cartUid, 37], ['abc', 36]] as const) {
+        const reference = Buffer.concat([podType, ld(3, Buffer.from(uid), declared)]);
+        const a = await call(frame(svidRequest(Buffer.concat([ld(1, Buffer.from(url)), ld(2, reference)]))));
+        assert.equal(a.served, false, `uid ${uid} declared ${declared}: not served`);
+        assert.equal(a.grpcStatus, GrpcStatus.INVALID_ARGUMENT);
+        const st = decodeRpcStatus(a.details!);
+        assert.deepEqual(st.errorInfo, { reason: 'WORKLOAD_REFERENCE_INVALID', domain: 'spiffe.io', metadata: { code: 'ERR_WORKLOAD_REFERENCE_INVALID' } });
+        assert.match(st.message, /does not decode as a spiffe\.broker\.KubernetesObjectReference/);
+      }
       assert.equal((await call(frame(request()))).served, true, 'the connection keeps working');
     });
 
