@@ -18,7 +18,7 @@ import { dirname, join, relative } from 'node:path';
 import type { Server, ServiceDefinition } from '@grpc/grpc-js';
 import { ReflectionService } from '@grpc/reflection';
 import protobuf from 'protobufjs';
-import { loadProtos } from './proto-load.js';
+import { loadProtos, protobufRoot } from './proto-load.js';
 import { decodeStrict } from './strict-decode.js';
 
 const require = createRequire(import.meta.url);
@@ -204,16 +204,10 @@ function undotPackagelessNames(implementation: unknown): void {
   }
 }
 
-let reflectionRoot: protobuf.Root | undefined;
-
-/** @grpc/reflection's own .proto files (v1 and v1alpha), loaded once with our protobufjs. */
+/** @grpc/reflection's own .proto files (v1 and v1alpha), through the one loader of proto sets (loaded once). */
 function reflectionProtos(): protobuf.Root {
-  if (!reflectionRoot) {
-    const dir = join(dirname(require.resolve('@grpc/reflection')), '../proto/grpc/reflection');
-    reflectionRoot = new protobuf.Root().loadSync([join(dir, 'v1/reflection.proto'), join(dir, 'v1alpha/reflection.proto')]);
-    reflectionRoot.resolveAll();
-  }
-  return reflectionRoot;
+  const dir = join(dirname(require.resolve('@grpc/reflection')), '../proto/grpc/reflection');
+  return protobufRoot(['v1/reflection.proto', 'v1alpha/reflection.proto'], { dir });
 }
 
 /**

@@ -18,7 +18,7 @@ import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { MethodDefinition, Server, ServiceDefinition } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
-import { parseReference } from '../../src/broker/fronts/broker-api/workload-reference.js';
+import { parseReference } from '../../src/broker/fronts/broker-api/index.js';
 import { addReflection } from '../../src/grpc/reflection.js';
 import { decodeRpcStatus, decodeStrict, loadProtos, MESSAGE_OBJECT_OPTIONS, servicesPackageDefinition } from '../../src/grpc/index.js';
 import { HEALTH_PROTO } from '../../src/protocol/grpc-health.js';
