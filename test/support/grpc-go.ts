@@ -2,7 +2,7 @@
  * certbroker's grpc-go interop client (test/interop/grpc-go-client/main.go), built from Debian's
  * grpc-go sources in GOPATH mode, offline, the way step-ca is (test/support/step-ca.ts). The binary
  * is cached in the OS temp directory under a hash of main.go, the grpc-go and protobuf package
- * versions and the Go version; Go's build cache for it lives next to it
+ * versions and the Go version (test/support/go-main.ts); Go's build cache for it lives next to it
  * (`<tmp>/certbroker-grpc-go/gocache`) and is kept, so an edited main.go rebuilds in a few seconds.
  * A cold build (nothing cached: the standard library, grpc-go, x/net, protobuf compiled) takes
  * ~15-20 s on 2 cores here.
@@ -13,14 +13,12 @@
  * into a pod's cgroup.
  */
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from './fixtures.js';
+import { goMainBinary } from './go-main.js';
 import { goMissing } from './tools.js';
 
 const run = promisify(execFile);
@@ -46,37 +44,15 @@ export function grpcGoMissing(): string | undefined {
   return missing;
 }
 
-function buildKey(): string {
-  const versions = spawnSync('dpkg-query', ['-W', '-f', '${Package} ${Version}\n', ...PACKAGES], { encoding: 'utf8' }).stdout ?? '';
-  const go = spawnSync('go', ['version'], { encoding: 'utf8' }).stdout;
-  return createHash('sha256').update(readFileSync(CLIENT_MAIN)).update('\0').update(versions).update('\0').update(go).digest('hex').slice(0, 16);
-}
-
 let built: Promise<string> | undefined;
 
-/** The client binary: the cached one, or built now (then cached). */
+/** The client binary: the cached one, or built now (then cached; test/support/go-main.ts). */
 export function grpcGoBinary(): Promise<string> {
   built ??= (async () => {
     const reason = grpcGoMissing();
     if (reason) throw new Error(reason);
-    const cacheDir = join(tmpdir(), 'certbroker-grpc-go');
-    const binary = join(cacheDir, `grpc-go-client-${buildKey()}`);
-    if (existsSync(binary)) return binary;
-    await mkdir(cacheDir, { recursive: true });
-    const work = await mkdtemp(join(cacheDir, 'build-'));
-    try {
-      const out = join(work, 'grpc-go-client');
-      const env = { ...process.env, GO111MODULE: 'off', GOPATH: `${work}/gopath:/usr/share/gocode`, GOCACHE: join(cacheDir, 'gocache'), GOFLAGS: '', CGO_ENABLED: '0' };
-      // Built from a copy of main.go in a GOPATH-style package directory holding nothing else.
-      const pkg = join(work, 'gopath/src/certbroker-grpc-go-client');
-      await mkdir(pkg, { recursive: true });
-      await writeFile(join(pkg, 'main.go'), await readFile(CLIENT_MAIN));
-      await run('go', ['build', '-o', out, '.'], { cwd: pkg, env, maxBuffer: 16 << 20 });
-      await rename(out, binary); // atomic: a concurrent build's result is equally good
-      return binary;
-    } finally {
-      await rm(work, { recursive: true, force: true });
-    }
+    const versions = spawnSync('dpkg-query', ['-W', '-f', '${Package} ${Version}\n', ...PACKAGES], { encoding: 'utf8' }).stdout ?? '';
+    return goMainBinary({ name: 'grpc-go', main: CLIENT_MAIN, versions, cgo: false, keepBuildCache: true });
   })();
   return built;
 }

@@ -12,21 +12,18 @@
  * listens on 127.0.0.1. It resolves once `/health` answers over TLS verified with the root.
  * `stop()` ends the process (SIGTERM, then SIGKILL); `start()` runs it again on the same port.
  */
-import { execFile, execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { calculateJwkThumbprint, CompactEncrypt, exportJWK, generateKeyPair, type JWK } from 'jose';
 import { CLI_MAIN } from './cli-process.js';
 import { REPO_ROOT } from './fixtures.js';
+import { goMainBinary } from './go-main.js';
 import { goMissing } from './tools.js';
 
-const run = promisify(execFile);
 
 const STEP_CA_SOURCES = '/usr/share/gocode/src/github.com/smallstep/certificates';
 const STEP_CA_MAIN = join(REPO_ROOT, 'test/support/step-ca/main.go');
@@ -60,37 +57,15 @@ export function stepCaMissing(): string | undefined {
   return missing;
 }
 
-function buildKey(): string {
-  const version = spawnSync('dpkg-query', ['-W', '-f', '${Version}', PACKAGE], { encoding: 'utf8' }).stdout || readFileSync(join(STEP_CA_SOURCES, 'go.mod'), 'utf8');
-  const go = spawnSync('go', ['version'], { encoding: 'utf8' }).stdout;
-  return createHash('sha256').update(readFileSync(STEP_CA_MAIN)).update('\0').update(version).update('\0').update(go).digest('hex').slice(0, 16);
-}
-
 let built: Promise<string> | undefined;
 
-/** The step-ca binary: the cached one, or built now (then cached). */
+/** The step-ca binary: the cached one, or built now (then cached; test/support/go-main.ts). */
 function stepCaBinary(): Promise<string> {
   built ??= (async () => {
     const reason = stepCaMissing();
     if (reason) throw new Error(reason);
-    const cacheDir = join(tmpdir(), 'certbroker-step-ca');
-    const binary = join(cacheDir, `step-ca-${buildKey()}`);
-    if (existsSync(binary)) return binary;
-    await mkdir(cacheDir, { recursive: true });
-    const work = await mkdtemp(join(cacheDir, 'build-'));
-    try {
-      const out = join(work, 'step-ca');
-      const env = { ...process.env, GO111MODULE: 'off', GOPATH: `${work}/gopath:/usr/share/gocode`, GOCACHE: join(work, 'gocache'), GOFLAGS: '', CGO_ENABLED: '1' };
-      // Built from a copy of main.go, so the package directory holds nothing but it.
-      const pkg = join(work, 'gopath/src/certbroker-step-ca');
-      await mkdir(pkg, { recursive: true });
-      await writeFile(join(pkg, 'main.go'), await readFile(STEP_CA_MAIN));
-      await run('go', ['build', '-o', out, '.'], { cwd: pkg, env, maxBuffer: 16 << 20 });
-      await rename(out, binary); // atomic: a concurrent build's result is equally good
-      return binary;
-    } finally {
-      await rm(work, { recursive: true, force: true });
-    }
+    const versions = spawnSync('dpkg-query', ['-W', '-f', '${Version}', PACKAGE], { encoding: 'utf8' }).stdout || readFileSync(join(STEP_CA_SOURCES, 'go.mod'), 'utf8');
+    return goMainBinary({ name: 'step-ca', main: STEP_CA_MAIN, versions, cgo: true, keepBuildCache: false });
   })();
   return built;
 }
