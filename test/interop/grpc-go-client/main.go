@@ -845,17 +845,23 @@ func workloadFetch(args []string) {
 	if !*noHeader {
 		md.Set("workload.spiffe.io", "true")
 	}
+	svidStream(ctx, conn, "/SpiffeWorkloadAPI/FetchX509SVID", "/SpiffeWorkloadAPI/FetchX509Bundles", *bundles, md, nil, *count)
+}
+
+// svidStream reads `count` answers of an SVID or a bundles stream (the Workload API's and the
+// Broker API's have the same response fields) and prints them with the call's outcome.
+func svidStream(ctx context.Context, conn *grpc.ClientConn, svidMethod, bundlesMethod string, bundles bool, md metadata.MD, req []byte, count int) {
 	out := struct {
 		outcome
 		Responses []svidResponseJSON `json:"responses,omitempty"`
 		Bundles   []map[string]int   `json:"bundles,omitempty"`
 	}{}
-	method := "/SpiffeWorkloadAPI/FetchX509SVID"
-	if *bundles {
-		method = "/SpiffeWorkloadAPI/FetchX509Bundles"
+	method := svidMethod
+	if bundles {
+		method = bundlesMethod
 	}
-	out.outcome = serverStream(ctx, conn, method, md, nil, *count, func(msg []byte) {
-		if *bundles {
+	out.outcome = serverStream(ctx, conn, method, md, req, count, func(msg []byte) {
+		if bundles {
 			out.Bundles = append(out.Bundles, parseBundlesResponse(msg))
 		} else {
 			out.Responses = append(out.Responses, parseSvidResponse(msg))
@@ -917,23 +923,7 @@ func brokerSubscribe(args []string) {
 	}
 	// SubscribeToX509SVIDRequest / SubscribeToX509BundlesRequest: reference = 1 (WorkloadReference).
 	req := appendBytes(nil, 1, workloadReference(*typeURL, *uid, *namespace, *name, *pid))
-	out := struct {
-		outcome
-		Responses []svidResponseJSON `json:"responses,omitempty"`
-		Bundles   []map[string]int   `json:"bundles,omitempty"`
-	}{}
-	method := "/spiffe.broker.API/SubscribeToX509SVID"
-	if *bundles {
-		method = "/spiffe.broker.API/SubscribeToX509Bundles"
-	}
-	out.outcome = serverStream(ctx, conn, method, md, req, *count, func(msg []byte) {
-		if *bundles {
-			out.Bundles = append(out.Bundles, parseBundlesResponse(msg))
-		} else {
-			out.Responses = append(out.Responses, parseSvidResponse(msg))
-		}
-	})
-	emit(out)
+	svidStream(ctx, conn, "/spiffe.broker.API/SubscribeToX509SVID", "/spiffe.broker.API/SubscribeToX509Bundles", *bundles, md, req, *count)
 }
 
 func main() {
