@@ -5,7 +5,8 @@
  * - `nodeFront`: node:http2's `createSecureServer` (nghttp2) — the `http2` transport kind;
  * - `engineFront`: certbroker's own engine (src/h2) — the `h2` kind.
  * Both advertise the same SETTINGS (limits.ts: MAX_CONCURRENT_STREAMS, MAX_HEADER_LIST_SIZE) and
- * apply the same TLS handshake timeout.
+ * apply the same TLS handshake timeout; the engine also bounds the SETTINGS acknowledgement
+ * (`settingsAckTimeoutMs`). `closeSessions` is node:http2's `session.close()`, or the engine's two-step GOAWAY (§6.8).
  */
 import { createSecureServer, type Http2Session } from 'node:http2';
 import type { Server as TlsServer } from 'node:tls';
@@ -79,6 +80,8 @@ export function engineFront(o: FrontOptions): Front {
     tls: { ...(o.identity ? { cert: o.identity.certificate, key: o.identity.privateKey } : {}), handshakeTimeout: limits.tlsHandshakeTimeoutMs },
     // The same SETTINGS as node:http2's; a header list over the limit is reset ENHANCE_YOUR_CALM, as nghttp2 does.
     settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
+    // §6.5.3 (node:http2 has no equivalent); the graceful close's PING wait keeps the engine's default.
+    timeouts: { settingsAckMs: limits.settingsAckTimeoutMs },
     clock: o.clock,
     onConnection: (c) => watch?.(c, (listener) => c.onClose(listener)),
     onStream: (stream, c) => o.onCall(new EngineCall(stream, c)),

@@ -13,6 +13,7 @@ export const LIMITS_ENV = Object.freeze({
   MAX_CONNECTIONS: 'CA_MAX_CONNECTIONS',
   MAX_STREAMS: 'CA_MAX_STREAMS',
   MAX_HEADER_LIST_BYTES: 'CA_MAX_HEADER_LIST_BYTES',
+  SETTINGS_ACK_TIMEOUT_SECONDS: 'CA_SETTINGS_ACK_TIMEOUT_SECONDS',
 });
 
 /** The transport limits from their env vars (seconds and counts), each range-checked. */
@@ -30,5 +31,7 @@ export function readLimits(r: ConfigReader): CaLimits {
     // Below 4 KiB a real token plus gRPC's own headers may not fit; above 64 KiB node's HPACK
     // encoder (grpc-js clients) cannot send one field anyway and nghttp2 caps CONTINUATION frames.
     maxHeaderListBytes: r.int(E.MAX_HEADER_LIST_BYTES, d.maxHeaderListBytes, { min: 4096, max: 65_536 }),
+    // Generous: a client on a slow or lossy link still acknowledges within seconds.
+    settingsAckTimeoutMs: seconds(E.SETTINGS_ACK_TIMEOUT_SECONDS, d.settingsAckTimeoutMs, 300),
   });
 }

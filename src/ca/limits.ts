@@ -30,6 +30,12 @@ export interface CaLimits {
    * and never reaches the handler.
    */
   readonly maxHeaderListBytes: number;
+  /**
+   * RFC 9113 §6.5.3 on the `h2` transport (certbroker's engine; node:http2 has no such bound): a
+   * connection that has not acknowledged our SETTINGS this long after the TLS handshake gets
+   * GOAWAY(SETTINGS_TIMEOUT) and is closed.
+   */
+  readonly settingsAckTimeoutMs: number;
 }
 
 export const DEFAULT_CA_LIMITS: CaLimits = Object.freeze({
@@ -40,6 +46,7 @@ export const DEFAULT_CA_LIMITS: CaLimits = Object.freeze({
   maxConnections: 4096,
   maxStreams: 4096,
   maxHeaderListBytes: 16 * 1024,
+  settingsAckTimeoutMs: 10_000,
 });
 
 /** The limits with every unset field at its default (frozen). */

@@ -5,28 +5,33 @@
  * the stream state machine (odd, increasing client stream ids; idle/open/half-closed/closed),
  * flow control both ways, SETTINGS/PING/GOAWAY/RST_STREAM, and the DoS guards: budgets for
  * cheap frames and resets (flood-guard.ts), bounded header blocks (header-block.ts), bounded
- * pending input, and reading paused while our output is not being read.
+ * pending input, reading paused while our output is not being read, and our SETTINGS
+ * acknowledged within `H2Timeouts.settingsAckMs` (§6.5.3: else GOAWAY SETTINGS_TIMEOUT).
  *
  * Errors follow §5.4: a stream error resets that stream; a connection error sends GOAWAY with
- * its code and closes. Output is gathered and written once per input chunk or per microtask, so
+ * its code and closes (one step). A graceful close (`close()`: server shutdown, idle timeout) is
+ * two steps (§6.8): GOAWAY with last stream id 2^31-1 and a PING, then, on the PING's ACK (or
+ * after `H2Timeouts.drainPingMs`), the final GOAWAY with the real last stream id: streams the
+ * client opened before it saw the first GOAWAY are still served. Timers are cleared on close. Output is gathered and written once per input chunk or per microtask, so
  * a whole response (HEADERS + DATA + trailers) is one socket write.
  */
 import type { Socket } from 'node:net';
 import type { Clock } from '../core/clock.js';
-import { DEFAULT_MAX_FRAME_SIZE, ErrorCode, Flag, FrameType, goawayFrame, H2ConnectionError, MAX_WINDOW, pingAckFrame, rstStreamFrame, SETTINGS_ACK } from './frames.js';
+import { DEFAULT_MAX_FRAME_SIZE, ErrorCode, Flag, frameOf, FrameType, goawayFrame, H2ConnectionError, MAX_WINDOW, pingAckFrame, rstStreamFrame, SETTINGS_ACK } from './frames.js';
 import { DEFAULT_GUARDS, FloodGuard, RecentIds, type H2Guards } from './flood-guard.js';
 import { BlockAssembly, decodeBlock, headersPayload, receiveTrailers } from './header-block.js';
 import { HpackDecoder, HpackEncoder } from './hpack.js';
 import { FrameReader } from './frame-reader.js';
 import { Output } from './output.js';
 import { FieldCollector } from './request-headers.js';
-import { applyPeerSettings, defaultPeerSettings, serverPreface, type H2Settings } from './settings.js';
+import { applyPeerSettings, DEFAULT_H2_TIMEOUTS, defaultPeerSettings, serverPreface, type H2Settings, type H2Timeouts } from './settings.js';
 import { H2Stream, type HeaderBlock, type HeaderFields, type StreamHost } from './stream.js';
 import { applyCredits, receiveData, type FlowAccount } from './receive-data.js';
 
 export interface H2ConnectionOptions {
   readonly settings: H2Settings;
   readonly guards?: Partial<H2Guards>;
+  readonly timeouts?: Partial<H2Timeouts>;
   readonly clock: Clock;
   /** A request's HEADERS arrived: the stream is open (set its callbacks now). */
   readonly onStream: (stream: H2Stream) => void;
@@ -37,11 +42,14 @@ export interface H2ConnectionOptions {
 /** Stream ids we reset or refused, remembered so frames the client had in flight are ignored (§5.4.2). */
 const RECENT_RESETS = 64;
 const NO_FIELDS: HeaderFields = Object.freeze([]);
+/** The opaque bytes of the graceful close's PING (§6.8): its ACK says the first GOAWAY was read. */
+const DRAIN_PING = Buffer.from('h2-drain', 'latin1');
 
 export class H2Connection implements StreamHost, FlowAccount {
   readonly #socket: Socket;
   readonly #o: H2ConnectionOptions;
   readonly #guards: H2Guards;
+  readonly #timeouts: H2Timeouts;
   readonly #decoder: HpackDecoder;
   readonly #encoder = new HpackEncoder();
   readonly #streams = new Map<number, H2Stream>();
@@ -56,7 +64,12 @@ export class H2Connection implements StreamHost, FlowAccount {
   #settingsSeen = false;
   #assembly: BlockAssembly | undefined;
   readonly #output: Output;
-  /** GOAWAY sent: streams above `#goawayLastId` are ignored; `#closing`: end once none is open. */
+  /** The first GOAWAY of a graceful close is out (last stream id 2^31-1): new streams are still served. */
+  #draining = false;
+  #drainTimer: NodeJS.Timeout | undefined;
+  /** Our SETTINGS not acknowledged yet (§6.5.3). */
+  #settingsTimer: NodeJS.Timeout | undefined;
+  /** The final GOAWAY sent: streams above `#goawayLastId` are ignored; `#closing`: end once none is open. */
   #goawaySent = false;
   #goawayLastId = 0;
   #closing = false;
@@ -79,6 +92,7 @@ export class H2Connection implements StreamHost, FlowAccount {
     this.#socket = socket;
     this.#o = o;
     this.#guards = { ...DEFAULT_GUARDS, ...o.guards };
+    this.#timeouts = { ...DEFAULT_H2_TIMEOUTS, ...o.timeouts };
     this.streamWindow = o.settings.initialWindowSize;
     this.connectionWindowTarget = o.settings.connectionWindowSize;
     this.remoteAddress = socket.remoteAddress;
@@ -87,9 +101,13 @@ export class H2Connection implements StreamHost, FlowAccount {
     this.#control = new FloodGuard(o.clock, this.#guards.controlFramesPerSecond, 1000);
     this.#resets = new FloodGuard(o.clock, this.#guards.resetsPerSecond, 1000);
     this.recvWindow = Math.max(65_535, o.settings.connectionWindowSize);
-    this.#output = new Output(socket, this.#guards.pauseOutputBytes);
+    // A window given back counts once its WINDOW_UPDATE is written, not when it is queued.
+    this.#output = new Output(socket, this.#guards.pauseOutputBytes, () => (this.#credited = applyCredits(this, this.#credited)));
     this.queue(serverPreface(o.settings));
     this.#output.flush();
+    const ackMs = this.#timeouts.settingsAckMs;
+    this.#settingsTimer = setTimeout(() => this.#fail(new H2ConnectionError(ErrorCode.SETTINGS_TIMEOUT, `SETTINGS not acknowledged within ${ackMs} ms`)), ackMs);
+    this.#settingsTimer.unref();
     socket.on('data', this.#onData);
     socket.on('error', (err) => this.#o.onError?.(err));
     socket.once('close', () => this.#closed());
@@ -99,9 +117,9 @@ export class H2Connection implements StreamHost, FlowAccount {
   get openStreams(): number {
     return this.#streams.size;
   }
-  /** Closing (GOAWAY sent) or gone. */
+  /** Closing (a GOAWAY sent, the first of a graceful close included) or gone. */
   get closed(): boolean {
-    return this.#closing || this.#destroyed;
+    return this.#closing || this.#draining || this.#destroyed;
   }
   get destroyed(): boolean {
     return this.#destroyed;
@@ -113,9 +131,24 @@ export class H2Connection implements StreamHost, FlowAccount {
     else this.#closeListeners.push(listener);
   }
 
-  /** Graceful close: GOAWAY(NO_ERROR) with the last stream id; open streams finish, then the socket ends. */
+  /**
+   * Graceful close, two steps (§6.8): GOAWAY(NO_ERROR, 2^31-1) and a PING now; on its ACK (or
+   * after `drainPingMs`) the final GOAWAY with the last stream id; open streams finish, then the
+   * socket ends.
+   */
   close(): void {
-    if (this.#destroyed) return;
+    if (this.#destroyed || this.#draining || this.#goawaySent) return;
+    this.#draining = true;
+    this.queue(goawayFrame(MAX_WINDOW, ErrorCode.NO_ERROR, ''));
+    this.queue(frameOf(FrameType.PING, 0, 0, DRAIN_PING));
+    this.#drainTimer = setTimeout(() => this.#finalGoaway(), this.#timeouts.drainPingMs);
+    this.#drainTimer.unref();
+  }
+
+  /** The last step of a close (or the only one when the client went away): GOAWAY with the last stream id. */
+  #finalGoaway(): void {
+    clearTimeout(this.#drainTimer);
+    if (this.#destroyed || this.#goawaySent) return;
     this.#sendGoaway(ErrorCode.NO_ERROR, '');
     this.#closing = true;
     if (this.#streams.size === 0) this.#end();
@@ -148,15 +181,12 @@ export class H2Connection implements StreamHost, FlowAccount {
 
   readonly #onData = (chunk: Buffer): void => {
     if (this.#destroyed) return;
-    // Credits given between reads (the application consumed later) count for this read.
-    this.#credited = applyCredits(this, this.#credited);
     try {
       this.#reader.read(chunk);
     } catch (err) {
       this.#connectionError(err);
     }
     this.#output.flush();
-    this.#credited = applyCredits(this, this.#credited);
   };
 
   credited(stream: H2Stream): void {
@@ -184,8 +214,8 @@ export class H2Connection implements StreamHost, FlowAccount {
       case FrameType.GOAWAY:
         if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'GOAWAY on a stream');
         if (length < 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'GOAWAY shorter than 8 bytes');
-        // The client goes away: what it started finishes, then the connection ends.
-        return this.close();
+        // The client goes away (it opens nothing more): what it started finishes, then the connection ends.
+        return this.#finalGoaway();
       case FrameType.WINDOW_UPDATE:
         return this.#windowUpdate(buf, at, length, sid);
       case FrameType.CONTINUATION:
@@ -206,8 +236,12 @@ export class H2Connection implements StreamHost, FlowAccount {
     return sid > this.#lastStreamId;
   }
 
-  /** @internal Frames on a stream we reset are ignored (§5.4.2); on other closed ones they are a stream error. */
+  /**
+   * @internal Frames on a stream we reset, or above the final GOAWAY's last stream id, are
+   * ignored (§5.4.2, §6.8); on other closed ones they are a stream error.
+   */
   closedStreamFrame(sid: number): void {
+    if (this.#goawaySent && sid > this.#goawayLastId) return;
     if (!this.#recentResets.has(sid)) this.#rst(sid, ErrorCode.STREAM_CLOSED);
   }
 
@@ -296,6 +330,9 @@ export class H2Connection implements StreamHost, FlowAccount {
     if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'SETTINGS on a stream');
     if (flags & Flag.ACK) {
       if (length !== 0) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'SETTINGS ACK with a payload');
+      // We send SETTINGS once (the preface): its ACK stops the §6.5.3 timer; later ACKs mean nothing.
+      clearTimeout(this.#settingsTimer);
+      this.#settingsTimer = undefined;
       return this.chargeControl();
     }
     if (this.#settingsSeen) this.chargeControl();
@@ -317,7 +354,9 @@ export class H2Connection implements StreamHost, FlowAccount {
     if (sid !== 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PING on a stream');
     if (length !== 8) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'PING length other than 8');
     this.chargeControl();
-    if (!(flags & Flag.ACK)) this.queue(pingAckFrame(buf, at));
+    if (!(flags & Flag.ACK)) return this.queue(pingAckFrame(buf, at));
+    // The ACK of a graceful close's PING: the client has read the first GOAWAY (§6.8).
+    if (this.#draining && buf.compare(DRAIN_PING, 0, 8, at, at + 8) === 0) this.#finalGoaway();
   }
 
   #windowUpdate(buf: Buffer, at: number, length: number, sid: number): void {
@@ -361,6 +400,12 @@ export class H2Connection implements StreamHost, FlowAccount {
     this.queue(goawayFrame(this.#goawayLastId, code, debug));
   }
 
+  /** A connection error outside a read (a timer): as in a read, then the output is written. */
+  #fail(err: H2ConnectionError): void {
+    if (this.#destroyed || this.#ended) return;
+    this.#connectionError(err);
+  }
+
   /** §5.4.1: GOAWAY with the error's code, every stream ends, the socket closes. */
   #connectionError(err: unknown): void {
     const e = err instanceof H2ConnectionError ? err : new H2ConnectionError(ErrorCode.INTERNAL_ERROR, `internal error: ${(err as Error).message}`);
@@ -384,6 +429,8 @@ export class H2Connection implements StreamHost, FlowAccount {
   #closed(): void {
     this.#destroyed = true;
     this.#closing = true;
+    clearTimeout(this.#settingsTimer);
+    clearTimeout(this.#drainTimer);
     for (const s of [...this.#streams.values()]) s.abort(ErrorCode.CANCEL);
     this.#streams.clear();
     this.#blocked.clear();

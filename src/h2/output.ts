@@ -3,7 +3,8 @@
  * chunk processed or per microtask (so a response's HEADERS, DATA and trailers, or every ack a
  * chunk of frames asks for, go out in one write). When the peer does not take what we write
  * (the socket's buffer past `pauseBytes`, e.g. a PING flood whose acks it never reads), reading
- * its input stops until the buffer drains: our output per connection stays bounded.
+ * its input stops until the buffer drains: our output per connection stays bounded. `onWrite`
+ * runs after each write (the connection counts the window it gave back as sent only then).
  */
 import type { Socket } from 'node:net';
 
@@ -13,10 +14,12 @@ export class Output {
   #parts: Buffer[] = [];
   #queued = false;
   #paused = false;
+  readonly #onWrite: () => void;
 
-  constructor(socket: Socket, pauseBytes: number) {
+  constructor(socket: Socket, pauseBytes: number, onWrite: () => void = () => undefined) {
     this.#socket = socket;
     this.#pauseBytes = pauseBytes;
+    this.#onWrite = onWrite;
     socket.on('drain', () => {
       if (!this.#paused) return;
       this.#paused = false;
@@ -40,6 +43,7 @@ export class Output {
     if (parts.length === 0 || this.#socket.destroyed) return;
     this.#parts = [];
     this.#socket.write(parts.length === 1 ? parts[0]! : Buffer.concat(parts));
+    this.#onWrite();
     if (!this.#paused && this.#socket.writableLength > this.#pauseBytes) {
       this.#paused = true;
       this.#socket.pause();

@@ -4,8 +4,11 @@
  * FLOW_CONTROL_ERROR), the body handed to the stream, `content-length` checked (§8.1.1), and the
  * windows given back with WINDOW_UPDATE once half of each is consumed — the connection's at
  * once, the stream's when the application consumed it (at once unless it manages flow itself).
- * A window given back counts from the end of the read that gave it back (the connection applies
- * the credits): DATA in the same read was sent before the peer could see the update.
+ * The window the peer may use is exactly what we advertised, minus what it sent (padding
+ * included), plus what we gave back by WINDOW_UPDATEs already written: a window given back counts
+ * from the moment its update is written (the connection applies the credits after each write),
+ * so DATA in the read that gave it back, sent before the peer could see the update, may not use
+ * it, and neither may DATA of a later read while the update still waits in our output.
  */
 import { ErrorCode, Flag, H2ConnectionError, windowUpdateFrame } from './frames.js';
 import type { H2Stream } from './stream.js';
@@ -68,7 +71,7 @@ export function receiveData(c: FlowAccount, streams: ReadonlyMap<number, H2Strea
   if (endStream) stream.remoteEnd();
 }
 
-/** Adds the windows returned by WINDOW_UPDATEs (written, or queued for this read's write) to what the peer may send; returns the emptied list. */
+/** Adds the windows returned by the WINDOW_UPDATEs just written to what the peer may send; returns the emptied list. */
 export function applyCredits(c: FlowAccount, credited: H2Stream[]): H2Stream[] {
   c.recvWindow += c.recvCredit;
   c.recvCredit = 0;

@@ -9,7 +9,7 @@ import { createServer, type Server as TlsServer, type TLSSocket, type TlsOptions
 import { systemClock, type Clock } from '../core/clock.js';
 import { H2Connection } from './connection.js';
 import type { H2Guards } from './flood-guard.js';
-import { DEFAULT_H2_SETTINGS, type H2Settings } from './settings.js';
+import { DEFAULT_H2_SETTINGS, type H2Settings, type H2Timeouts } from './settings.js';
 import type { H2Stream } from './stream.js';
 
 export interface H2ServerOptions {
@@ -17,6 +17,8 @@ export interface H2ServerOptions {
   readonly tls: TlsOptions;
   readonly settings?: Partial<H2Settings>;
   readonly guards?: Partial<H2Guards>;
+  /** SETTINGS acknowledgement and graceful-close bounds (settings.ts' defaults otherwise). */
+  readonly timeouts?: Partial<H2Timeouts>;
   readonly clock?: Clock;
   /** A request arrived (set the stream's callbacks now). */
   readonly onStream: (stream: H2Stream, connection: H2Connection) => void;
@@ -46,6 +48,7 @@ export class H2Server {
         settings,
         clock,
         ...(o.guards ? { guards: o.guards } : {}),
+        ...(o.timeouts ? { timeouts: o.timeouts } : {}),
         onStream: (stream) => o.onStream(stream, c),
         onError: (err) => o.onError?.('session', err),
       });
@@ -60,7 +63,7 @@ export class H2Server {
     return this.#connections;
   }
 
-  /** GOAWAY on every connection (open streams finish) and no new connections. */
+  /** Graceful close of every connection (two-step GOAWAY: open streams finish) and no new connections. */
   close(onClosed?: () => void): void {
     this.tls.close(onClosed);
     for (const c of this.#connections) c.close();

@@ -2,7 +2,9 @@
  * The server engine's SETTINGS, both ways (RFC 9113 §6.5): what we advertise (`H2Settings`, as
  * the first frames of the connection: SETTINGS and a connection WINDOW_UPDATE) and reading the
  * peer's, with the §6.5.2 bounds checked (ENABLE_PUSH 0/1, INITIAL_WINDOW_SIZE at most 2^31-1,
- * MAX_FRAME_SIZE within 2^14..2^24-1; unknown identifiers ignored).
+ * MAX_FRAME_SIZE within 2^14..2^24-1; unknown identifiers ignored); and the engine's bounds in
+ * time around them (`H2Timeouts`: the SETTINGS acknowledgement, §6.5.3, and the graceful close's
+ * PING, §6.8), which are not advertised.
  */
 import { DEFAULT_HEADER_TABLE_SIZE, DEFAULT_WINDOW, ErrorCode, H2ConnectionError, MAX_MAX_FRAME_SIZE, MAX_WINDOW, DEFAULT_MAX_FRAME_SIZE, SettingId, settingsFrame, windowUpdateFrame } from './frames.js';
 
@@ -23,6 +25,22 @@ export const DEFAULT_H2_SETTINGS: H2Settings = Object.freeze({
   maxHeaderListSize: 16 * 1024,
   initialWindowSize: DEFAULT_WINDOW,
   connectionWindowSize: 1024 * 1024,
+});
+
+/** How long the engine waits for the peer (timers per connection, cleared when it closes). */
+export interface H2Timeouts {
+  /** §6.5.3: our SETTINGS not acknowledged this long after it was sent: connection error SETTINGS_TIMEOUT. */
+  readonly settingsAckMs: number;
+  /**
+   * §6.8 graceful close: after the first GOAWAY (last stream id 2^31-1) and its PING, the final
+   * GOAWAY (the real last stream id) goes out on the PING's ACK, or after this long without one.
+   */
+  readonly drainPingMs: number;
+}
+
+export const DEFAULT_H2_TIMEOUTS: H2Timeouts = Object.freeze({
+  settingsAckMs: 10_000,
+  drainPingMs: 1_000,
 });
 
 /** The server's first bytes: its SETTINGS and, when larger than the default, the connection window. */

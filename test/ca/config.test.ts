@@ -123,17 +123,19 @@ test('connection and stream limits: defaults, env in seconds and counts, every b
   const set = readCaConfig({}, {
     CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '3', CA_IDLE_SESSION_TIMEOUT_SECONDS: '60', CA_REQUEST_BODY_TIMEOUT_SECONDS: '5',
     CA_MAX_CONCURRENT_STREAMS: '50', CA_MAX_CONNECTIONS: '1000', CA_MAX_STREAMS: '2000', CA_MAX_HEADER_LIST_BYTES: '8192', CA_TOKEN_NEGATIVE_CACHE_SECONDS: '0',
+    CA_SETTINGS_ACK_TIMEOUT_SECONDS: '30',
   });
-  assert.deepEqual(set.limits, { tlsHandshakeTimeoutMs: 3000, idleSessionTimeoutMs: 60_000, requestBodyTimeoutMs: 5000, maxConcurrentStreams: 50, maxConnections: 1000, maxStreams: 2000, maxHeaderListBytes: 8192 });
+  assert.deepEqual(set.limits, { tlsHandshakeTimeoutMs: 3000, idleSessionTimeoutMs: 60_000, requestBodyTimeoutMs: 5000, maxConcurrentStreams: 50, maxConnections: 1000, maxStreams: 2000, maxHeaderListBytes: 8192, settingsAckTimeoutMs: 30_000 });
   assert.equal(set.tokenNegativeCacheSeconds, 0);
   const bad = problems({
     CA_TLS_HANDSHAKE_TIMEOUT_SECONDS: '0', CA_IDLE_SESSION_TIMEOUT_SECONDS: 'soon', CA_REQUEST_BODY_TIMEOUT_SECONDS: '301',
     CA_MAX_CONCURRENT_STREAMS: '0', CA_MAX_CONNECTIONS: '-1', CA_MAX_STREAMS: '1.5', CA_MAX_HEADER_LIST_BYTES: '1024', CA_TOKEN_NEGATIVE_CACHE_SECONDS: '3601',
+    CA_SETTINGS_ACK_TIMEOUT_SECONDS: '301',
   });
-  for (const name of ['CA_TLS_HANDSHAKE_TIMEOUT_SECONDS', 'CA_IDLE_SESSION_TIMEOUT_SECONDS', 'CA_REQUEST_BODY_TIMEOUT_SECONDS', 'CA_MAX_CONCURRENT_STREAMS', 'CA_MAX_CONNECTIONS', 'CA_MAX_STREAMS', 'CA_MAX_HEADER_LIST_BYTES', 'CA_TOKEN_NEGATIVE_CACHE_SECONDS']) {
+  for (const name of ['CA_TLS_HANDSHAKE_TIMEOUT_SECONDS', 'CA_IDLE_SESSION_TIMEOUT_SECONDS', 'CA_REQUEST_BODY_TIMEOUT_SECONDS', 'CA_MAX_CONCURRENT_STREAMS', 'CA_MAX_CONNECTIONS', 'CA_MAX_STREAMS', 'CA_MAX_HEADER_LIST_BYTES', 'CA_TOKEN_NEGATIVE_CACHE_SECONDS', 'CA_SETTINGS_ACK_TIMEOUT_SECONDS']) {
     assert.ok(bad.some((p) => p.startsWith(`${name}=`)), `${name} listed: ${bad.join('; ')}`);
   }
-  assert.equal(bad.length, 8, bad.join('; '));
+  assert.equal(bad.length, 9, bad.join('; '));
 });
 
 test('CA_TOKEN_REVIEW_TIMEOUT_SECONDS (--token-review-timeout-seconds): 5 s by default, env or flag (the flag wins), 1-60 s, listed with the other problems', () => {

@@ -14,7 +14,7 @@ import { H2Connection } from '../../../src/h2/connection.js';
 import type { H2Guards } from '../../../src/h2/flood-guard.js';
 import { CLIENT_PREFACE, FRAME_HEADER_BYTES, frameOf } from '../../../src/h2/frames.js';
 import { H2Server } from '../../../src/h2/server.js';
-import { DEFAULT_H2_SETTINGS, type H2Settings } from '../../../src/h2/settings.js';
+import { DEFAULT_H2_SETTINGS, type H2Settings, type H2Timeouts } from '../../../src/h2/settings.js';
 import type { H2Stream } from '../../../src/h2/stream.js';
 import { OpensslCerts } from '../../support/openssl-certs.js';
 
@@ -26,7 +26,7 @@ export interface RunningEngine {
   close(): Promise<void>;
 }
 
-export async function startTlsEngine(handler: Handler, settings?: Partial<H2Settings>, guards?: Partial<H2Guards>): Promise<RunningEngine & { server: H2Server; certPem: string }> {
+export async function startTlsEngine(handler: Handler, settings?: Partial<H2Settings>, guards?: Partial<H2Guards>, timeouts?: Partial<H2Timeouts>): Promise<RunningEngine & { server: H2Server; certPem: string }> {
   const dir = mkdtempSync(join(tmpdir(), 'h2-engine-'));
   const pki = new OpensslCerts(dir);
   const root = pki.ca('h2-test-root');
@@ -37,6 +37,7 @@ export async function startTlsEngine(handler: Handler, settings?: Partial<H2Sett
     tls: { cert: cert.certPem, key: cert.keyPem },
     ...(settings ? { settings } : {}),
     ...(guards ? { guards } : {}),
+    ...(timeouts ? { timeouts } : {}),
     onStream: handler,
     onError: (_what, err) => errors.push(err),
   });
@@ -55,7 +56,7 @@ export async function startTlsEngine(handler: Handler, settings?: Partial<H2Sett
   };
 }
 
-export async function startPlainEngine(handler: Handler, settings?: Partial<H2Settings>, guards?: Partial<H2Guards>): Promise<RunningEngine & { connections: H2Connection[] }> {
+export async function startPlainEngine(handler: Handler, settings?: Partial<H2Settings>, guards?: Partial<H2Guards>, timeouts?: Partial<H2Timeouts>): Promise<RunningEngine & { connections: H2Connection[] }> {
   const errors: Error[] = [];
   const connections: H2Connection[] = [];
   const sockets = new Set<Socket>();
@@ -66,6 +67,7 @@ export async function startPlainEngine(handler: Handler, settings?: Partial<H2Se
       new H2Connection(socket, {
         settings: { ...DEFAULT_H2_SETTINGS, ...settings },
         ...(guards ? { guards } : {}),
+        ...(timeouts ? { timeouts } : {}),
         clock: systemClock,
         onStream: handler,
         onError: (err) => errors.push(err),
