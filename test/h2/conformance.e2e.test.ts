@@ -29,6 +29,7 @@ import {
   FrameClient,
   frameBytes,
   FrameType,
+  FRAME_WAIT_MS,
   goawayFrame,
   grpcMessage,
   grpcRequestFields,
@@ -52,6 +53,9 @@ const MAX_CONCURRENT = 8;
 const MAX_STREAMS = 12;
 /** How long a connection may take to close after its GOAWAY before the case calls it left open. */
 const CLOSE_WAIT_MS = 5000;
+/** The short SETTINGS acknowledgement bound and idle timeout of the timer cases' CA (its defaults: 10 s, 300 s). */
+const SETTINGS_ACK_MS = 2000;
+const IDLE_MS = 5000;
 
 const Response = protobufRoot(['istio/v1/auth/ca.proto']).lookupType('istio.v1.auth.IstioCertificateResponse');
 
@@ -81,6 +85,8 @@ const NODE_HTTP2_DEVIATIONS: Readonly<Record<string, { readonly observed: string
   'HEADERS on closed stream 1': { observed: 'ignored', why: 'nghttp2 silently drops HEADERS on a stream it already closed (RFC 9113 §5.1 wants STREAM_CLOSED)' },
   'INITIAL_WINDOW_SIZE 2^31': { observed: 'GOAWAY INTERNAL_ERROR', why: 'nghttp2 reports the bad setting; node destroys the session with INTERNAL_ERROR, not FLOW_CONTROL_ERROR' },
   'rapid reset': { observed: 'GOAWAY INTERNAL_ERROR', why: "nghttp2's reset rate limit ends the session; node sends INTERNAL_ERROR, not ENHANCE_YOUR_CALM" },
+  'SETTINGS never acknowledged': { observed: 'GOAWAY NO_ERROR', why: "node:http2 has no SETTINGS acknowledgement timeout (§6.5.3's MAY): the connection lives until the CA's idle timeout closes it" },
+  'graceful close': { observed: 'GOAWAY NO_ERROR last 0, no PING', why: "node's Http2Session.close() is one GOAWAY with the last stream id processed, no PING: a stream the client opens while it is in flight is not processed (§6.8 recommends two steps)" },
 };
 
 /**
@@ -392,6 +398,49 @@ for (const kind of H2_TRANSPORT_KINDS) {
       else assert.ok(['RST_STREAM FLOW_CONTROL_ERROR', 'GOAWAY FLOW_CONTROL_ERROR'].includes(got), `${got} with no WINDOW_UPDATE sent`);
     });
 
+    it('§6.9.1: DATA in separate TCP writes, each after the WINDOW_UPDATEs it needs: the server gives back no more than it received and never refuses what it advertised plus what it gave back', async (ctx) => {
+      const c = await open();
+      const streamWindow = c.serverSettings.get(Setting.INITIAL_WINDOW_SIZE) ?? 65_535;
+      // The connection's window as the client sees it: 65,535, then every WINDOW_UPDATE on 0.
+      let connAllowed = 65_535;
+      let streamAllowed = streamWindow;
+      let streamCredit = 0;
+      let connCredit = 0;
+      const count = (frames: readonly Frame[]) => {
+        for (const f of frames) {
+          if (f.type !== FrameType.WINDOW_UPDATE) continue;
+          const n = f.payload.readUInt32BE(0) & 0x7fff_ffff;
+          if (f.stream === 0) (connAllowed += n), (connCredit += n);
+          if (f.stream === 1) (streamAllowed += n), (streamCredit += n);
+        }
+      };
+      // 160 KB of one CreateCertificate message (under the CA's 256 KiB), in frames of 16,384, one write each.
+      const body = grpcMessage(Buffer.alloc(160_000 - 5));
+      c.send(grpcHeaders(1, CREATE_CERTIFICATE_PATH));
+      let sent = 0;
+      for (let at = 0; at < body.length; at += 16_384) {
+        const part = body.subarray(at, at + 16_384);
+        // Before the first frame, and whenever the windows as the client sees them do not allow the
+        // next one: a PING round trip, so every WINDOW_UPDATE for what was sent is in.
+        if (at === 0 || part.length > Math.min(connAllowed, streamAllowed)) {
+          const seen = await framesUntilPingAck(c, `fc${String(at).padStart(6, '0')}`);
+          assert.ok(seen, `the connection answers a PING (at ${at})`);
+          count(seen);
+          assert.ok(!seen.some((f) => f.type === FrameType.GOAWAY || (f.type === FrameType.RST_STREAM && f.stream === 1)), `no error for DATA within the window (at ${at})`);
+        }
+        assert.ok(part.length <= Math.min(connAllowed, streamAllowed), `window for the frame at ${at}: connection ${connAllowed}, stream ${streamAllowed}`);
+        c.send(dataFrame(1, part, at + 16_384 >= body.length ? END_STREAM : 0));
+        sent += part.length;
+        connAllowed -= part.length;
+        streamAllowed -= part.length;
+      }
+      const end = await c.streamEnd(1);
+      ctx.diagnostic(`${kind}: ${sent} bytes in ${Math.ceil(sent / 16_384)} writes; WINDOW_UPDATE credit: connection ${connCredit}, stream ${streamCredit}`);
+      assert.equal(end.how, 'ended', `the call is answered: ${describeEnd(end)}`);
+      assert.ok(streamCredit <= sent && streamCredit >= sent - streamWindow, `the stream's credit (${streamCredit}) is at most what was sent (${sent}) and lags it by under a window`);
+      assert.ok(connCredit <= sent + (1 << 20), `the connection's credit (${connCredit}) is its first window plus at most what was sent`);
+    });
+
     it('§6.1, §6.2: padding as long as the payload or longer is a connection error (PROTOCOL_ERROR)', async () => {
       const d = await open();
       d.send(grpcHeaders(1, CREATE_CERTIFICATE_PATH), frameBytes(FrameType.DATA, PADDED, 1, Buffer.from([10, 1, 2, 3])));
@@ -638,6 +687,98 @@ for (const kind of H2_TRANSPORT_KINDS) {
     });
 
   });
+
+  /**
+   * The cases that wait for the server's own timers, on a CA of their own with short ones: the
+   * SETTINGS acknowledgement (§6.5.3) and the graceful close the idle timeout starts (§6.8).
+   */
+  describe(`HTTP/2 conformance (RFC 9113) of the CA's '${kind}' transport: SETTINGS timeout and graceful close`, () => {
+    let t: H2Target;
+    const clients: FrameClient[] = [];
+    before(async () => {
+      t = await startTarget(kind, { settingsAckTimeoutMs: SETTINGS_ACK_MS, idleSessionTimeoutMs: IDLE_MS });
+    });
+    after(async () => {
+      for (const c of clients) c.close();
+      await t?.close();
+    });
+    async function connect(): Promise<FrameClient> {
+      const c = await FrameClient.connect(t);
+      clients.push(c);
+      return c;
+    }
+
+    it(`§6.5.3: a client that never acknowledges the server's SETTINGS gets GOAWAY SETTINGS_TIMEOUT after the bound (${SETTINGS_ACK_MS} ms here); one that acknowledges late but in time keeps working`, async () => {
+      const never = await connect();
+      never.send(PREFACE, settingsFrame());
+      const g = await never.goaway();
+      const got = g.code === undefined ? (g.closed ? 'closed without GOAWAY' : 'ignored') : `GOAWAY ${errorName(g.code)}${g.closed ? '' : NODE_LEAVES_OPEN}`;
+      const dev = deviation(kind, 'SETTINGS never acknowledged');
+      if (dev) assert.equal(got, dev.observed, dev.why);
+      else assert.equal(got, 'GOAWAY SETTINGS_TIMEOUT');
+
+      const late = await connect();
+      late.send(PREFACE, settingsFrame());
+      assert.ok(typeof (await late.nextOf((f) => f.type === FrameType.SETTINGS && (f.flags & ACK) === 0)) !== 'string', 'the server SETTINGS');
+      late.send(healthCheck(1));
+      assertServing(await late.streamEnd(1), 'a call before the ACK');
+      late.send(settingsFrame([], ACK));
+      // Past the bound (a wait, not a measurement: later is as good), still under the idle timeout.
+      await new Promise((r) => setTimeout(r, SETTINGS_ACK_MS + 300));
+      late.send(healthCheck(3));
+      assertServing(await late.streamEnd(3), 'a call after the bound, the ACK having come in time');
+      assert.ok(!late.saw(FrameType.GOAWAY), 'no GOAWAY');
+    });
+
+    it('§6.8: a graceful close (the idle timeout) sends GOAWAY(2^31-1) and a PING first; streams opened before the PING ACK are answered; the final GOAWAY names the last one; later streams are ignored', async (ctx) => {
+      const c = await connect();
+      await c.handshake();
+      const before: Frame[] = [];
+      const first = await c.nextOf((f) => f.type === FrameType.GOAWAY, IDLE_MS + FRAME_WAIT_MS, before);
+      assert.ok(typeof first !== 'string', `a GOAWAY after the idle timeout: ${String(first)}`);
+      const firstLast = first.payload.readUInt32BE(0) & 0x7fff_ffff;
+      const ping = await c.nextOf((f) => f.type === FrameType.PING && (f.flags & ACK) === 0, 2000);
+      const shape = `GOAWAY ${errorName(first.payload.readUInt32BE(4))} last ${firstLast === 0x7fff_ffff ? '2^31-1' : firstLast}${typeof ping === 'string' ? ', no PING' : ', PING'}`;
+      ctx.diagnostic(`${kind}: ${shape}`);
+      const dev = deviation(kind, 'graceful close');
+      if (dev) return assert.equal(shape, dev.observed, dev.why);
+      assert.equal(shape, 'GOAWAY NO_ERROR last 2^31-1, PING');
+      assert.ok(typeof ping !== 'string');
+      // Opened "in flight": stream 1 held (no body yet), stream 3 a whole health Check; then the ACK.
+      c.send(grpcHeaders(1, CREATE_CERTIFICATE_PATH), healthCheck(3), pingFrame(ping.payload, ACK));
+      const seen: Frame[] = [];
+      for (let i = 0; i < 50 && !(seen.some((f) => f.stream === 3 && (f.flags & END_STREAM) !== 0) && seen.some((f) => f.type === FrameType.GOAWAY)); i++) {
+        const f = await c.next();
+        if (typeof f === 'string') break;
+        seen.push(f);
+      }
+      const final = seen.find((f) => f.type === FrameType.GOAWAY);
+      assert.ok(final, 'the final GOAWAY');
+      assert.deepEqual([final.payload.readUInt32BE(0) & 0x7fff_ffff, final.payload.readUInt32BE(4)], [3, ErrorCode.NO_ERROR], 'the final GOAWAY: last stream 3, NO_ERROR');
+      const answer = seen.filter((f) => f.stream === 3);
+      assert.ok(answer.some((f) => f.type === FrameType.HEADERS && (f.flags & END_STREAM) !== 0), 'stream 3, opened after the first GOAWAY, is answered');
+      // After the final GOAWAY: stream 5 is not processed (ignored, or refused).
+      c.send(healthCheck(5));
+      const after5 = await framesUntilPingAck(c, 'after-go');
+      assert.ok(after5, 'the connection still answers PING while stream 1 is open');
+      const on5 = after5.filter((f) => f.stream === 5).map((f) => (f.type === FrameType.RST_STREAM ? `RST_STREAM ${errorName(f.payload.readUInt32BE(0))}` : `type ${f.type}`));
+      assert.ok(on5.length === 0 || (on5.length === 1 && on5[0] === 'RST_STREAM REFUSED_STREAM'), `stream 5 after the final GOAWAY: ${on5.join(', ') || 'ignored'}`);
+      // Stream 1 still gets its answer (no token: UNAUTHENTICATED), then the connection ends.
+      c.send(dataFrame(1, grpcMessage(requestBytes({ csr: await t.csr() })), END_STREAM));
+      const o = await c.streamEnd(1);
+      assert.equal(describeEnd(o), 'ended (status 200, grpc-status 16)', 'stream 1 is answered after the final GOAWAY');
+      assert.equal(await c.drain(CLOSE_WAIT_MS), 'closed', 'the connection ends once its last stream did');
+    });
+  });
+}
+
+/** Sends a PING with the 8-byte `tag` and returns the frames that came before its ACK (undefined: no ACK). */
+async function framesUntilPingAck(c: FrameClient, tag: string): Promise<Frame[] | undefined> {
+  const data = Buffer.from(tag.padEnd(8, '-').slice(0, 8), 'latin1');
+  c.send(pingFrame(data));
+  const skipped: Frame[] = [];
+  const f = await c.nextOf((x) => x.type === FrameType.PING && (x.flags & ACK) !== 0 && x.payload.equals(data), undefined, skipped);
+  return typeof f === 'string' ? undefined : skipped;
 }
 
 function frameTypeOf(name: 'PING' | 'SETTINGS'): number {
