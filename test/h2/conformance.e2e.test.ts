@@ -3,7 +3,9 @@
  * (support/frame-client.ts) sends exactly the frames a case names and checks the server's answer
  * against RFC 9113 (each case names its section), then a full gRPC CreateCertificate and health
  * Check in raw frames, and the DoS cases (rapid reset, CONTINUATION, PING, SETTINGS and empty-DATA
- * floods). Every case runs against each kind in H2_TRANSPORT_KINDS, on the CA as deployed.
+ * floods), and, on a CA of their own with short timers, the SETTINGS acknowledgement bound (§6.5.3)
+ * and the two-step graceful close (§6.8). Every case runs against each kind in H2_TRANSPORT_KINDS,
+ * on the CA as deployed.
  *
  * Where node:http2 (nghttp2 under the 'http2' kind) deviates from the RFC's wording, the case
  * says so precisely in `NODE_HTTP2_DEVIATIONS` and asserts node's actual behaviour for that kind
