@@ -3,10 +3,11 @@
  * socket (TLS with ALPN h2, or plain TCP in tests): the client preface, frames parsed in place
  * from the socket's chunks (a frame split across chunks is joined), the connection's part of
  * the stream state machine (odd, increasing client stream ids; idle/open/half-closed/closed),
- * flow control both ways, SETTINGS/PING/GOAWAY/RST_STREAM, and the DoS guards: budgets for
- * cheap frames and resets (flood-guard.ts), bounded header blocks (header-block.ts), bounded
- * pending input, reading paused while our output is not being read, and our SETTINGS
- * acknowledged within `H2Timeouts.settingsAckMs` (§6.5.3: else GOAWAY SETTINGS_TIMEOUT).
+ * flow control both ways, SETTINGS/PING/GOAWAY (DATA in receive-data.ts; WINDOW_UPDATE, PRIORITY
+ * and RST_STREAM in stream-control.ts), and the DoS guards: budgets for cheap frames and resets
+ * (flood-guard.ts), bounded header blocks (header-block.ts), bounded pending input, reading paused
+ * while our output is not being read, and our SETTINGS acknowledged within
+ * `H2Timeouts.settingsAckMs` (§6.5.3: else GOAWAY SETTINGS_TIMEOUT).
  *
  * Errors follow §5.4: a stream error resets that stream; a connection error sends GOAWAY with
  * its code and closes (one step). A graceful close (`close()`: server shutdown, idle timeout) is
@@ -27,6 +28,7 @@ import { FieldCollector } from './request-headers.js';
 import { applyPeerSettings, DEFAULT_H2_TIMEOUTS, defaultPeerSettings, serverPreface, type H2Settings, type H2Timeouts } from './settings.js';
 import { H2Stream, type HeaderBlock, type HeaderFields, type StreamHost } from './stream.js';
 import { applyCredits, receiveData, type FlowAccount } from './receive-data.js';
+import { receivePriority, receiveRstStream, receiveWindowUpdate, resume, type StreamControl } from './stream-control.js';
 
 export interface H2ConnectionOptions {
   readonly settings: H2Settings;
@@ -45,7 +47,7 @@ const NO_FIELDS: HeaderFields = Object.freeze([]);
 /** The opaque bytes of the graceful close's PING (§6.8): its ACK says the first GOAWAY was read. */
 const DRAIN_PING = Buffer.from('h2-drain', 'latin1');
 
-export class H2Connection implements StreamHost, FlowAccount {
+export class H2Connection implements StreamHost, FlowAccount, StreamControl {
   readonly #socket: Socket;
   readonly #o: H2ConnectionOptions;
   readonly #guards: H2Guards;
@@ -172,7 +174,7 @@ export class H2Connection implements StreamHost, FlowAccount {
   }
 
   streamClosed(stream: H2Stream, _code: number, rst: number | undefined): void {
-    if (rst !== undefined) this.#rst(stream.id, rst);
+    if (rst !== undefined) this.rst(stream.id, rst);
     this.#recentClosed.add(stream.id);
     this.#streams.delete(stream.id);
     this.#blocked.delete(stream);
@@ -202,9 +204,9 @@ export class H2Connection implements StreamHost, FlowAccount {
       case FrameType.HEADERS:
         return this.#headers(buf, at, length, flags, sid);
       case FrameType.PRIORITY:
-        return this.#priority(buf, at, length, sid);
+        return receivePriority(this, this.#streams, buf, at, length, sid);
       case FrameType.RST_STREAM:
-        return this.#rstStream(buf, at, length, sid);
+        return receiveRstStream(this, this.#streams, buf, at, length, sid);
       case FrameType.SETTINGS:
         return this.#settings(buf, at, length, flags, sid);
       case FrameType.PUSH_PROMISE:
@@ -217,7 +219,7 @@ export class H2Connection implements StreamHost, FlowAccount {
         // The client goes away (it opens nothing more): what it started finishes, then the connection ends.
         return this.#finalGoaway();
       case FrameType.WINDOW_UPDATE:
-        return this.#windowUpdate(buf, at, length, sid);
+        return receiveWindowUpdate(this, this.#streams, this.#blocked, buf, at, length, sid);
       case FrameType.CONTINUATION:
         return this.#continuation(buf, at, length, flags, sid);
       default:
@@ -242,7 +244,18 @@ export class H2Connection implements StreamHost, FlowAccount {
    */
   closedStreamFrame(sid: number): void {
     if (this.#goawaySent && sid > this.#goawayLastId) return;
-    if (!this.#recentResets.has(sid)) this.#rst(sid, ErrorCode.STREAM_CLOSED);
+    if (!this.#recentResets.has(sid)) this.rst(sid, ErrorCode.STREAM_CLOSED);
+  }
+
+  /** @internal RST_STREAM for `sid`, remembered so frames the client had in flight are ignored. */
+  rst(sid: number, code: number): void {
+    this.#recentResets.add(sid);
+    this.queue(rstStreamFrame(sid, code));
+  }
+
+  /** @internal Counts a stream reset before its answer; false past the reset budget. */
+  chargeReset(): boolean {
+    return this.#resets.charge();
   }
 
   #headers(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
@@ -299,31 +312,8 @@ export class H2Connection implements StreamHost, FlowAccount {
 
   /** Resets a stream that never opened (refused or malformed), within the reset budget. */
   #refuse(sid: number, code: number): void {
-    this.#rst(sid, code);
+    this.rst(sid, code);
     if (!this.#resets.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many refused or reset streams');
-  }
-
-  #priority(buf: Buffer, at: number, length: number, sid: number): void {
-    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'PRIORITY on stream 0');
-    this.chargeControl();
-    if (length !== 5) return this.#rst(sid, ErrorCode.FRAME_SIZE_ERROR);
-    // Priorities are advisory and not used (RFC 9113 §5.3.2); a self-dependency is still an error.
-    if ((buf.readUInt32BE(at) & MAX_WINDOW) === sid) {
-      const s = this.#streams.get(sid);
-      if (s) s.reset(ErrorCode.PROTOCOL_ERROR);
-      else this.#rst(sid, ErrorCode.PROTOCOL_ERROR);
-    }
-  }
-
-  #rstStream(buf: Buffer, at: number, length: number, sid: number): void {
-    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on stream 0');
-    if (length !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'RST_STREAM length other than 4');
-    if (this.isIdle(sid)) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'RST_STREAM on an idle stream');
-    const stream = this.#streams.get(sid);
-    if (!stream) return this.chargeControl();
-    // Opening streams and resetting them before their answer is the rapid-reset attack's shape.
-    if (!stream.headersSent && !this.#resets.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many streams reset');
-    stream.abort(buf.readUInt32BE(at));
   }
 
   #settings(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
@@ -347,7 +337,7 @@ export class H2Connection implements StreamHost, FlowAccount {
       s.sendWindow += delta;
       if (s.sendWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'stream window above 2^31-1');
     }
-    if (delta > 0) this.#resume([...this.#streams.values()]);
+    if (delta > 0) resume(this, this.#blocked, [...this.#streams.values()]);
   }
 
   #ping(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
@@ -357,39 +347,6 @@ export class H2Connection implements StreamHost, FlowAccount {
     if (!(flags & Flag.ACK)) return this.queue(pingAckFrame(buf, at));
     // The ACK of a graceful close's PING: the client has read the first GOAWAY (§6.8).
     if (this.#draining && buf.compare(DRAIN_PING, 0, 8, at, at + 8) === 0) this.#finalGoaway();
-  }
-
-  #windowUpdate(buf: Buffer, at: number, length: number, sid: number): void {
-    if (length !== 4) throw new H2ConnectionError(ErrorCode.FRAME_SIZE_ERROR, 'WINDOW_UPDATE length other than 4');
-    this.chargeControl();
-    const increment = buf.readUInt32BE(at) & MAX_WINDOW;
-    if (sid === 0) {
-      if (increment === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'connection WINDOW_UPDATE of 0');
-      this.connectionWindow += increment;
-      if (this.connectionWindow > MAX_WINDOW) throw new H2ConnectionError(ErrorCode.FLOW_CONTROL_ERROR, 'connection window above 2^31-1');
-      return this.#resume([...this.#blocked]);
-    }
-    if (this.isIdle(sid)) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'WINDOW_UPDATE on an idle stream');
-    const stream = this.#streams.get(sid);
-    if (!stream) return;
-    if (increment === 0) return stream.reset(ErrorCode.PROTOCOL_ERROR);
-    stream.sendWindow += increment;
-    if (stream.sendWindow > MAX_WINDOW) return stream.reset(ErrorCode.FLOW_CONTROL_ERROR);
-    this.#blocked.delete(stream);
-    stream.flush();
-  }
-
-  #resume(streams: H2Stream[]): void {
-    for (const s of streams) {
-      if (this.connectionWindow <= 0) return;
-      this.#blocked.delete(s);
-      if (!s.closed) s.flush();
-    }
-  }
-
-  #rst(sid: number, code: number): void {
-    this.#recentResets.add(sid);
-    this.queue(rstStreamFrame(sid, code));
   }
 
   /** GOAWAY once, or a second time to say an error ended what a graceful close began. */
