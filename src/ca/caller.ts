@@ -25,7 +25,8 @@ export interface Caller {
  * ones it was checked against; Caller fields are never changed after construction.
  */
 export class AuthenticatedCaller implements Caller {
-  // The note first (read together with expiresAtMs by every warm call), then the Caller fields.
+  // The token cache's field first, then the note (both read by every warm call: adjacent), then the other Caller fields.
+  readonly expiresAtMs: number | undefined;
   /** The NodeAuthorizer (its `id`) that wrote the note; 0: none. */
   noteAuthorizer = 0;
   /** PodSlots `instance`, slot and that slot's stamp when the pod was checked against this caller. */
@@ -38,7 +39,6 @@ export class AuthenticatedCaller implements Caller {
   noteAuthority = false;
   noteSlot = -1;
   noteStamp = 0;
-  readonly expiresAtMs: number | undefined;
   readonly namespace: string;
   readonly serviceAccount: string;
   readonly podName: string | undefined;
