@@ -32,6 +32,7 @@ import type { CaMetrics } from './metrics.js';
 import type { NodeAuthorizer } from './node-authorizer.js';
 import { DEFAULT_GRANTABLE_SERVING_NAMES, parseServingNames, ServingNamesPolicy } from './serving-names.js';
 import type { Signer, SignRequest } from './signer.js';
+import { abortSignalOf, type CallSignal } from './call-signal.js';
 import { resolveTtlSeconds, type TtlPolicy } from './ttl.js';
 
 /**
@@ -110,7 +111,7 @@ export class CertificateService {
   readonly cancellable = true;
 
   /** The handler proper, transport-free (also used by the in-process benchmark). `signal`: the caller stopped waiting. */
-  async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: AbortSignal): Promise<IstioCertificateResponse> {
+  async createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: CallSignal): Promise<IstioCertificateResponse> {
     const o = this.#o;
     if (request === MALFORMED_REQUEST) {
       throw new CaError('ERR_CA_REQUEST_MALFORMED', 'request message is not a parsable IstioCertificateRequest', {
@@ -153,7 +154,7 @@ export class CertificateService {
     // Built without spreads (each spread of a conditional literal is one more object per call).
     const signRequest: { -readonly [K in keyof SignRequest]: SignRequest[K] } = { csrPem, spiffeId, ttlSeconds };
     if (servingNames.length > 0) signRequest.servingNames = servingNames;
-    if (signal && signer.cancellable) signRequest.signal = signal;
+    if (signal && signer.cancellable) signRequest.signal = abortSignalOf(signal);
     const start = performance.now();
     const signed = await signer.sign(signRequest);
     o.metrics.signingSeconds.observe((performance.now() - start) / 1000);

@@ -49,6 +49,7 @@ import { sendFrame, sendStatus, sendWireError, transportStatus } from './h2-resp
 import { OverloadHint } from './overload-hint.js';
 import type { CaLimits } from './limits.js';
 import type { CaMetrics } from './metrics.js';
+import { LazyCallAbort, type CallSignal } from './call-signal.js';
 
 /** One line per kind of session/stream error at most this often (the rest are counted). */
 const ERROR_LOG_INTERVAL_MS = 10_000;
@@ -62,9 +63,10 @@ export interface CreateCertificateHandler {
   /**
    * Answers one call. With `cancellable`, `signal` aborts when the call ends before the answer
    * (the client reset the stream, or its `grpc-timeout` passed and the call was answered
-   * DEADLINE_EXCEEDED); otherwise none is made.
+   * DEADLINE_EXCEEDED); otherwise none is made. It is a CallAbort (call-signal.ts): `aborted` at
+   * once, an AbortSignal (`abortSignalOf`) only when the handler asks for one.
    */
-  createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: AbortSignal): Promise<IstioCertificateResponse>;
+  createCertificate(request: IstioCertificateRequest, metadata: CallMetadata, signal?: CallSignal): Promise<IstioCertificateResponse>;
   /** The status to answer for a failed call (counted and logged by the handler). */
   rejection(err: unknown, peer: string): GrpcStatusAnswer;
   /** True: pass a signal to `createCertificate` (its work is worth stopping, e.g. a forwarded call). */
@@ -131,13 +133,13 @@ interface MethodContext {
 function serveCreateCertificate(call: ServerCall, c: MethodContext & { readonly handler: CreateCertificateHandler }): void {
   const headers = call.headers;
   // A cancellable handler hears of a call that ended before its answer (reset, deadline); one
-  // answered is not aborted (an abort builds a DOMException, measurable per call).
-  let cancel: AbortController | undefined;
+  // answered is not aborted. The AbortSignal itself is made only if the handler asks for it.
+  let cancel: LazyCallAbort | undefined;
   let answered = false;
   if (c.handler.cancellable) {
-    const ac = (cancel = new AbortController());
+    const ca = (cancel = new LazyCallAbort());
     call.onClose(() => {
-      if (!answered) ac.abort();
+      if (!answered) ca.abort();
     });
   }
   // As grpc-js does: at the client's deadline the call is answered DEADLINE_EXCEEDED; a result
@@ -162,7 +164,7 @@ function serveCreateCertificate(call: ServerCall, c: MethodContext & { readonly 
       // Not protobuf: the handler refuses it (INVALID_ARGUMENT, counted), before any authentication.
       request = MALFORMED_REQUEST;
     }
-    c.handler.createCertificate(request, metadataFrom(headers), cancel?.signal).then(
+    c.handler.createCertificate(request, metadataFrom(headers), cancel).then(
       (res) => {
         answered = true;
         clearTimeout(deadline);

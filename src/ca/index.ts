@@ -43,6 +43,7 @@
 export { startCaServer, type CaServer, type CaStartOptions } from './ca-server.js';
 export { caServiceDefinition, startHttp2Server, startTransport, transportKind, MAX_MESSAGE_BYTES, type CaTransport, type Http2Server, type Http2ServerParts, type TransportKind, type TransportParts } from './transports.js';
 export type { CreateCertificateHandler } from './h2-transport.js';
+export { abortSignalOf, LazyCallAbort, type CallAbort, type CallSignal } from './call-signal.js';
 export { createSigner, type SignerContext, type StartableSigner } from './signers/signer-factory.js';
 export { assembleClusters, type CaClusters, type ClusterAuthSettings, type ClusterPodIndex } from './cluster-auth.js';
 export { certChainFrame } from './h2-framing.js';

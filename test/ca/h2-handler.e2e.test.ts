@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { MALFORMED_REQUEST, resolveLimits, startHttp2Server, type CreateCertificateHandler, type Http2Server } from '../../src/ca/index.js';
+import { abortSignalOf, MALFORMED_REQUEST, resolveLimits, startHttp2Server, type CallSignal, type CreateCertificateHandler, type Http2Server } from '../../src/ca/index.js';
 import { systemClock } from '../../src/core/clock.js';
 import { createLogger } from '../../src/core/log.js';
 import { Secret } from '../../src/core/secret.js';
@@ -23,13 +23,14 @@ const PATH = '/istio.v1.auth.IstioCertificateService/CreateCertificate';
 
 /** A handler that records each call and answers as its CSR says: `ok`, `refuse` (or unreadable), or `hang` (until its signal aborts). */
 class Probe implements CreateCertificateHandler {
-  readonly calls: Array<{ readonly csr: string | undefined; readonly malformed: boolean; readonly signal: AbortSignal | undefined }> = [];
+  readonly calls: Array<{ readonly csr: string | undefined; readonly malformed: boolean; readonly signal: CallSignal | undefined }> = [];
   constructor(readonly cancellable: boolean) {}
 
-  createCertificate(request: IstioCertificateRequest, _md: unknown, signal?: AbortSignal): Promise<{ cert_chain: string[] }> {
+  createCertificate(request: IstioCertificateRequest, _md: unknown, signal?: CallSignal): Promise<{ cert_chain: string[] }> {
     this.calls.push({ csr: request.csr, malformed: request === MALFORMED_REQUEST, signal });
     if (request === MALFORMED_REQUEST || request.csr === 'refuse') return Promise.reject(new Error('no'));
-    if (request.csr === 'hang') return new Promise((_resolve, reject) => signal?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
+    // The AbortSignal is asked for only here (the transport makes it on demand).
+    if (request.csr === 'hang') return new Promise((_resolve, reject) => (signal ? abortSignalOf(signal) : undefined)?.addEventListener('abort', () => reject(new Error('aborted')), { once: true }));
     return Promise.resolve({ cert_chain: ['leaf', 'root'] });
   }
 

@@ -22,7 +22,7 @@
  * The CSR carries ztunnel's key, so nothing here is cached but the token reviews.
  */
 import { createPublicKey } from 'node:crypto';
-import { MALFORMED_REQUEST, publicAuthError } from '../../../ca/index.js';
+import { abortSignalOf, MALFORMED_REQUEST, publicAuthError, type CallSignal } from '../../../ca/index.js';
 import { CertbrokerError } from '../../../core/errors.js';
 import type { Logger } from '../../../core/log.js';
 import { Secret } from '../../../core/secret.js';
@@ -135,8 +135,10 @@ export class IstioCaFrontService {
    * One call, transport-free (the CA's http2 transport calls it; so can tests): answered, or
    * rejected with the error `rejection` maps. Each call is observed once, with its outcome.
    */
-  async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, signal: AbortSignal = NEVER): Promise<IstioCertificateResponse> {
+  async createCertificate(request: IstioCertificateRequest, metadata: FrontCallMetadata, callSignal: CallSignal = NEVER): Promise<IstioCertificateResponse> {
     const started = performance.now();
+    // Every call is forwarded: its AbortSignal cancels the forward.
+    const signal = abortSignalOf(callSignal);
     try {
       const res = await this.#issue(request, metadata, signal);
       this.#o.observer?.answered?.('issued', 'ok', (performance.now() - started) / 1000);
