@@ -5,6 +5,7 @@
  * Read by `readBrokerConfig` when ISTIO_CA_FRONT_ADDRESS is not `off`.
  */
 import type { ConfigReader } from '../core/config.js';
+import type { IstioCaFrontTransport } from './fronts/istio-ca/istio-ca-front-server.js';
 import { servingNameProblem } from '../pki/serving-names.js';
 import { CA_TOKEN_AUDIENCE } from '../protocol/istio-ca.js';
 
@@ -20,8 +21,7 @@ export const ISTIO_CA_FRONT_ENV = Object.freeze({
   TRANSPORT: 'ISTIO_CA_FRONT_TRANSPORT',
 });
 
-/** The front's HTTP/2 server: certbroker's own engine (`h2`, the CA's default too) or node:http2 (`http2`). */
-export type IstioCaFrontTransport = 'h2' | 'http2';
+export type { IstioCaFrontTransport };
 
 export const ISTIO_CA_FRONT_DEFAULTS = Object.freeze({
   /** Where released ztunnel looks when told `CA_ADDRESS=https://localhost:15012`. */

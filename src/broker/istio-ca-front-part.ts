@@ -156,7 +156,7 @@ export class IstioCaFrontPart {
   /** Binds the listener; resolves with how to stop it (drain within a deadline: the shutdown's intake stage). */
   async serve(): Promise<(deadlineMs: number) => Promise<void>> {
     const { front, logger } = this.#o;
-    const server = await startIstioCaFrontServer({ host: front.host, port: front.port, service: this.#service, identity: this.#identity, logger, clock: this.#o.clock, ...(front.transport ? { transport: front.transport } : {}) });
+    const server = await startIstioCaFrontServer({ host: front.host, port: front.port, service: this.#service, identity: this.#identity, logger, clock: this.#o.clock, transport: front.transport });
     this.#server = server;
     server.setServing(this.#identity.hasIdentity);
     return (deadlineMs) => server.stop(deadlineMs);

@@ -134,18 +134,21 @@ export class NodeAuthorizer {
     if (!this.#pods.synced) throw authzError('ERR_CA_POD_INDEX_NOT_SYNCED', 'pod index has not synced yet');
     const node = mine && this.#stands(noted, slots) ? noted.noteNode : this.#findCallerPod(caller, noted, authority, slots);
     if (authority) return requested;
-    if (requested.index !== slots.instance) {
-      const account = slots.accountId(requested.namespace, requested.serviceAccount);
-      // An account no pod has run as yet may get an id later: only a found one is kept.
-      if (account >= 0) {
-        requested.index = slots.instance;
-        requested.account = account;
-      }
-      if (account < 0 || node < 0 || !slots.activeOnNode(node, account)) this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
-    } else if (node < 0 || !slots.activeOnNode(node, requested.account)) {
-      this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
-    }
+    const account = this.#accountOf(requested, slots);
+    if (account < 0 || node < 0 || !slots.activeOnNode(node, account)) this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
     return requested;
+  }
+
+  /** The requested identity's account id in `slots` (kept on it once found), or -1 while no pod has run as it. */
+  #accountOf(requested: Requested, slots: PodSlots): number {
+    if (requested.index === slots.instance) return requested.account;
+    const account = slots.accountId(requested.namespace, requested.serviceAccount);
+    // An account no pod has run as yet may get an id later: only a found one is kept.
+    if (account >= 0) {
+      requested.index = slots.instance;
+      requested.account = account;
+    }
+    return account;
   }
 
   /**

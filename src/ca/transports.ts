@@ -65,10 +65,10 @@ export function startTransport(kind: TransportKind, parts: TransportParts): Prom
  * The service definition for grpc-js, with a request deserializer that never throws: bytes that
  * are not an IstioCertificateRequest become MALFORMED_REQUEST, which the handler refuses with
  * INVALID_ARGUMENT as the http2 transport does (grpc-js itself would answer INTERNAL).
- * CreateCertificate is read by the http2/h2 transports' decoder (decodeIstioCertificateRequest),
- * so every transport refuses the same bytes: protobufjs's decode keeps a string truncated at the
- * very end of a message (`0a 7f`: csr declared 127 bytes long, none follow, read as ''), which
- * then passed authentication as a request with a cut CSR (ERR_CA_CSR_INVALID) on grpc-js only.
+ * CreateCertificate is read by the one decoder every CA transport uses (decodeIstioCertificateRequest),
+ * so all three hand the handler the same request object and refuse the same bytes (the shared
+ * deserializers are strict too, src/grpc/strict-decode.ts, but the hand decoder refuses three
+ * malformed shapes protobufjs takes and is the CA's per-call decode).
  */
 export function caServiceDefinition(): ServiceDefinition {
   const { grpcObject } = loadProtos([CA_PROTO]);

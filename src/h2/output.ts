@@ -16,7 +16,7 @@ export class Output {
   #paused = false;
   readonly #onWrite: () => void;
 
-  constructor(socket: Socket, pauseBytes: number, onWrite: () => void = () => undefined) {
+  constructor(socket: Socket, pauseBytes: number, onWrite: () => void) {
     this.#socket = socket;
     this.#pauseBytes = pauseBytes;
     this.#onWrite = onWrite;

@@ -26,4 +26,4 @@ export {
 export { FrontAuthorizer, type FrontAuthorizerOptions, type FrontCaller, type FrontGrant, type NodePodView } from './front-authorizer.js';
 export { CallerLimits, type CallerLimitsOptions } from './caller-limits.js';
 export { FrontServingIdentity, type FrontServingIdentityOptions } from './serving-identity.js';
-export { startIstioCaFrontServer, type IstioCaFrontServer, type IstioCaFrontServerOptions } from './istio-ca-front-server.js';
+export { startIstioCaFrontServer, type IstioCaFrontServer, type IstioCaFrontServerOptions, type IstioCaFrontTransport } from './istio-ca-front-server.js';

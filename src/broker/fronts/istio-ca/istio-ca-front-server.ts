@@ -24,6 +24,9 @@ import type { FrontServingIdentity } from './serving-identity.js';
  */
 const FRONT_LIMITS: CaLimits = resolveLimits({ maxConnections: 256, maxStreams: 1024 });
 
+/** The front's HTTP/2 server: certbroker's own engine (`h2`, the CA's default too) or node:http2 (`http2`). */
+export type IstioCaFrontTransport = 'h2' | 'http2';
+
 export interface IstioCaFrontServerOptions {
   readonly host: string;
   /** 0 picks a free port. */
@@ -33,7 +36,7 @@ export interface IstioCaFrontServerOptions {
   readonly logger: Logger;
   readonly clock: Clock;
   /** Default `h2` (certbroker's engine); `http2`: node:http2 (the broker's ISTIO_CA_FRONT_TRANSPORT). */
-  readonly transport?: 'h2' | 'http2';
+  readonly transport?: IstioCaFrontTransport | undefined;
 }
 
 export interface IstioCaFrontServer {
