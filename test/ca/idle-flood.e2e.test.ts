@@ -23,7 +23,7 @@ import { caClient, CA_NAMESPACE, CA_SA, startCaEnv, type CaEnv } from './support
 import { watchLog, writeCaLauncher } from './support/ca-process.js';
 import { newCsr, tempDir } from './support/pki-fixtures.js';
 import { CREATE_CERTIFICATE_PATH } from './support/raw-grpc.js';
-import { untilAsync } from '../support/until.js';
+import { until } from '../support/until.js';
 
 /** Connections the CA accepts at once in this test. */
 const CAP = 400;
@@ -280,7 +280,7 @@ for (const transport of ['http2', 'h2'] as const) {
       // The clients saw every close; the CA counts its side's close events when its (loaded) event
       // loop gets to them: wait for its gauges to reach 0.
       let m = '';
-      await untilAsync(async () => {
+      await until(async () => {
         m = await scrape(opsPort);
         return metric(m, 'certbroker_ca_open_connections') === 0 && metric(m, 'certbroker_ca_open_streams') === 0;
       }, 'the CA to count every connection and stream closed').catch(() => undefined);
