@@ -7,7 +7,7 @@
  * - `pool`: pki's `LeafIssuerPool` (2 workers) alone, as bench:ca's in-process ceiling runs it: its
  *   main-thread share is the dispatch every path pays.
  * - `handler`: the CA's `CertificateService.createCertificate` called in process the way the
- *   transport calls it (a decoded request, header-backed metadata, a per-call AbortSignal), with
+ *   transport calls it (a decoded request, header-backed metadata, the call's end as the transports pass it), with
  *   the real parts behind it — TokenReview cache, node authorizer over a synced pod informer of a
  *   real devcluster, the self-signed signer on 2 signing workers — and `CHANNELS x INFLIGHT` calls
  *   in flight. Everything on the main thread except HTTP/2 and TLS.
@@ -196,7 +196,9 @@ async function handlerRun(m: Loaded, env: Env, token: string, csrs: readonly str
   const service = ca.service();
   const requests = csrs.map((csr) => impersonatingRequest(csr, IDENTITY));
   const metadata = bearerMetadata(token);
-  const result = await closedLoops((i) => service.createCertificate(requests[i % requests.length]!, metadata, new AbortController().signal), 'handler', seconds);
+  // A call's end as that build's HTTP/2 transports hand it over: a CallAbort since stop 22, an AbortSignal before.
+  const callEnd = 'LazyCallAbort' in m.ca ? () => new m.ca.LazyCallAbort() : () => new AbortController().signal;
+  const result = await closedLoops((i) => service.createCertificate(requests[i % requests.length]!, metadata, callEnd()), 'handler', seconds);
   await ca.close();
   return result;
 }
