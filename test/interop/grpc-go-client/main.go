@@ -275,6 +275,24 @@ func verifySpiffeID(roots *x509.CertPool, want string) func([][]byte, [][]*x509.
 	}
 }
 
+// subcommand starts a subcommand's flags with the dial flags every subcommand takes.
+func subcommand(name string) (*flag.FlagSet, *dialFlags) {
+	fs := flag.NewFlagSet(name, flag.ExitOnError)
+	d := &dialFlags{}
+	d.register(fs)
+	return fs, d
+}
+
+// connect dials within the command's deadline: the context, the connection, and what releases both.
+func (d *dialFlags) connect() (context.Context, *grpc.ClientConn, func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
+	conn := d.dial(ctx)
+	return ctx, conn, func() {
+		conn.Close()
+		cancel()
+	}
+}
+
 func (d *dialFlags) dial(ctx context.Context) *grpc.ClientConn {
 	if d.target == "" {
 		fatal(errors.New("-target is required"))
@@ -338,9 +356,7 @@ func istioCertificateRequest(csr string, ttl int64, meta map[string]string) []by
 }
 
 func caCreate(args []string) {
-	fs := flag.NewFlagSet("ca-create", flag.ExitOnError)
-	var d dialFlags
-	d.register(fs)
+	fs, d := subcommand("ca-create")
 	tokenFile := fs.String("token-file", "", "bearer token (authorization: Bearer ...)")
 	clusterID := fs.String("cluster-id", "", "clusterid metadata (none when empty)")
 	csrFile := fs.String("csr-file", "", "CSR PEM")
@@ -348,8 +364,6 @@ func caCreate(args []string) {
 	impersonate := fs.String("impersonate", "", "ImpersonatedIdentity in the request's Struct metadata")
 	rawHex := fs.String("raw-request", "", "send these bytes (hex) as the request instead of building one")
 	must(fs.Parse(args))
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
 
 	var req []byte
 	if *rawHex != "" {
@@ -374,8 +388,8 @@ func caCreate(args []string) {
 	if *clusterID != "" {
 		md.Set("clusterid", *clusterID)
 	}
-	conn := d.dial(ctx)
-	defer conn.Close()
+	ctx, conn, done := d.connect()
+	defer done()
 	var resp []byte
 	var header, trailer metadata.MD
 	err := conn.Invoke(metadata.NewOutgoingContext(ctx, md), "/istio.v1.auth.IstioCertificateService/CreateCertificate", req, &resp, grpc.Header(&header), grpc.Trailer(&trailer))
@@ -425,15 +439,11 @@ func healthStatus(resp []byte) string {
 }
 
 func health(args []string) {
-	fs := flag.NewFlagSet("health", flag.ExitOnError)
-	var d dialFlags
-	d.register(fs)
+	fs, d := subcommand("health")
 	service := fs.String("service", "", "HealthCheckRequest.service (empty: the whole server)")
 	must(fs.Parse(args))
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	conn := d.dial(ctx)
-	defer conn.Close()
+	ctx, conn, done := d.connect()
+	defer done()
 	var req []byte
 	if *service != "" {
 		req = appendString(req, 1, *service)
@@ -532,16 +542,12 @@ func parseReflection(b []byte) reflectionReply {
 }
 
 func reflection(args []string) {
-	fs := flag.NewFlagSet("reflection", flag.ExitOnError)
-	var d dialFlags
-	d.register(fs)
+	fs, d := subcommand("reflection")
 	version := fs.String("version", "v1alpha", "v1alpha | v1")
 	symbol := fs.String("symbol", "", "also fetch the file defining this service and link it (and its imports) with protodesc")
 	must(fs.Parse(args))
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	conn := d.dial(ctx)
-	defer conn.Close()
+	ctx, conn, done := d.connect()
+	defer done()
 
 	type methodInfo struct {
 		Name   string   `json:"name"`
@@ -827,9 +833,7 @@ func waitForGo(wait bool) {
 // ---- workload-fetch ----------------------------------------------------------------------
 
 func workloadFetch(args []string) {
-	fs := flag.NewFlagSet("workload-fetch", flag.ExitOnError)
-	var d dialFlags
-	d.register(fs)
+	fs, d := subcommand("workload-fetch")
 	count := fs.Int("count", 1, "responses to read")
 	noHeader := fs.Bool("no-header", false, "leave out workload.spiffe.io: true")
 	bundles := fs.Bool("bundles", false, "FetchX509Bundles instead of FetchX509SVID")
@@ -837,10 +841,8 @@ func workloadFetch(args []string) {
 	must(fs.Parse(args))
 	d.plaintext = true
 	waitForGo(*wait)
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	conn := d.dial(ctx)
-	defer conn.Close()
+	ctx, conn, done := d.connect()
+	defer done()
 	md := metadata.MD{}
 	if !*noHeader {
 		md.Set("workload.spiffe.io", "true")
@@ -901,9 +903,7 @@ func workloadReference(typeURL, uid, namespace, name string, pid int) []byte {
 }
 
 func brokerSubscribe(args []string) {
-	fs := flag.NewFlagSet("broker-subscribe", flag.ExitOnError)
-	var d dialFlags
-	d.register(fs)
+	fs, d := subcommand("broker-subscribe")
 	count := fs.Int("count", 1, "responses to read")
 	noHeader := fs.Bool("no-header", false, "leave out broker.spiffe.io: true")
 	bundles := fs.Bool("bundles", false, "SubscribeToX509Bundles instead of SubscribeToX509SVID")
@@ -913,10 +913,8 @@ func brokerSubscribe(args []string) {
 	name := fs.String("name", "", "pod name")
 	pid := fs.Int("pid", 0, "process ID (WorkloadPIDReference type URLs)")
 	must(fs.Parse(args))
-	ctx, cancel := context.WithTimeout(context.Background(), d.timeout)
-	defer cancel()
-	conn := d.dial(ctx)
-	defer conn.Close()
+	ctx, conn, done := d.connect()
+	defer done()
 	md := metadata.MD{}
 	if !*noHeader {
 		md.Set("broker.spiffe.io", "true")
