@@ -106,12 +106,6 @@ function readEarly<T>(read: (message: Buffer) => T, message: Buffer): EarlyRead<
   }
 }
 
-/** `host` and `port` of a one-address gRPC target (`host:port`, `[v6]:port`, `dns:///host:port`; ca-target.ts); undefined when it is not one. */
-export function parseTarget(address: string): CaEndpoint | undefined {
-  const parsed = parseCaTarget(address);
-  return 'problem' in parsed || parsed.endpoints.length !== 1 ? undefined : parsed.endpoints[0];
-}
-
 /** The gRPC status for an HTTP status other than 200 (http-grpc-status-mapping.md). */
 function statusOfHttp(status: number): GrpcStatus {
   switch (status) {

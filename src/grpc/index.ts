@@ -14,7 +14,7 @@ export { RotatingServerIdentity } from './rotating-credentials.js';
 export { decodeRpcStatus, encodeRpcStatus, ERROR_INFO_TYPE_URL, STATUS_DETAILS_KEY, type ErrorInfo, type RpcStatus } from './rpc-status.js';
 export { compressionFlagGuard, isUnreadableRequest, readableRequests, UnreadableRequest } from './request-guard.js';
 export { frame, grpcMessage, grpcTimeoutHeader, grpcTimeoutMs, parseGrpcMessage } from './wire-format.js';
-export { H2UnaryChannel, parseTarget, type H2UnaryChannelOptions, type UnaryCallOptions, type UnaryResult } from './h2-unary-channel.js';
+export { H2UnaryChannel, type H2UnaryChannelOptions, type UnaryCallOptions, type UnaryResult } from './h2-unary-channel.js';
 export { CA_DNS_MIN_RERESOLVE_MS, caServiceConfig, parseCaTarget, type CaEndpoint, type CaTarget } from './ca-target.js';
 export { parseRetryPushbackMs, retryPushbackOf, RETRY_PUSHBACK_METADATA } from './retry-pushback.js';
 export { decodeIstioCertificateRequest, MalformedMessage } from './istio-ca-request.js';

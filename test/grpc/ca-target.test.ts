@@ -24,6 +24,12 @@ test('a DNS name (a headless Service) is a dns:/// target; one IP stays as it is
   assert.deepEqual(ok('10.0.0.7:15012'), { target: '10.0.0.7:15012', kind: 'static', endpoints: [{ host: '10.0.0.7', port: 15012 }] });
 });
 
+test('one address: host:port, [v6]:port, dns:/// (as the lean client takes it); other shapes are problems', () => {
+  assert.deepEqual(ok('[::1]:443').endpoints, [{ host: '::1', port: 443 }]);
+  assert.deepEqual(ok('dns:///ca.example:8443').endpoints, [{ host: 'ca.example', port: 8443 }]);
+  for (const bad of ['ca.example', ':15012', 'ca:0', 'ca:70000', '::1:443', 'https://ca:443', 'unix:///x.sock']) problem(bad);
+});
+
 test('a list of IPs becomes grpc-js ipv4:/ipv6: targets; the grpc-js form is accepted as well', () => {
   const v4 = ok('127.0.0.1:1001, 127.0.0.2:1002,127.0.0.3:1003');
   assert.equal(v4.target, 'ipv4:127.0.0.1:1001,127.0.0.2:1002,127.0.0.3:1003');

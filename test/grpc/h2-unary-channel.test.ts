@@ -10,7 +10,7 @@ import { after, before, describe, it } from 'node:test';
 import { constants as h2, createSecureServer, type Http2SecureServer, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { status as GrpcStatus } from '@grpc/grpc-js';
-import { frame, grpcMessage, H2UnaryChannel, parseTarget, type H2UnaryChannelOptions } from '../../src/grpc/index.js';
+import { frame, grpcMessage, H2UnaryChannel, type H2UnaryChannelOptions } from '../../src/grpc/index.js';
 import { eventually } from '../broker/support/eventually.js';
 import { silentTlsMaterial, startHungServer, type TlsMaterial } from '../support/hung-server.js';
 
@@ -276,14 +276,6 @@ describe('H2UnaryChannel', () => {
     await eventually('the held status', () => held.length > 0);
     held.shift()!(); // the stream is already reset: nothing to send
     ch.close();
-  });
-
-  it('parseTarget: host:port, [v6]:port, dns:///; anything else is not a target', () => {
-    assert.deepEqual(parseTarget('127.0.0.1:15012'), { host: '127.0.0.1', port: 15012 });
-    assert.deepEqual(parseTarget('istiod.istio-system.svc:15012'), { host: 'istiod.istio-system.svc', port: 15012 });
-    assert.deepEqual(parseTarget('[::1]:443'), { host: '::1', port: 443 });
-    assert.deepEqual(parseTarget('dns:///ca.example:8443'), { host: 'ca.example', port: 8443 });
-    for (const bad of ['ca.example', ':15012', 'ca:0', 'ca:70000', '::1:443', 'https://ca:443', 'unix:///x.sock']) assert.equal(parseTarget(bad), undefined, bad);
   });
 });
 
