@@ -32,7 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { median, pct, writeDocSection } from './report.js';
 import { procCpuSeconds } from './proc-cpu.js';
-import { waitFor } from './wait-for.js';
+import { until } from '../test/support/until.js';
 
 const SAMPLES = Number(process.env.BENCH_FRONT_SAMPLES ?? 400);
 const CONCURRENCY = 8;
@@ -107,7 +107,7 @@ async function startRelay(flag: string, args: readonly string[]): Promise<{ read
   const proc = spawn(process.execPath, [fileURLToPath(import.meta.url), flag, ...args], { stdio: ['pipe', 'pipe', 'inherit'] });
   let out = '';
   proc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  await waitFor(`the ${flag} relay`, () => /relay \d+/.test(out), 60_000, 10);
+  await until(() => /relay \d+/.test(out), `the ${flag} relay`, { timeoutMs: 60_000, pollMs: 10 });
   return { proc, port: Number(/relay (\d+)/.exec(out)![1]) };
 }
 
@@ -122,7 +122,7 @@ async function measure(): Promise<Result> {
   try {
     await stack.createPod({ namespace: BROKER_NS, name: 'ztunnel-bench', serviceAccount: 'ztunnel', nodeName: NODE });
     await stack.createPod({ namespace: 'shop', name: 'cart-0', serviceAccount: 'cart', nodeName: NODE });
-    await waitFor('CA pod index', () => stack.ca.podIndex('Kubernetes')?.getPod({ namespace: 'shop', name: 'cart-0' }) !== undefined, 60_000, 10);
+    await until(() => stack.ca.podIndex('Kubernetes')?.getPod({ namespace: 'shop', name: 'cart-0' }) !== undefined, 'CA pod index', { timeoutMs: 60_000, pollMs: 10 });
 
     // The CA in its own process, on the stack's root (istio-ca-secret), trusting the broker as a node agent.
     const caKubeconfig = join(stack.dir, 'ca.kubeconfig');
@@ -156,7 +156,7 @@ async function measure(): Promise<Result> {
     child = proc;
     let log = '';
     proc.stderr!.on('data', (c: Buffer) => (log += c.toString()));
-    await waitFor('the front serving', () => log.includes('Istio CA front certificate ready') && /"msg":"Istio CA front listening".*"port":\d+/.test(log), 60_000, 10);
+    await until(() => log.includes('Istio CA front certificate ready') && /"msg":"Istio CA front listening".*"port":\d+/.test(log), 'the front serving', { timeoutMs: 60_000, pollMs: 10 });
     const frontPort = Number(/"msg":"Istio CA front listening".*"port":(\d+)/.exec(log)![1]);
 
     const serving = await stack.ca.signer.issueServingCertificate({ dnsNames: ['localhost'], ttlSeconds: 3600 });

@@ -33,7 +33,7 @@ import {
   type ServerUnaryCall,
   type sendUnaryData,
 } from '@grpc/grpc-js';
-import { waitFor } from './wait-for.js';
+import { until } from '../test/support/until.js';
 
 const SAMPLES = Number(process.env.BENCH_BROKER_SAMPLES ?? 1000);
 const PODS = 500;
@@ -67,10 +67,10 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
       uids.push(await stack.createPod({ namespace: 'bench', name: `pod-${i}`, serviceAccount: sas[i % SERVICE_ACCOUNTS]!, nodeName: NODE }));
     }
     // Let the CA's pod index see every pod before the clock starts.
-    await waitFor('CA pod index', () => {
+    await until(() => {
       const idx = stack.ca.podIndex('Kubernetes');
       return idx !== undefined && idx.getPod({ namespace: 'bench', name: `pod-${PODS - 1}` }) !== undefined;
-    }, 300_000);
+    }, 'CA pod index', { timeoutMs: 300_000 });
     const identities = sas.map((s) => `spiffe://${TD}/ns/bench/sa/${s}`);
     const runs: ColdStart[] = [];
     let kept: Awaited<ReturnType<typeof startBroker>> | undefined;
@@ -81,7 +81,7 @@ async function coldStartAndLatency(): Promise<{ runs: ColdStart[]; latency: { br
         const config = { ...stack.brokerConfig({ name: `b${round}-${concurrency}` }), maxConcurrentFetches: concurrency };
         const t0 = performance.now();
         const broker = await startBroker(config);
-        await waitFor('all identities ready', () => identities.every((id) => broker.certs.current(id) !== undefined), 300_000);
+        await until(() => identities.every((id) => broker.certs.current(id) !== undefined), 'all identities ready', { timeoutMs: 300_000 });
         const ms = performance.now() - t0;
         runs.push({ concurrency, ms, caCalls: broker.certs.caCalls, peak: broker.certs.peakInFlight });
         if (concurrency === 8 && round === ROUNDS - 1) kept = broker;
@@ -294,7 +294,7 @@ async function memoryChild(mode: 'broker' | 'bare', file: string): Promise<void>
         const m = /ns\/([^/]+)\/sa\/(.+)$/.exec(memoryIds[i]!)!;
         pods.upsert({ uid: `00000000-0000-4000-8000-${String(i).padStart(12, '0')}`, namespace: m[1]!, name: `pod-${i}`, serviceAccount: m[2]!, nodeName: 'node-1', hostNetwork: false, deleting: false, phase: 'Running' });
       }
-      await waitFor('all ready', () => certs.countByState().ready === to, 600_000);
+      await until(() => certs.countByState().ready === to, 'all ready', { timeoutMs: 600_000 });
     };
     keep = { certs, pods };
   }
