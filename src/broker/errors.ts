@@ -2,7 +2,7 @@
  * The broker's error codes. Every error the broker raises on purpose is a `BrokerError` with one
  * of these codes; the gRPC and HTTP boundaries map its `status` once (src/ops/grpc-errors.ts).
  */
-import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
+import { CertbrokerError, errCode, type ErrorStatus } from '../core/errors.js';
 
 export type BrokerErrorCode =
   /** The identity was forgotten (last pod gone) while a caller waited for it. */
@@ -92,7 +92,7 @@ export class BrokerError extends CertbrokerError<BrokerErrorCode> {
 
 /** True when `err` is an AbortError (our own cancellation), which is never worth logging as a failure. */
 export function isAbortError(err: unknown): boolean {
-  return err instanceof Error && (err.name === 'AbortError' || (err as { code?: unknown }).code === 'ABORT_ERR');
+  return err instanceof Error && (err.name === 'AbortError' || errCode(err) === 'ABORT_ERR');
 }
 
 /** The streaming fronts' answer to a JWT-SVID RPC (UNIMPLEMENTED: clients must not retry). */

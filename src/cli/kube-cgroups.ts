@@ -21,7 +21,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { describeError } from '../core/errors.js';
+import { describeError, errCode } from '../core/errors.js';
 
 export type Qos = 'guaranteed' | 'burstable' | 'besteffort';
 export type Runtime = 'containerd' | 'cri-o' | 'docker';
@@ -57,10 +57,6 @@ function mountOf(type: 'cgroup2' | 'cgroup', option?: string): string | undefine
     if (option === undefined || (opts ?? '').split(',').includes(option)) return dir;
   }
   return undefined;
-}
-
-function errCode(err: unknown): string | undefined {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
 }
 
 /** rmdir, retried for a moment while the kernel finishes moving out or reaping the last processes (EBUSY). */

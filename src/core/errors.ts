@@ -66,3 +66,12 @@ export function describeError(err: unknown): string {
   if (err instanceof Error) return err.message;
   return String(err);
 }
+
+/**
+ * The string `code` of a thrown Error — a Node errno (`ENOENT`, `EPIPE`), a Node or library code
+ * (`ABORT_ERR`, jose's `ERR_JWT_EXPIRED`) or one of ours — else undefined (not an Error, no code, or
+ * a numeric one such as a Kubernetes client's HTTP status).
+ */
+export function errCode(err: unknown): string | undefined {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' ? err.code : undefined;
+}

@@ -6,6 +6,7 @@
 import { randomUUID } from 'node:crypto';
 import { SignJWT, calculateJwkThumbprint, exportJWK, generateKeyPair, jwtVerify, type JWK, type CryptoKey } from 'jose';
 import type { Clock } from '../core/clock.js';
+import { errCode } from '../core/errors.js';
 
 export interface BoundRef {
   readonly name: string;
@@ -128,7 +129,7 @@ export class TokenIssuer {
       }
       return { ok: true, claims: { ...payload, iss, sub, aud, exp, iat, nbf, jti, 'kubernetes.io': k } };
     } catch (err) {
-      const code = (err as { code?: string }).code;
+      const code = errCode(err);
       if (code === 'ERR_JWT_EXPIRED') return { ok: false, reason: 'service account token has expired' };
       if (code === 'ERR_JWT_CLAIM_VALIDATION_FAILED') return { ok: false, reason: 'invalid token claims' };
       return { ok: false, reason: 'invalid bearer token' };

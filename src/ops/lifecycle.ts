@@ -10,6 +10,7 @@
  * like SIGTERM: the component stops quietly and cleans up instead of dying on an unhandled
  * 'error' event with a stack trace. Later writes to the broken stream are dropped.
  */
+import { errCode } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 
 /** Added to a component's drain deadline to get its hard-exit bound. */
@@ -28,7 +29,7 @@ export function activeResources(): Record<string, number> {
 }
 
 function isBrokenPipe(err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code;
+  const code = errCode(err);
   return code === 'EPIPE' || code === 'ERR_STREAM_DESTROYED' || code === 'ERR_STREAM_WRITE_AFTER_END';
 }
 

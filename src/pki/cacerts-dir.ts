@@ -9,6 +9,7 @@ import { writeFileAtomic } from '../ops/atomic-file.js';
 import { ensurePrivateDir } from '../ops/private-dir.js';
 import { validateCaBundle, CACERTS_FILES } from './ca-bundle.js';
 import type { CaKeyMaterial } from './ca-material.js';
+import { errCode } from '../core/errors.js';
 import { PkiError } from './errors.js';
 import type { PluginCaBundle } from './plugin-ca.js';
 
@@ -19,7 +20,7 @@ export async function loadCaCertsDir(dir: string, nowMs: number = Date.now()): P
     try {
       texts.set(name, await readFile(join(dir, name), 'utf8'));
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') missing.push(name);
+      if (errCode(err) === 'ENOENT') missing.push(name);
       else throw new PkiError('ERR_PKI_CACERTS_MISSING', `cannot read ${join(dir, name)}: ${(err as Error).message}`, err);
     }
   }

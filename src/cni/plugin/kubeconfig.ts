@@ -9,6 +9,7 @@
 // for three small files (measured: the slowest step of a sidecar ADD under load, docs/benchmarks.md).
 import { readFileSync } from 'node:fs';
 import { CniError } from './cni-error.js';
+import { errCode } from '../../core/errors.js';
 import { Secret } from '../../core/secret.js';
 import { readRenderedKubeconfigFile, type KubeconfigFile } from '../../core/kubeconfig-file.js';
 
@@ -89,7 +90,7 @@ export async function loadKubeconfig(path: string): Promise<KubeAccess> {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
+    const code = errCode(err);
     // Not written yet: install-cni is still starting; the runtime should retry the pod.
     throw new CniError('ERR_CNI_TRY_AGAIN', `cannot read kubeconfig ${path}${code ? ` (${code})` : ''}`, {
       details: 'install-cni writes this file when it starts',

@@ -1,10 +1,12 @@
+import { errCode } from '../../../src/core/errors.js';
+
 /** The `code` of what a call throws (undefined when it returns): tests compare error codes, not messages. */
 export function thrownCode(fn: () => unknown): string | undefined {
   try {
     fn();
     return undefined;
   } catch (err) {
-    return (err as { code?: string }).code;
+    return errCode(err);
   }
 }
 
@@ -14,6 +16,6 @@ export async function rejectionCode(p: Promise<unknown>): Promise<string | undef
     await p;
     return undefined;
   } catch (err) {
-    return (err as { code?: string }).code;
+    return errCode(err);
   }
 }
