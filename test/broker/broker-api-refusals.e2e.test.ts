@@ -284,6 +284,11 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
       const before = logs.length;
       assertRefused(await call(frame(Buffer.from([0x0a, 0x05, 0x0a]))), 'truncated length-delimited field');
       assertRefused(await call(frame(Buffer.from([0x0f, 0xff, 0xff]))), 'invalid wire type');
+      // Read by protobufjs alone, refused by the strict decoder (src/grpc/strict-decode.ts):
+      assertRefused(await call(frame(Buffer.concat([Buffer.from([0x08, 0x00]), request()]))), 'the reference field sent as a varint (wire type 0)');
+      assertRefused(await call(frame(Buffer.concat([Buffer.from([0x00, 0x01]), request()]))), 'a field numbered 0');
+      assertRefused(await call(frame(Buffer.concat([Buffer.from([0xa3, 0x06, 0xac, 0x06]), request()]))), "an unknown group closed by another field's end tag");
+      assertRefused(await call(frame(Buffer.from([0x0a, 0x05, 0x0a, 0x03, 0x0a, 0x01, 0xff]))), 'a type_url that is not UTF-8');
       assert.ok(logs.slice(before).some((l) => l.includes('Broker API call refused') && l.includes('ERR_REQUEST_MALFORMED')), 'logged with its code');
       assert.equal((await call(frame(request()))).served, true, 'the connection keeps working');
     });

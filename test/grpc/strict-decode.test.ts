@@ -3,14 +3,18 @@
  *
  * - what protobufjs itself does with bytes that end early, from a Buffer and from a plain
  *   Uint8Array (the facts the module comment states), and that `decodeStrict` refuses all of it;
+ * - what it misreads though nothing is cut (a known field with another wire type, field number 0,
+ *   a group closed by another field's end tag, a string that is not UTF-8), refused as well, and
+ *   the well-formed neighbours of those (packed and unpacked, a literal U+FFFD) read alike;
  * - a property test over every request and response type of the grpc-js services built from
  *   proto/ (Broker API, Workload API, health, the Istio CA), the reflection request types (through
  *   `addReflection`'s own deserializers), google.rpc.Status and the Broker API's packed references:
  *   seeded random messages decode exactly as protobufjs decodes them (same values, Buffers where
  *   it gave Buffers), and every truncation — each prefix of the encoding, and each shortening of a
  *   length-delimited field at any depth with the enclosing lengths rewritten to match — decodes to
- *   exactly what an independent strict reference decoder (written here from the wire format)
- *   gives, or is refused where the reference refuses; never a clamped string.
+ *   exactly what an independent strict reference decoder (written here from the wire format:
+ *   wire types checked, field 0 and unmatched end-group tags refused, strings through a fatal
+ *   TextDecoder) gives, or is refused where the reference refuses; never a clamped string.
  */
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
@@ -114,16 +118,84 @@ describe('protobufjs decode of bytes that end early (Buffer vs Uint8Array), and 
     assert.deepEqual(outcome(() => decodeStrict(M, buf)), { i32: -1, s: 'A' });
   });
 
-  it('well-formed bytes decode the same: strings by Node (invalid UTF-8 as U+FFFD, like BufferReader), bytes as Buffers over the input', () => {
-    const buf = hex('0a 02 c3 28 12 03 01 02 03 3a 04 12 02 04 05');
-    assert.deepEqual(M.toObject(M.decode(buf)), { s: '\ufffd(', b: hex('010203'), inner: { b: hex('0405') } });
-    assert.equal(M.toObject(M.decode(new Uint8Array(buf)), {}).s, 'è', 'protobufjs from a Uint8Array decodes UTF-8 its own way');
+  it('well-formed bytes decode the same: strings by Node, bytes as Buffers over the input', () => {
+    const buf = hex('0a 03 c3 a9 41 12 03 01 02 03 3a 04 12 02 04 05');
+    assert.deepEqual(M.toObject(M.decode(buf)), { s: 'éA', b: hex('010203'), inner: { b: hex('0405') } });
     const strict = M.toObject(decodeStrict(M, buf)) as { s: string; b: Buffer; inner: { b: Buffer } };
     assert.deepEqual(strict, M.toObject(M.decode(buf)));
     assert.ok(Buffer.isBuffer(strict.b) && Buffer.isBuffer(strict.inner.b));
     assert.equal(strict.b.buffer, buf.buffer, 'no copy');
     const fromArray = M.toObject(decodeStrict(M, new Uint8Array(buf))) as { b: Buffer };
     assert.ok(Buffer.isBuffer(fromArray.b), 'a Uint8Array input gives Buffers too');
+  });
+
+  it('protobufjs decodes invalid UTF-8 its own way from a Uint8Array, as U+FFFD from a Buffer', () => {
+    const buf = hex('0a 02 c3 28');
+    assert.equal((M.toObject(M.decode(buf)) as { s: string }).s, '\ufffd(');
+    assert.equal((M.toObject(M.decode(new Uint8Array(buf))) as { s: string }).s, 'è');
+    assert.throws(() => decodeStrict(M, buf), RangeError);
+  });
+});
+
+/** [what, bytes, protobufjs from a Buffer]: not well-formed protobuf of M, though protobufjs reads it; decodeStrict refuses every one. */
+const MISREAD: ReadonlyArray<readonly [string, string, Record<string, unknown>]> = [
+  // A known field with another wire type than its type's: protobufjs reads by the field's type.
+  ['int32 field sent length-delimited', '2a 00', { i32: 0 }],
+  ['string field sent as a varint (the varint read as the length)', '08 02 41 42', { s: 'AB' }],
+  ['message field sent as fixed32', '3d 02 0a 00', { inner: { s: '' } }],
+  ['double field sent as a varint', '40 00 00 00 00 00 00 f0 3f', { d: 1 }],
+  ['bytes field sent as a group start', '13 00', { b: Buffer.alloc(0) }],
+  ["map entry's bytes value sent as a varint", '5a 05 0a 01 61 10 00', { map: { a: Buffer.alloc(0) } }],
+  // Field number 0: not a field number (1 to 2^29-1); protobufjs skips it.
+  ['field 0, varint', '00 01 0a 01 41', { s: 'A' }],
+  ['field 0, length-delimited', '02 01 ff 0a 01 41', { s: 'A' }],
+  ['field 0 inside a nested message', '3a 02 00 00', { inner: {} }],
+  // An unknown group must end with its own field's end-group tag; protobufjs ends it at any.
+  ["group of field 100 closed by field 101's end tag", 'a3 06 ac 06 0a 01 41', { s: 'A' }],
+  ["group closed by field 0's end tag", 'a3 06 04', {}],
+  ['nested groups closed crosswise', 'a3 06 ab 06 a4 06 ac 06', {}],
+  // A proto3 string that is not UTF-8: protobufjs (Node) reads U+FFFD for each bad sequence.
+  ['string: a lone continuation byte', '0a 01 80', { s: '\ufffd' }],
+  ['string: a 2-byte sequence cut at its end', '0a 02 41 c3', { s: 'A\ufffd' }],
+  ['string: overlong encoding of "/"', '0a 02 c0 af', { s: '\ufffd\ufffd' }],
+  ['string: a UTF-16 surrogate (ED A0 80)', '0a 03 ed a0 80', { s: '\ufffd\ufffd\ufffd' }],
+  ['string: a code point above U+10FFFF', '0a 04 f4 90 80 80', { s: '\ufffd\ufffd\ufffd\ufffd' }],
+  ["string: 0xff in a nested message's string", '3a 03 0a 01 ff', { inner: { s: '\ufffd' } }],
+  ['string: 0xff in a map key', '5a 05 0a 01 ff 12 00', { map: { '\ufffd': Buffer.alloc(0) } }],
+];
+
+/** [what, bytes, decoded]: well-formed, read alike by protobufjs and decodeStrict. */
+const WELL_FORMED: ReadonlyArray<readonly [string, string, Record<string, unknown>]> = [
+  ['an unknown group closed by its own end tag', 'a3 06 08 01 a4 06 0a 01 41', { s: 'A' }],
+  ['U+FFFD itself (EF BF BD) in a string', '0a 03 ef bf bd', { s: '\ufffd' }],
+  ['0xff in a bytes field', '12 01 ff', { b: hex('ff') }],
+  ['0xff in an unknown length-delimited field (bytes to anyone who does not know it)', 'a2 06 01 ff', {}],
+  ['a repeated int64 packed', '52 02 01 02', { packed: ['1', '2'] }],
+  ['the same unpacked', '50 01 50 02', { packed: ['1', '2'] }],
+];
+
+describe('bytes protobufjs misreads (wire types, field 0, groups, UTF-8), and decodeStrict', () => {
+  for (const [what, bytes, fromBuffer] of MISREAD) {
+    it(what, () => {
+      const buf = hex(bytes);
+      assert.deepEqual(outcome(() => M.decode(buf)), fromBuffer, 'protobufjs, Buffer input');
+      assert.throws(() => decodeStrict(M, buf), RangeError, 'decodeStrict, Buffer');
+      assert.throws(() => decodeStrict(M, new Uint8Array(buf)), RangeError, 'decodeStrict, Uint8Array');
+    });
+  }
+  for (const [what, bytes, decoded] of WELL_FORMED) {
+    it(`read: ${what}`, () => {
+      const buf = hex(bytes);
+      assert.deepEqual(outcome(() => M.decode(buf)), decoded, 'protobufjs');
+      assert.deepEqual(outcome(() => decodeStrict(M, buf)), decoded, 'decodeStrict');
+    });
+  }
+
+  it('a message nested deeper than protobufjs\'s recursion limit is refused by the wire check too', () => {
+    const Inner = protobuf.Root.fromJSON({ nested: { R: { fields: { r: { type: 'R', id: 1 } } } } }).lookupType('R');
+    let bytes = Buffer.alloc(0);
+    for (let i = 0; i < protobuf.Reader.recursionLimit + 5; i++) bytes = Buffer.concat([Buffer.from([0x0a, ...encodeVarint(bytes.length)]), bytes]);
+    assert.throws(() => decodeStrict(Inner, bytes), /nesting depth/);
   });
 });
 
@@ -178,12 +250,27 @@ function skipField(buf: Buffer, wire: number, number: number, pos: number, end: 
         const tag = varint(buf, pos, end);
         pos = tag.pos;
         const w = Number(tag.value & 7n);
-        // protobufjs does not match the end tag's number with the start's (noted in strict-decode.ts).
-        if (w === 4) return pos;
-        pos = skipField(buf, w, Number(tag.value >> 3n), pos, end);
+        const n = Number(tag.value >> 3n);
+        if (n === 0) throw new Refused('field number 0 in a group');
+        if (w === 4) {
+          if (n !== number) throw new Refused(`end-group tag of field ${n} in the group of field ${number}`);
+          return pos;
+        }
+        pos = skipField(buf, w, n, pos, end);
       }
     default:
       throw new Refused(`wire type ${wire} of field ${number}`);
+  }
+}
+
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
+/** A proto3 string's text: its bytes must be UTF-8. */
+function utf8(bytes: Buffer): string {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw new Refused('string is not valid UTF-8');
   }
 }
 
@@ -191,7 +278,7 @@ function skipField(buf: Buffer, wire: number, number: number, pos: number, end: 
 function scalar(buf: Buffer, type: string, pos: number, end: number): { value: unknown; pos: number } {
   if (type === 'string' || type === 'bytes') {
     const d = delimited(buf, pos, end);
-    return { value: type === 'string' ? buf.toString('utf8', d.start, d.end) : buf.subarray(d.start, d.end), pos: d.end };
+    return { value: type === 'string' ? utf8(buf.subarray(d.start, d.end)) : buf.subarray(d.start, d.end), pos: d.end };
   }
   const wire = WIRE[type]!;
   if (wire === 1 || wire === 5) {
@@ -263,8 +350,11 @@ function mapEntry(buf: Buffer, field: protobuf.MapField, start: number, end: num
     pos = tag.pos;
     const number = Number(tag.value >> 3n);
     const wire = Number(tag.value & 7n);
-    if (number === 1 && wire === WIRE[field.keyType]) ({ value: key, pos } = scalar(buf, field.keyType, pos, end));
-    else if (number === 2 && wire === (field.resolvedType instanceof protobuf.Type ? 2 : field.resolvedType ? 0 : WIRE[field.type])) {
+    if (number === 0) throw new Refused('field number 0 in a map entry');
+    const valueWire = field.resolvedType instanceof protobuf.Type ? 2 : field.resolvedType ? 0 : WIRE[field.type];
+    if ((number === 1 && wire !== WIRE[field.keyType]) || (number === 2 && wire !== valueWire)) throw new Refused(`map entry field ${number}: wire type ${wire}`);
+    if (number === 1) ({ value: key, pos } = scalar(buf, field.keyType, pos, end));
+    else if (number === 2) {
       ({ value, pos } = element(buf, field, pos, end));
       hasValue = true;
     } else pos = skipField(buf, wire, number, pos, end);
@@ -287,7 +377,8 @@ function reference(type: protobuf.Type, buf: Buffer, start = 0, end = buf.length
     pos = tag.pos;
     const number = Number(tag.value >> 3n);
     const wire = Number(tag.value & 7n);
-    const field = number === 0 ? undefined : type.fieldsById[number];
+    if (number === 0) throw new Refused('field number 0');
+    const field = type.fieldsById[number];
     if (!field) {
       pos = skipField(buf, wire, number, pos, end);
       continue;
