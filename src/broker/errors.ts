@@ -21,7 +21,7 @@ export type BrokerErrorCode =
   | 'ERR_TOKEN_UNAVAILABLE'
   /** The Broker API request did not carry `broker.spiffe.io: true`. */
   | 'ERR_MISSING_BROKER_HEADER'
-  /** The workload reference is malformed or of an unsupported type. */
+  /** The workload reference is missing, of an unsupported type, or names no workload (a uid that is not a UUID, pid 0). */
   | 'ERR_WORKLOAD_REFERENCE_INVALID'
   /** The caller may not use this kind of workload reference (BROKER_KUBERNETES_REFERENCE_CALLERS, BROKER_PID_REFERENCE_CALLERS). */
   | 'ERR_REFERENCE_TYPE_NOT_ALLOWED'
@@ -33,7 +33,7 @@ export type BrokerErrorCode =
   | 'ERR_CALLER_NOT_AUTHORIZED'
   /** The caller presented no certificate that is a valid X509-SVID (no or several URI SANs, a CA, ...). */
   | 'ERR_CALLER_UNAUTHENTICATED'
-  /** The request message cannot be read: it does not decode, or it is flagged compressed without grpc-encoding. */
+  /** The request message cannot be read: it, or the workload reference packed in it, does not decode; or it is flagged compressed without grpc-encoding. */
   | 'ERR_REQUEST_MALFORMED'
   /** The pod left the node or was replaced; the stream ends. */
   | 'ERR_WORKLOAD_GONE'

@@ -308,15 +308,21 @@ describe('Broker API refusals: X509-SVID peers, google.rpc.ErrorInfo details, un
       // bytes with cart's 36-byte UID present (protobufjs alone read it as that UID and served
       // cart's SVID), and declared 36 with 3 present (read as "abc": "uid is not a UUID").
       const podType = ld(1, Buffer.concat([ld(1, Buffer.from('pods')), ld(2, Buffer.from('core'))]));
-      for (const [uid, declared] of [[cartUid, 37], ['abc', 36]] as const) {
-        const reference = Buffer.concat([podType, ld(3, Buffer.from(uid), declared)]);
-        const a = await call(frame(svidRequest(Buffer.concat([ld(1, Buffer.from(url)), ld(2, reference)]))));
-        assert.equal(a.served, false, `uid ${uid} declared ${declared}: not served`);
-        assert.equal(a.grpcStatus, GrpcStatus.INVALID_ARGUMENT);
-        const st = decodeRpcStatus(a.details!);
-        assert.deepEqual(st.errorInfo, { reason: 'WORKLOAD_REFERENCE_INVALID', domain: 'spiffe.io', metadata: { code: 'ERR_WORKLOAD_REFERENCE_INVALID' } });
-        assert.match(st.message, /does not decode as a spiffe\.broker\.KubernetesObjectReference/);
+      // Bytes that do not decode are the request's malformation wherever they sit (the type_url
+      // above is in the request message, these uids inside Any.value): the same code, logged. A
+      // uid that is not UTF-8 does not decode either.
+      const withUid = (uid: Buffer, declared = uid.length) => svidRequest(Buffer.concat([ld(1, Buffer.from(url)), ld(2, Buffer.concat([podType, ld(3, uid, declared)]))]));
+      const before = logs.length;
+      for (const [uid, declared] of [[Buffer.from(cartUid), 37], [Buffer.from('abc'), 36], [Buffer.from([0xc3, 0x28]), 2]] as const) {
+        const a = await call(frame(withUid(uid, declared)));
+        assertRefused(a, `uid ${uid.toString('hex')} declared ${declared}`);
+        assert.match(decodeRpcStatus(a.details!).message, /^request cannot be read: workload reference does not decode as a spiffe\.broker\.KubernetesObjectReference/);
       }
+      assert.ok(logs.slice(before).some((l) => l.includes('Broker API call refused') && l.includes('does not decode')), 'logged');
+      // A reference that decodes but names no pod is the reference's fault: ERR_WORKLOAD_REFERENCE_INVALID.
+      const st = decodeRpcStatus((await call(frame(withUid(Buffer.from('abc'))))).details!);
+      assert.deepEqual(st.errorInfo, { reason: 'WORKLOAD_REFERENCE_INVALID', domain: 'spiffe.io', metadata: { code: 'ERR_WORKLOAD_REFERENCE_INVALID' } });
+      assert.equal(st.message, 'uid is not a UUID');
       assert.equal((await call(frame(request()))).served, true, 'the connection keeps working');
     });
 

@@ -7,7 +7,7 @@
  *
  * | situation | status | reason |
  * |---|---|---|
- * | reference missing, malformed, of an unsupported type, or the request unreadable | INVALID_ARGUMENT | WORKLOAD_REFERENCE_INVALID |
+ * | reference missing, of an unsupported type, or naming nothing valid (ERR_WORKLOAD_REFERENCE_INVALID); the request or the reference's bytes not well-formed (ERR_REQUEST_MALFORMED) | INVALID_ARGUMENT | WORKLOAD_REFERENCE_INVALID |
  * | no such pod on this node (or it was deleted / replaced) | NOT_FOUND | WORKLOAD_NOT_FOUND |
  * | the pod runs here but gets no identity (host network, terminating, finished, the broker itself, no service account) | PERMISSION_DENIED | WORKLOAD_NOT_ENTITLED |
  *

@@ -43,14 +43,24 @@ function invalid(message: string): BrokerError {
   return new BrokerError('ERR_WORKLOAD_REFERENCE_INVALID', message, { status: 'invalid-argument', publicMessage: message });
 }
 
+/** Bytes that are not well-formed protobuf, inside `Any.value` as anywhere else in the request. */
+function malformed(message: string): BrokerError {
+  return new BrokerError('ERR_REQUEST_MALFORMED', message, { status: 'invalid-argument', publicMessage: `request cannot be read: ${message}` });
+}
+
 function messageType(proto: string, type: string): protobuf.Type {
   return protobufRoot([proto]).lookupType(type);
 }
 
 /**
- * Decodes and validates a reference of any accepted type; throws ERR_WORKLOAD_REFERENCE_INVALID with a precise reason.
- * The packed message is decoded strictly: a field running past the end of `value` (a uid declared
- * 36 bytes with 3 present) makes the reference undecodable, not a shortened uid.
+ * Decodes and validates a reference of any accepted type. A reference that is missing, of a type
+ * not supported, or that decodes to values that name no pod (a uid that is not a UUID, pid 0) is
+ * ERR_WORKLOAD_REFERENCE_INVALID with a precise reason. Packed bytes that are not well-formed
+ * protobuf of the type (decoded strictly: a uid declared 36 bytes with 3 present, a string that is
+ * not UTF-8) are ERR_REQUEST_MALFORMED, the code of every undecodable part of a request: a broken
+ * encoder, logged, whether the damage sits in the request message or inside `Any.value`. Both are
+ * INVALID_ARGUMENT with the spec's reason WORKLOAD_REFERENCE_INVALID (SPIFFE Broker API 4.8: "the
+ * request omits the reference, or the reference is malformed or invalid").
  */
 export function parseReference(reference: ProtoAny | null | undefined): WorkloadRef {
   if (!reference || !reference.type_url) throw invalid('workload reference is missing');
@@ -62,7 +72,7 @@ export function parseReference(reference: ProtoAny | null | undefined): Workload
     const type = messageType(info.proto, info.type);
     decoded = type.toObject(decodeStrict(type, reference.value ?? new Uint8Array()));
   } catch {
-    throw invalid(`workload reference does not decode as a ${info.type}`);
+    throw malformed(`workload reference does not decode as a ${info.type}`);
   }
   if (info.kind === 'pid') {
     const pid = (decoded as WorkloadPIDReference).pid ?? 0;

@@ -6,7 +6,8 @@
  * one by UID would). Each kind has its own allow-list of callers (`BROKER_KUBERNETES_REFERENCE_CALLERS`,
  * `BROKER_PID_REFERENCE_CALLERS`; default: every caller of the Broker API).
  *
- * Answers: a reference that does not parse is INVALID_ARGUMENT (WORKLOAD_REFERENCE_INVALID); a
+ * Answers: a reference that does not decode or names nothing valid is INVALID_ARGUMENT
+ * (WORKLOAD_REFERENCE_INVALID; code ERR_REQUEST_MALFORMED or ERR_WORKLOAD_REFERENCE_INVALID); a
  * kind this caller may not use PERMISSION_DENIED (REFERENCE_TYPE_NOT_ALLOWED); no such pod on
  * this node — or a PID that is gone, in no pod, in a pod of another node — NOT_FOUND
  * (WORKLOAD_NOT_FOUND); a pod of this node that gets no identity PERMISSION_DENIED
