@@ -45,6 +45,12 @@ export interface LoadedProto {
 export interface LoadProtosOptions {
   /** Where the files are (default: the `proto/` directory above this module holding the first file). */
   readonly dir?: string;
+  /**
+   * Field names as written in the .proto (default, true), or lowerCamelCase as @grpc/proto-loader
+   * names them by default (false: for @grpc/reflection's handlers, which take proto-loader's
+   * objects). A separate root either way.
+   */
+  readonly keepCase?: boolean;
 }
 
 const cache = new Map<string, LoadedProto>();
@@ -59,12 +65,13 @@ export function loadProtos(relativeFiles: readonly string[], options: LoadProtos
   if (first === undefined) throw new Error('loadProtos needs at least one file');
   const dir = options.dir ?? protoRootFor(first);
   const files = [...new Set(relativeFiles)].sort();
-  const key = `${dir}\0${files.join('\0')}`;
+  const keepCase = options.keepCase ?? true;
+  const key = `${dir}\0${keepCase ? '' : 'camelCase\0'}${files.join('\0')}`;
   const hit = cache.get(key);
   if (hit) return hit;
   const root = new protobuf.Root();
   root.resolvePath = (_origin, target) => (target.startsWith('google/protobuf/') || isAbsolute(target) ? target : join(dir, target));
-  root.loadSync(files, { keepCase: true });
+  root.loadSync(files, { keepCase });
   root.resolveAll();
   const loaded: LoadedProto = { root, grpcObject: loadPackageDefinition(servicesPackageDefinition(root)), dir };
   cache.set(key, loaded);

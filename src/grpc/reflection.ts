@@ -204,18 +204,27 @@ function undotPackagelessNames(implementation: unknown): void {
   }
 }
 
-/** @grpc/reflection's own .proto files (v1 and v1alpha), through the one loader of proto sets (loaded once). */
+/**
+ * @grpc/reflection's own .proto files (v1 and v1alpha), through the one loader of proto sets (loaded
+ * once), with proto-loader's lowerCamelCase field names: its handlers read `messageRequest`,
+ * `fileContainingSymbol`, and echo the request back as `originalRequest`.
+ */
 function reflectionProtos(): protobuf.Root {
   const dir = join(dirname(require.resolve('@grpc/reflection')), '../proto/grpc/reflection');
-  return protobufRoot(['v1/reflection.proto', 'v1alpha/reflection.proto'], { dir });
+  return protobufRoot(['v1/reflection.proto', 'v1alpha/reflection.proto'], { dir, keepCase: false });
 }
+
+/** @grpc/reflection's proto-loader options (its PROTO_LOADER_OPTS, not exported), so a request object is the one its handlers expect. */
+const REFLECTION_OBJECT_OPTIONS: protobuf.IConversionOptions = Object.freeze({ longs: String, enums: String, bytes: Array, defaults: true, oneofs: true });
 
 /**
  * @grpc/reflection decodes requests with @grpc/proto-loader, i.e. protobufjs's `decode` of a
- * Buffer, which hands out a shortened string where a field runs past the end of the message. Each
- * request is first decoded strictly (src/grpc/strict-decode.ts) with the same message type; bytes
- * that do not decode make the deserializer throw, which grpc-js answers INTERNAL (as grpc-go does
- * for a request it cannot unmarshal). The library's own deserializer then builds the request.
+ * Buffer, which hands out a shortened string where a field runs past the end of the message (and
+ * misreads the rest src/grpc/strict-decode.ts lists). Each request is instead decoded once,
+ * strictly, with the same message type and made into the object proto-loader would build
+ * (`toObject` with the library's options; test/grpc/strict-decode holds the two to the same
+ * objects); bytes that do not decode make the deserializer throw, which grpc-js answers INTERNAL
+ * (as grpc-go does for a request it cannot unmarshal).
  */
 function strictRequests(definition: ServiceDefinition): ServiceDefinition {
   const root = reflectionProtos();
@@ -224,13 +233,9 @@ function strictRequests(definition: ServiceDefinition): ServiceDefinition {
     const service = method.path.split('/')[1] ?? '';
     const type = root.lookupService(service).methods[name]?.resolvedRequestType;
     if (!type) throw new Error(`reflection method ${method.path}: no request type in @grpc/reflection's protos`);
-    const deserialize = method.requestDeserialize;
     out[name] = {
       ...method,
-      requestDeserialize: (bytes: Buffer): unknown => {
-        decodeStrict(type, bytes);
-        return deserialize(bytes);
-      },
+      requestDeserialize: (bytes: Buffer): unknown => type.toObject(decodeStrict(type, bytes), REFLECTION_OBJECT_OPTIONS),
     };
   }
   return out as ServiceDefinition;

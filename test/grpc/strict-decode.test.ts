@@ -21,6 +21,7 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import type { MethodDefinition, Server, ServiceDefinition } from '@grpc/grpc-js';
+import { ReflectionService } from '@grpc/reflection';
 import protobuf from 'protobufjs';
 import { parseReference } from '../../src/broker/fronts/broker-api/index.js';
 import { addReflection } from '../../src/grpc/reflection.js';
@@ -690,6 +691,27 @@ describe('deserializers against the strict reference: random valid messages and 
     assert.ok(refusedByReference > 1000, `refused: ${refusedByReference}`);
     assert.ok(clampedByProtobufjs > 100, `read by plain protobufjs though truncated: ${clampedByProtobufjs}`);
   });
+});
+
+/** The request deserializers @grpc/reflection itself installs (proto-loader's: `toObject(decode(bytes), its options)`), by method path. */
+function libraryReflectionDeserializers(): Map<string, (bytes: Buffer) => unknown> {
+  const out = new Map<string, (bytes: Buffer) => unknown>();
+  const capture = { addService: (definition: ServiceDefinition) => Object.values(definition).forEach((m) => out.set(m.path, m.requestDeserialize)) };
+  new ReflectionService({}).addToServer(capture as unknown as Server);
+  return out;
+}
+
+describe('reflection requests: decoded once, strictly, into the object @grpc/reflection builds', () => {
+  const library = libraryReflectionDeserializers();
+  for (const subject of reflectionSubjects()) {
+    it(subject.label, () => {
+      const theirs = library.get(subject.label.replace(/ request$/u, ''))!;
+      assert.ok(theirs, subject.label);
+      const gen = new RandomMessages(seededRng(0x7ef1 + subject.label.length));
+      const samples = [Buffer.alloc(0), ...Array.from({ length: 200 }, () => Buffer.from(subject.type.encode(subject.type.fromObject(gen.message(subject.type))).finish()))];
+      for (const bytes of samples) assert.deepStrictEqual(subject.decode(bytes), theirs(bytes), bytes.toString('hex'));
+    });
+  }
 });
 
 describe('other strict call sites', () => {
