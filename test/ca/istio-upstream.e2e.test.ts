@@ -26,6 +26,7 @@ import { interopCall, writeCaStubs } from './support/python-interop.js';
 import { caClient, CA_NAMESPACE, CA_SA, lastDenialReason, startCaEnv, TD, waitForIndex, type CaEnv } from './support/ca-env.js';
 import { startCaProcess, type CaProcess } from './support/ca-process.js';
 import { makePluginCa, newCsr, opensslVerifyChain, tempDir, writeCacerts, type PluginCa } from './support/pki-fixtures.js';
+import { until } from '../support/until.js';
 
 const SLEEP = `spiffe://${TD}/ns/default/sa/sleep`;
 const RA_SA = 'certbroker-ra';
@@ -162,7 +163,7 @@ test('istio-upstream: the root file is read again during a root rotation (no res
   const raRoots = join(dir.path, 'ra-rotating-root.pem');
   await writeFile(raRoots, plugin.root.pem);
   const ra = await startRa(upstreamSigner({ rootCertFile: raRoots }), true);
-  await waitFor(() => ra.signer.ready, 'the RA signer read its files');
+  await until(() => ra.signer.ready, 'the RA signer read its files');
   const c = caClient(ra.port, undefined);
   const ask = async () => c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP, ttlSeconds: 3600 });
   try {
@@ -203,7 +204,7 @@ export default { ...base, sign: (r) => r.purpose === 'serving' ? base.sign(r) : 
   const slowRoot = join(dir.path, 'slow-upstream-root.pem');
   await writeFile(slowRoot, slow.rootsPem());
   const ra = await startRa(upstreamSigner({ address: `127.0.0.1:${slow.port}`, rootCertFile: slowRoot, timeoutMs: 120_000 }), true);
-  await waitFor(() => ra.signer.ready, 'the RA signer read its files');
+  await until(() => ra.signer.ready, 'the RA signer read its files');
   const c = caClient(ra.port, undefined);
   try {
     const r = await c.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP, deadlineMs: 2000 });
@@ -233,7 +234,7 @@ test('istio-upstream: an upstream that is down is UNAVAILABLE, one that hangs af
   const cd = caClient(down.port, undefined);
   const ch = caClient(hanging.port, undefined);
   try {
-    for (const ra of [down, hanging]) await waitFor(() => ra.signer.ready, 'the signer read its files');
+    for (const ra of [down, hanging]) await until(() => ra.signer.ready, 'the signer read its files');
     const a = await cd.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP });
     assert.deepEqual([a.code, a.errorCode], [status.UNAVAILABLE, 'ERR_CA_UPSTREAM_UNAVAILABLE'], JSON.stringify(a));
     const b = await ch.create({ token: ztunnel, csr: await newCsr(), impersonate: SLEEP });
@@ -249,7 +250,3 @@ test('istio-upstream: an upstream that is down is UNAVAILABLE, one that hangs af
   }
 });
 
-async function waitFor(pred: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 1000 && !pred(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(pred(), what);
-}

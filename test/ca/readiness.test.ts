@@ -14,6 +14,7 @@ import { CA_SERVICE } from '../../src/protocol/istio-ca.js';
 import { caReadinessConditions, healthPublisher, PodInformer, ReadinessGate, ServingIdentity } from '../../src/ca/index.js';
 import { createPod, kubeConfigFor, startCluster, type DevCluster } from '../support/cluster.js';
 import { InstalledSigner, rootMaterial } from './support/installed-signer.js';
+import { until } from '../support/until.js';
 
 let cluster: DevCluster;
 before(async () => {
@@ -22,15 +23,6 @@ before(async () => {
   await createPod(cluster, { namespace: 'default', name: 'p', nodeName: 'node-a' });
 });
 after(() => cluster.close());
-
-/** Resolves once `pred` holds, polling every 5 ms (I/O to the devcluster); fails after ~10 s. */
-async function until(pred: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000; i++) {
-    if (pred()) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 test('readiness: the health status flips on the signer, serving certificate and informer events, never on a timer', async (t) => {
   const clock = new FakeClock(Date.now());

@@ -16,16 +16,10 @@ import { kubeTokenReviewer, discoveredJwks, kubeCaSecretStore } from '../../src/
 import { renderKubeconfigFile } from '../../src/core/kubeconfig-file.js';
 import { Secret } from '../../src/core/secret.js';
 import { silentTlsMaterial, startHungServer, type HungServer, type TlsMaterial } from '../support/hung-server.js';
+import { until } from '../support/until.js';
 
 const SHORT_MS = 300;
 
-async function until(what: string, probe: () => boolean, boundMs = 10_000): Promise<void> {
-  const end = Date.now() + boundMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 function codeOf(err: unknown): unknown {
   return (err as { code?: unknown }).code;
@@ -64,7 +58,7 @@ describe('fault: outbound calls to a dependency that never answers', () => {
       const server = await hung(kind);
       const review = kubeTokenReviewer(kubeConfigAt(server), { timeoutMs: SHORT_MS });
       await assert.rejects(review(new Secret('some.jwt.token'), ['istio-ca']), (err) => codeOf(err) === 'ERR_DEADLINE_EXCEEDED');
-      await until('the review closed its connection', () => server.openConnections === 0);
+      await until(() => server.openConnections === 0, 'the review closed its connection');
     });
 
     it(`broker -> TokenRequest: ERR_DEADLINE_EXCEEDED, connection closed (${against})`, { timeout: 20_000 }, async () => {
@@ -76,21 +70,21 @@ describe('fault: outbound calls to a dependency that never answers', () => {
         timeoutMs: SHORT_MS,
       });
       await assert.rejects(fetch(new AbortController().signal), (err) => codeOf(err) === 'ERR_DEADLINE_EXCEEDED');
-      await until('the TokenRequest closed its connection', () => server.openConnections === 0);
+      await until(() => server.openConnections === 0, 'the TokenRequest closed its connection');
     });
 
     it(`CA -> root Secret read: ERR_DEADLINE_EXCEEDED, connection closed (${against})`, { timeout: 20_000 }, async () => {
       const server = await hung(kind);
       const store = kubeCaSecretStore({ kubeConfig: kubeConfigAt(server), namespace: 'istio-system', name: 'istio-ca-secret', requestTimeoutMs: SHORT_MS });
       await assert.rejects(store.read(), (err) => codeOf(err) === 'ERR_DEADLINE_EXCEEDED');
-      await until('the read closed its connection', () => server.openConnections === 0);
+      await until(() => server.openConnections === 0, 'the read closed its connection');
     });
 
     it(`CA -> OIDC discovery: ERR_CA_AUTHN_BACKEND within its timeout (${against})`, { timeout: 20_000 }, async () => {
       const server = await hung(kind);
       const getKey = discoveredJwks({ issuer: `https://${server.address}`, caPem: material.caCertPem, timeoutMs: SHORT_MS });
       await assert.rejects(async () => getKey({ alg: 'RS256' }, { payload: '', signature: '' } as never), (err: unknown) => codeOf(err) === 'ERR_CA_AUTHN_BACKEND');
-      await until('discovery closed its connection', () => server.openConnections === 0);
+      await until(() => server.openConnections === 0, 'discovery closed its connection');
     });
 
     it(`broker -> CA: the call ends at its deadline and close() leaves no connection (${against})`, { timeout: 20_000 }, async () => {
@@ -122,7 +116,7 @@ describe('fault: outbound calls to a dependency that never answers', () => {
       } finally {
         ca.close();
       }
-      await until('the CA client closed every connection', () => server.openConnections === 0);
+      await until(() => server.openConnections === 0, 'the CA client closed every connection');
     });
   }
 });

@@ -20,17 +20,11 @@ import { tokenFor, Stack } from '../broker/support/stack.js';
 import { CliProcess } from '../support/cli-process.js';
 import { silentTlsMaterial, startHungServer, type HungServer, type TlsMaterial } from '../support/hung-server.js';
 import { CONFORMANCE, DaemonProcess, makeHostTree, treeEnv, waitFor } from '../cni/install/host-tree.js';
+import { until } from '../support/until.js';
 
 const EXIT_BOUND_MS = 30_000;
 const HANG_MS = 600_000;
 
-async function until(what: string, probe: () => boolean, boundMs = 20_000): Promise<void> {
-  const end = Date.now() + boundMs;
-  while (!probe()) {
-    if (Date.now() > end) throw new Error(`gave up waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
 
 describe('fault: SIGTERM with a hung dependency', () => {
   let stack: Stack;
@@ -71,7 +65,7 @@ describe('fault: SIGTERM with a hung dependency', () => {
     const broker = await brokerProcess('hung-api');
     try {
       // Its TokenRequest and its first pod list wait on the API server.
-      await until('the broker waiting on the API server', () => stack.dc.openConnections >= baseline + 2);
+      await until(() => stack.dc.openConnections >= baseline + 2, 'the broker waiting on the API server', { timeoutMs: 20_000 });
       broker.child.kill('SIGTERM');
       const exit = await broker.exit(EXIT_BOUND_MS);
       assert.ok(exit, `still running ${EXIT_BOUND_MS} ms after SIGTERM:\n${broker.tail()}`);
@@ -93,7 +87,7 @@ describe('fault: SIGTERM with a hung dependency', () => {
       try {
         await broker.waitForLog('node broker started');
         // The own-SVID fetch has reached the hung CA.
-        await until('the broker connected to the hung CA', () => server.openConnections >= 1);
+        await until(() => server.openConnections >= 1, 'the broker connected to the hung CA', { timeoutMs: 20_000 });
         broker.child.kill('SIGTERM');
         const exit = await broker.exit(EXIT_BOUND_MS);
         assert.ok(exit, `still running ${EXIT_BOUND_MS} ms after SIGTERM:\n${broker.tail()}`);
@@ -116,13 +110,13 @@ describe('fault: SIGTERM with a hung dependency', () => {
         {},
       );
       try {
-        await until('fetch connected to the hung CA', () => server.openConnections >= 1);
+        await until(() => server.openConnections >= 1, 'fetch connected to the hung CA', { timeoutMs: 20_000 });
         fetch.child.kill('SIGTERM');
         const exit = await fetch.exit(EXIT_BOUND_MS);
         assert.ok(exit, `still running ${EXIT_BOUND_MS} ms after SIGTERM:\n${fetch.tail()}`);
         assert.deepEqual(exit, { code: 1, signal: null }, fetch.tail());
         assert.match(fetch.tail(), /certbroker: received SIGTERM/);
-        await until('the hung CA saw the connection closed', () => server.openConnections === 0, 5000);
+        await until(() => server.openConnections === 0, 'the hung CA saw the connection closed', { timeoutMs: 5000 });
       } finally {
         fetch.kill();
       }
@@ -177,7 +171,7 @@ describe('fault: SIGTERM with a hung dependency', () => {
     const ca = await caProcess('istio-system');
     try {
       // The Secret read and the pod list wait on the API server.
-      await until('the CA waiting on the API server', () => stack.dc.openConnections >= baseline + 1);
+      await until(() => stack.dc.openConnections >= baseline + 1, 'the CA waiting on the API server', { timeoutMs: 20_000 });
       await assertCaStoppedBeforeStart(ca);
     } finally {
       stack.dc.faults.clear();

@@ -9,6 +9,7 @@ import assert from 'node:assert/strict';
 import { CsrClient, type CsrObject } from '../../src/kube/csr.js';
 import { createCsr, generateKeyPair } from '../../src/pki/index.js';
 import { kubeConfigFor, startCluster, type DevCluster } from '../support/cluster.js';
+import { until } from '../support/until.js';
 
 let cluster: DevCluster;
 let request: string;
@@ -27,10 +28,6 @@ const csr = (name: string): CsrObject => ({
   spec: { request, signerName: 'example.com/spiffe', usages: ['digital signature', 'client auth'], expirationSeconds: 3600 },
 });
 
-async function until(what: string, cond: () => boolean, tries = 500): Promise<void> {
-  for (let i = 0; i < tries && !cond(); i++) await new Promise((r) => setTimeout(r, 10));
-  assert.ok(cond(), what);
-}
 
 test('sequential CSR calls share one kept-alive connection; close() frees it', async () => {
   const client = new CsrClient(kubeConfigFor(cluster, cluster.adminToken));
@@ -46,7 +43,7 @@ test('sequential CSR calls share one kept-alive connection; close() frees it', a
   } finally {
     client.close();
   }
-  await until('close() closed the kept connection', () => cluster.openConnections === 0);
+  await until(() => cluster.openConnections === 0, 'close() closed the kept connection', { timeoutMs: 5_000, pollMs: 10 });
 });
 
 test('an aborted call on a kept-alive client destroys its socket; the next call opens a new connection', async () => {
@@ -62,7 +59,7 @@ test('an aborted call on a kept-alive client destroys its socket; the next call 
     aborted.abort(new Error('test abort'));
     await assert.rejects(pending, /test abort/);
     cluster.faults.setLatency(0);
-    await until('the aborted call destroyed its kept socket', () => cluster.openConnections === 0, 150);
+    await until(() => cluster.openConnections === 0, 'the aborted call destroyed its kept socket', { timeoutMs: 1_500, pollMs: 10 });
     await client.delete('abort-0', new AbortController().signal);
     assert.equal(cluster.acceptedConnections - before, 1);
   } finally {
