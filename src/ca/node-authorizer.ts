@@ -32,6 +32,7 @@
  * node agents') was written (the index-wide `watchEpoch`); and a parsed identity is one object
  * that carries its account id and whether its trust domain is served, and is what is returned.
  */
+import { errCode } from '../core/errors.js';
 import { parseKubernetesIdentity, type KubernetesIdentity } from '../spiffe/index.js';
 import { AuthenticatedCaller, type Caller } from './caller.js';
 import { authzError } from './errors.js';
@@ -207,7 +208,7 @@ export class NodeAuthorizer {
       try {
         identity = parseKubernetesIdentity(requestedIdentity);
       } catch (err) {
-        const code = (err as { code?: string }).code ?? 'invalid';
+        const code = errCode(err) ?? 'invalid';
         throw authzError('ERR_CA_IDENTITY_INVALID', `requested identity is not spiffe://<td>/ns/<ns>/sa/<sa> (${code})`);
       }
       const slots = this.#pods.slots;

@@ -9,6 +9,7 @@
 import { errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import type { Clock } from '../../core/clock.js';
 import { ConfigError } from '../../core/config.js';
+import { errCode } from '../../core/errors.js';
 import type { Secret } from '../../core/secret.js';
 import { makeCaller, parseServiceAccountUser, type Caller } from '../caller.js';
 import { CaError, authnError } from '../errors.js';
@@ -111,8 +112,8 @@ function mapJoseError(err: unknown): CaError {
     return authnError('ERR_CA_TOKEN_AUDIENCE', 'JWT audience does not match', err);
   }
   // Failures to obtain a key were classified by `#key`; what remains is about the token itself.
-  const code = (err as { code?: unknown }).code;
-  return authnError('ERR_CA_TOKEN_INVALID', `JWT rejected${typeof code === 'string' ? ` (${code})` : ''}`, err);
+  const code = errCode(err);
+  return authnError('ERR_CA_TOKEN_INVALID', `JWT rejected${code === undefined ? '' : ` (${code})`}`, err);
 }
 
 /** Pure: verified Kubernetes service-account claims to a Caller. */
