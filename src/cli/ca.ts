@@ -71,7 +71,7 @@ export function command(): Command {
 
 /**
  * `certbroker ca rotate-root <prepare|activate|finish|rollback|status>`: one step of the
- * self-signed CA's root rotation on its Secret (docs/operations.md, "Rotating the root").
+ * self-signed CA's root rotation on its Secret (docs/operations.md, "Rotating the CA").
  */
 function rotateRootCommand(): Command {
   return new Command('rotate-root')
