@@ -261,6 +261,8 @@ export class HpackEncoder {
 
   /** The header block for `fields`, after the pre-encoded `head` (from `encodeHeaderBlock`) if given. */
   encode(fields: readonly HeaderField[], head?: Uint8Array): Buffer {
+    // A pre-encoded block alone (a constant response head or trailer): passed through as is.
+    if (head !== undefined && fields.length === 0 && !this.sizeUpdatePending) return Buffer.isBuffer(head) ? head : Buffer.from(head.buffer, head.byteOffset, head.byteLength);
     const parts: Uint8Array[] = [];
     if (this.sizeUpdatePending) {
       parts.push(SIZE_UPDATE_ZERO);

@@ -14,8 +14,19 @@ export type FieldMap = Record<string, string | string[] | undefined>;
 
 /** Any byte outside a lowercase token (RFC 9113 §8.2.1: 0x00-0x20, 0x41-0x5a, 0x7f-0xff), or ':'. */
 const BAD_NAME = /[^!#$%&'*+\-.^_`|~0-9a-z]/u;
-/** NUL, CR or LF anywhere, or SP/HTAB first or last (RFC 9113 §8.2.1). */
-const BAD_VALUE = /[\0\r\n]|^[ \t]|[ \t]$/u;
+/**
+ * NUL, CR or LF anywhere, or SP/HTAB first or last (RFC 9113 §8.2.1). Three `indexOf` scans and
+ * two end checks rather than one regular expression: on a ~1 KB bearer token, in every request,
+ * about a quarter of the regular expression's time (~0.2 vs ~0.9 µs here).
+ */
+function badValue(value: string): boolean {
+  const n = value.length;
+  if (n === 0) return false;
+  const first = value.charCodeAt(0);
+  const last = value.charCodeAt(n - 1);
+  if (first === 0x20 || first === 0x09 || last === 0x20 || last === 0x09) return true;
+  return value.indexOf('\n') >= 0 || value.indexOf('\r') >= 0 || value.indexOf('\0') >= 0;
+}
 
 /** RFC 9113 §8.2.2: fields that are connection-specific in HTTP/1.1 and malformed in HTTP/2. */
 const CONNECTION_SPECIFIC = new Set(['connection', 'proxy-connection', 'keep-alive', 'transfer-encoding', 'upgrade']);
@@ -41,7 +52,7 @@ export class FieldCollector {
     if (name.charCodeAt(0) === 0x3a) return this.#pseudo(name, value);
     this.#regularSeen = true;
     if (name.length === 0 || BAD_NAME.test(name)) return this.#fail('invalid field name');
-    if (BAD_VALUE.test(value)) return this.#fail(`invalid value for ${name}`);
+    if (badValue(value)) return this.#fail(`invalid value for ${name}`);
     if (CONNECTION_SPECIFIC.has(name)) return this.#fail(`connection-specific field ${name}`);
     if (name === 'te' && value !== 'trailers') return this.#fail('te other than trailers');
     const had = this.fields[name];
@@ -55,7 +66,7 @@ export class FieldCollector {
     if (this.#regularSeen) return this.#fail('pseudo-header field after a regular field');
     if (!REQUEST_PSEUDO.has(name)) return this.#fail(`unknown pseudo-header field ${name.slice(0, 32)}`);
     if (this.fields[name] !== undefined) return this.#fail(`duplicate ${name}`);
-    if (BAD_VALUE.test(value)) return this.#fail(`invalid value for ${name}`);
+    if (badValue(value)) return this.#fail(`invalid value for ${name}`);
     this.fields[name] = value;
   }
 

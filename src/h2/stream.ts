@@ -181,9 +181,50 @@ export class H2Stream {
   reply(head: HeaderBlock, body: Uint8Array | undefined, trailers: HeaderBlock | undefined): void {
     if (this.#headersSent || this.#closed) return;
     if (body === undefined && trailers === undefined) return this.respond(head, true);
+    if (body !== undefined && trailers !== undefined && this.#replyInOne(head, body, trailers)) return;
     this.respond(head);
     if (body) this.write(body);
     this.end(trailers);
+  }
+
+  /**
+   * `reply` when everything fits at once (the body within both send windows and one frame, each
+   * header block in one frame): HEADERS, DATA and trailers written into one buffer, not three
+   * frames plus a pending queue. False (nothing sent) when the windows or the frame size do not
+   * allow it, for the general path.
+   */
+  #replyInOne(head: HeaderBlock, body: Uint8Array, trailers: HeaderBlock): boolean {
+    const host = this.#host;
+    const max = host.peerMaxFrameSize;
+    const n = body.length;
+    if (n === 0 || n > this.sendWindow || n > host.connectionWindow || n > max) return false;
+    const headBlock = host.encode(head);
+    const trailerBlock = host.encode(trailers);
+    if (headBlock.length > max || trailerBlock.length > max) return this.#replyEncoded(headBlock, body, trailerBlock);
+    const size = 3 * FRAME_HEADER_BYTES + headBlock.length + n + trailerBlock.length;
+    const out = Buffer.allocUnsafe(size);
+    let at = 0;
+    writeFrameHeader(out, at, headBlock.length, FrameType.HEADERS, Flag.END_HEADERS, this.id);
+    out.set(headBlock, (at += FRAME_HEADER_BYTES));
+    writeFrameHeader(out, (at += headBlock.length), n, FrameType.DATA, 0, this.id);
+    out.set(body, (at += FRAME_HEADER_BYTES));
+    writeFrameHeader(out, (at += n), trailerBlock.length, FrameType.HEADERS, Flag.END_STREAM | Flag.END_HEADERS, this.id);
+    out.set(trailerBlock, at + FRAME_HEADER_BYTES);
+    this.#headersSent = true;
+    this.sendWindow -= n;
+    host.connectionWindow -= n;
+    host.queue(out);
+    this.#endedLocally();
+    return true;
+  }
+
+  /** `reply` with a header block larger than a frame: the general path (CONTINUATION), the blocks already encoded. */
+  #replyEncoded(headBlock: Uint8Array, body: Uint8Array, trailerBlock: Uint8Array): boolean {
+    this.respond(headBlock);
+    this.write(body);
+    this.#ending = { trailers: trailerBlock };
+    this.flush();
+    return true;
   }
 
   /** Resets the stream (RST_STREAM with `code`); its close listeners hear `code`. */
