@@ -8,19 +8,20 @@
  * (ztunnel tokens impersonating a workload, so TokenReview is cached after the first call and
  * the node authorizer runs on every call).
  *
- * The headline is measured in BENCH_CA_ROUNDS (default 5) rounds, each the pool, the default CA (h2 engine) and the node:http2 CA back to
- * back (alternating which goes first), and reported as the median per-round ratio; comparison rows (other transports,
+ * The headline is measured in BENCH_CA_ROUNDS (default 5) rounds, each the pool, the default CA (h2 engine) and the node:http2 CA in
+ * BENCH_CA_SLICES (default 4) interleaved slices per side, in mirrored order (ABC CBA ...), each side's slices summed,
+ * and reported as the median per-round ratio; comparison rows (other transports,
  * load clients, signing on the main thread) are one run each. The load generator is nghttp2's
  * h2load when it is on PATH (Debian: nghttp2-client; it barely uses the shared cores), else our
  * node:http2 client. Results go to the CA section of docs/benchmarks.md.
  *
- * BENCH_CA_SECONDS (default 4) per measurement; BENCH_CA_CHANNELS (default 4) connections and
+ * BENCH_CA_SECONDS (default 4) per measurement (per side and round, over its slices); BENCH_CA_CHANNELS (default 4) connections and
  * BENCH_CA_INFLIGHT (default 32) calls in flight on each; BENCH_CA_DOCS overrides the file
  * written; BENCH_CA_ONLY=<h2load|http2|grpc-js> keeps only the comparison rows with that load client.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { availableParallelism, cpus, tmpdir } from 'node:os';
+import { availableParallelism, cpus, loadavg, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { credentials, Metadata, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
@@ -32,6 +33,10 @@ const SECONDS = Number(process.env.BENCH_CA_SECONDS ?? 4);
 const CHANNELS = Number(process.env.BENCH_CA_CHANNELS ?? 4);
 const INFLIGHT = Number(process.env.BENCH_CA_INFLIGHT ?? 32);
 const ROUNDS = Math.max(1, Number(process.env.BENCH_CA_ROUNDS ?? 5));
+/** Slices per side in each round (BENCH_CA_SLICES), SECONDS / SLICES long each. */
+const SLICES = Math.max(1, Number(process.env.BENCH_CA_SLICES ?? 4));
+/** h2load's warm-up before each slice (connections up, the pipeline full), not counted. */
+const SLICE_WARMUP_SECONDS = 0.5;
 const CSR_COUNT = 256;
 const IDENTITY = 'spiffe://cluster.local/ns/default/sa/sleep';
 
@@ -188,6 +193,8 @@ interface Window {
   /** CA process CPU seconds and main-thread event-loop utilization during the load's measurement window. */
   cpuSeconds: number;
   elu: number;
+  /** The window's length as this process saw it (between the two marks), 0 until it ended. */
+  seconds: number;
 }
 
 /**
@@ -201,16 +208,19 @@ function runSampled(command: string, args: readonly string[], marks: { readonly 
     let out = '';
     let cpu0: NodeJS.CpuUsage | undefined;
     let elu0: ReturnType<typeof performance.eventLoopUtilization> | undefined;
+    let t0 = 0;
     child.stdout.on('data', (c: Buffer) => {
       out += c.toString();
       if (cpu0 === undefined && out.includes(marks.start)) {
         cpu0 = process.cpuUsage();
         elu0 = performance.eventLoopUtilization();
+        t0 = performance.now();
       }
       if (cpu0 !== undefined && window.cpuSeconds === 0 && out.includes(marks.end)) {
         const d = process.cpuUsage(cpu0);
         window.cpuSeconds = (d.user + d.system) / 1e6;
         window.elu = performance.eventLoopUtilization(elu0).utilization;
+        window.seconds = (performance.now() - t0) / 1000;
       }
     });
     child.on('error', reject);
@@ -252,7 +262,7 @@ async function runH2load(job: H2loadJob, dir: string, window: Window, issuedByOu
   writeFileSync(body, job.frame);
   const args = [
     '-c', String(job.channels), '-m', String(job.inflight), '-t', '1',
-    '-D', String(job.seconds), `--warm-up-time=${job.warmupSeconds}`,
+    '-D', `${Math.round(job.seconds * 1000)}ms`, `--warm-up-time=${Math.round(job.warmupSeconds * 1000)}ms`,
     '-d', body,
     '-H', 'content-type: application/grpc', '-H', 'te: trailers', '-H', `authorization: Bearer ${job.token}`,
     `https://127.0.0.1:${job.port}/istio.v1.auth.IstioCertificateService/CreateCertificate`,
@@ -286,7 +296,8 @@ async function runH2load(job: H2loadJob, dir: string, window: Window, issuedByOu
   // h2load's CPU covers warm-up + window: scale it to the window by calls.
   const cpuSeconds = caIssued > 0 ? (loadCpu * succeeded) / caIssued : loadCpu;
   const errors = h2Errors + caOther + Math.max(0, succeeded - caIssued);
-  return { cpuSeconds, count: succeeded, errors, seconds: job.seconds, ...(firstError ? { firstError } : {}) };
+  // The window as this process saw h2load's marks (its own timer may fire a little late under load).
+  return { cpuSeconds, count: succeeded, errors, seconds: window.seconds > 0 ? window.seconds : job.seconds, ...(firstError ? { firstError } : {}) };
 }
 
 /** A measured rate and the CPU it took (whole process, all threads). */
@@ -313,31 +324,64 @@ async function measureSingle(material: Material, csrs: readonly string[]): Promi
   return { rate, cpuUs: (c.user + c.system) / n };
 }
 
-/** The in-process ceiling: the CA's LeafIssuerPool on every core, as many requests in flight as the load keeps. */
-async function measurePool(material: Material, csrs: readonly string[], size: number): Promise<Measured> {
-  const pki = await import('../src/pki/index.js');
-  const pool = new pki.LeafIssuerPool({ signer: material.leafSigner, size });
-  const issue = (i: number) => pool.issue({ csr: csrs[i % csrs.length]!, spiffeId: IDENTITY, ttlSeconds: 3600 });
-  await Promise.all(Array.from({ length: 400 }, (_, i) => issue(i)));
-  let k = 0;
+/** The in-process ceiling: the CA's LeafIssuerPool on every core (one pool per round; its slices measured with `measurePoolSlice`). */
+function startPool(pki: typeof import('../src/pki/index.js'), material: Material, size: number): InstanceType<typeof pki.LeafIssuerPool> {
+  return new pki.LeafIssuerPool({ signer: material.leafSigner, size });
+}
+
+type Pool = ReturnType<typeof startPool>;
+
+/** What one slice of a measurement counted: certificates, its length and the CPU it took. */
+interface Slice {
+  readonly count: number;
+  readonly seconds: number;
+  readonly cpuSeconds: number;
+}
+
+/**
+ * One slice of the pool: `warmup` requests first (they also let the CA's last answers of the
+ * slice before drain), then `CHANNELS x INFLIGHT` closed loops for `seconds`, as many requests in
+ * flight as the load keeps.
+ */
+async function measurePoolSlice(pool: Pool, csrs: readonly string[], seconds: number, warmup: number): Promise<Slice> {
   let seq = 0;
+  const issue = () => pool.issue({ csr: csrs[seq++ % csrs.length]!, spiffeId: IDENTITY, ttlSeconds: 3600 });
+  await Promise.all(Array.from({ length: warmup }, issue));
+  let k = 0;
   const c1 = process.cpuUsage();
   const t1 = performance.now();
-  const end1 = t1 + SECONDS * 1000;
+  const end1 = t1 + seconds * 1000;
   const loop = async () => {
     while (performance.now() < end1) {
-      await issue(seq++);
+      await issue();
       k++;
     }
   };
   await Promise.all(Array.from({ length: CHANNELS * INFLIGHT }, loop));
-  const rate = k / ((performance.now() - t1) / 1000);
   const c = process.cpuUsage(c1);
-  await pool.close();
-  return { rate, cpuUs: (c.user + c.system) / k };
+  return { count: k, seconds: (performance.now() - t1) / 1000, cpuSeconds: (c.user + c.system) / 1e6 };
+}
+
+/** Slices summed: certificates over the summed time, CPU over the summed certificates. */
+function measuredOf(slices: readonly Slice[]): Measured {
+  const count = slices.reduce((a, x) => a + x.count, 0);
+  const seconds = slices.reduce((a, x) => a + x.seconds, 0);
+  const cpu = slices.reduce((a, x) => a + x.cpuSeconds, 0);
+  return { rate: count / seconds, cpuUs: (cpu * 1e6) / Math.max(1, count) };
 }
 
 type LoadClient = 'h2load' | 'http2' | 'grpc-js';
+
+/** What one load run (or one slice of it) counted against a CA. */
+interface LoadSlice {
+  readonly count: number;
+  readonly seconds: number;
+  readonly errors: number;
+  readonly caCpuSeconds: number;
+  readonly loadCpuSeconds: number;
+  /** Seconds the CA's main thread was busy (event-loop utilization x seconds). */
+  readonly busySeconds: number;
+}
 
 interface Row {
   readonly name: string;
@@ -348,6 +392,31 @@ interface Row {
   readonly loadCpuUs: number;
   readonly caCores: number;
   readonly loadCores: number;
+}
+
+/** A row from load slices summed (certificates over the summed time, CPU over the summed certificates). */
+function rowOf(name: string, slices: readonly LoadSlice[]): Row {
+  const sum = (f: (x: LoadSlice) => number) => slices.reduce((a, x) => a + f(x), 0);
+  const count = sum((x) => x.count);
+  const seconds = sum((x) => x.seconds);
+  const n = Math.max(1, count);
+  return {
+    name,
+    rate: count / seconds,
+    errors: sum((x) => x.errors),
+    elu: sum((x) => x.busySeconds) / seconds,
+    caCpuUs: (sum((x) => x.caCpuSeconds) * 1e6) / n,
+    loadCpuUs: (sum((x) => x.loadCpuSeconds) * 1e6) / n,
+    caCores: sum((x) => x.caCpuSeconds) / seconds,
+    loadCores: sum((x) => x.loadCpuSeconds) / seconds,
+  };
+}
+
+function printed(row: Row): Row {
+  process.stdout.write(
+    `${row.name}: ${row.rate.toFixed(0)}/s (errors ${row.errors}; CA ${row.caCpuUs.toFixed(0)} µs CPU/cert, main thread busy ${(row.elu * 100).toFixed(0)} %; load ${row.loadCpuUs.toFixed(0)} µs/cert)\n`,
+  );
+  return row;
 }
 
 async function main(): Promise<void> {
@@ -362,6 +431,7 @@ async function main(): Promise<void> {
     csrs.push(pki.createCsr({ privateKey, uri: 'spiffe://cluster.local/ns/ignored/sa/ignored' }).pem);
   }
   const poolSize = availableParallelism();
+  const loadStart = loadavg().map((x) => x.toFixed(2)).join(' / ');
   const h2loadProblem = h2loadMissing();
   const h2load = h2loadProblem === undefined;
   const headlineClient: LoadClient = h2load ? 'h2load' : 'http2';
@@ -382,7 +452,7 @@ async function main(): Promise<void> {
   h2loadFrame.set(body, 5);
 
   const env = await startCaEnv();
-  const pairs: Array<{ pool: Measured; path: Row; http2: Row }> = [];
+  const pairs: Array<{ pool: Measured; path: Row; http2: Row; slicesPool: number[]; slicesPath: number[] }> = [];
   const rows: Row[] = [];
   try {
     await env.createPod({ namespace: 'default', name: 'sleep-a', serviceAccount: 'sleep', node: 'node-a' });
@@ -397,9 +467,9 @@ async function main(): Promise<void> {
       await waitForIndex(ca, (i) => i.getPod({ namespace: 'istio-system', name: 'ztunnel-3' }) !== undefined && i.getPod({ namespace: 'default', name: 'sleep-a' }) !== undefined);
       return ca;
     };
-    /** One load run against `ca`; prints and returns the row. */
-    const run = async (ca: CaUnderTest, name: string, client: LoadClient, seconds = SECONDS, warmupSeconds = 1): Promise<Row> => {
-      const win: Window = { cpuSeconds: 0, elu: 0 };
+    /** One load run against `ca` (a whole measurement or one slice of it). */
+    const load = async (ca: CaUnderTest, client: LoadClient, seconds: number, warmupSeconds: number): Promise<LoadSlice> => {
+      const win: Window = { cpuSeconds: 0, elu: 0, seconds: 0 };
       const byOutcome = async () => {
         const m = new Map<string, number>();
         for (const v of (await ca.metrics.requests.get()).values) m.set(String(v.labels.outcome), (m.get(String(v.labels.outcome)) ?? 0) + v.value);
@@ -414,49 +484,47 @@ async function main(): Promise<void> {
               win,
             );
       if (res.firstError) process.stdout.write(`  first error: ${res.firstError}\n`);
-      const row: Row = {
-        name,
-        rate: res.count / res.seconds,
-        errors: res.errors,
-        elu: win.elu,
-        caCpuUs: (win.cpuSeconds * 1e6) / Math.max(1, res.count),
-        loadCpuUs: (res.cpuSeconds * 1e6) / Math.max(1, res.count),
-        caCores: win.cpuSeconds / res.seconds,
-        loadCores: res.cpuSeconds / res.seconds,
-      };
-      process.stdout.write(
-        `${name}: ${row.rate.toFixed(0)}/s (errors ${row.errors}; CA ${row.caCpuUs.toFixed(0)} µs CPU/cert, main thread busy ${(row.elu * 100).toFixed(0)} %; load ${row.loadCpuUs.toFixed(0)} µs/cert)\n`,
-      );
-      return row;
+      return { count: res.count, seconds: res.seconds, errors: res.errors, caCpuSeconds: win.cpuSeconds, loadCpuSeconds: res.cpuSeconds, busySeconds: win.elu * res.seconds };
     };
+    /** One whole load run against `ca`; prints and returns the row. */
+    const run = async (ca: CaUnderTest, name: string, client: LoadClient, seconds = SECONDS, warmupSeconds = 1): Promise<Row> => printed(rowOf(name, [await load(ca, client, seconds, warmupSeconds)]));
 
     // The headline: the CA as deployed (default transport and workers), measured in rounds that
-    // pair the in-process pool with the full path back to back, so both see the same machine.
+    // pair the in-process pool with the full path in the same period, so both see the same machine.
     const headline = await start({ workers: poolSize });
     await run(headline, 'warm-up (not reported)', headlineClient, 2, 1);
     // The same CA on node:http2 (CA_TRANSPORT=http2, the default before stop 21), measured in the same rounds.
     const nodeHttp2Ca = await start({ transport: 'http2', workers: poolSize });
     await run(nodeHttp2Ca, 'warm-up http2 (not reported)', headlineClient, 2, 1);
     const hits0 = (await headline.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0;
-    // Rounds alternate which half goes first (pool, CA | CA, pool), so a machine that speeds up or
-    // slows down during a round does not always favour the same side.
+    // Each round: SLICES short slices per side, interleaved pool, CA, node:http2 CA then the
+    // mirror order (ABC CBA ...), each side's slices summed. Every side's slices then sit at the
+    // same mean time in the round, so a machine that speeds up or slows down steadily during it
+    // favours no side, and faster swings are spread over the sides instead of landing on one.
+    const slice = SECONDS / SLICES;
     for (let r = 0; r < ROUNDS; r++) {
-      const poolHalf = async () => {
-        const m = await measurePool(material, csrs, poolSize);
-        process.stdout.write(`round ${r + 1}: in-process pool ${m.rate.toFixed(0)}/s (${m.cpuUs.toFixed(0)} µs CPU/cert)\n`);
-        return m;
+      const pool = startPool(pki, material, poolSize);
+      const sides = { pool: [] as Slice[], path: [] as LoadSlice[], http2: [] as LoadSlice[] };
+      const steps: Record<keyof typeof sides, () => Promise<void>> = {
+        pool: async () => void sides.pool.push(await measurePoolSlice(pool, csrs, slice, sides.pool.length === 0 ? 400 : 200)),
+        path: async () => void sides.path.push(await load(headline, headlineClient, slice, SLICE_WARMUP_SECONDS)),
+        http2: async () => void sides.http2.push(await load(nodeHttp2Ca, headlineClient, slice, SLICE_WARMUP_SECONDS)),
       };
-      const caHalf = () => run(headline, `round ${r + 1}: default CA, ${headlineClient} load`, headlineClient);
-      const nodeHttp2Half = () => run(nodeHttp2Ca, `round ${r + 1}: http2 (node:http2) transport CA, ${headlineClient} load`, headlineClient);
-      if (r % 2 === 0) {
-        const pool = await poolHalf();
-        const path = await caHalf();
-        pairs.push({ pool, path, http2: await nodeHttp2Half() });
-      } else {
-        const http2 = await nodeHttp2Half();
-        const path = await caHalf();
-        pairs.push({ pool: await poolHalf(), path, http2 });
+      for (let j = 0; j < SLICES; j++) {
+        const order = (['pool', 'path', 'http2'] as const).slice();
+        if ((r + j) % 2 === 1) order.reverse();
+        for (const side of order) await steps[side]();
       }
+      await pool.close();
+      const m = measuredOf(sides.pool);
+      process.stdout.write(`round ${r + 1}: in-process pool ${m.rate.toFixed(0)}/s (${m.cpuUs.toFixed(0)} µs CPU/cert; slices ${sides.pool.map((x) => (x.count / x.seconds).toFixed(0)).join(', ')}/s)\n`);
+      pairs.push({
+        pool: m,
+        path: printed(rowOf(`round ${r + 1}: default CA, ${headlineClient} load`, sides.path)),
+        http2: printed(rowOf(`round ${r + 1}: http2 (node:http2) transport CA, ${headlineClient} load`, sides.http2)),
+        slicesPool: sides.pool.map((x) => x.count / x.seconds),
+        slicesPath: sides.path.map((x) => x.count / x.seconds),
+      });
     }
     await nodeHttp2Ca.stop();
     const reviews = ((await headline.metrics.tokenReviewCache.get()).values.find((v) => v.labels.result === 'miss')?.value ?? 0) - hits0;
@@ -491,6 +559,7 @@ async function main(): Promise<void> {
   const http2Ratios = pairs.map((p) => p.http2.rate / p.pool.rate);
   const http2CpuRatios = pairs.map((p) => p.pool.cpuUs / (p.http2.caCpuUs + p.http2.loadCpuUs));
   const fmt = (n: number) => n.toFixed(0);
+  const spread = (xs: readonly number[]) => (xs.length > 1 ? `${fmt(Math.min(...xs))}–${fmt(Math.max(...xs))}` : fmt(xs[0]!));
   const range = (xs: readonly number[]) => `${median(xs).toFixed(2)} (${Math.min(...xs).toFixed(2)}–${Math.max(...xs).toFixed(2)})`;
   const rowLine = (r: Row, ratio: string, cpuRatio: string) =>
     `| ${r.name} | ${fmt(r.rate)} | ${ratio} | ${fmt(r.caCpuUs)} + ${fmt(r.loadCpuUs)} | ${cpuRatio} | ${(r.elu * 100).toFixed(0)} % | ${r.caCores.toFixed(2)} / ${r.loadCores.toFixed(2)} |`;
@@ -501,16 +570,16 @@ async function main(): Promise<void> {
     `|---|---:|---:|---:|---:|---:|---:|`,
     `| in-process, 1 thread (FastLeafIssuer) | ${fmt(single.rate)} | ${(single.rate / poolRate).toFixed(2)} | ${fmt(single.cpuUs)} | ${(poolCpu / single.cpuUs).toFixed(2)} | | |`,
     ...pairs.flatMap((p, i) => [
-      `| round ${i + 1}: in-process, pool of ${poolSize} workers (LeafIssuerPool) | ${fmt(p.pool.rate)} | 1.00 | ${fmt(p.pool.cpuUs)} | 1.00 | | |`,
+      `| round ${i + 1}: in-process, pool of ${poolSize} workers (LeafIssuerPool; slices ${spread(p.slicesPool)}/s, CA's ${spread(p.slicesPath)}/s) | ${fmt(p.pool.rate)} | 1.00 | ${fmt(p.pool.cpuUs)} | 1.00 | | |`,
       rowLine({ ...p.path, name: `round ${i + 1}: **default CA** (${headlineClient} load)` }, `**${ratios[i]!.toFixed(2)}**`, `${cpuRatios[i]!.toFixed(2)} (CA alone ${(p.pool.cpuUs / p.path.caCpuUs).toFixed(2)})`),
       rowLine({ ...p.http2, name: `round ${i + 1}: **http2 (node:http2) CA** (${headlineClient} load)` }, `**${http2Ratios[i]!.toFixed(2)}**`, `${http2CpuRatios[i]!.toFixed(2)} (CA alone ${(p.pool.cpuUs / p.http2.caCpuUs).toFixed(2)})`),
     ]),
     ...rows.map((r) => rowLine(r, `${(r.rate / poolRate).toFixed(2)}`, `${(poolCpu / (r.caCpuUs + r.loadCpuUs)).toFixed(2)} (CA alone ${(poolCpu / r.caCpuUs).toFixed(2)})`)),
   ];
   const note = [
-    `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores, Node ${process.version}; ${SECONDS} s per measurement after a 1 s warm-up (one unreported warm-up run first).`,
+    `Run ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}, ${cpus().length} cores, Node ${process.version}, load average ${loadStart} at the start and ${loadavg().map((x) => x.toFixed(2)).join(' / ')} at the end (1 / 5 / 15 min); per round and side ${SECONDS} s measured, in ${SLICES} slices of ${(SECONDS / SLICES).toFixed(2)} s (h2load: ${SLICE_WARMUP_SECONDS} s warm-up before each); comparison rows ${SECONDS} s after a 1 s warm-up (one unreported warm-up run first).`,
     `In-process = CSR parse + verify + leaf build + P-256 sign + PEM on the LeafIssuerPool (${poolSize} workers, ${CHANNELS * INFLIGHT} requests in flight, ${CSR_COUNT} distinct CSRs round-robin); "1 thread" = FastLeafIssuer alone.`,
-    `Default CA = \`certbroker ca\` as deployed: TLS, the h2 transport (certbroker's own HTTP/2 engine, src/h2), ${poolSize} signing workers, self-signed root in a devcluster, ztunnel tokens impersonating a workload (TokenReview cached after the first call per token, node authorizer on every call). Each round measures the pool, the default CA and the same CA on node:http2 (\`CA_TRANSPORT=http2\`) back to back, alternating which goes first; the comparison rows below the rounds are one run each, divided by the median pool rate.`,
+    `Default CA = \`certbroker ca\` as deployed: TLS, the h2 transport (certbroker's own HTTP/2 engine, src/h2), ${poolSize} signing workers, self-signed root in a devcluster, ztunnel tokens impersonating a workload (TokenReview cached after the first call per token, node authorizer on every call). Each round measures the pool, the default CA and the same CA on node:http2 (\`CA_TRANSPORT=http2\`) in ${SLICES} interleaved slices each, in mirrored order (pool, CA, node:http2 CA, then node:http2 CA, CA, pool, ...), each side's slices summed, so all three sides sample the same stretch of the machine's time; the comparison rows below the rounds are one run each, divided by the median pool rate.`,
     `Load: ${CHANNELS} TLS connections x ${INFLIGHT} calls in flight from a separate process. "h2load" = nghttp2's h2load (C; one CSR and one token; h2load counts HTTP 200s, so the CA's own outcome counter must show every call issued — any other outcome is counted as an error); "http2" = node:http2 with pre-encoded gRPC frames (every grpc-status checked, a few responses decoded); "grpc-js" = grpc-js clients.`,
     `The load process and the CA share the same ${cpus().length} cores and the machine is shared with other work: rates move with its load, which is why the ratio is taken per round; the CPU-per-certificate columns (process CPU / certificates) are the contention-robust comparison.`,
     `Reference from the issue: Go crypto/x509 on this machine ~4,900/s per core (~9,300/s on 2 cores).`,
