@@ -43,7 +43,8 @@ export class EngineCall implements ServerCall {
     this.#stream.ondata = undefined;
   }
   onClose(listener: () => void): void {
-    this.#stream.onClose(() => listener());
+    // Passed as is (it ignores the stream's close code): no wrapper per listener and call.
+    this.#stream.onClose(listener);
   }
   open(): boolean {
     return !this.#stream.headersSent;
