@@ -18,7 +18,8 @@ export interface Caller {
  * A Caller as the authenticators make it (`makeCaller`), which the token cache then hands out for
  * every call with the same token. Besides the Caller fields it carries the node authorizer's note
  * of where it last found this caller's pod (node-authorizer.ts; written by the authorizer alone,
- * never a decision): the pod's slot in the index, the slot's stamp, the pod's node id. The note
+ * never a decision): the pod's slot in the index, the slot's stamp, the pod's node id and where
+ * that node's table of active accounts is. The note
  * sits in the object itself, beside the fields the token cache reads on every call, so a warm
  * authorization reads no other object for it. Only an object of this class carries one: a copy
  * (`{ ...caller, podUid }`) is a plain object, so a note never stands for other fields than the
@@ -35,6 +36,9 @@ export class AuthenticatedCaller implements Caller {
   noteEpoch = -1;
   /** The pod's node id then, -1 when unscheduled. */
   noteNode = -1;
+  /** Where that node's table of active accounts was (PodSlots `tableBase`/`tableEntries`) when the note last stood. */
+  noteTableBase = 0;
+  noteTableEntries = 0;
   /** The caller's account is a registration authority (else a trusted node agent) for that authorizer. */
   noteAuthority = false;
   noteSlot = -1;

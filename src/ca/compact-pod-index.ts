@@ -73,7 +73,10 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
   readonly #free: number[] = [];
   /** Slots per node id (unscheduled pods are in none). */
   readonly #onNode: number[][] = [];
-  readonly #active = new NodeAccountCounts();
+  /** Active pods per (node, account); a move of a watched slot's node table moves the watch epoch too. */
+  readonly #active = new NodeAccountCounts(() => {
+    this.#watchEpoch++;
+  });
   /** Account ids by service account id, per namespace id; and each account's service account id. */
   readonly #accounts: Array<Map<number, number> | undefined> = [];
   readonly #accountSa: number[] = [];
@@ -195,7 +198,9 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
   }
 
   watch(slot: number): void {
-    if (slot >= 0 && slot < this.#names.length) this.#watched[slot] = 1;
+    if (slot < 0 || slot >= this.#names.length) return;
+    this.#watched[slot] = 1;
+    this.#active.watch(this.nodeOf(slot));
   }
 
   uidIs(slot: number, uid: string): boolean {
@@ -233,6 +238,18 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
 
   activeOnNode(node: number, account: number): boolean {
     return this.#active.count(node, account) > 0;
+  }
+
+  tableBase(node: number): number {
+    return node < 0 ? 0 : this.#active.tableBase(node);
+  }
+
+  tableEntries(node: number): number {
+    return node < 0 ? 0 : this.#active.tableEntries(node);
+  }
+
+  activeIn(base: number, entries: number, account: number): boolean {
+    return this.#active.countIn(base, entries, account) > 0;
   }
 
   /** Every pod (a copy). */

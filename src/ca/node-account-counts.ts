@@ -13,6 +13,13 @@
  * for a node not in cache). A table that grows moves to a new region at the pool's end; the pool
  * is repacked when it is full. An entry whose count drops to zero is deleted by shifting the
  * probe run back (no tombstones), so churn does not fill a table.
+ *
+ * A caller that asks about one node again and again (the node authorizer, for a node agent's
+ * node) can keep where that node's table is (`tableBase`, `tableEntries`) and probe it directly
+ * (`countIn`), which skips the per-node pair: on a large cluster that pair's line is as cold as
+ * the table's, so the kept place halves the misses of a warm call. A kept place is only valid
+ * until the table moves, so a node can be `watch`ed: the next move of its table (it grew, or the
+ * pool was repacked) calls `onWatchedMove` once and spends the mark.
  */
 
 /** Entries of a node's first table (it doubles when more than MAX_LOAD of them are in use). */
@@ -73,6 +80,14 @@ export class NodeAccountCounts {
   /** Per node id: entries in use. */
   readonly #used: number[] = [];
   #size = 0;
+  /** 1 for a node `watch`ed since its table last moved. */
+  #watched = new Uint8Array(0);
+  #watching = 0;
+  readonly #onWatchedMove: () => void;
+
+  constructor(onWatchedMove: () => void = () => {}) {
+    this.#onWatchedMove = onWatchedMove;
+  }
 
   /** Distinct (node, account) pairs with at least one active pod. */
   get size(): number {
@@ -88,6 +103,39 @@ export class NodeAccountCounts {
     const base = this.#where[w]!;
     const i = find(this.#pool, base, entries, account);
     return i < 0 ? 0 : this.#pool[base + (i << 1) + 1]!;
+  }
+
+  /** The first word of `node`'s table in the pool as it is now (valid until the table moves: see `watch`). */
+  tableBase(node: number): number {
+    const w = node << 1;
+    return w < this.#where.length ? this.#where[w]! : 0;
+  }
+
+  /** Entries of `node`'s table (0: it has none yet). */
+  tableEntries(node: number): number {
+    const w = node << 1;
+    return w < this.#where.length ? this.#where[w + 1]! : 0;
+  }
+
+  /** Active pods of `account` in the table at `base` of `entries` entries (as `tableBase`/`tableEntries` gave them since the last move). */
+  countIn(base: number, entries: number, account: number): number {
+    if (entries === 0) return 0;
+    const i = find(this.#pool, base, entries, account);
+    return i < 0 ? 0 : this.#pool[base + (i << 1) + 1]!;
+  }
+
+  /** Marks `node` so that the next move of its table (or its first table being placed) calls `onWatchedMove`. */
+  watch(node: number): void {
+    if (node < 0) return;
+    if (node >= this.#watched.length) {
+      const watched = new Uint8Array(Math.max(node + 1, this.#watched.length * 2, 64));
+      watched.set(this.#watched);
+      this.#watched = watched;
+    }
+    if (this.#watched[node] === 0) {
+      this.#watched[node] = 1;
+      this.#watching++;
+    }
   }
 
   add(node: number, account: number): void {
@@ -145,6 +193,15 @@ export class NodeAccountCounts {
     for (let o = 0; o < oldEntries * 2; o += 2) if (pool[oldBase + o] !== 0) insert(pool, base, entries, pool[oldBase + o]!, pool[oldBase + o + 1]!);
     this.#where[w] = base;
     this.#where[w + 1] = entries;
+    this.#moved(node);
+  }
+
+  /** `node`'s table moved: a watched node's mark is spent and the owner told. */
+  #moved(node: number): void {
+    if (node >= this.#watched.length || this.#watched[node] === 0) return;
+    this.#watched[node] = 0;
+    this.#watching--;
+    this.#onWatchedMove();
   }
 
   /** Copies every node's table into a fresh pool with room for `more` words after them (left-behind regions are dropped). */
@@ -163,5 +220,11 @@ export class NodeAccountCounts {
     }
     this.#pool = pool;
     this.#top = top;
+    // Every table moved: all marks are spent at once (one call for them all).
+    if (this.#watching > 0) {
+      this.#watched.fill(0);
+      this.#watching = 0;
+      this.#onWatchedMove();
+    }
   }
 }

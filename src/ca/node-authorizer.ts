@@ -23,13 +23,15 @@
  * the note stands only while the slot's stamp is unchanged (any upsert or remove of that pod
  * changes it, so a deleted, replaced or updated pod is checked afresh on the very next call);
  * each requested identity keeps its account id. A warm call is then one probe of the caller
- * node's own account table, with no string-keyed lookup of the pod or the node. The note is the
+ * node's own account table, at the place the note keeps for it, with no string-keyed lookup of
+ * the pod or the node and no read of the per-node directory that says where tables are. The note is the
  * only state written, and it is never a decision: steps 2, 3 (synced) and 4 run on every call.
  *
  * On a large cluster the warm path's cost is its cache misses, so it reads as few places as it
  * can: the note lives in the Caller object (read anyway by the token cache) rather than an object
  * of its own; a noted slot is watched, so that its stamp is read only after some noted pod (the
- * node agents') was written (the index-wide `watchEpoch`); and a parsed identity is one object
+ * node agents') was written or its node's table moved (the index-wide `watchEpoch`), so the
+ * table's place is kept in the note as well; and a parsed identity is one object
  * that carries its account id and whether its trust domain is served, and is what is returned.
  */
 import { errCode } from '../core/errors.js';
@@ -136,7 +138,9 @@ export class NodeAuthorizer {
     const node = mine && this.#stands(noted, slots) ? noted.noteNode : this.#findCallerPod(caller, noted, authority, slots);
     if (authority) return requested;
     const account = this.#accountOf(requested, slots);
-    if (account < 0 || node < 0 || !slots.activeOnNode(node, account)) this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
+    // A noted caller (the note now stands, or was just written) probes its node's table where the note says it is.
+    const onNode = account >= 0 && node >= 0 && (noted?.noteAuthorizer === this.id ? slots.activeIn(noted.noteTableBase, noted.noteTableEntries, account) : slots.activeOnNode(node, account));
+    if (!onNode) this.#noPodOnNode(requested, node < 0 ? '' : slots.nodeName(node));
     return requested;
   }
 
@@ -162,7 +166,10 @@ export class NodeAuthorizer {
     const epoch = slots.watchEpoch;
     if (noted.noteEpoch === epoch) return true;
     if (slots.stamp(noted.noteSlot) !== noted.noteStamp) return false;
-    noted.noteEpoch = epoch;
+    // The slot is as checked; its node's table may have moved (or been placed): watch again, then look where it is.
+    slots.watch(noted.noteSlot);
+    this.#noteTable(noted, slots);
+    noted.noteEpoch = slots.watchEpoch;
     return true;
   }
 
@@ -191,9 +198,16 @@ export class NodeAuthorizer {
       noted.noteSlot = slot;
       noted.noteStamp = slots.stamp(slot);
       noted.noteNode = node;
+      this.#noteTable(noted, slots);
       noted.noteEpoch = slots.watchEpoch;
     }
     return node;
+  }
+
+  /** Notes where the noted node's table is now (after `watch`, so any later move shows in the epoch). */
+  #noteTable(noted: AuthenticatedCaller, slots: PodSlots): void {
+    noted.noteTableBase = slots.tableBase(noted.noteNode);
+    noted.noteTableEntries = slots.tableEntries(noted.noteNode);
   }
 
   #noPodOnNode(requested: KubernetesIdentity, nodeName: string): never {

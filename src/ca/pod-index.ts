@@ -54,12 +54,13 @@ export interface PodSlots {
   slotOf(namespace: string, name: string): number;
   stamp(slot: number): number;
   /**
-   * Moves (increases) whenever a slot marked with `watch` is written, and at no other time; a
-   * write clears the mark. While it has not moved since `watch(slot)`, that slot's stamp has not
-   * moved either, so a note of the slot can be trusted without reading the stamp.
+   * Moves (increases) whenever a slot marked with `watch` is written, or the active-pod table of
+   * a marked slot's node moves (`tableBase`), and at no other time; each clears its mark. While it
+   * has not moved since `watch(slot)`, that slot's stamp has not moved either and its node's
+   * table is where it was, so a note of both can be trusted without reading either again.
    */
   readonly watchEpoch: number;
-  /** Marks `slot` so that its next upsert or remove moves `watchEpoch`. */
+  /** Marks `slot`, and the node it is on, so that the slot's next upsert or remove, or the next move of that node's table, moves `watchEpoch`. */
   watch(slot: number): void;
   /** Whether the pod in `slot` has exactly this UID / runs as exactly this service account. */
   uidIs(slot: number, uid: string): boolean;
@@ -73,6 +74,14 @@ export interface PodSlots {
   readonly accounts: number;
   /** Whether `account` has an active pod on `node` (phase neither Succeeded nor Failed). */
   activeOnNode(node: number, account: number): boolean;
+  /**
+   * Where `node`'s table of active accounts is now (opaque numbers; entries 0: none yet), for
+   * `activeIn`. Valid until the table moves, which a `watch` of a slot on that node signals.
+   */
+  tableBase(node: number): number;
+  tableEntries(node: number): number;
+  /** `activeOnNode` for the node whose table is at `base` with `entries` (as `tableBase`/`tableEntries` said). */
+  activeIn(base: number, entries: number, account: number): boolean;
 }
 
 /** A pod that can still run (and so stand for its identity on its node). */

@@ -157,3 +157,27 @@ test('decisions with noted callers equal fresh decisions under random pod churn'
     assert.ok([...outcomes.keys()].filter((k) => k.startsWith('spiffe://')).reduce((n, k) => n + outcomes.get(k)!, 0) > calls / 40, `seed ${seed}: calls were allowed too`);
   }
 });
+
+test("a noted caller follows its node's table through every move: a place kept past a move would still see deleted pods", () => {
+  const index = new CompactPodIndex();
+  const authz = new NodeAuthorizer({ ...OPTIONS, pods: index });
+  const agentUid = podUid(7);
+  index.upsert({ namespace: 'istio-system', name: 'ztunnel-n1', uid: agentUid, serviceAccountName: 'ztunnel', nodeName: 'n1', phase: 'Running' });
+  const caller = makeCaller({ namespace: 'istio-system', serviceAccount: 'ztunnel', podName: 'ztunnel-n1', podUid: agentUid, clusterId: 'Kubernetes', authenticator: 'tokenreview' });
+  const id = (sa: string) => `spiffe://${TD}/ns/a/sa/${sa}`;
+  const workload = (k: number, sa: string) => ({ namespace: 'a', name: `w-${k}`, uid: podUid(100 + k), serviceAccountName: sa, nodeName: 'n1', phase: 'Running' });
+  let k = 0;
+  // Each round adds accounts to n1 until its table has moved (grown) again, calls in between, then deletes the
+  // round's first account: its entry stays behind in the region the table left, so only the table's new place says no.
+  for (let round = 0; round < 4; round++) {
+    const first = `r${round}-0`;
+    for (let j = 0; j < 6 * (round + 1); j++) {
+      const sa = `r${round}-${j}`;
+      index.upsert(workload(k++, sa));
+      assert.equal(answer(authz, caller, id(sa)), id(sa), `round ${round}: ${sa} runs on n1`);
+    }
+    index.remove({ namespace: 'a', name: `w-${k - 6 * (round + 1)}` });
+    assert.equal(answer(authz, caller, id(first)), 'ERR_CA_NO_POD_ON_NODE', `round ${round}: ${first} was deleted`);
+  }
+  assert.ok(caller instanceof AuthenticatedCaller && caller.noteAuthorizer === authz.id, 'the answers came through the note');
+});
