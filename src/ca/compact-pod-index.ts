@@ -74,9 +74,7 @@ export class CompactPodIndex implements PodIndex, PodSlots, InformerStore<V1Pod>
   /** Slots per node id (unscheduled pods are in none). */
   readonly #onNode: number[][] = [];
   /** Active pods per (node, account); a move of a watched slot's node table moves the watch epoch too. */
-  readonly #active = new NodeAccountCounts(() => {
-    this.#watchEpoch++;
-  });
+  readonly #active = new NodeAccountCounts(() => this.#watchEpoch++);
   /** Account ids by service account id, per namespace id; and each account's service account id. */
   readonly #accounts: Array<Map<number, number> | undefined> = [];
   readonly #accountSa: number[] = [];
