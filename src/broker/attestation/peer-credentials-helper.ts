@@ -28,7 +28,7 @@ import { socketHandle } from './socket-fd.js';
 
 export interface PeerCredentialsHelperObserver {
   started?(pid: number): void;
-  /** The helper ended (or could not start); `reason` names why, `held` the reads that failed with it. */
+  /** The helper ended (or could not start), stop() aside; `reason` names why, `held` the reads that failed with it. */
   exited?(reason: string, held: number): void;
 }
 
@@ -170,7 +170,9 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
     this.#answered = false;
     let child: ChildProcess;
     try {
-      child = spawn(this.#perl, ['-e', this.#program.program], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {} });
+      // In a session of its own: a terminal's Ctrl-C (SIGINT to the foreground process group)
+      // drains the broker, and the helper serves that drain until stop() or the channel's EOF.
+      child = spawn(this.#perl, ['-e', this.#program.program], { stdio: ['ignore', 'ignore', 'pipe', 'ipc'], env: {}, detached: true });
     } catch (e) {
       const reason = `cannot run ${this.#perl}: ${e instanceof Error ? e.message : String(e)}`;
       this.#lastExit = reason;
@@ -226,7 +228,8 @@ export class PeerCredentialsHelper implements PeerCredentialsSource {
     this.#barren = this.#answered ? 0 : this.#barren + 1;
     const held = [...this.#pending].filter(([, p]) => p.child === child).map(([id]) => id);
     for (const id of held) this.#settle(id, peerCredentialsUnavailable(reason));
-    this.#observer?.exited?.(reason, held.length);
+    // A helper ended by stop() is no failure: not reported (no warning, not counted as an exit).
+    if (!this.#stopped) this.#observer?.exited?.(reason, held.length);
     this.#restartLater();
   }
 

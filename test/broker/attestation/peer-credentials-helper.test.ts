@@ -7,6 +7,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
@@ -209,6 +210,49 @@ test('fallback: in helper mode, reads the dead helper held and reads during its 
   const closed = await srv.pair();
   closed.accepted.destroy();
   assert.equal((await rejection(peers.read(closed.accepted))).code, 'ERR_PEER_CLOSED', 'a closed connection does not fall back');
+});
+
+/**
+ * A broker-like process: it starts the helper, and on SIGINT (a terminal's Ctrl-C reaches its whole
+ * process group) attests one more connection through it, as the drain would, and prints the answer.
+ */
+const CTRL_C_PROGRAM = `
+import { createServer, connect } from 'node:net';
+const { PeerCredentialsHelper } = await import(process.env.ATTESTATION_MODULE);
+const exits = [];
+const h = new PeerCredentialsHelper({ observer: { exited: (reason) => exits.push(reason) } });
+const accepted = [];
+const server = createServer((s) => accepted.shift()?.(s));
+await new Promise((r) => server.listen(process.env.SOCKET_PATH, r));
+const attest = async () => {
+  const s = new Promise((r) => accepted.push(r));
+  const client = connect(process.env.SOCKET_PATH);
+  try { return (await h.read(await s)).pid; } finally { client.destroy(); }
+};
+process.on('SIGINT', async () => {
+  const after = await attest().catch((e) => String(e.code ?? e));
+  const starts = h.starts;
+  h.stop();
+  console.log(JSON.stringify({ after, starts, exits }));
+  process.exit(0);
+});
+console.log(JSON.stringify({ ready: await attest() }));
+`;
+
+test('Ctrl-C: a SIGINT to the broker\'s process group leaves the helper serving the drain (it runs in a session of its own); stop() is not reported as an exit', { skip: supported }, async (t) => {
+  const dir = Scratch.forTest(t, 'cb-helper-int-').dir;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', CTRL_C_PROGRAM], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...process.env, SOCKET_PATH: join(dir, 's.sock'), ATTESTATION_MODULE: new URL('../../../src/broker/attestation/index.js', import.meta.url).href },
+  });
+  t.after(() => child.exitCode === null && child.kill('SIGKILL'));
+  const lines: string[] = [];
+  child.stdout!.setEncoding('utf8').on('data', (d: string) => lines.push(...d.split('\n').filter((l) => l !== '')));
+  const line = (n: number) => eventually(`line ${n} from the broker-like process`, () => lines[n]);
+  assert.deepEqual(JSON.parse(await line(0)), { ready: child.pid });
+  process.kill(-child.pid!, 'SIGINT');
+  assert.deepEqual(JSON.parse(await line(1)), { after: child.pid, starts: 1, exits: [] });
 });
 
 test('helpers that end without answering, one after another, are restarted ever later (the interval doubles)', async (t) => {
