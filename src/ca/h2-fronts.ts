@@ -8,7 +8,7 @@
  * apply the same TLS handshake timeout; the engine also bounds the SETTINGS acknowledgement
  * (`settingsAckTimeoutMs`). `closeSessions` is node:http2's `session.close()`, or the engine's two-step GOAWAY (§6.8).
  */
-import { createSecureServer, type Http2Session } from 'node:http2';
+import { constants as h2, createSecureServer, type Http2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import type { Server as TlsServer } from 'node:tls';
 import type { Clock } from '../core/clock.js';
 import { H2Server } from '../h2/server.js';
@@ -61,8 +61,12 @@ export function nodeFront(o: FrontOptions): Front {
     watch?.(s, (listener) => s.once('close', listener));
   });
   const onStreamError = (err: Error) => o.onError('stream', err);
-  server.on('stream', (stream, headers) => {
+  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, _flags: number, rawHeaders: string[]) => {
     stream.on('error', onStreamError);
+    // node:http2 bounds a header list by the acknowledged settings only: a stream opened before
+    // the client's SETTINGS ACK (hyper's, tonic's first calls go out with the preface) had no
+    // bound. Checked here too, and reset as nghttp2 resets one over the bound.
+    if (headerListSize(rawHeaders) > limits.maxHeaderListBytes) return stream.close(h2.NGHTTP2_ENHANCE_YOUR_CALM);
     o.onCall(new NodeCall(stream, headers));
   });
   return {
@@ -71,6 +75,13 @@ export function nodeFront(o: FrontOptions): Front {
     closeSessions: () => sessions.forEach((s) => s.close()),
     destroySessions: () => sessions.forEach((s) => s.destroy()),
   };
+}
+
+/** RFC 9113 §6.5.2's size of a header list: each field's name and value octets plus 32. */
+function headerListSize(rawHeaders: readonly string[]): number {
+  let size = 0;
+  for (const field of rawHeaders) size += field.length + 16; // name and value each carry half the 32
+  return size;
 }
 
 export function engineFront(o: FrontOptions): Front {

@@ -173,6 +173,21 @@ for (const kind of ['http2', 'h2'] as const) {
     }
   });
 
+  test(`${kind}: the header-list bound holds for a stream opened before the client acknowledged the CA's SETTINGS (hyper's and tonic's first calls)`, async () => {
+    // The request goes out with the client's preface, before the CA's SETTINGS reach it: node:http2
+    // applies only acknowledged settings, so without a check of our own such streams had no bound.
+    const raw = rawCaSession(cas[kind]);
+    try {
+      const early = await raw.call({ authorization: `Bearer ${ztunnel}`, 'x-a': 'a'.repeat(20_000) }, requestFrame({ csr: await newCsr() }));
+      assert.equal(early.grpc, undefined, JSON.stringify(early));
+      assert.equal(early.rstCode, 11, 'RST_STREAM(ENHANCE_YOUR_CALM)');
+      const under = await raw.call({ authorization: `Bearer ${ztunnel}`, 'x-a': 'a'.repeat(1000) }, requestFrame({ csr: await newCsr() }));
+      assert.equal(under.grpc, status.OK, 'the session serves the next call');
+    } finally {
+      raw.close();
+    }
+  });
+
   test(`${kind}: connections beyond the cap are closed at once, before TLS; a freed slot is usable again`, async () => {
     const capped = await env.startCa({ transport: kind, limits: { ...SMALL, maxConnections: 3, idleSessionTimeoutMs: 60_000 } });
     const sessions = [rawCaSession(capped), rawCaSession(capped), rawCaSession(capped)];
