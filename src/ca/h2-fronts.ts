@@ -47,9 +47,10 @@ export function nodeFront(o: FrontOptions): Front {
     allowHTTP1: false,
     // Time from the TCP connection to a finished TLS handshake (node's default is 120 s).
     handshakeTimeout: limits.tlsHandshakeTimeoutMs,
-    // Headers over maxHeaderListSize never reach us: nghttp2 resets the stream with
-    // ENHANCE_YOUR_CALM, which gRPC clients (grpc-js, grpc-go) report as RESOURCE_EXHAUSTED and
-    // do not retry; clients that read the setting (grpc-go) fail locally before sending.
+    // Headers over maxHeaderListSize never reach the call: nghttp2 resets the stream with
+    // ENHANCE_YOUR_CALM once its SETTINGS are acknowledged (before, the 'stream' check below),
+    // which gRPC clients (grpc-js, grpc-go) report as RESOURCE_EXHAUSTED and do not retry;
+    // clients that read the setting (grpc-go) fail locally before sending.
     settings: { maxConcurrentStreams: limits.maxConcurrentStreams, maxHeaderListSize: limits.maxHeaderListBytes },
   });
   const sessions = new Set<Http2Session>();
