@@ -8,7 +8,7 @@
 //! Every call of a run shares one connection: `--streams N` opens N concurrent streams on it.
 //! Flags: --target host:port --roots PEM --server-name NAME [--cert PEM --key PEM]
 //!   [--streams N] [--warmup (one call before the N)] [--chunk BYTES] [--body-once] [--hold] [--late-call] [--grpc-timeout V]
-//!   [--meta key=value]... [--adaptive-window] [--stream-window N] [--conn-window N]
+//!   [--meta key=value]... [--sensitive] [--adaptive-window] [--stream-window N] [--conn-window N]
 //!   [--max-frame-size N] [--keepalive-ms N] [--timeout-ms N]
 //! ca-create: --token-file F --csr-file F [--ttl S] [--impersonate ID] [--cluster-id C]
 //!   [--pad BYTES (a Struct entry of that many bytes: a message past the 64 KiB windows)]
@@ -36,7 +36,7 @@ type Res<T> = Result<T, String>;
 
 // ---- flags ---------------------------------------------------------------------------------
 
-const SWITCHES: &[&str] = &["adaptive-window", "hold", "late-call", "body-once", "warmup"];
+const SWITCHES: &[&str] = &["adaptive-window", "hold", "late-call", "body-once", "warmup", "sensitive"];
 
 struct Args(HashMap<String, Vec<String>>);
 
@@ -303,6 +303,7 @@ struct CallSpec {
     message: Vec<u8>,
     chunk: usize,
     body_once: bool,
+    sensitive: bool,
 }
 
 #[derive(Default)]
@@ -389,7 +390,10 @@ async fn start_call(conn: &mut Conn, spec: &CallSpec, hold: Option<watch::Receiv
         .header("te", "trailers")
         .header("user-agent", "tonic/0.8.3");
     for (k, v) in &spec.metadata {
-        req = req.header(k.as_str(), v.as_str());
+        // `--sensitive`: every metadata value HPACK "never indexed" (h2 encodes sensitive values so).
+        let mut value = hyper::header::HeaderValue::from_str(v).map_err(|e| format!("metadata {}: {}", k, e))?;
+        value.set_sensitive(spec.sensitive);
+        req = req.header(k.as_str(), value);
     }
     let req = req.body(body).map_err(|e| format!("request: {}", e))?;
     Ready(&mut conn.tx).await.map_err(|e| format!("connection not ready: {}", e))?;
@@ -559,7 +563,7 @@ fn call_spec(a: &Args, sub: &str) -> Res<(CallSpec, fn(&[u8], &mut Obj) -> Res<(
         other => return Err(format!("unknown subcommand {} (ca-create, health)", other)),
     };
     let chunk = a.num("chunk", 16 * 1024)?;
-    Ok((CallSpec { path: path.into(), metadata, message, chunk, body_once: a.has("body-once") }, decode))
+    Ok((CallSpec { path: path.into(), metadata, message, chunk, body_once: a.has("body-once"), sensitive: a.has("sensitive") }, decode))
 }
 
 /// Runs the subcommand's calls on one connection and returns the JSON line.
