@@ -225,7 +225,7 @@ describe('grpc-go against the node broker: SPIFFE Workload API and Broker API', 
     const w = await spawnGrpcGo(['workload-fetch', '-target', `unix://${workloadSocket}`, ...extra]);
     cgroups!.place(w.child.pid!, containerCgroup(cartUid));
     w.go();
-    return w.result<Streamed>();
+    return (await w.result()) as Streamed;
   }
 
   it('Workload API: FetchX509SVID with workload.spiffe.io is answered with the pod\'s SVID (key, chain and bundle check out in crypto/x509); FetchX509Bundles with the trust domain\'s bundle', { skip: cgroupsProblem }, async () => {

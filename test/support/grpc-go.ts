@@ -12,12 +12,12 @@
  * that waits for a line on stdin before it connects (`-wait-stdin`), so a test can first move it
  * into a pod's cgroup.
  */
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from './fixtures.js';
+import { spawnHeld, type HeldClient } from './held-client.js';
 import { goMainBinary } from './go-main.js';
 import { goMissing } from './tools.js';
 
@@ -97,28 +97,9 @@ export async function grpcGo<T = GoResult>(args: readonly string[], timeoutMs = 
   }
 }
 
-/** A started subcommand that connects once `go()` is called (it was given `-wait-stdin`). */
-export interface WaitingGo {
-  readonly child: ChildProcess;
-  go(): void;
-  result<T = GoResult>(): Promise<T>;
-}
+/** A started subcommand that connects once `go()` is called (it was given `-wait-stdin`); `result` is typed by the caller. */
+export type WaitingGo = HeldClient<unknown>;
 
 export async function spawnGrpcGo(args: readonly string[]): Promise<WaitingGo> {
-  const bin = await grpcGoBinary();
-  const child = spawn(bin, [...args, '-wait-stdin'], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return {
-    child,
-    go: () => child.stdin!.write('go\n'),
-    async result<T>() {
-      const code = await exited;
-      if (code !== 0 || lines.length === 0) throw new Error(`grpc-go-client ${args[0]} exited ${code}: ${stderr}`);
-      return JSON.parse(lines[lines.length - 1]!) as T;
-    },
-  };
+  return spawnHeld<unknown>('grpc-go-client', await grpcGoBinary(), [...args, '-wait-stdin']);
 }

@@ -13,15 +13,15 @@
  * cargo is the one on PATH, else rustup's ~/.cargo/bin/cargo; Debian's `cargo` package (0.66,
  * rustc 1.63) builds it too. `rustH2Missing()` says why a test must skip; `.ci/run` installs both.
  */
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import { homedir, tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { REPO_ROOT } from './fixtures.js';
+import { spawnHeld, type HeldClient } from './held-client.js';
 
 const run = promisify(execFile);
 
@@ -168,27 +168,8 @@ export async function rustH2(args: readonly string[], timeoutMs = 30_000): Promi
 }
 
 /** A started `--hold` run: its streams wait, half sent, until `go()`. */
-export interface HeldRust {
-  readonly child: ChildProcess;
-  go(): void;
-  result(): Promise<RustRun>;
-}
+export type HeldRust = HeldClient<RustRun>;
 
 export async function spawnRustH2(args: readonly string[]): Promise<HeldRust> {
-  const bin = await rustH2Binary();
-  const child = spawn(bin, [...args, '--hold'], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const lines: string[] = [];
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
-  const exited = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return {
-    child,
-    go: () => child.stdin!.write('go\n'),
-    async result() {
-      const code = await exited;
-      if (code !== 0 || lines.length === 0) throw new Error(`${NAME} ${args[0]} exited ${code}: ${stderr}`);
-      return JSON.parse(lines[lines.length - 1]!) as RustRun;
-    },
-  };
+  return spawnHeld<RustRun>(NAME, await rustH2Binary(), [...args, '--hold']);
 }
