@@ -11,6 +11,22 @@ import { seededRng } from '../support/seeded-rng.js';
 const NODES = 120;
 const ACCOUNTS = 60;
 
+/** One random add or remove, on `counts` and on the model: low nodes get many accounts (tables grow several times), the rest few. */
+function randomStep(rng: () => number, counts: NodeAccountCounts, model: Map<string, number>): void {
+  const n = Math.floor(rng() * NODES);
+  const a = Math.floor(rng() * (n < 10 ? ACCOUNTS : 6));
+  const k = `${n}/${a}`;
+  if (rng() < 0.55) {
+    counts.add(n, a);
+    model.set(k, (model.get(k) ?? 0) + 1);
+  } else {
+    counts.remove(n, a);
+    const c = model.get(k) ?? 0;
+    if (c <= 1) model.delete(k);
+    else model.set(k, c - 1);
+  }
+}
+
 test('counts equal a Map model under random adds and removes, through growth and deletes', () => {
   for (const seed of [1, 2, 3]) {
     const rng = seededRng(seed);
@@ -18,19 +34,7 @@ test('counts equal a Map model under random adds and removes, through growth and
     const model = new Map<string, number>();
     let most = 0;
     for (let step = 0; step < 40_000; step++) {
-      const n = Math.floor(rng() * NODES);
-      // Low nodes get many accounts (tables grow several times), the rest few.
-      const a = Math.floor(rng() * (n < 10 ? ACCOUNTS : 6));
-      const k = `${n}/${a}`;
-      if (rng() < 0.55) {
-        counts.add(n, a);
-        model.set(k, (model.get(k) ?? 0) + 1);
-      } else {
-        counts.remove(n, a);
-        const c = model.get(k) ?? 0;
-        if (c <= 1) model.delete(k);
-        else model.set(k, c - 1);
-      }
+      randomStep(rng, counts, model);
       if (step % 997 === 0) {
         for (let n2 = 0; n2 < NODES + 2; n2++) for (let a2 = 0; a2 < ACCOUNTS + 2; a2++) {
           assert.equal(counts.count(n2, a2), model.get(`${n2}/${a2}`) ?? 0, `seed ${seed} step ${step}: ${n2}/${a2}`);
@@ -69,18 +73,7 @@ test('a kept table place answers like count() until a move of its watched node i
     let seen = 0;
     let checks = 0;
     for (let step = 0; step < 20_000; step++) {
-      const n = Math.floor(rng() * NODES);
-      const a = Math.floor(rng() * (n < 10 ? ACCOUNTS : 6));
-      const k = `${n}/${a}`;
-      if (rng() < 0.55) {
-        counts.add(n, a);
-        model.set(k, (model.get(k) ?? 0) + 1);
-      } else {
-        counts.remove(n, a);
-        const c = model.get(k) ?? 0;
-        if (c <= 1) model.delete(k);
-        else model.set(k, c - 1);
-      }
+      randomStep(rng, counts, model);
       if (announced !== seen) {
         seen = announced;
         keepAll();
