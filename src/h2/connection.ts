@@ -4,8 +4,9 @@
  * from the socket's chunks (a frame split across chunks is joined), the connection's part of
  * the stream state machine (odd, increasing client stream ids; idle/open/half-closed/closed),
  * flow control both ways, SETTINGS/PING/GOAWAY (DATA in receive-data.ts; WINDOW_UPDATE, PRIORITY
- * and RST_STREAM in stream-control.ts), and the DoS guards: budgets for cheap frames and resets
- * (flood-guard.ts), bounded header blocks (header-block.ts), bounded pending input, reading paused
+ * and RST_STREAM in stream-control.ts; HEADERS and CONTINUATION, up to a request's checks, in
+ * header-block.ts), and the DoS guards: budgets for cheap frames and resets (flood-guard.ts),
+ * bounded header blocks (header-block.ts), bounded pending input, reading paused
  * while our output is not being read, and our SETTINGS acknowledged within
  * `H2Timeouts.settingsAckMs` (§6.5.3: else GOAWAY SETTINGS_TIMEOUT).
  *
@@ -20,11 +21,11 @@ import type { Socket } from 'node:net';
 import type { Clock } from '../core/clock.js';
 import { DEFAULT_MAX_FRAME_SIZE, ErrorCode, Flag, frameOf, FrameType, goawayFrame, H2ConnectionError, MAX_WINDOW, pingAckFrame, rstStreamFrame, SETTINGS_ACK } from './frames.js';
 import { DEFAULT_GUARDS, FloodGuard, RecentIds, type H2Guards } from './flood-guard.js';
-import { BlockAssembly, decodeBlock, headersPayload, receiveTrailers } from './header-block.js';
+import { receiveContinuation, receiveHeaders, refuse, type BlockAssembly, type HeaderHost } from './header-block.js';
 import { HpackDecoder, HpackEncoder } from './hpack.js';
 import { FrameReader } from './frame-reader.js';
 import { Output } from './output.js';
-import { FieldCollector } from './request-headers.js';
+import type { FieldCollector } from './request-headers.js';
 import { applyPeerSettings, DEFAULT_H2_TIMEOUTS, defaultPeerSettings, serverPreface, type H2Settings, type H2Timeouts } from './settings.js';
 import { H2Stream, type HeaderBlock, type HeaderFields, type StreamHost } from './stream.js';
 import { applyCredits, receiveData, type FlowAccount } from './receive-data.js';
@@ -47,7 +48,7 @@ const NO_FIELDS: HeaderFields = Object.freeze([]);
 /** The opaque bytes of the graceful close's PING (§6.8): its ACK says the first GOAWAY was read. */
 const DRAIN_PING = Buffer.from('h2-drain', 'latin1');
 
-export class H2Connection implements StreamHost, FlowAccount, StreamControl {
+export class H2Connection implements StreamHost, FlowAccount, StreamControl, HeaderHost {
   readonly #socket: Socket;
   readonly #o: H2ConnectionOptions;
   readonly #guards: H2Guards;
@@ -61,7 +62,8 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
   readonly #resets: FloodGuard;
   readonly #recentResets = new RecentIds(RECENT_RESETS);
   readonly #recentClosed = new RecentIds(RECENT_RESETS);
-  #lastStreamId = 0;
+  /** @internal The highest client stream id used so far (written by header-block.ts). */
+  lastStreamId = 0;
   readonly #reader = new FrameReader((buf, at, length, type, flags, sid) => this.#frame(buf, at, length, type, flags, sid), () => this.#destroyed || this.#ended);
   #settingsSeen = false;
   #assembly: BlockAssembly | undefined;
@@ -86,6 +88,8 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
   peerMaxFrameSize = DEFAULT_MAX_FRAME_SIZE;
   readonly streamWindow: number;
   readonly connectionWindowTarget: number;
+  readonly maxBlockBytes: number;
+  readonly maxBlockFrames: number;
   /** The peer's address (kept: the socket forgets it once closed). */
   readonly remoteAddress: string | undefined;
   readonly remotePort: number | undefined;
@@ -97,6 +101,8 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
     this.#timeouts = { ...DEFAULT_H2_TIMEOUTS, ...o.timeouts };
     this.streamWindow = o.settings.initialWindowSize;
     this.connectionWindowTarget = o.settings.connectionWindowSize;
+    this.maxBlockBytes = 2 * o.settings.maxHeaderListSize + 4096;
+    this.maxBlockFrames = this.#guards.maxBlockFrames;
     this.remoteAddress = socket.remoteAddress;
     this.remotePort = socket.remotePort;
     this.#decoder = new HpackDecoder({ maxTableSize: 4096, maxHeaderListSize: o.settings.maxHeaderListSize });
@@ -202,7 +208,8 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
       case FrameType.DATA:
         return receiveData(this, this.#streams, buf, at, length, flags, sid);
       case FrameType.HEADERS:
-        return this.#headers(buf, at, length, flags, sid);
+        this.#assembly = receiveHeaders(this, this.#streams, this.#decoder, buf, at, length, flags, sid);
+        return;
       case FrameType.PRIORITY:
         return receivePriority(this, this.#streams, buf, at, length, sid);
       case FrameType.RST_STREAM:
@@ -221,7 +228,8 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
       case FrameType.WINDOW_UPDATE:
         return receiveWindowUpdate(this, this.#streams, this.#blocked, buf, at, length, sid);
       case FrameType.CONTINUATION:
-        return this.#continuation(buf, at, length, flags, sid);
+        this.#assembly = receiveContinuation(this, this.#streams, this.#decoder, this.#assembly, buf, at, length, flags, sid);
+        return;
       default:
         // Unknown frame types are ignored (§4.1, §5.5), within the cheap-frame budget.
         return this.chargeControl();
@@ -235,7 +243,7 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
 
   /** @internal The stream id is not open yet (§5.1: idle). */
   isIdle(sid: number): boolean {
-    return sid > this.#lastStreamId;
+    return sid > this.lastStreamId;
   }
 
   /**
@@ -258,43 +266,24 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
     return this.#resets.charge();
   }
 
-  #headers(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
-    if (sid === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'HEADERS on stream 0');
-    if ((sid & 1) === 0) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'even stream id from a client');
-    const payload = headersPayload(buf, at, length, flags);
-    const maxBytes = 2 * this.#o.settings.maxHeaderListSize + 4096;
-    const assembly = new BlockAssembly(sid, flags, payload, maxBytes, this.#guards.maxBlockFrames);
-    if (flags & Flag.END_HEADERS) this.#block(assembly);
-    else this.#assembly = assembly;
+  /** @internal The stream id was reset by us lately. */
+  wasReset(sid: number): boolean {
+    return this.#recentResets.has(sid);
   }
 
-  #continuation(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
-    const a = this.#assembly;
-    if (!a || a.streamId !== sid) throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'CONTINUATION without its HEADERS');
-    if (!a.add(buf.subarray(at, at + length), flags)) return;
-    this.#assembly = undefined;
-    this.#block(a);
+  /** @internal The stream id was used by a stream that ended lately. */
+  wasClosed(sid: number): boolean {
+    return this.#recentClosed.has(sid);
   }
 
-  #block(a: BlockAssembly): void {
-    const sid = a.streamId;
-    const existing = this.#streams.get(sid);
-    const collector = new FieldCollector(existing !== undefined);
-    const withinSize = decodeBlock(this.#decoder, a.block(), collector);
-    if (existing) return receiveTrailers(existing, a.flags, withinSize, collector);
-    if (sid <= this.#lastStreamId) {
-      // A closed stream (or one we reset: its HEADERS may have crossed our RST_STREAM).
-      if (this.#recentResets.has(sid)) return;
-      // A stream that ended is closed (§5.1); a lower id never used is out of order (§5.1.1).
-      if (this.#recentClosed.has(sid)) throw new H2ConnectionError(ErrorCode.STREAM_CLOSED, 'HEADERS on a closed stream');
-      throw new H2ConnectionError(ErrorCode.PROTOCOL_ERROR, 'stream id lower than one already used');
-    }
-    this.#lastStreamId = sid;
-    if (this.#goawaySent) return; // above the GOAWAY's last stream id: ignored (§6.8)
-    if (a.dependsOn === sid) return this.#refuse(sid, ErrorCode.PROTOCOL_ERROR);
-    if (!withinSize) return this.#refuse(sid, ErrorCode.ENHANCE_YOUR_CALM);
-    if (collector.finish() !== undefined) return this.#refuse(sid, ErrorCode.PROTOCOL_ERROR);
-    if (this.#streams.size >= this.#o.settings.maxConcurrentStreams) return this.#refuse(sid, ErrorCode.REFUSED_STREAM);
+  /** @internal */
+  get goawaySent(): boolean {
+    return this.#goawaySent;
+  }
+
+  /** @internal A request passed header-block.ts's checks: its stream opens, unless past SETTINGS_MAX_CONCURRENT_STREAMS. */
+  openStream(sid: number, collector: FieldCollector, endStream: boolean): void {
+    if (this.#streams.size >= this.#o.settings.maxConcurrentStreams) return refuse(this, sid, ErrorCode.REFUSED_STREAM);
     const declared = collector.contentLength();
     const stream = new H2Stream(this, sid, collector.fields, declared, this.#o.settings.initialWindowSize, this.#peer.initialWindowSize);
     this.#streams.set(sid, stream);
@@ -304,16 +293,10 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
       this.#o.onError?.(err as Error);
       stream.reset(ErrorCode.INTERNAL_ERROR);
     }
-    if (a.flags & Flag.END_STREAM && !stream.closed) {
+    if (endStream && !stream.closed) {
       if (declared > 0) stream.reset(ErrorCode.PROTOCOL_ERROR);
       else stream.remoteEnd();
     }
-  }
-
-  /** Resets a stream that never opened (refused or malformed), within the reset budget. */
-  #refuse(sid: number, code: number): void {
-    this.rst(sid, code);
-    if (!this.#resets.charge()) throw new H2ConnectionError(ErrorCode.ENHANCE_YOUR_CALM, 'too many refused or reset streams');
   }
 
   #settings(buf: Buffer, at: number, length: number, flags: number, sid: number): void {
@@ -353,7 +336,7 @@ export class H2Connection implements StreamHost, FlowAccount, StreamControl {
   #sendGoaway(code: number, debug: string): void {
     if (this.#goawaySent && code === ErrorCode.NO_ERROR) return;
     this.#goawaySent = true;
-    this.#goawayLastId = this.#lastStreamId;
+    this.#goawayLastId = this.lastStreamId;
     this.queue(goawayFrame(this.#goawayLastId, code, debug));
   }
 
