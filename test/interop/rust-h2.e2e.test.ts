@@ -7,7 +7,8 @@
  * node broker's Istio CA front on each of its: issue (chain checked by openssl), refusals, health,
  * many concurrent streams on one hyper connection (past SETTINGS_MAX_CONCURRENT_STREAMS, with
  * hyper's adaptive window and keep-alive PINGs), a request larger than the 64 KiB initial windows,
- * and a graceful stop (GOAWAY) with held calls in flight.
+ * a graceful stop (GOAWAY) with held calls in flight, and calls hyper cancels (RST_STREAM(CANCEL))
+ * half-sent or after the whole request, beside calls the connection still serves.
  *
  * The first build takes ~80 s here (2 cores, nothing cached); the binary is then cached under the
  * OS temp dir. Skipped, with the reason, where cargo or Debian's crate sources are missing.
@@ -184,6 +185,32 @@ describe('hyper (Rust h2, rustls) against the CA (each transport)', { skip }, ()
       const over = only(await rustH2(issue(ca, '--pad', '300000')));
       assertGrpc(over, GRPC.RESOURCE_EXHAUSTED);
       assert.equal(over.trailers_only, true);
+    });
+  }
+
+  // hyper resets a stream whose request body fails with the reason the error carries, and h2
+  // resets one whose handles are all dropped (tonic's call future given up) with CANCEL.
+  for (const kind of ['h2 (default)', 'http2'] as const) {
+    it(`${kind}: hyper cancels 4 of 12 calls on one connection (2 half-sent, RST_STREAM(CANCEL) mid-body; 2 dropped after the whole request, before the answer): the other 8 and a later call on the connection are issued, it ends cleanly, no stream is left open on the CA`, async () => {
+      const ca = cas.get(kind)!;
+      // Copied: prom-client hands out its live value objects.
+      const counted = async () => new Map((await ca.metrics.requests.get()).values.map((x) => [String(x.labels.reason), x.value]));
+      const before = await counted();
+      const run = await rustH2(issue(ca, '--streams', '12', '--cancel-mid', '2', '--cancel-after', '2', '--late-call'));
+      assert.deepEqual(run.calls.map((c) => c.cancelled ?? ''), ['mid', 'mid', 'after', 'after', ...Array<string>(8).fill('')]);
+      for (const c of run.calls.slice(0, 2)) assert.match(c.error ?? '', /stream error sent by user: stream no longer needed/, JSON.stringify(c)); // h2's words for its own RST_STREAM(CANCEL)
+      for (const c of run.calls.slice(4)) await assertSleepChain(c, ca);
+      assert.equal(run.ok_calls, 8);
+      await assertSleepChain(run.late_call!, ca);
+      assert.equal(run.connection, 'closed', JSON.stringify(run));
+      await until(async () => (await ca.metrics.openStreams.get()).values[0]?.value === 0, 'every stream closed on the CA, the cancelled ones too');
+      // The two dropped after the whole request reached the handler: signed (the answer met a reset
+      // stream) or given up (ERR_CA_CALL_CANCELLED) as the RST_STREAM came before or after the
+      // signing; the half-sent two never did. No other outcome was counted.
+      const now = await counted();
+      const grew = (reason: string) => (now.get(reason) ?? 0) - (before.get(reason) ?? 0);
+      assert.deepEqual([...now.keys()].filter((r) => grew(r) !== 0 && r !== 'ok' && r !== 'ERR_CA_CALL_CANCELLED'), []);
+      assert.equal(grew('ok') + grew('ERR_CA_CALL_CANCELLED'), 11);
     });
   }
 

@@ -135,6 +135,8 @@ export function rustH2Binary(): Promise<string> {
 /** One call's outcome as hyper saw it (`grpc_status` null when none arrived). */
 export interface RustCall {
   readonly error?: string;
+  /** `--cancel-mid` / `--cancel-after`: how the client cancelled the call. */
+  readonly cancelled?: 'mid' | 'after';
   readonly http_status: number;
   readonly content_type: string;
   readonly grpc_status: number | null;

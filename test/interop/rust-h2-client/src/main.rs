@@ -10,6 +10,8 @@
 //!   [--streams N] [--warmup (one call before the N)] [--chunk BYTES] [--body-once] [--hold] [--late-call] [--grpc-timeout V]
 //!   [--meta key=value]... [--sensitive] [--adaptive-window] [--stream-window N] [--conn-window N]
 //!   [--max-frame-size N] [--keepalive-ms N] [--timeout-ms N]
+//!   [--cancel-mid K (the first K of the N: half the message, then the body fails with CANCEL)]
+//!   [--cancel-after K (the next K: the whole request, then the call dropped before its answer)]
 //! ca-create: --token-file F --csr-file F [--ttl S] [--impersonate ID] [--cluster-id C]
 //!   [--pad BYTES (a Struct entry of that many bytes: a message past the 64 KiB windows)]
 //!   [--raw-request HEX]
@@ -28,7 +30,7 @@ use hyper::body::{Bytes, HttpBody};
 use hyper::client::conn::{Builder, ResponseFuture, SendRequest};
 use hyper::{Body, HeaderMap, Request};
 use tokio::net::TcpStream;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio_rustls::TlsConnector;
 
@@ -252,7 +254,7 @@ fn read_key(path: &str) -> Res<rustls::PrivateKey> {
 }
 
 struct Conn {
-    tx: SendRequest<Body>,
+    tx: SendRequest<CallBody>,
     task: JoinHandle<Res<()>>,
     alpn: String,
     authority: String,
@@ -286,7 +288,7 @@ async fn connect(a: &Args) -> Res<Conn> {
         b.http2_keep_alive_timeout(Duration::from_secs(10));
         b.http2_keep_alive_while_idle(true);
     }
-    let (tx, conn) = b.handshake::<_, Body>(tls).await.map_err(|e| format!("HTTP/2 handshake: {}", e))?;
+    let (tx, conn) = b.handshake::<_, CallBody>(tls).await.map_err(|e| format!("HTTP/2 handshake: {}", e))?;
     let task = tokio::spawn(async move { conn.await.map_err(|e| e.to_string()) });
     let authority = match target.rsplit_once(':') {
         Some((_, port)) => format!("{}:{}", a.required("server-name")?, port),
@@ -309,6 +311,8 @@ struct CallSpec {
 #[derive(Default)]
 struct Outcome {
     error: Option<String>,
+    /// How the call was cancelled (`mid`, `after`), empty if it was not.
+    cancelled: &'static str,
     http_status: u16,
     content_type: String,
     grpc_status: Option<u32>,
@@ -349,13 +353,70 @@ fn read_status(h: &HeaderMap, o: &mut Outcome) {
     }
 }
 
+/// Whether a call is cancelled on the way: not, mid-body, or after the whole request.
+#[derive(Clone, Copy, PartialEq)]
+enum Cancel {
+    No,
+    Mid,
+    After,
+}
+
+/// A request body: hyper's, or (`Cancel::Mid`) one that sends its first part and, a moment
+/// later, fails with an h2 CANCEL error: hyper then resets the stream with the reason the body's
+/// error carries, RST_STREAM(CANCEL), as for a request stream given up half-sent.
+enum CallBody {
+    Hyper(Body),
+    CancelMid(Option<Bytes>, Pin<Box<tokio::time::Sleep>>),
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl HttpBody for CallBody {
+    type Data = Bytes;
+    type Error = BoxError;
+    fn poll_data(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, BoxError>>> {
+        match self.get_mut() {
+            CallBody::Hyper(b) => Pin::new(b).poll_data(cx).map_err(Into::into),
+            CallBody::CancelMid(first, wait) => {
+                if let Some(part) = first.take() {
+                    return Poll::Ready(Some(Ok(part)));
+                }
+                match wait.as_mut().poll(cx) {
+                    Poll::Pending => Poll::Pending,
+                    Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(h2::Error::from(h2::Reason::CANCEL))))),
+                }
+            }
+        }
+    }
+    fn poll_trailers(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<Option<HeaderMap>, BoxError>> {
+        match self.get_mut() {
+            CallBody::Hyper(b) => Pin::new(b).poll_trailers(cx).map_err(Into::into),
+            CallBody::CancelMid(..) => Poll::Ready(Ok(None)),
+        }
+    }
+    fn is_end_stream(&self) -> bool {
+        matches!(self, CallBody::Hyper(b) if b.is_end_stream())
+    }
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            CallBody::Hyper(b) => b.size_hint(),
+            CallBody::CancelMid(..) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
 /// Starts one call on the connection: HEADERS as tonic sends them, then the message as DATA
 /// (a streaming body that ends with an empty END_STREAM frame, as tonic's does; `--body-once`:
 /// one DATA frame with END_STREAM). With `hold`, the first half goes out and the rest waits.
-async fn start_call(conn: &mut Conn, spec: &CallSpec, hold: Option<watch::Receiver<bool>>) -> Res<JoinHandle<Outcome>> {
+/// `Cancel::After`: once the body's last part is handed to hyper the call is dropped (hyper's
+/// response future, as tonic's call future is dropped): h2 resets the stream with CANCEL.
+async fn start_call(conn: &mut Conn, spec: &CallSpec, hold: Option<watch::Receiver<bool>>, cancel: Cancel) -> Res<JoinHandle<Outcome>> {
     let frame = grpc_frame(&spec.message);
-    let body = if spec.body_once && hold.is_none() {
-        Body::from(frame)
+    let (sent_tx, sent_rx) = oneshot::channel::<()>();
+    let body = if cancel == Cancel::Mid {
+        CallBody::CancelMid(Some(frame.slice(..frame.len() / 2)), Box::pin(tokio::time::sleep(Duration::from_millis(50))))
+    } else if spec.body_once && hold.is_none() && cancel == Cancel::No {
+        CallBody::Hyper(Body::from(frame))
     } else {
         let (mut sender, body) = Body::channel();
         let chunk = spec.chunk.max(1);
@@ -380,8 +441,10 @@ async fn start_call(conn: &mut Conn, spec: &CallSpec, hold: Option<watch::Receiv
                     return;
                 }
             }
+            drop(sender);
+            let _ = sent_tx.send(());
         });
-        body
+        CallBody::Hyper(body)
     };
     let mut req = Request::builder()
         .method("POST")
@@ -398,11 +461,19 @@ async fn start_call(conn: &mut Conn, spec: &CallSpec, hold: Option<watch::Receiv
     let req = req.body(body).map_err(|e| format!("request: {}", e))?;
     Ready(&mut conn.tx).await.map_err(|e| format!("connection not ready: {}", e))?;
     let fut = conn.tx.send_request(req);
-    Ok(tokio::spawn(finish(fut)))
+    Ok(match cancel {
+        Cancel::No => tokio::spawn(finish(fut)),
+        Cancel::Mid => tokio::spawn(async move { Outcome { cancelled: "mid", ..finish(fut).await } }),
+        Cancel::After => tokio::spawn(async move {
+            let _ = sent_rx.await;
+            drop(fut);
+            Outcome { cancelled: "after", ..Outcome::default() }
+        }),
+    })
 }
 
 /// `SendRequest::poll_ready` as a future (hyper 0.14.19 has no `ready()`; no `std::future::poll_fn` in Rust 1.63).
-struct Ready<'a>(&'a mut SendRequest<Body>);
+struct Ready<'a>(&'a mut SendRequest<CallBody>);
 
 impl Future for Ready<'_> {
     type Output = hyper::Result<()>;
@@ -458,6 +529,9 @@ fn outcome_json(o: &Outcome, decode: fn(&[u8], &mut Obj) -> Res<()>) -> String {
     let mut j = Obj::new();
     if let Some(e) = &o.error {
         j.str("error", e);
+    }
+    if !o.cancelled.is_empty() {
+        j.str("cancelled", o.cancelled);
     }
     j.raw("http_status", o.http_status.to_string()).str("content_type", &o.content_type);
     j.raw("grpc_status", o.grpc_status.map(|s| s.to_string()).unwrap_or_else(|| "null".into()));
@@ -584,12 +658,14 @@ async fn run(sub: &str, a: &Args, deadline: tokio::time::Instant) -> Res<String>
     let mut j = Obj::new();
     if a.has("warmup") {
         // One call first, so the server's SETTINGS (MAX_CONCURRENT_STREAMS) are in before the burst.
-        let w = start_call(&mut conn, &spec, None).await?.await.map_err(|e| format!("call task: {}", e))?;
+        let w = start_call(&mut conn, &spec, None, Cancel::No).await?.await.map_err(|e| format!("call task: {}", e))?;
         j.raw("warmup", outcome_json(&w, decode));
     }
+    let (mid, after): (usize, usize) = (a.num("cancel-mid", 0)?, a.num("cancel-after", 0)?);
     let mut calls = Vec::with_capacity(streams);
-    for _ in 0..streams {
-        calls.push(start_call(&mut conn, &spec, if hold { Some(go_rx.clone()) } else { None }).await?);
+    for i in 0..streams {
+        let cancel = if i < mid { Cancel::Mid } else if i < mid + after { Cancel::After } else { Cancel::No };
+        calls.push(start_call(&mut conn, &spec, if hold { Some(go_rx.clone()) } else { None }, cancel).await?);
     }
     let mut outcomes = Vec::with_capacity(streams);
     for c in calls {
@@ -603,7 +679,7 @@ async fn run(sub: &str, a: &Args, deadline: tokio::time::Instant) -> Res<String>
     j.raw("calls", json_list(outcomes.iter().map(|o| outcome_json(o, decode))));
     if a.has("late-call") {
         // A call after the others, on the same connection (refused once the server sent GOAWAY).
-        let late = match start_call(&mut conn, &CallSpec { body_once: true, ..spec }, None).await {
+        let late = match start_call(&mut conn, &CallSpec { body_once: true, ..spec }, None, Cancel::No).await {
             Ok(h) => outcome_json(&h.await.map_err(|e| e.to_string())?, decode),
             Err(e) => Obj::new().str("error", &e).render(),
         };
