@@ -188,6 +188,27 @@ for (const kind of ['http2', 'h2'] as const) {
     }
   });
 
+  test(`${kind}: MAX_CONCURRENT_STREAMS holds for streams opened before the client acknowledged the CA's SETTINGS: the 5 past 3 open are refused (REFUSED_STREAM), the session serves the next call`, async () => {
+    // As hyper's burst with its preface. Unlike the header-list bound, nghttp2 holds this one
+    // before the ACK too: it refuses streams past the value its unacknowledged SETTINGS carry (so
+    // the http2 transport needs no count of its own); the h2 engine refuses them the same way.
+    // The client here assumes 100 until the CA's SETTINGS come.
+    const raw = rawCaSession(cas[kind], { peerMaxConcurrentStreams: 100 });
+    try {
+      const body = requestFrame({ csr: await newCsr() });
+      // Held open (the request never ends) until the CA's body timeout answers them.
+      const burst = Array.from({ length: 8 }, () => raw.call({ authorization: `Bearer ${ztunnel}` }, body, { open: true }));
+      const results = await Promise.all(burst);
+      assert.deepEqual(results.map((r) => r.rstCode === 7), [false, false, false, true, true, true, true, true], JSON.stringify(results.map((r) => r.rstCode)));
+      for (const r of results.slice(0, 3)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED, 'held open until the body timeout');
+      for (const r of results.slice(3)) assert.equal(r.grpc, undefined, 'refused before any answer');
+      const next = await raw.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }));
+      assert.equal(next.grpc, status.OK, 'the session serves the next call');
+    } finally {
+      raw.close();
+    }
+  });
+
   test(`${kind}: connections beyond the cap are closed at once, before TLS; a freed slot is usable again`, async () => {
     const capped = await env.startCa({ transport: kind, limits: { ...SMALL, maxConnections: 3, idleSessionTimeoutMs: 60_000 } });
     const sessions = [rawCaSession(capped), rawCaSession(capped), rawCaSession(capped)];
