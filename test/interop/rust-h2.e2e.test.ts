@@ -326,5 +326,24 @@ describe("hyper (Rust h2, rustls) against the broker's Istio CA front (each tran
       await assertIssued(run.calls[streams - 1]!, CART);
       await assertIssued(only(await create(transport, '--impersonate', CART, '--pad', '200000')), CART);
     });
+
+    it(`${transport}: hyper cancels 4 of 12 calls on one connection (2 half-sent, 2 dropped after the whole request, before the answer): the other 8 and a later call are issued, the connection ends cleanly, and the front counts nothing but issued or ERR_FRONT_CALL_CANCELLED`, async () => {
+      const metric = brokers.get(transport)!.metrics.registry.getSingleMetric('certbroker_broker_istio_ca_front_requests_total')!;
+      const counted = async () => new Map((await metric.get()).values.map((x) => [String(x.labels.reason), x.value]));
+      const before = await counted();
+      const run = await create(transport, '--impersonate', CART, '--streams', '12', '--cancel-mid', '2', '--cancel-after', '2', '--late-call');
+      assert.deepEqual(run.calls.map((c) => c.cancelled ?? ''), ['mid', 'mid', 'after', 'after', ...Array<string>(8).fill('')]);
+      for (const c of run.calls.slice(4)) await assertIssued(c, CART);
+      assert.equal(run.ok_calls, 8);
+      await assertIssued(run.late_call!, CART);
+      assert.equal(run.connection, 'closed', JSON.stringify(run));
+      // The two dropped after the whole request reached the front's handler: answered (the answer met a reset stream)
+      // or given up as the caller's cancel (ERR_FRONT_CALL_CANCELLED), as the reset came after or before the CA's answer;
+      // the half-sent two never did. No other outcome was counted.
+      const now = await counted();
+      const grew = (reason: string) => (now.get(reason) ?? 0) - (before.get(reason) ?? 0);
+      assert.deepEqual([...now.keys()].filter((r) => grew(r) !== 0 && r !== 'ok' && r !== 'ERR_FRONT_CALL_CANCELLED'), []);
+      assert.equal(grew('ok') + grew('ERR_FRONT_CALL_CANCELLED'), 11);
+    });
   }
 });
