@@ -218,12 +218,11 @@ export class H2Stream {
     return true;
   }
 
-  /** `reply` with a header block larger than a frame: the general path (CONTINUATION), the blocks already encoded. */
+  /** `reply` with a header block larger than a frame: the general path (CONTINUATION) with the blocks already encoded (the encoder passes a lone encoded block through). */
   #replyEncoded(headBlock: Uint8Array, body: Uint8Array, trailerBlock: Uint8Array): boolean {
     this.respond(headBlock);
     this.write(body);
-    this.#ending = { trailers: trailerBlock };
-    this.flush();
+    this.end(trailerBlock);
     return true;
   }
 
