@@ -18,7 +18,8 @@ import { Secret } from '../../src/core/secret.js';
 import { parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } from '../../src/grpc/index.js';
 import { caClient, startNodeAScenario, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
-import { frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
+import { CREATE_CERTIFICATE_PATH, frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
+import { ACK, dataFrame, END_STREAM, ErrorCode, FrameClient, FrameType, grpcRequestFields, headersFrame, literalBlock, PREFACE, settingsFrame } from '../h2/support/frame-client.js';
 
 const SMALL: Partial<CaLimits> = {
   requestBodyTimeoutMs: 300,
@@ -56,6 +57,39 @@ async function within<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
 
 const counter = async (ca: CaServer, name: 'connectionsClosed' | 'streamsRefused', reason: string) =>
   (await ca.metrics[name].get()).values.find((v) => v.labels.reason === reason)?.value ?? 0;
+
+/**
+ * A raw-frame connection whose first write is the preface, an empty SETTINGS and `frames`: the
+ * streams open before this client could have seen, let alone acknowledged, the CA's SETTINGS.
+ */
+async function earlyStreams(ca: CaServer, frames: Buffer[]): Promise<FrameClient> {
+  const c = await FrameClient.connect({ port: ca.port, rootsPem: ca.rootsPem() });
+  c.send(PREFACE, settingsFrame(), ...frames);
+  return c;
+}
+
+/** A CreateCertificate call on `stream` as ztunnel: its HEADERS and one DATA frame with `message` (ending the request unless `end` is false). */
+function grpcCall(stream: number, message: Buffer, extra: ReadonlyArray<readonly [string, string]> = [], end = true): Buffer[] {
+  const fields = grpcRequestFields(CREATE_CERTIFICATE_PATH, [['authorization', `Bearer ${ztunnel}`], ...extra]);
+  return [headersFrame(stream, literalBlock(fields)), dataFrame(stream, message, end ? END_STREAM : 0)];
+}
+
+/** Reads frames until each of `streams` has ended (RST_STREAM, or END_STREAM from the CA) or the connection did; what each got. */
+async function streamEnds(c: FrameClient, streams: readonly number[]): Promise<Map<number, { how: 'reset' | 'ended'; code?: number; fields: Record<string, string> }>> {
+  const open = new Map(streams.map((id) => [id, {} as Record<string, string>]));
+  const ends = new Map<number, { how: 'reset' | 'ended'; code?: number; fields: Record<string, string> }>();
+  while (open.size > 0) {
+    const f = await c.next();
+    if (f === 'closed' || f === 'timeout') break;
+    const fields = open.get(f.stream);
+    if (!fields) continue;
+    for (const [k, v] of f.fields ?? []) fields[k] = v;
+    if (f.type === FrameType.RST_STREAM) ends.set(f.stream, { how: 'reset', code: f.payload.readUInt32BE(0), fields });
+    else if ((f.type === FrameType.HEADERS || f.type === FrameType.DATA) && (f.flags & END_STREAM) !== 0) ends.set(f.stream, { how: 'ended', fields });
+    if (ends.has(f.stream)) open.delete(f.stream);
+  }
+  return ends;
+}
 
 for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
   test(`${transport}: a call whose request body never completes gets DEADLINE_EXCEEDED and its stream is closed`, async () => {
@@ -174,17 +208,20 @@ for (const kind of ['http2', 'h2'] as const) {
   });
 
   test(`${kind}: the header-list bound holds for a stream opened before the client acknowledged the CA's SETTINGS (hyper's and tonic's first calls)`, async () => {
-    // The request goes out with the client's preface, before the CA's SETTINGS reach it: node:http2
-    // applies only acknowledged settings, so without a check of our own such streams had no bound.
-    const raw = rawCaSession(cas[kind]);
+    // The request goes out with the client's preface and the CA's SETTINGS stay unacknowledged
+    // (raw frames: no client library may wait for them first): node:http2 applies only
+    // acknowledged settings, so without a check of our own such streams had no bound.
+    // Over the 8 KiB list bound, in one HEADERS frame: under the h2 engine's bound on a block's
+    // bytes (twice the list bound), past which a CONTINUATION flood is a connection error.
+    const c = await earlyStreams(cas[kind], grpcCall(1, requestFrame({ csr: await newCsr() }), [['x-a', 'a'.repeat(10_000)]]));
     try {
-      const early = await raw.call({ authorization: `Bearer ${ztunnel}`, 'x-a': 'a'.repeat(20_000) }, requestFrame({ csr: await newCsr() }));
-      assert.equal(early.grpc, undefined, JSON.stringify(early));
-      assert.equal(early.rstCode, 11, 'RST_STREAM(ENHANCE_YOUR_CALM)');
-      const under = await raw.call({ authorization: `Bearer ${ztunnel}`, 'x-a': 'a'.repeat(1000) }, requestFrame({ csr: await newCsr() }));
-      assert.equal(under.grpc, status.OK, 'the session serves the next call');
+      const early = (await streamEnds(c, [1])).get(1);
+      assert.equal(early?.how, 'reset', JSON.stringify(early?.fields));
+      assert.equal(early?.code, ErrorCode.ENHANCE_YOUR_CALM, 'RST_STREAM(ENHANCE_YOUR_CALM)');
+      c.send(settingsFrame([], ACK), ...grpcCall(3, requestFrame({ csr: await newCsr() }), [['x-a', 'a'.repeat(1000)]]));
+      assert.equal((await streamEnds(c, [3])).get(3)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
     } finally {
-      raw.close();
+      c.close();
     }
   });
 
@@ -192,20 +229,22 @@ for (const kind of ['http2', 'h2'] as const) {
     // As hyper's burst with its preface. Unlike the header-list bound, nghttp2 holds this one
     // before the ACK too: it refuses streams past the value its unacknowledged SETTINGS carry (so
     // the http2 transport needs no count of its own); the h2 engine refuses them the same way.
-    // The client here assumes 100 until the CA's SETTINGS come.
-    const raw = rawCaSession(cas[kind], { peerMaxConcurrentStreams: 100 });
+    // Raw frames, sent with the preface in one write, the CA's SETTINGS never acknowledged: a
+    // client library that saw them first would hold the streams back itself (CI saw node:http2 do so).
+    const body = requestFrame({ csr: await newCsr() });
+    const ids = [1, 3, 5, 7, 9, 11, 13, 15];
+    // Held open (the request never ends) until the CA's body timeout answers them.
+    const c = await earlyStreams(cas[kind], ids.flatMap((id) => grpcCall(id, body, [], false)));
     try {
-      const body = requestFrame({ csr: await newCsr() });
-      // Held open (the request never ends) until the CA's body timeout answers them.
-      const burst = Array.from({ length: 8 }, () => raw.call({ authorization: `Bearer ${ztunnel}` }, body, { open: true }));
-      const results = await Promise.all(burst);
-      assert.deepEqual(results.map((r) => r.rstCode === 7), [false, false, false, true, true, true, true, true], JSON.stringify(results.map((r) => r.rstCode)));
-      for (const r of results.slice(0, 3)) assert.equal(r.grpc, status.DEADLINE_EXCEEDED, 'held open until the body timeout');
-      for (const r of results.slice(3)) assert.equal(r.grpc, undefined, 'refused before any answer');
-      const next = await raw.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }));
-      assert.equal(next.grpc, status.OK, 'the session serves the next call');
+      const ends = await streamEnds(c, ids);
+      const refused = ids.map((id) => ends.get(id)?.how === 'reset' && ends.get(id)?.code === ErrorCode.REFUSED_STREAM);
+      assert.deepEqual(refused, [false, false, false, true, true, true, true, true], JSON.stringify(ids.map((id) => ends.get(id)?.code)));
+      for (const id of ids.slice(0, 3)) assert.equal(ends.get(id)?.fields['grpc-status'], String(status.DEADLINE_EXCEEDED), 'held open until the body timeout');
+      for (const id of ids.slice(3)) assert.equal(ends.get(id)?.fields[':status'], undefined, 'refused before any answer');
+      c.send(settingsFrame([], ACK), ...grpcCall(17, requestFrame({ csr: await newCsr() })));
+      assert.equal((await streamEnds(c, [17])).get(17)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
     } finally {
-      raw.close();
+      c.close();
     }
   });
 
