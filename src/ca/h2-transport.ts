@@ -1,7 +1,8 @@
 /**
- * The CA's default transport with TLS: the hot method,
- * `istio.v1.auth.IstioCertificateService/CreateCertificate`, is served directly on node:http2
- * (nghttp2 does the HTTP/2; no grpc-js on this path) for throughput, speaking the gRPC wire
+ * The CA's TLS transports (`h2`, the default, and `http2`): the hot method,
+ * `istio.v1.auth.IstioCertificateService/CreateCertificate`, is served directly on an HTTP/2
+ * engine (h2-fronts.ts: certbroker's own, src/h2, for `h2`; node:http2's nghttp2 for `http2`;
+ * no grpc-js on this path) for throughput, speaking the gRPC wire
  * protocol: HTTP/2 POST, 5-byte length-prefixed protobuf messages, `grpc-status`/`grpc-message`
  * trailers, `grpc-timeout` honoured. `grpc.health.v1.Health/Check` is answered here too. Every
  * other call (health Watch/List, reflection) is relayed stream-for-stream to a grpc-js server on

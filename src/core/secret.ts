@@ -1,3 +1,4 @@
+/** `Secret`: a token or private key wrapped so that no log line, error message or JSON dump can print it. */
 import { inspect } from 'node:util';
 
 const REDACTED = '[redacted]';

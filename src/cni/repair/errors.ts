@@ -1,3 +1,4 @@
+/** The repair controller's error codes (a failed label or delete, retries used up), each with its status. */
 import { CertbrokerError, type ErrorStatus } from '../../core/errors.js';
 
 export type RepairErrorCode =
