@@ -23,7 +23,8 @@ export interface ReadOptions {
   readonly maxBytes: number;
   /** The whole request message must have arrived this long (ms) after the call's headers. */
   readonly bodyTimeoutMs: number;
-  readonly onBodyTimeout: () => void;
+  /** Counts a call answered here, before its handler (metrics.ts' `StreamRefusalReason`). */
+  readonly onRefused: (reason: 'body_timeout' | 'cancelled' | 'unreadable') => void;
 }
 
 /**
@@ -82,7 +83,7 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
   // past the deadline the call is answered and closed.
   const bodyTimer = setTimeout(() => {
     if (settled) return;
-    r.onBodyTimeout();
+    r.onRefused('body_timeout');
     settle({ grpcCode: GrpcStatus.DEADLINE_EXCEEDED, message: `request message not received within ${r.bodyTimeoutMs} ms` });
   }, r.bodyTimeoutMs);
   const settle = (err: WireError | undefined, message?: Buffer) => {
@@ -96,6 +97,7 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
       if (settled) return;
       size += c.length;
       if (size > r.maxBytes + 5) {
+        r.onRefused('unreadable');
         settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
         return;
       }
@@ -106,9 +108,15 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
     () => {
       const out = unframeRequest(more ? Buffer.concat(more) : first, encoding, r.maxBytes);
       if (Buffer.isBuffer(out)) settle(undefined, out);
-      else settle(out);
+      else {
+        r.onRefused('unreadable');
+        settle(out);
+      }
     },
     // A client that resets the stream before the end: settle, so nothing waits forever.
-    () => settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }),
+    () => {
+      if (!settled) r.onRefused('cancelled');
+      settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' });
+    },
   );
 }

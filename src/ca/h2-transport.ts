@@ -213,12 +213,13 @@ function errorLog(logger: Logger, clock: Clock): (what: string, err: Error) => v
 /** The stream handler: bounds, method and content-type checks, then the method's function. */
 function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => number, relay: LoopbackRelay | undefined) {
   const limits = o.limits;
-  const bodyTimeouts = o.metrics?.streamsRefused.labels('body_timeout');
-  const streamLimit = o.metrics?.streamsRefused.labels('stream_limit');
-  const onBodyTimeout = () => bodyTimeouts?.inc();
+  const refused = o.metrics?.streamsRefused;
+  const streamLimit = refused?.labels('stream_limit');
+  const counts = { body_timeout: refused?.labels('body_timeout'), cancelled: refused?.labels('cancelled'), unreadable: refused?.labels('unreadable') };
+  const onRefused = (reason: keyof typeof counts) => counts[reason]?.inc();
   const bodyTimeoutMs = limits.requestBodyTimeoutMs;
-  const create = { codec, handler: o.handler, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onBodyTimeout } };
-  const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onBodyTimeout } };
+  const create = { codec, handler: o.handler, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onRefused } };
+  const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onRefused } };
   const tooMany = transportStatus(GrpcStatus.RESOURCE_EXHAUSTED, 'too many open calls at the CA; retry later');
   // Turned away with a pushback of about the time the open calls take to drain (overload-hint.ts).
   const hint = new OverloadHint({ clock: o.clock ?? systemClock });

@@ -12,7 +12,13 @@ import { collectProcessMetrics } from '../ops/process-metrics.js';
 /** Why the transport closed a connection on its own: over the cap, no TLS in time, idle. */
 export type ConnectionCloseReason = 'limit' | 'tls_handshake_timeout' | 'idle';
 /** Why the transport answered a stream without handing it to the handler. */
-export type StreamRefusalReason = 'body_timeout' | 'stream_limit';
+/**
+ * Why a call was answered before its handler: the request body timeout, CA_MAX_STREAMS, the
+ * stream closed (reset, connection gone) before its request message was complete, or a request
+ * body that is not one well-formed gRPC message within the bounds (truncated, several, too
+ * large, a compression it cannot read). TLS transports; grpc-js counts `body_timeout` alone.
+ */
+export type StreamRefusalReason = 'body_timeout' | 'stream_limit' | 'cancelled' | 'unreadable';
 
 /** What the transport counts right now (read when /metrics is scraped, not per call). */
 export interface TransportStats {
@@ -117,7 +123,7 @@ export class CaMetrics {
   });
   readonly streamsRefused = new Counter({
     name: 'certbroker_ca_streams_refused_total',
-    help: 'Calls answered before reaching the handler, by reason: body_timeout (request message not complete within CA_REQUEST_BODY_TIMEOUT_SECONDS: DEADLINE_EXCEEDED), stream_limit (CA_MAX_STREAMS open: RESOURCE_EXHAUSTED)',
+    help: 'Calls answered before reaching the handler, by reason: body_timeout (request message not complete within CA_REQUEST_BODY_TIMEOUT_SECONDS: DEADLINE_EXCEEDED), stream_limit (CA_MAX_STREAMS open: RESOURCE_EXHAUSTED), cancelled (the stream closed before the request message was complete), unreadable (not one well-formed gRPC message within the bounds: its gRPC status)',
     labelNames: ['reason'] as const,
     registers: [this.registry],
   });
@@ -154,7 +160,7 @@ export class CaMetrics {
     this.tokenReviewCache.inc({ result: 'refused' }, 0);
     this.tokenReviewCache.inc({ result: 'refresh' }, 0);
     for (const reason of ['limit', 'tls_handshake_timeout', 'idle'] satisfies ConnectionCloseReason[]) this.connectionsClosed.inc({ reason }, 0);
-    for (const reason of ['body_timeout', 'stream_limit'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
+    for (const reason of ['body_timeout', 'stream_limit', 'cancelled', 'unreadable'] satisfies StreamRefusalReason[]) this.streamsRefused.inc({ reason }, 0);
   }
 
   /** The signer whose readiness `certbroker_ca_signer_ready` and roots `certbroker_ca_trusted_roots` report (read at each scrape). */

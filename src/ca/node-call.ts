@@ -36,7 +36,11 @@ export class NodeCall implements ServerCall {
   readBody(onData: (chunk: Buffer) => void, onEnd: () => void, onClosedEarly: () => void): void {
     const s = this.#stream;
     s.on('data', onData);
-    s.once('end', onEnd);
+    // node:http2 ends the readable side of a stream the client reset too ('aborted' first): that
+    // is a call closed early, not a request body that ended.
+    s.once('end', () => {
+      if (!s.aborted) onEnd();
+    });
     s.once('close', onClosedEarly);
   }
   discardBody(): void {

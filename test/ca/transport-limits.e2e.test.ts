@@ -19,7 +19,7 @@ import { parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } from '../../src/grpc/in
 import { caClient, startNodeAScenario, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
 import { CREATE_CERTIFICATE_PATH, frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
-import { ACK, dataFrame, END_STREAM, ErrorCode, FrameClient, FrameType, grpcRequestFields, headersFrame, literalBlock, PREFACE, settingsFrame } from '../h2/support/frame-client.js';
+import { ACK, dataFrame, END_STREAM, ErrorCode, FrameClient, FrameType, grpcRequestFields, headersFrame, literalBlock, PREFACE, rstStreamFrame, settingsFrame } from '../h2/support/frame-client.js';
 
 const SMALL: Partial<CaLimits> = {
   requestBodyTimeoutMs: 300,
@@ -245,6 +245,50 @@ for (const kind of ['http2', 'h2'] as const) {
       assert.equal((await streamEnds(c, [17])).get(17)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
     } finally {
       c.close();
+    }
+  });
+
+  test(`${kind}: every call answered before its handler is counted by reason: reset inside or right after its request message (cancelled), truncated or doubled (unreadable); the handler's counter does not move`, async () => {
+    const ca = cas[kind];
+    const raw = rawCaSession(ca);
+    const auth = { authorization: `Bearer ${ztunnel}` };
+    const handled = async () => (await ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
+    try {
+      const before = { cancelled: await counter(ca, 'streamsRefused', 'cancelled'), unreadable: await counter(ca, 'streamsRefused', 'unreadable'), handled: await handled() };
+      // Raw frames: the headers and half a gRPC prefix, then RST_STREAM(CANCEL) with no END_STREAM
+      // before it (node:http2's client may end the stream first), so the CA sees the stream close inside the message.
+      const frames = await FrameClient.connect({ port: ca.port, rootsPem: ca.rootsPem() });
+      try {
+        await frames.handshake();
+        const [headers] = grpcCall(1, Buffer.alloc(0), [], false);
+        frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
+        assert.ok(await frames.ping(), 'the CA read them');
+        frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
+        for (let i = 0; i < 200 && (await counter(ca, 'streamsRefused', 'cancelled')) === before.cancelled; i++) await new Promise((r) => setTimeout(r, 10));
+        assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 1);
+        // A whole message, reset before END_STREAM: still a call closed early, not one for the
+        // handler (node:http2 ends a reset stream's readable side as if its body had ended).
+        frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
+        assert.ok(await frames.ping(), 'the CA read them');
+        frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
+        for (let i = 0; i < 200 && (await counter(ca, 'streamsRefused', 'cancelled')) === before.cancelled + 1; i++) await new Promise((r) => setTimeout(r, 10));
+        assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
+        assert.ok(await frames.ping(), 'the connection serves on');
+      } finally {
+        frames.close();
+      }
+      const truncated = await raw.call(auth, frameBytes(Buffer.alloc(10), { declaredLength: 100 }).subarray(0, 12));
+      assert.equal(truncated.grpc, status.INVALID_ARGUMENT, JSON.stringify(truncated.metadata));
+      const body = requestFrame({ csr: await newCsr() });
+      const doubled = await raw.call(auth, Buffer.concat([body, body]));
+      assert.equal(doubled.grpc, status.UNIMPLEMENTED, JSON.stringify(doubled.metadata));
+      assert.equal(await counter(ca, 'streamsRefused', 'unreadable'), before.unreadable + 2);
+      assert.equal(await handled(), before.handled, 'none reached the handler');
+      // A whole request is the handler's, counted there.
+      assert.equal((await raw.call(auth, body)).grpc, status.OK);
+      assert.equal(await handled(), before.handled + 1);
+    } finally {
+      raw.close();
     }
   });
 
