@@ -151,8 +151,13 @@ describe('hyper (Rust h2, rustls) against the CA (each transport)', { skip }, ()
       assert.equal(garbage.error_code, 'ERR_CA_REQUEST_MALFORMED');
       if (kind === 'grpc-js') return; // no header-list bound there (docs/security.md)
       // Headers past the CA's 16 KiB on hyper's first call, sent before the SETTINGS ACK: reset.
+      // ENHANCE_YOUR_CALM. On node:http2 one loaded CI-like run saw RST_STREAM(INTERNAL_ERROR)
+      // instead (not reproduced in 6 loaded runs, with or without the SETTINGS ACK first; cause in
+      // nghttp2/node not found): still reset, never served, which is what this checks there.
       const big = only(await rustH2(issue(ca, '--meta', `x-big=${'a'.repeat(40_000)}`)));
-      assert.match(big.error ?? '', /excessive load generating behavior/, JSON.stringify(big)); // ENHANCE_YOUR_CALM
+      const resets = kind === 'http2' ? /excessive load generating behavior|unexpected internal error encountered/ : /excessive load generating behavior/;
+      assert.match(big.error ?? '', resets, JSON.stringify(big));
+      assert.equal(big.grpc_status, null, 'reset, not answered');
     });
 
     it(`${kind}: health Check SERVING for the server and the CA service, NOT_FOUND for an unknown one`, async () => {
