@@ -11,7 +11,6 @@ import { collectProcessMetrics } from '../ops/process-metrics.js';
 
 /** Why the transport closed a connection on its own: over the cap, no TLS in time, idle. */
 export type ConnectionCloseReason = 'limit' | 'tls_handshake_timeout' | 'idle';
-/** Why the transport answered a stream without handing it to the handler. */
 /**
  * Why a call was answered before its handler: the request body timeout, CA_MAX_STREAMS, the
  * stream closed (reset, connection gone) before its request message was complete, or a request
