@@ -6,7 +6,7 @@
  * snapshot (`startup: 'snapshot'` in scripts/esbuild-options.mjs): then the bundle's modules are
  * evaluated when the snapshot is built and `start` runs when the executable starts; run any other
  * way, `start` runs at once. What ADD needs only on some paths (the API client, the iptables
- * code, the broker clients with node:http) is imported by plugin.ts when used, so VERSION and an
+ * code, the broker clients: HTTP/1.1 on a node:net socket) is imported by plugin.ts when used, so VERSION and an
  * ADD the broker answers evaluate none of it.
  */
 import { readFileSync } from 'node:fs';
