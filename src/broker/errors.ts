@@ -73,6 +73,8 @@ export type BrokerErrorCode =
   | 'ERR_FRONT_NO_POD_ON_NODE'
   /** Istio CA front: the CA refused the broker's forwarded request as unauthenticated. */
   | 'ERR_FRONT_CA_DENIED'
+  /** Istio CA front: the CA shed the forwarded request (RESOURCE_EXHAUSTED); its retry pushback is relayed. */
+  | 'ERR_FRONT_CA_BUSY'
   /** Istio CA front: the caller has too many requests in flight or exceeded its rate. */
   | 'ERR_FRONT_RATE_LIMITED'
   /** Istio CA front: validity_duration is negative or not an integer. */
@@ -84,7 +86,7 @@ export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(
     code: BrokerErrorCode,
     message: string,
-    options: { status: ErrorStatus; cause?: unknown; publicMessage?: string },
+    options: { status: ErrorStatus; cause?: unknown; publicMessage?: string; retryAfterMs?: number },
   ) {
     super(code, message, options);
   }

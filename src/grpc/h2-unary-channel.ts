@@ -20,6 +20,7 @@ import { isIP } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import { parseCaTarget, type CaEndpoint } from './ca-target.js';
+import { parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } from './retry-pushback.js';
 import { frame, grpcTimeoutHeader, parseGrpcMessage } from './wire-format.js';
 
 export interface H2UnaryChannelOptions {
@@ -60,6 +61,8 @@ export interface UnaryResult<T = never> {
   readonly code: GrpcStatus;
   readonly details: string;
   readonly message?: Buffer;
+  /** A refusal's retry pushback (gRFC A6: `grpc-retry-pushback-ms`), when the server sent one. */
+  readonly retryAfterMs?: number;
   /** With `early` and `code` 0: its outcome for `message`. */
   readonly early?: EarlyRead<T>;
 }
@@ -190,6 +193,7 @@ export class H2UnaryChannel {
       let settled = false;
       let status: GrpcStatus | undefined;
       let details = '';
+      let pushback: number | undefined;
       let httpStatus = 0;
       let first: Buffer | undefined;
       let more: Buffer[] | undefined;
@@ -217,6 +221,7 @@ export class H2UnaryChannel {
         const n = Number(raw);
         status = Number.isInteger(n) && n >= 0 && n <= 16 ? n : GrpcStatus.UNKNOWN;
         details = parseGrpcMessage(h['grpc-message']);
+        pushback = parseRetryPushbackMs(h[RETRY_PUSHBACK_METADATA]);
       };
       stream.on('response', (h) => {
         httpStatus = Number(h[h2.HTTP2_HEADER_STATUS]);
@@ -254,7 +259,7 @@ export class H2UnaryChannel {
           if (code !== undefined && code !== h2.NGHTTP2_NO_ERROR) return finish({ code: statusOfReset(code), details: `stream reset (code ${code})` });
           return finish({ code: GrpcStatus.UNAVAILABLE, details: 'call ended without a status' });
         }
-        if (status !== GrpcStatus.OK) return finish({ code: status, details });
+        if (status !== GrpcStatus.OK) return finish({ code: status, details, ...(pushback === undefined ? {} : { retryAfterMs: pushback }) });
         finish(okResult(more ? Buffer.concat(more) : first, early));
       });
       stream.end(frame(c.message));

@@ -1,7 +1,8 @@
 /**
  * The one place where errors become gRPC statuses. Every handler of every gRPC server in
  * certbroker goes through `grpcStatusFor` (grpc-js handlers through its wrapper `toGrpcError`). A `CertbrokerError` keeps its status and, where it
- * has one, its public message; anything else becomes INTERNAL with a generic message and the
+ * has one, its public message, and a `retryAfterMs` it carries goes out as gRFC A6's
+ * `grpc-retry-pushback-ms`; anything else becomes INTERNAL with a generic message and the
  * cause is logged. A server whose API defines structured error details (the Broker API) passes
  * `errorInfo`: the answer then also carries `grpc-status-details-bin`, a serialized
  * google.rpc.Status{code, message, [ErrorInfo]} with the same code and message as the status.
@@ -10,7 +11,7 @@ import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js
 import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
 import { encodeRpcStatus, STATUS_DETAILS_KEY, type ErrorInfo } from '../grpc/rpc-status.js';
-import { ERROR_CODE_METADATA } from '../protocol/grpc-status.js';
+import { ERROR_CODE_METADATA, RETRY_PUSHBACK_METADATA } from '../protocol/grpc-status.js';
 
 export interface GrpcErrorOptions {
   /** The ErrorInfo for `err` (`undefined` for an unexpected error, which answers INTERNAL). */
@@ -70,6 +71,8 @@ export function grpcStatusFor(
   let details: string;
   if (err instanceof CertbrokerError) {
     metadata.push([ERROR_CODE_METADATA, err.code]);
+    // A refusal that says when to come back carries it as gRFC A6's server pushback.
+    if (err.retryAfterMs !== undefined && Number.isFinite(err.retryAfterMs)) metadata.push([RETRY_PUSHBACK_METADATA, String(Math.max(0, Math.round(err.retryAfterMs)))]);
     code = STATUS[err.status];
     details = err.publicMessage ?? GENERIC[err.status];
   } else {

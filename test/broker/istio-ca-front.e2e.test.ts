@@ -18,7 +18,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { credentials, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
-import { ISTIO_CA_FRONT_DEFAULTS, startBroker, type Broker, type IstioCaFrontConfig } from '../../src/broker/index.js';
+import { ISTIO_CA_FRONT_DEFAULTS, startBroker, type Broker } from '../../src/broker/index.js';
+import { frontConfig } from './support/front-config.js';
 import { loadProtos, lookup, protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { createLogger } from '../../src/core/log.js';
@@ -102,21 +103,6 @@ function servedCertificate(port: number, servername: string, rootsPem: string): 
   });
 }
 
-export function frontConfig(overrides: Partial<IstioCaFrontConfig> = {}): IstioCaFrontConfig {
-  const d = ISTIO_CA_FRONT_DEFAULTS;
-  return {
-    host: '127.0.0.1',
-    port: 0,
-    servingNames: d.servingNames,
-    allowedAccounts: d.allowedAccounts,
-    audiences: d.audiences,
-    tokenCacheSeconds: d.tokenCacheSeconds,
-    ratePerSecond: d.ratePerSecond,
-    burst: d.burst,
-    maxInFlight: d.maxInFlight,
-    ...overrides,
-  };
-}
 
 for (const transport of ['h2', 'http2'] as const) {
   describe(`Istio CA front: released ztunnel on the wire (${transport})`, { skip }, () => {

@@ -58,6 +58,10 @@ describe('H2UnaryChannel', () => {
           stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': GrpcStatus.PERMISSION_DENIED, 'grpc-message': grpcMessage('no — 100% not') }, { endStream: true });
           return;
         }
+        if (path === '/t/busy') {
+          stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': GrpcStatus.RESOURCE_EXHAUSTED, 'grpc-message': 'shed', 'grpc-retry-pushback-ms': '750' }, { endStream: true });
+          return;
+        }
         if (path === '/t/http') {
           stream.respond({ ':status': 503 }, { endStream: true });
           return;
@@ -138,6 +142,8 @@ describe('H2UnaryChannel', () => {
     const ch = channel();
     assert.deepEqual(await call(ch, '/t/status'), { code: GrpcStatus.PERMISSION_DENIED, details: 'no — 100% not' });
     assert.equal((await call(ch, '/t/http')).code, GrpcStatus.UNAVAILABLE);
+    // A refusal's retry pushback (gRFC A6) comes back with it.
+    assert.deepEqual(await call(ch, '/t/busy'), { code: GrpcStatus.RESOURCE_EXHAUSTED, details: 'shed', retryAfterMs: 750 });
     ch.close();
   });
 

@@ -102,7 +102,7 @@ export class CaForwarder {
       // used only once that status is OK.
       early: (message) => this.#checked(message, request.identity),
     });
-    if (result.code !== GrpcStatus.OK) throw CaCallError.fromStatus(result.code, result.details, { code: result.code, details: result.details });
+    if (result.code !== GrpcStatus.OK) throw CaCallError.fromStatus(result.code, result.details, { code: result.code, details: result.details }, result.retryAfterMs);
     const answer = result.early!;
     if (!answer.ok) throw answer.error;
     return answer.value;

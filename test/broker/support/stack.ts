@@ -6,7 +6,7 @@
 import { rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { startCaServer, type CaServer, type SignerConfig } from '../../../src/ca/index.js';
+import { startCaServer, type CaLimits, type CaServer, type SignerConfig } from '../../../src/ca/index.js';
 import { silentLogger, type Logger } from '../../../src/core/log.js';
 import { Secret } from '../../../src/core/secret.js';
 import { startDevCluster, type DevCluster } from '../../../src/devcluster/index.js';
@@ -43,6 +43,8 @@ export interface CaOptions {
   readonly signer?: SignerConfig;
   /** Serving names the CA may grant (CA_GRANTABLE_SERVING_NAMES; default the CA's). */
   readonly grantableServingNames?: readonly string[];
+  /** The CA's transport limits (CA_MAX_STREAMS and the like; default the CA's). */
+  readonly limits?: Partial<CaLimits>;
 }
 
 export interface Svid {
@@ -304,6 +306,7 @@ async function startCa(dc: DevCluster, admin: KubeConfig, port: number, options:
     signer: options.signer ?? { kind: 'self-signed', namespace: BROKER_NS, secretName: 'istio-ca-secret', keyType: 'ec', rootTtlSeconds: 10 * 365 * 86400 },
     ...(options.clock ? { clock: options.clock } : {}),
     ...(options.grantableServingNames ? { grantableServingNames: options.grantableServingNames } : {}),
+    ...(options.limits ? { limits: options.limits } : {}),
     tokenCacheSeconds: 60,
     signingWorkers: 1,
     shutdownGraceMs: 500,

@@ -110,7 +110,9 @@ function sameKey(a: Buffer, b: Buffer): boolean {
 /**
  * A CA refusal as the front answers it: the CA's INVALID_ARGUMENT (a TTL over its maximum) is
  * the caller's too, with the CA's public message; its UNAUTHENTICATED (it denied the broker,
- * e.g. its pod index has not seen the pod yet) is a denial; anything else stays UNAVAILABLE.
+ * e.g. its pod index has not seen the pod yet) is a denial; its RESOURCE_EXHAUSTED (it shed the
+ * call) is the caller's too, with the CA's retry pushback (gRFC A6) when it sent one; anything
+ * else stays UNAVAILABLE.
  */
 function relayed(err: unknown): unknown {
   if (!(err instanceof BrokerError) || err.code !== 'ERR_CA_CALL_FAILED' || !('grpcCode' in err)) return err;
@@ -118,6 +120,10 @@ function relayed(err: unknown): unknown {
   const detail = typeof cause === 'object' && cause !== null && 'details' in cause && typeof cause.details === 'string' ? cause.details : err.message;
   if (err.grpcCode === 'INVALID_ARGUMENT') return new BrokerError('ERR_FRONT_CA_DENIED', `CA: ${detail}`, { status: 'invalid-argument', publicMessage: detail, cause: err });
   if (err.grpcCode === 'UNAUTHENTICATED') return new BrokerError('ERR_FRONT_CA_DENIED', `the CA refused the broker's request: ${detail}`, { status: 'unauthenticated', cause: err });
+  if (err.grpcCode === 'RESOURCE_EXHAUSTED') {
+    const pushback = err.retryAfterMs === undefined ? {} : { retryAfterMs: err.retryAfterMs };
+    return new BrokerError('ERR_FRONT_CA_BUSY', `the CA shed the request: ${detail}`, { status: 'resource-exhausted', publicMessage: 'the CA is busy; retry later', cause: err, ...pushback });
+  }
   return err;
 }
 
