@@ -98,7 +98,7 @@ describe('CallerLimits', () => {
     const limits = new CallerLimits({ clock: new FakeClock(), ratePerSecond: 1000, burst: 1000, maxInFlight: 2 });
     const a = limits.acquire('pod-a');
     const b = limits.acquire('pod-a');
-    assert.throws(() => limits.acquire('pod-a'), { code: 'ERR_FRONT_RATE_LIMITED', status: 'resource-exhausted' });
+    assert.throws(() => limits.acquire('pod-a'), { code: 'ERR_FRONT_RATE_LIMITED', status: 'resource-exhausted', retryAfterMs: undefined }, 'in flight: no pushback (no time to say)');
     limits.acquire('pod-b')(); // another caller is not affected
     a();
     a();
@@ -112,9 +112,10 @@ describe('CallerLimits', () => {
     const clock = new FakeClock();
     const limits = new CallerLimits({ clock, ratePerSecond: 2, burst: 3, maxInFlight: 100 });
     for (let i = 0; i < 3; i++) limits.acquire('p')();
-    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED' });
+    // Over the rate: the pushback is the time until a whole token is back (2/s: 500 ms from empty).
+    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 500 });
     await clock.advance(499);
-    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED' }, 'not a whole token yet');
+    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 1 }, 'not a whole token yet');
     await clock.advance(1);
     limits.acquire('p')();
     assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED' });

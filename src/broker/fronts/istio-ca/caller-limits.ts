@@ -3,7 +3,8 @@
  * time, and a token bucket of `burst` requests refilled at `ratePerSecond`. The caller is its pod
  * (the UID its token is bound to), so one ztunnel cannot crowd out the node's CA calls for long
  * and a misbehaving one is answered locally. Over a bound: RESOURCE_EXHAUSTED (ztunnel retries
- * with backoff). Time comes from the injected clock; the map of callers is bounded (idle callers
+ * with backoff); over the rate it carries a retry pushback (gRFC A6: `grpc-retry-pushback-ms`) of
+ * the time until the bucket holds a whole token again. Time comes from the injected clock; the map of callers is bounded (idle callers
  * with a full bucket are the ones dropped). Pure.
  */
 import type { Clock } from '../../../core/clock.js';
@@ -41,7 +42,11 @@ export class CallerLimits {
     if (b.inFlight >= this.#o.maxInFlight) {
       throw limited(`caller ${caller} has ${b.inFlight} requests in flight (at most ${this.#o.maxInFlight})`);
     }
-    if (b.tokens < 1) throw limited(`caller ${caller} exceeded ${this.#o.ratePerSecond} requests/s (burst ${this.#o.burst})`);
+    if (b.tokens < 1) {
+      // Rounded up to whole milliseconds (less a hair of floating-point error), at least 1.
+      const refillMs = Math.max(1, Math.ceil(((1 - b.tokens) / this.#o.ratePerSecond) * 1000 - 1e-6));
+      throw limited(`caller ${caller} exceeded ${this.#o.ratePerSecond} requests/s (burst ${this.#o.burst})`, refillMs);
+    }
     b.tokens -= 1;
     b.inFlight += 1;
     let released = false;
@@ -84,6 +89,7 @@ export class CallerLimits {
   }
 }
 
-function limited(message: string): BrokerError {
-  return new BrokerError('ERR_FRONT_RATE_LIMITED', message, { status: 'resource-exhausted', publicMessage: 'too many certificate requests; retry later' });
+function limited(message: string, retryAfterMs?: number): BrokerError {
+  const pushback = retryAfterMs === undefined ? {} : { retryAfterMs };
+  return new BrokerError('ERR_FRONT_RATE_LIMITED', message, { status: 'resource-exhausted', publicMessage: 'too many certificate requests; retry later', ...pushback });
 }
