@@ -2,7 +2,7 @@
  * The broker's error codes. Every error the broker raises on purpose is a `BrokerError` with one
  * of these codes; the gRPC and HTTP boundaries map its `status` once (src/ops/grpc-errors.ts).
  */
-import { CertbrokerError, errCode, type ErrorStatus } from '../core/errors.js';
+import { CertbrokerError, errCode, type CertbrokerErrorOptions } from '../core/errors.js';
 
 export type BrokerErrorCode =
   /** The identity was forgotten (last pod gone) while a caller waited for it. */
@@ -86,7 +86,7 @@ export class BrokerError extends CertbrokerError<BrokerErrorCode> {
   constructor(
     code: BrokerErrorCode,
     message: string,
-    options: { status: ErrorStatus; cause?: unknown; publicMessage?: string; retryAfterMs?: number },
+    options: CertbrokerErrorOptions,
   ) {
     super(code, message, options);
   }

@@ -6,6 +6,7 @@
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { ServerCall } from './grpc-call.js';
+import type { StreamRefusalReason } from './metrics.js';
 
 /** A gRPC status carried with a rejection from `readMessage`. */
 export interface WireError {
@@ -23,8 +24,8 @@ export interface ReadOptions {
   readonly maxBytes: number;
   /** The whole request message must have arrived this long (ms) after the call's headers. */
   readonly bodyTimeoutMs: number;
-  /** Counts a call answered here, before its handler (metrics.ts' `StreamRefusalReason`). */
-  readonly onRefused: (reason: 'body_timeout' | 'cancelled' | 'unreadable') => void;
+  /** Counts a call answered here, before its handler. */
+  readonly onRefused: (reason: Exclude<StreamRefusalReason, 'stream_limit'>) => void;
 }
 
 /**
@@ -81,24 +82,25 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
   let settled = false;
   // A client that sends the headers and never the body holds a stream (and its session) open:
   // past the deadline the call is answered and closed.
-  const bodyTimer = setTimeout(() => {
-    if (settled) return;
-    r.onRefused('body_timeout');
-    settle({ grpcCode: GrpcStatus.DEADLINE_EXCEEDED, message: `request message not received within ${r.bodyTimeoutMs} ms` });
-  }, r.bodyTimeoutMs);
+  const bodyTimer = setTimeout(() => refuse('body_timeout', { grpcCode: GrpcStatus.DEADLINE_EXCEEDED, message: `request message not received within ${r.bodyTimeoutMs} ms` }), r.bodyTimeoutMs);
   const settle = (err: WireError | undefined, message?: Buffer) => {
     if (settled) return;
     settled = true;
     clearTimeout(bodyTimer);
     done(err, message);
   };
+  /** Settles with `err`, counted by `reason` (only the first settlement counts). */
+  const refuse = (reason: Exclude<StreamRefusalReason, 'stream_limit'>, err: WireError) => {
+    if (settled) return;
+    r.onRefused(reason);
+    settle(err);
+  };
   call.readBody(
     (c) => {
       if (settled) return;
       size += c.length;
       if (size > r.maxBytes + 5) {
-        r.onRefused('unreadable');
-        settle({ grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
+        refuse('unreadable', { grpcCode: GrpcStatus.RESOURCE_EXHAUSTED, message: 'message too large' });
         return;
       }
       // Copied when a second chunk comes: the first may be a view into a socket buffer.
@@ -108,15 +110,9 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
     () => {
       const out = unframeRequest(more ? Buffer.concat(more) : first, encoding, r.maxBytes);
       if (Buffer.isBuffer(out)) settle(undefined, out);
-      else {
-        r.onRefused('unreadable');
-        settle(out);
-      }
+      else refuse('unreadable', out);
     },
     // A client that resets the stream before the end: settle, so nothing waits forever.
-    () => {
-      if (!settled) r.onRefused('cancelled');
-      settle({ grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' });
-    },
+    () => refuse('cancelled', { grpcCode: GrpcStatus.CANCELLED, message: 'stream closed early' }),
   );
 }

@@ -32,6 +32,7 @@ import type { HealthService } from '../grpc/health.js';
 import { decodeIstioCertificateRequest } from '../grpc/istio-ca-request.js';
 import { protobufRoot } from '../grpc/proto-load.js';
 import { decodeStrict } from '../grpc/strict-decode.js';
+import { retryPushbackValue } from '../grpc/retry-pushback.js';
 import { frame, grpcTimeoutMs } from '../grpc/wire-format.js';
 import type { RotatingServerIdentity } from '../grpc/rotating-credentials.js';
 import type { GrpcStatusAnswer } from '../ops/grpc-errors.js';
@@ -216,7 +217,7 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
   const refused = o.metrics?.streamsRefused;
   const streamLimit = refused?.labels('stream_limit');
   const counts = { body_timeout: refused?.labels('body_timeout'), cancelled: refused?.labels('cancelled'), unreadable: refused?.labels('unreadable') };
-  const onRefused = (reason: keyof typeof counts) => counts[reason]?.inc();
+  const onRefused: ReadOptions['onRefused'] = (reason) => counts[reason]?.inc();
   const bodyTimeoutMs = limits.requestBodyTimeoutMs;
   const create = { codec, handler: o.handler, read: { maxBytes: o.maxMessageBytes, bodyTimeoutMs, onRefused } };
   const healthCheck = { codec, health: o.health, read: { maxBytes: 4096, bodyTimeoutMs, onRefused } };
@@ -228,7 +229,7 @@ function streamHandler(o: H2TransportOptions, codec: Codec, streams: () => numbe
     if (streams() > limits.maxStreams) {
       streamLimit?.inc();
       call.discardBody();
-      sendStatus(call, tooMany, { [RETRY_PUSHBACK_METADATA]: String(hint.retryAfterMs(streams() - 1)) });
+      sendStatus(call, tooMany, { [RETRY_PUSHBACK_METADATA]: retryPushbackValue(hint.retryAfterMs(streams() - 1)) });
       return;
     }
     call.onClose(onAnswered);

@@ -10,6 +10,7 @@
 import { Metadata, status as GrpcStatus, type ServiceError } from '@grpc/grpc-js';
 import { CertbrokerError, type ErrorStatus } from '../core/errors.js';
 import type { Logger } from '../core/log.js';
+import { retryPushbackValue } from '../grpc/retry-pushback.js';
 import { encodeRpcStatus, STATUS_DETAILS_KEY, type ErrorInfo } from '../grpc/rpc-status.js';
 import { ERROR_CODE_METADATA, RETRY_PUSHBACK_METADATA } from '../protocol/grpc-status.js';
 
@@ -72,7 +73,7 @@ export function grpcStatusFor(
   if (err instanceof CertbrokerError) {
     metadata.push([ERROR_CODE_METADATA, err.code]);
     // A refusal that says when to come back carries it as gRFC A6's server pushback.
-    if (err.retryAfterMs !== undefined && Number.isFinite(err.retryAfterMs)) metadata.push([RETRY_PUSHBACK_METADATA, String(Math.max(0, Math.round(err.retryAfterMs)))]);
+    if (err.retryAfterMs !== undefined && Number.isFinite(err.retryAfterMs)) metadata.push([RETRY_PUSHBACK_METADATA, retryPushbackValue(err.retryAfterMs)]);
     code = STATUS[err.status];
     details = err.publicMessage ?? GENERIC[err.status];
   } else {

@@ -4,8 +4,8 @@
  * (the UID its token is bound to), so one ztunnel cannot crowd out the node's CA calls for long
  * and a misbehaving one is answered locally. Over a bound: RESOURCE_EXHAUSTED (ztunnel retries
  * with backoff); over the rate it carries a retry pushback (gRFC A6: `grpc-retry-pushback-ms`) of
- * the time until the bucket holds a whole token again. Time comes from the injected clock; the map of callers is bounded (idle callers
- * with a full bucket are the ones dropped). Pure.
+ * the time until the bucket holds a whole token again. Time comes from the injected clock; the
+ * map of callers is bounded (idle callers with a full bucket are the ones dropped). Pure.
  */
 import type { Clock } from '../../../core/clock.js';
 import { BrokerError } from '../../errors.js';
@@ -90,6 +90,5 @@ export class CallerLimits {
 }
 
 function limited(message: string, retryAfterMs?: number): BrokerError {
-  const pushback = retryAfterMs === undefined ? {} : { retryAfterMs };
-  return new BrokerError('ERR_FRONT_RATE_LIMITED', message, { status: 'resource-exhausted', publicMessage: 'too many certificate requests; retry later', ...pushback });
+  return new BrokerError('ERR_FRONT_RATE_LIMITED', message, { status: 'resource-exhausted', publicMessage: 'too many certificate requests; retry later', retryAfterMs });
 }

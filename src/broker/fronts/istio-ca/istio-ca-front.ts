@@ -121,8 +121,7 @@ function relayed(err: unknown): unknown {
   if (err.grpcCode === 'INVALID_ARGUMENT') return new BrokerError('ERR_FRONT_CA_DENIED', `CA: ${detail}`, { status: 'invalid-argument', publicMessage: detail, cause: err });
   if (err.grpcCode === 'UNAUTHENTICATED') return new BrokerError('ERR_FRONT_CA_DENIED', `the CA refused the broker's request: ${detail}`, { status: 'unauthenticated', cause: err });
   if (err.grpcCode === 'RESOURCE_EXHAUSTED') {
-    const pushback = err.retryAfterMs === undefined ? {} : { retryAfterMs: err.retryAfterMs };
-    return new BrokerError('ERR_FRONT_CA_BUSY', `the CA shed the request: ${detail}`, { status: 'resource-exhausted', publicMessage: 'the CA is busy; retry later', cause: err, ...pushback });
+    return new BrokerError('ERR_FRONT_CA_BUSY', `the CA shed the request: ${detail}`, { status: 'resource-exhausted', publicMessage: 'the CA is busy; retry later', cause: err, retryAfterMs: err.retryAfterMs });
   }
   return err;
 }
