@@ -19,7 +19,6 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { credentials, type ChannelCredentials, type Client, type ServiceError } from '@grpc/grpc-js';
 import { ISTIO_CA_FRONT_DEFAULTS, startBroker, type Broker } from '../../src/broker/index.js';
-import { frontConfig } from './support/front-config.js';
 import { loadProtos, lookup, protoRootFor } from '../../src/grpc/index.js';
 import { checkX509Svid } from '../../src/spiffe/index.js';
 import { createLogger } from '../../src/core/log.js';
@@ -31,6 +30,7 @@ import { removeTempDir, tempDirSync } from '../support/scratch.js';
 import { parsePemBlocksOfType } from '../../src/pki/pem.js';
 import { BROKER_NS, NODE, Stack, TD, tokenFor } from './support/stack.js';
 import { eventually } from './support/eventually.js';
+import { frontConfig } from './support/front-config.js';
 
 const run = promisify(execFile);
 const skip = pythonGrpcMissing() ?? opensslMissing();
@@ -102,7 +102,6 @@ function servedCertificate(port: number, servername: string, rootsPem: string): 
     s.once('error', reject);
   });
 }
-
 
 for (const transport of ['h2', 'http2'] as const) {
   describe(`Istio CA front: released ztunnel on the wire (${transport})`, { skip }, () => {

@@ -18,8 +18,9 @@ import { Secret } from '../../src/core/secret.js';
 import { parseRetryPushbackMs, RETRY_PUSHBACK_METADATA } from '../../src/grpc/index.js';
 import { caClient, startNodeAScenario, type CaEnv } from './support/ca-env.js';
 import { newCsr } from './support/pki-fixtures.js';
+import { until } from '../support/until.js';
 import { CREATE_CERTIFICATE_PATH, frameBytes, rawCaSession, requestFrame, type RawResult } from './support/raw-grpc.js';
-import { ACK, dataFrame, END_STREAM, ErrorCode, FrameClient, FrameType, grpcRequestFields, headersFrame, literalBlock, PREFACE, rstStreamFrame, settingsFrame } from '../h2/support/frame-client.js';
+import { ACK, dataFrame, END_STREAM, ErrorCode, FrameClient, grpcRequestFields, headersFrame, literalBlock, PREFACE, rstStreamFrame, settingsFrame } from '../h2/support/frame-client.js';
 
 const SMALL: Partial<CaLimits> = {
   requestBodyTimeoutMs: 300,
@@ -72,23 +73,6 @@ async function earlyStreams(ca: CaServer, frames: Buffer[]): Promise<FrameClient
 function grpcCall(stream: number, message: Buffer, extra: ReadonlyArray<readonly [string, string]> = [], end = true): Buffer[] {
   const fields = grpcRequestFields(CREATE_CERTIFICATE_PATH, [['authorization', `Bearer ${ztunnel}`], ...extra]);
   return [headersFrame(stream, literalBlock(fields)), dataFrame(stream, message, end ? END_STREAM : 0)];
-}
-
-/** Reads frames until each of `streams` has ended (RST_STREAM, or END_STREAM from the CA) or the connection did; what each got. */
-async function streamEnds(c: FrameClient, streams: readonly number[]): Promise<Map<number, { how: 'reset' | 'ended'; code?: number; fields: Record<string, string> }>> {
-  const open = new Map(streams.map((id) => [id, {} as Record<string, string>]));
-  const ends = new Map<number, { how: 'reset' | 'ended'; code?: number; fields: Record<string, string> }>();
-  while (open.size > 0) {
-    const f = await c.next();
-    if (f === 'closed' || f === 'timeout') break;
-    const fields = open.get(f.stream);
-    if (!fields) continue;
-    for (const [k, v] of f.fields ?? []) fields[k] = v;
-    if (f.type === FrameType.RST_STREAM) ends.set(f.stream, { how: 'reset', code: f.payload.readUInt32BE(0), fields });
-    else if ((f.type === FrameType.HEADERS || f.type === FrameType.DATA) && (f.flags & END_STREAM) !== 0) ends.set(f.stream, { how: 'ended', fields });
-    if (ends.has(f.stream)) open.delete(f.stream);
-  }
-  return ends;
 }
 
 for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
@@ -215,11 +199,11 @@ for (const kind of ['http2', 'h2'] as const) {
     // bytes (twice the list bound), past which a CONTINUATION flood is a connection error.
     const c = await earlyStreams(cas[kind], grpcCall(1, requestFrame({ csr: await newCsr() }), [['x-a', 'a'.repeat(10_000)]]));
     try {
-      const early = (await streamEnds(c, [1])).get(1);
+      const early = (await c.streamEnds([1])).get(1);
       assert.equal(early?.how, 'reset', JSON.stringify(early?.fields));
       assert.equal(early?.code, ErrorCode.ENHANCE_YOUR_CALM, 'RST_STREAM(ENHANCE_YOUR_CALM)');
       c.send(settingsFrame([], ACK), ...grpcCall(3, requestFrame({ csr: await newCsr() }), [['x-a', 'a'.repeat(1000)]]));
-      assert.equal((await streamEnds(c, [3])).get(3)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
+      assert.equal((await c.streamEnds([3])).get(3)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
     } finally {
       c.close();
     }
@@ -236,13 +220,13 @@ for (const kind of ['http2', 'h2'] as const) {
     // Held open (the request never ends) until the CA's body timeout answers them.
     const c = await earlyStreams(cas[kind], ids.flatMap((id) => grpcCall(id, body, [], false)));
     try {
-      const ends = await streamEnds(c, ids);
+      const ends = await c.streamEnds(ids);
       const refused = ids.map((id) => ends.get(id)?.how === 'reset' && ends.get(id)?.code === ErrorCode.REFUSED_STREAM);
       assert.deepEqual(refused, [false, false, false, true, true, true, true, true], JSON.stringify(ids.map((id) => ends.get(id)?.code)));
       for (const id of ids.slice(0, 3)) assert.equal(ends.get(id)?.fields['grpc-status'], String(status.DEADLINE_EXCEEDED), 'held open until the body timeout');
       for (const id of ids.slice(3)) assert.equal(ends.get(id)?.fields[':status'], undefined, 'refused before any answer');
       c.send(settingsFrame([], ACK), ...grpcCall(17, requestFrame({ csr: await newCsr() })));
-      assert.equal((await streamEnds(c, [17])).get(17)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
+      assert.equal((await c.streamEnds([17])).get(17)?.fields['grpc-status'], String(status.OK), 'the session serves the next call');
     } finally {
       c.close();
     }
@@ -264,14 +248,14 @@ for (const kind of ['http2', 'h2'] as const) {
         frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
         assert.ok(await frames.ping(), 'the CA read them');
         frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
-        for (let i = 0; i < 200 && (await counter(ca, 'streamsRefused', 'cancelled')) === before.cancelled; i++) await new Promise((r) => setTimeout(r, 10));
+        await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled, 'the reset counted', { timeoutMs: 2000 });
         assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 1);
         // A whole message, reset before END_STREAM: still a call closed early, not one for the
         // handler (node:http2 ends a reset stream's readable side as if its body had ended).
         frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
         assert.ok(await frames.ping(), 'the CA read them');
         frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
-        for (let i = 0; i < 200 && (await counter(ca, 'streamsRefused', 'cancelled')) === before.cancelled + 1; i++) await new Promise((r) => setTimeout(r, 10));
+        await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled + 1, 'the second reset counted', { timeoutMs: 2000 });
         assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
         assert.ok(await frames.ping(), 'the connection serves on');
       } finally {

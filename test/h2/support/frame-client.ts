@@ -333,18 +333,41 @@ export class FrameClient {
 
   /** Frames for `stream` up to its end: its RST_STREAM, or a HEADERS/DATA with END_STREAM; a GOAWAY with an error, or not covering it, ends the wait too. */
   async streamEnd(stream: number, waitMs = FRAME_WAIT_MS): Promise<StreamOutcome> {
-    const frames: Frame[] = [];
+    return (await this.streamEnds([stream], waitMs)).get(stream)!;
+  }
+
+  /**
+   * `streamEnd` for several streams at once (frames of other streams skipped): reads until each
+   * has ended, or the connection, the wait or a GOAWAY that does not let it finish ended it.
+   */
+  async streamEnds(streams: readonly number[], waitMs = FRAME_WAIT_MS): Promise<Map<number, StreamOutcome>> {
+    const open = new Map(streams.map((id) => [id, [] as Frame[]]));
+    const ends = new Map<number, StreamOutcome>();
+    const end = (id: number, o: StreamOutcome) => {
+      ends.set(id, o);
+      open.delete(id);
+    };
     const deadline = Date.now() + waitMs;
-    for (;;) {
+    while (open.size > 0) {
       const f = await this.next(Math.max(0, deadline - Date.now()));
-      if (f === 'closed' || f === 'timeout') return outcome(frames, f);
-      // A graceful GOAWAY (NO_ERROR) covering this stream lets it finish (RFC 9113 §6.8).
-      if (f.type === FrameType.GOAWAY && (f.payload.readUInt32BE(4) !== ErrorCode.NO_ERROR || (f.payload.readUInt32BE(0) & 0x7fffffff) < stream)) return outcome(frames, 'goaway', f);
-      if (f.stream !== stream) continue;
+      if (f === 'closed' || f === 'timeout') {
+        for (const [id, frames] of open) end(id, outcome(frames, f));
+        break;
+      }
+      if (f.type === FrameType.GOAWAY) {
+        // A graceful GOAWAY (NO_ERROR) covering a stream lets it finish (RFC 9113 §6.8).
+        const graceful = f.payload.readUInt32BE(4) === ErrorCode.NO_ERROR;
+        const last = f.payload.readUInt32BE(0) & 0x7fffffff;
+        for (const [id, frames] of open) if (!graceful || last < id) end(id, outcome(frames, 'goaway', f));
+        continue;
+      }
+      const frames = open.get(f.stream);
+      if (!frames) continue;
       frames.push(f);
-      if (f.type === FrameType.RST_STREAM) return outcome(frames, 'reset');
-      if ((f.type === FrameType.HEADERS || f.type === FrameType.DATA) && (f.flags & END_STREAM) !== 0) return outcome(frames, 'ended');
+      if (f.type === FrameType.RST_STREAM) end(f.stream, outcome(frames, 'reset'));
+      else if ((f.type === FrameType.HEADERS || f.type === FrameType.DATA) && (f.flags & END_STREAM) !== 0) end(f.stream, outcome(frames, 'ended'));
     }
+    return ends;
   }
 
   /** Sends a PING with `data` and waits for its ACK (frames before it are skipped): proves the connection still works. */
