@@ -98,7 +98,7 @@ describe('CallerLimits', () => {
     const limits = new CallerLimits({ clock: new FakeClock(), ratePerSecond: 1000, burst: 1000, maxInFlight: 2 });
     const a = limits.acquire('pod-a');
     const b = limits.acquire('pod-a');
-    assert.throws(() => limits.acquire('pod-a'), { code: 'ERR_FRONT_RATE_LIMITED', status: 'resource-exhausted', retryAfterMs: undefined }, 'in flight: no pushback (no time to say)');
+    assert.throws(() => limits.acquire('pod-a'), { code: 'ERR_FRONT_RATE_LIMITED', status: 'resource-exhausted', retryAfterMs: undefined }, 'in flight, no call ended yet: no pushback (no time to say)');
     limits.acquire('pod-b')(); // another caller is not affected
     a();
     a();
@@ -106,6 +106,29 @@ describe('CallerLimits', () => {
     limits.acquire('pod-a');
     b();
     assert.equal(limits.inFlight('pod-a'), 1);
+  });
+
+  it('over the in-flight bound the pushback is the caller\'s typical call duration, once a call has ended', async () => {
+    const clock = new FakeClock();
+    const limits = new CallerLimits({ clock, ratePerSecond: 1000, burst: 1000, maxInFlight: 1 });
+    let release = limits.acquire('p');
+    await clock.advance(200);
+    release(); // the first call took 200 ms
+    release = limits.acquire('p');
+    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 200 });
+    limits.acquire('q')(); // another caller is not limited
+    await clock.advance(40);
+    release(); // 40 ms: the average moves a quarter of the way, 200 -> 160
+    release();
+    release = limits.acquire('p');
+    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 160 });
+    release(); // 0 ms: 160 -> 120
+    limits.acquire('p');
+    assert.throws(() => limits.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 120 });
+    const fast = new CallerLimits({ clock, ratePerSecond: 1000, burst: 1000, maxInFlight: 1 });
+    fast.acquire('p')(); // a call that took no time at all
+    fast.acquire('p');
+    assert.throws(() => fast.acquire('p'), { code: 'ERR_FRONT_RATE_LIMITED', retryAfterMs: 1 }, 'at least 1 ms');
   });
 
   it('a burst, then the sustained rate, on the injected clock', async () => {

@@ -3,9 +3,11 @@
  * time, and a token bucket of `burst` requests refilled at `ratePerSecond`. The caller is its pod
  * (the UID its token is bound to), so one ztunnel cannot crowd out the node's CA calls for long
  * and a misbehaving one is answered locally. Over a bound: RESOURCE_EXHAUSTED (ztunnel retries
- * with backoff); over the rate it carries a retry pushback (gRFC A6: `grpc-retry-pushback-ms`) of
- * the time until the bucket holds a whole token again. Time comes from the injected clock; the
- * map of callers is bounded (idle callers with a full bucket are the ones dropped). Pure.
+ * with backoff) with a retry pushback (gRFC A6: `grpc-retry-pushback-ms`): over the rate, the time
+ * until the bucket holds a whole token again; over the in-flight bound, the caller's typical call
+ * duration (a moving average of its calls' durations, the time one slot is expected to take to
+ * free), none before one of its calls has ended. Time comes from the injected clock; the map of
+ * callers is bounded (idle callers with a full bucket are the ones dropped). Pure.
  */
 import type { Clock } from '../../../core/clock.js';
 import { BrokerError } from '../../errors.js';
@@ -23,7 +25,12 @@ interface Bucket {
   tokens: number;
   at: number;
   inFlight: number;
+  /** Moving average of this caller's call durations in ms (-1: no call has ended yet). */
+  callMs: number;
 }
+
+/** Weight of the newest call in `callMs` (the average follows the last ~4 calls). */
+const CALL_MS_WEIGHT = 0.25;
 
 export class CallerLimits {
   readonly #o: CallerLimitsOptions;
@@ -40,7 +47,8 @@ export class CallerLimits {
     b.tokens = Math.min(this.#o.burst, b.tokens + ((now - b.at) / 1000) * this.#o.ratePerSecond);
     b.at = now;
     if (b.inFlight >= this.#o.maxInFlight) {
-      throw limited(`caller ${caller} has ${b.inFlight} requests in flight (at most ${this.#o.maxInFlight})`);
+      const slotMs = b.callMs < 0 ? undefined : Math.max(1, Math.ceil(b.callMs));
+      throw limited(`caller ${caller} has ${b.inFlight} requests in flight (at most ${this.#o.maxInFlight})`, slotMs);
     }
     if (b.tokens < 1) {
       // Rounded up to whole milliseconds (less a hair of floating-point error), at least 1.
@@ -54,6 +62,8 @@ export class CallerLimits {
       if (released) return;
       released = true;
       b.inFlight -= 1;
+      const tookMs = Math.max(0, this.#o.clock.now() - now);
+      b.callMs = b.callMs < 0 ? tookMs : b.callMs + CALL_MS_WEIGHT * (tookMs - b.callMs);
     };
   }
 
@@ -67,7 +77,7 @@ export class CallerLimits {
     if (b) return b;
     const max = this.#o.maxCallers ?? 1024;
     if (this.#buckets.size >= max) this.#evictIdle(now);
-    b = { tokens: this.#o.burst, at: now, inFlight: 0 };
+    b = { tokens: this.#o.burst, at: now, inFlight: 0, callMs: -1 };
     this.#buckets.set(caller, b);
     return b;
   }
