@@ -92,6 +92,13 @@ async function poolLoop(pool: LeafIssuerPool, ms: number, csrs: readonly string[
   return (done * 1000) / (performance.now() - start);
 }
 
+/** Per-round ratios a[r] / b[r]: their median, range, and how many rounds reached issue 15's 1.1. */
+function pairedRatios(a: readonly number[], b: readonly number[]): string {
+  const ratios = a.map((v, r) => v / b[r]!).sort((x, y) => x - y);
+  const reached = ratios.filter((x) => x >= 1.1).length;
+  return `median ${median(ratios).toFixed(2)}× (${ratios[0]!.toFixed(2)}–${ratios.at(-1)!.toFixed(2)}), ≥ 1.1× in ${reached} of ${ratios.length} rounds`;
+}
+
 /** The loop every independent thread or process runs: issueAsync on its own FastLeafIssuer. */
 const ISSUE_LOOP = `
   async function issueLoop(FastLeafIssuer, signer, csrs, ms, waitForGo) {
@@ -434,6 +441,7 @@ async function main(): Promise<void> {
           `Target (issue 3: at least Go's rate per core, on both cores), Go measured in this run: one thread is ${(single / rate(12)).toFixed(2)}× Go on one core;`,
           `on ${size} cores the pool is ${(rate(7) / rate(13)).toFixed(2)}× and independent threads ${(rate(8) / rate(13)).toFixed(2)}× Go's ${size} goroutines. (The issue quoted ~4,900/s per core and`,
           `~9,300/s on 2 cores for Go and ~32,000/s for Node's sign; this run: Go ${Math.round(rate(12))}/s and ${Math.round(rate(13))}/s, sign ${Math.round(signRate)}/s.)`,
+          `Paired by round (the pool and Go's ${size} goroutines measured in the same round, five scenarios apart): pool / Go ${pairedRatios(scenarios[7]!.rates, scenarios[13]!.rates)}.`,
         ]
       : [
           `Target (issue 3: Go crypto/x509 ~4,900/s per core, ~9,300/s on 2 cores; no Go toolchain in this run): this run's sign baseline is ${Math.round(signRate)}/s`,
