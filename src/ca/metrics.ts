@@ -15,7 +15,8 @@ export type ConnectionCloseReason = 'limit' | 'tls_handshake_timeout' | 'idle';
  * Why a call was answered before its handler: the request body timeout, CA_MAX_STREAMS, the
  * stream closed (reset, connection gone) before its request message was complete, or a request
  * body that is not one well-formed gRPC message within the bounds (truncated, several, too
- * large, a compression it cannot read). TLS transports; grpc-js counts `body_timeout` alone.
+ * large, a compression it cannot read). All four on the TLS transports; grpc-js counts
+ * `body_timeout` and `cancelled` (what it refuses itself never reaches the CA's code).
  */
 export type StreamRefusalReason = 'body_timeout' | 'stream_limit' | 'cancelled' | 'unreadable';
 

@@ -164,7 +164,7 @@ async function startGrpcJs(p: TransportParts): Promise<CaTransport> {
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.enable_channelz': 0,
-    ...grpcJsLimitOptions(p.limits, () => p.metrics.streamsRefused.inc({ reason: 'body_timeout' })),
+    ...grpcJsLimitOptions(p.limits, (reason) => p.metrics.streamsRefused.inc({ reason })),
   });
   server.addService(caServiceDefinition(), p.service.implementation());
   p.health.addToServer(server);

@@ -130,6 +130,50 @@ for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
   });
 }
 
+test('grpc-js: a call reset inside or right after its request message is counted cancelled and never handled; one that ran into the body timeout is not counted twice', async () => {
+  const ca = cas['grpc-js'];
+  const handled = async () => (await ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
+  const before = { cancelled: await counter(ca, 'streamsRefused', 'cancelled'), bodyTimeout: await counter(ca, 'streamsRefused', 'body_timeout'), handled: await handled() };
+  const frames = await FrameClient.connect({ port: ca.port, rootsPem: ca.rootsPem() });
+  try {
+    await frames.handshake();
+    // The headers and half a gRPC prefix, then RST_STREAM(CANCEL).
+    const [headers] = grpcCall(1, Buffer.alloc(0), [], false);
+    frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
+    assert.ok(await frames.ping(), 'the CA read them');
+    frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
+    await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled, 'the reset counted', { timeoutMs: 2000 });
+    assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 1);
+    // A whole message, reset before END_STREAM: node:http2 ends the stream's body, grpc-js sees a
+    // half-close, and still the handler must not get a call its client gave up.
+    frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
+    assert.ok(await frames.ping(), 'the CA read them');
+    frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
+    await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled + 1, 'the second reset counted', { timeoutMs: 2000 });
+    assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
+    assert.equal(await handled(), before.handled, 'neither reached the handler');
+    // Headers only, left to the body timeout: body_timeout once, and its own close is no cancel.
+    frames.send(headersFrame(5, literalBlock(grpcRequestFields(CREATE_CERTIFICATE_PATH, [['authorization', `Bearer ${ztunnel}`]]))));
+    const end = (await frames.streamEnds([5])).get(5);
+    assert.equal(end?.fields['grpc-status'], String(status.DEADLINE_EXCEEDED), JSON.stringify(end));
+    await until(async () => (await counter(ca, 'streamsRefused', 'body_timeout')) !== before.bodyTimeout, 'the timeout counted', { timeoutMs: 2000 });
+    assert.ok(await frames.ping(), 'the connection serves on');
+    assert.equal(await counter(ca, 'streamsRefused', 'body_timeout'), before.bodyTimeout + 1);
+    assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2, 'the timed-out call is not also cancelled');
+  } finally {
+    frames.close();
+  }
+  // A whole request is the handler's, and its ordinary end is no cancel.
+  const raw = rawCaSession(ca);
+  try {
+    assert.equal((await raw.call({ authorization: `Bearer ${ztunnel}` }, requestFrame({ csr: await newCsr() }))).grpc, status.OK);
+  } finally {
+    raw.close();
+  }
+  assert.equal(await handled(), before.handled + 1);
+  assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
+});
+
 test('grpc-js: a malformed request message is INVALID_ARGUMENT (ERR_CA_REQUEST_MALFORMED), not INTERNAL', async () => {
   const raw = rawCaSession(cas['grpc-js']);
   try {
