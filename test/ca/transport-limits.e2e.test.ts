@@ -75,6 +75,29 @@ function grpcCall(stream: number, message: Buffer, extra: ReadonlyArray<readonly
   return [headersFrame(stream, literalBlock(fields)), dataFrame(stream, message, end ? END_STREAM : 0)];
 }
 
+/** Calls the CA's handler counted so far, whatever their outcome. */
+const handledCalls = async (ca: CaServer) => (await ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
+
+/**
+ * On `frames` (handshaken), streams 1 and 3 as CreateCertificate calls reset by RST_STREAM(CANCEL)
+ * with no END_STREAM before it (node:http2's client may end a stream first): one inside its gRPC
+ * prefix, one right after a whole message, which node:http2 ends as if its body had ended. Each
+ * must count `cancelled` once, as a call closed early and not one for the handler.
+ */
+async function resetInsideAndAfterMessage(ca: CaServer, frames: FrameClient, cancelledBefore: number): Promise<void> {
+  const [headers] = grpcCall(1, Buffer.alloc(0), [], false);
+  frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
+  assert.ok(await frames.ping(), 'the CA read them');
+  frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
+  await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== cancelledBefore, 'the reset counted', { timeoutMs: 2000 });
+  assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), cancelledBefore + 1);
+  frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
+  assert.ok(await frames.ping(), 'the CA read them');
+  frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
+  await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== cancelledBefore + 1, 'the second reset counted', { timeoutMs: 2000 });
+  assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), cancelledBefore + 2);
+}
+
 for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
   test(`${transport}: a call whose request body never completes gets DEADLINE_EXCEEDED and its stream is closed`, async () => {
     const ca = cas[transport];
@@ -132,26 +155,13 @@ for (const transport of ['http2', 'h2', 'grpc-js'] as const) {
 
 test('grpc-js: a call reset inside or right after its request message is counted cancelled and never handled; one that ran into the body timeout is not counted twice', async () => {
   const ca = cas['grpc-js'];
-  const handled = async () => (await ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
-  const before = { cancelled: await counter(ca, 'streamsRefused', 'cancelled'), bodyTimeout: await counter(ca, 'streamsRefused', 'body_timeout'), handled: await handled() };
+  const before = { cancelled: await counter(ca, 'streamsRefused', 'cancelled'), bodyTimeout: await counter(ca, 'streamsRefused', 'body_timeout'), handled: await handledCalls(ca) };
   const frames = await FrameClient.connect({ port: ca.port, rootsPem: ca.rootsPem() });
   try {
     await frames.handshake();
-    // The headers and half a gRPC prefix, then RST_STREAM(CANCEL).
-    const [headers] = grpcCall(1, Buffer.alloc(0), [], false);
-    frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
-    assert.ok(await frames.ping(), 'the CA read them');
-    frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
-    await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled, 'the reset counted', { timeoutMs: 2000 });
-    assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 1);
-    // A whole message, reset before END_STREAM: node:http2 ends the stream's body, grpc-js sees a
-    // half-close, and still the handler must not get a call its client gave up.
-    frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
-    assert.ok(await frames.ping(), 'the CA read them');
-    frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
-    await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled + 1, 'the second reset counted', { timeoutMs: 2000 });
-    assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
-    assert.equal(await handled(), before.handled, 'neither reached the handler');
+    // grpc-js sees the reset stream's end as a half-close, after a whole message too.
+    await resetInsideAndAfterMessage(ca, frames, before.cancelled);
+    assert.equal(await handledCalls(ca), before.handled, 'neither reached the handler');
     // Headers only, left to the body timeout: body_timeout once, and its own close is no cancel.
     frames.send(headersFrame(5, literalBlock(grpcRequestFields(CREATE_CERTIFICATE_PATH, [['authorization', `Bearer ${ztunnel}`]]))));
     const end = (await frames.streamEnds([5])).get(5);
@@ -170,7 +180,7 @@ test('grpc-js: a call reset inside or right after its request message is counted
   } finally {
     raw.close();
   }
-  assert.equal(await handled(), before.handled + 1);
+  assert.equal(await handledCalls(ca), before.handled + 1);
   assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
 });
 
@@ -280,27 +290,13 @@ for (const kind of ['http2', 'h2'] as const) {
     const ca = cas[kind];
     const raw = rawCaSession(ca);
     const auth = { authorization: `Bearer ${ztunnel}` };
-    const handled = async () => (await ca.metrics.requests.get()).values.reduce((n, v) => n + v.value, 0);
+    const handled = () => handledCalls(ca);
     try {
       const before = { cancelled: await counter(ca, 'streamsRefused', 'cancelled'), unreadable: await counter(ca, 'streamsRefused', 'unreadable'), handled: await handled() };
-      // Raw frames: the headers and half a gRPC prefix, then RST_STREAM(CANCEL) with no END_STREAM
-      // before it (node:http2's client may end the stream first), so the CA sees the stream close inside the message.
       const frames = await FrameClient.connect({ port: ca.port, rootsPem: ca.rootsPem() });
       try {
         await frames.handshake();
-        const [headers] = grpcCall(1, Buffer.alloc(0), [], false);
-        frames.send(headers!, dataFrame(1, Buffer.from([0, 0, 0])));
-        assert.ok(await frames.ping(), 'the CA read them');
-        frames.send(rstStreamFrame(1, ErrorCode.CANCEL));
-        await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled, 'the reset counted', { timeoutMs: 2000 });
-        assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 1);
-        // A whole message, reset before END_STREAM: still a call closed early, not one for the
-        // handler (node:http2 ends a reset stream's readable side as if its body had ended).
-        frames.send(...grpcCall(3, requestFrame({ csr: await newCsr() }), [], false));
-        assert.ok(await frames.ping(), 'the CA read them');
-        frames.send(rstStreamFrame(3, ErrorCode.CANCEL));
-        await until(async () => (await counter(ca, 'streamsRefused', 'cancelled')) !== before.cancelled + 1, 'the second reset counted', { timeoutMs: 2000 });
-        assert.equal(await counter(ca, 'streamsRefused', 'cancelled'), before.cancelled + 2);
+        await resetInsideAndAfterMessage(ca, frames, before.cancelled);
         assert.ok(await frames.ping(), 'the connection serves on');
       } finally {
         frames.close();
