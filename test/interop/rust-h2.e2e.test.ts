@@ -152,7 +152,7 @@ describe('hyper (Rust h2, rustls) against the CA (each transport)', { skip }, ()
       if (kind === 'grpc-js') return; // no header-list bound there (docs/security.md)
       // Headers past the CA's 16 KiB on hyper's first call, sent before the SETTINGS ACK: reset.
       // ENHANCE_YOUR_CALM. On node:http2 one loaded CI-like run saw RST_STREAM(INTERNAL_ERROR)
-      // instead, and node's source says why: its header callback submits ENHANCE_YOUR_CALM and fails
+      // instead, and node's source shows how: its header callback submits ENHANCE_YOUR_CALM and fails
       // with nghttp2's temporal callback failure, for which nghttp2 queues an INTERNAL_ERROR reset of
       // its own; node sends its reset at once unless a write is in progress, when it defers it, and
       // then nghttp2's goes first. Still reset, never served, which is what this checks there.
