@@ -36,8 +36,8 @@ export function grpcJsLimitOptions(limits: CaLimits, onRefused: (reason: GrpcJsR
  * (or whose connection goes) before its whole message and half-close arrived is reported
  * `cancelled`, and the handler never gets it. (node:http2 ends a reset stream's readable side as if
  * the body had ended, so grpc-js sees a half-close there too, after a whole message even; the
- * stream's reset code tells the two apart.) Client- and bidi-streaming calls (reflection) are left alone: their
- * request side stays open by design.
+ * stream's reset code tells the two apart.) Client- and bidi-streaming calls (reflection) are left
+ * alone: their request side stays open by design.
  */
 export function requestBodyDeadline(ms: number, onRefused: (reason: GrpcJsRefusal) => void): ServerInterceptor {
   return (method, call) => {
