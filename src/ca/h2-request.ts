@@ -8,6 +8,9 @@ import { status as GrpcStatus } from '@grpc/grpc-js';
 import type { ServerCall } from './grpc-call.js';
 import type { StreamRefusalReason } from './metrics.js';
 
+/** Why `readMessage` answers a call itself (every refusal reason but the transport's stream cap). */
+export type ReadRefusalReason = Exclude<StreamRefusalReason, 'stream_limit'>;
+
 /** A gRPC status carried with a rejection from `readMessage`. */
 export interface WireError {
   readonly grpcCode: number;
@@ -25,7 +28,7 @@ export interface ReadOptions {
   /** The whole request message must have arrived this long (ms) after the call's headers. */
   readonly bodyTimeoutMs: number;
   /** Counts a call answered here, before its handler. */
-  readonly onRefused: (reason: Exclude<StreamRefusalReason, 'stream_limit'>) => void;
+  readonly onRefused: (reason: ReadRefusalReason) => void;
 }
 
 /**
@@ -90,7 +93,7 @@ export function readMessage(call: ServerCall, r: ReadOptions, encoding: string |
     done(err, message);
   };
   /** Settles with `err`, counted by `reason` (only the first settlement counts). */
-  const refuse = (reason: Exclude<StreamRefusalReason, 'stream_limit'>, err: WireError) => {
+  const refuse = (reason: ReadRefusalReason, err: WireError) => {
     if (settled) return;
     r.onRefused(reason);
     settle(err);
