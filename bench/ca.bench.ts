@@ -514,7 +514,7 @@ async function main(): Promise<void> {
     for (let r = 0; r < ROUNDS; r++) {
       const sides = { pool: [] as Slice[], path: [] as LoadSlice[], http2: [] as LoadSlice[] };
       const steps: Record<keyof typeof sides, () => Promise<void>> = {
-        pool: async () => void sides.pool.push(await measurePoolSlice(pool, csrs, slice, sides.pool.length === 0 ? 400 : 200)),
+        pool: async () => void sides.pool.push(await measurePoolSlice(pool, csrs, slice, 200)),
         path: async () => void sides.path.push(await load(headline, headlineClient, slice, SLICE_WARMUP_SECONDS)),
         http2: async () => void sides.http2.push(await load(nodeHttp2Ca, headlineClient, slice, SLICE_WARMUP_SECONDS)),
       };
